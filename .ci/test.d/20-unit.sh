@@ -1,0 +1,3 @@
+# Unit, integration and doc tests: with the Linux futex parker, then with the portable one.
+cargo test --workspace
+cargo test -p ufutex --features fallback-parker

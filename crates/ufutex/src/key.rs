@@ -1,0 +1,42 @@
+//! The identity of a futex. Private futexes are keyed by address; process-shared ones (a later
+//! module) by the object that backs the mapping and the offset within it, in `space`.
+
+/// What waiters and wakers meet on. Two words match when their keys are equal, whatever their
+/// sizes (the kernel's rule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    /// The address (private) or the offset within the backing object (shared).
+    pub(crate) word: u64,
+    /// 0 for private keys; the identity of the backing object for shared keys.
+    pub(crate) space: u64,
+}
+
+impl Key {
+    pub(crate) const fn private(addr: usize) -> Key {
+        Key { word: addr as u64, space: 0 }
+    }
+
+    /// A well-mixed 64-bit hash; tables take its top bits (Fibonacci hashing).
+    #[inline]
+    pub(crate) fn hash(&self) -> u64 {
+        const K: u64 = 0x9E37_79B9_7F4A_7C15; // 2^64 / golden ratio
+        let h = (self.word ^ self.space.rotate_left(29)).wrapping_mul(K);
+        h ^ (h >> 29)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn neighbouring_words_spread_over_buckets() {
+        // 1024 consecutive u32 words over 64 buckets: every bucket used, none badly overloaded.
+        let mut counts = [0u32; 64];
+        for i in 0..1024usize {
+            let k = Key::private(0x7f00_0000_1000 + 4 * i);
+            counts[(k.hash() >> (64 - 6)) as usize] += 1;
+        }
+        assert!(counts.iter().all(|&c| c > 0 && c < 48), "{counts:?}");
+    }
+}

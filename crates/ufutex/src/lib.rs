@@ -1,0 +1,48 @@
+//! # ufutex — futex2 in userspace
+//!
+//! Address-keyed wait/wake on 8, 16, 32 and 64-bit atomic words, with the semantics of Linux's
+//! futex2 system calls (`futex_wait`, `futex_wake`, `futex_waitv`, `futex_requeue`) but over
+//! hashed wait-queue tables that live in this process. The common paths never enter the
+//! kernel: a wake with no waiters and a wait whose value already differs cost a few loads.
+//!
+//! The model:
+//! - a thread calls [`wait`] with the value it last saw; if the word still holds it (checked
+//!   atomically with queueing), the thread sleeps until a [`wake`] or [`requeue`] on the same
+//!   address dequeues it, or its [`Deadline`] passes;
+//! - a waker changes the word *first*, then calls [`wake`]; no wakeup is ever lost;
+//! - a successful return from a wait always means a waker dequeued the waiter — never spurious.
+//!
+//! The free functions use the process default [`Domain`], which sizes itself to the number of
+//! threads that wait; a [`Domain`] of your own gives a private table with its own policy.
+#![doc = include_str!("../../../README.md")]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod deadline;
+mod domain;
+mod error;
+mod key;
+mod lock;
+mod parker;
+mod primitive;
+mod queue;
+mod requeue;
+mod table;
+mod thread;
+mod wait;
+mod waitv;
+mod wake;
+mod word;
+
+pub use deadline::Deadline;
+pub use domain::{Domain, DomainConfig, Slots};
+pub use error::WaitError;
+pub use requeue::requeue;
+pub use wait::{wait, wait_bitset};
+pub use waitv::{waitv, WaitEntry, WAITV_MAX};
+pub use wake::{wake, wake_bitset};
+pub use word::Futex;
+#[doc(hidden)]
+pub use word::WordRefOpaque;
+
+/// The mask that matches every waiter (`FUTEX_BITSET_MATCH_ANY`).
+pub const MATCH_ANY: u64 = u64::MAX;

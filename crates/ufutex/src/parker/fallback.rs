@@ -1,0 +1,57 @@
+//! The portable parker: a count under a `Mutex`, slept on with a `Condvar`. Never reports
+//! `Interrupted`. The waker holds an `Arc`, so the memory outlives a thread that exits.
+
+use super::ParkTimeout;
+use crate::deadline::Timeout;
+use std::sync::{Arc, Condvar, Mutex};
+
+struct Inner {
+    count: Mutex<u32>,
+    cv: Condvar,
+}
+
+pub(crate) struct Parker {
+    inner: Arc<Inner>,
+}
+
+impl Parker {
+    pub(crate) fn new() -> Parker {
+        Parker { inner: Arc::new(Inner { count: Mutex::new(0), cv: Condvar::new() }) }
+    }
+
+    pub(crate) fn park(&self, need: u32, timeout: Option<&Timeout>) -> Result<(), ParkTimeout> {
+        let mut count = self.inner.count.lock().unwrap_or_else(|e| e.into_inner());
+        while *count < need {
+            count = match timeout {
+                None => self.inner.cv.wait(count).unwrap_or_else(|e| e.into_inner()),
+                Some(t) => {
+                    let left = t.remaining();
+                    if left.is_zero() {
+                        return Err(ParkTimeout::TimedOut);
+                    }
+                    self.inner.cv.wait_timeout(count, left).unwrap_or_else(|e| e.into_inner()).0
+                }
+            };
+        }
+        Ok(())
+    }
+
+    pub(crate) fn reset(&self) {
+        *self.inner.count.lock().unwrap_or_else(|e| e.into_inner()) = 0;
+    }
+
+    pub(crate) fn handle(&self) -> UnparkHandle {
+        UnparkHandle { inner: self.inner.clone() }
+    }
+}
+
+pub(crate) struct UnparkHandle {
+    inner: Arc<Inner>,
+}
+
+impl UnparkHandle {
+    pub(crate) fn unpark(self) {
+        *self.inner.count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.inner.cv.notify_one();
+    }
+}

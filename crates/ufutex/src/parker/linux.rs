@@ -1,0 +1,89 @@
+//! The Linux parker: a per-thread `AtomicU32` slept on with the kernel futex.
+//!
+//! | bits | meaning |
+//! |---|---|
+//! | 0..31 | unparks received this episode |
+//! | 31 | SLEEPING: the thread is (about to be) in `futex_wait`; an unpark must call `futex_wake` |
+
+use super::futex::{self, KernelWait};
+use super::ParkTimeout;
+use crate::deadline::Timeout;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+const SLEEPING: u32 = 1 << 31;
+const COUNT: u32 = SLEEPING - 1;
+
+/// Busy-wait iterations before sleeping. A cross-CPU sleep/wake costs 15–55 µs on the target
+/// machines and a spin round trip ~40 ns; see BENCHMARKS.md for how this was chosen.
+const SPINS: u32 = 1 << 12;
+
+pub(crate) struct Parker {
+    word: AtomicU32,
+}
+
+impl Parker {
+    pub(crate) fn new() -> Parker {
+        Parker { word: AtomicU32::new(0) }
+    }
+
+    #[inline]
+    fn reached(&self, need: u32) -> bool {
+        // Acquire: pairs with the unpark's Release, so the waker's queue surgery is visible.
+        self.word.load(Ordering::Acquire) & COUNT >= need
+    }
+
+    /// Wait until `need` unparks of this episode have arrived, or `timeout` passes.
+    pub(crate) fn park(&self, need: u32, timeout: Option<&Timeout>) -> Result<(), ParkTimeout> {
+        for _ in 0..SPINS {
+            if self.reached(need) {
+                return Ok(());
+            }
+            std::hint::spin_loop();
+        }
+        loop {
+            let v = self.word.load(Ordering::Acquire);
+            if v & COUNT >= need {
+                return Ok(());
+            }
+            if v & SLEEPING == 0
+                && self.word.compare_exchange(v, v | SLEEPING, Ordering::Relaxed, Ordering::Relaxed).is_err()
+            {
+                continue; // an unpark arrived: re-check
+            }
+            match futex::wait(&self.word, v | SLEEPING, timeout) {
+                KernelWait::Retry => {}
+                KernelWait::TimedOut if !self.reached(need) => return Err(ParkTimeout::TimedOut),
+                KernelWait::Interrupted if !self.reached(need) => return Err(ParkTimeout::Interrupted),
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// End the episode. Only once every unpark owed to it has arrived.
+    pub(crate) fn reset(&self) {
+        self.word.store(0, Ordering::Relaxed);
+    }
+
+    /// Taken by a waker under the bucket lock, used after unlocking it.
+    pub(crate) fn handle(&self) -> UnparkHandle {
+        UnparkHandle { word: &self.word }
+    }
+}
+
+pub(crate) struct UnparkHandle {
+    word: *const AtomicU32,
+}
+
+impl UnparkHandle {
+    pub(crate) fn unpark(self) {
+        // SAFETY:
+        // - the parked thread cannot end its episode (nor return, nor exit) before this
+        //   increment, because it waits for the count to include it: the word is alive here.
+        // Release: publishes the dequeue to the woken thread's Acquire load.
+        let prev = unsafe { &*self.word }.fetch_add(1, Ordering::Release);
+        if prev & SLEEPING != 0 {
+            // From here on the memory may be gone: only its address is used.
+            futex::wake_addr(self.word, 1);
+        }
+    }
+}

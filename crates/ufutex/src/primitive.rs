@@ -1,0 +1,36 @@
+//! The one place the crate takes its atomics from: `std` normally, `loom` under
+//! `--cfg ufutex_loom`, so that the protocol code is model-checked unchanged.
+//!
+//! Loom's blind spots, recorded here because they shape what the models prove:
+//! - loom treats `SeqCst` loads, stores and RMWs as `AcqRel`; only `fence(SeqCst)` is modelled
+//!   with its full strength. The (A)/(B) protocol therefore relies on the (B) fence, and the
+//!   waiter side's SeqCst RMW + SeqCst load is argued in `wait.rs`, not proven by loom alone.
+//! - the queue links live in `core::cell::UnsafeCell` even under loom; the bucket lock (a loom
+//!   atomic) orders them, so loom checks the lock, not each link access.
+//! - no time: a timed park under loom returns `TimedOut` at a point loom chooses, which is
+//!   exactly the race between a timeout and a wake that the models want to explore.
+
+#[cfg(ufutex_loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
+#[cfg(not(ufutex_loom))]
+pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
+
+pub(crate) use std::sync::atomic::Ordering;
+
+/// One iteration of a busy-wait: a CPU hint normally, a scheduling point under loom.
+#[inline]
+pub(crate) fn spin_hint() {
+    #[cfg(ufutex_loom)]
+    loom::thread::yield_now();
+    #[cfg(not(ufutex_loom))]
+    std::hint::spin_loop();
+}
+
+/// Give up the CPU (a loom scheduling point under loom).
+#[inline]
+pub(crate) fn yield_now() {
+    #[cfg(ufutex_loom)]
+    loom::thread::yield_now();
+    #[cfg(not(ufutex_loom))]
+    std::thread::yield_now();
+}

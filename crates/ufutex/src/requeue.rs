@@ -1,0 +1,101 @@
+//! Requeue: wake some waiters of one word and move others to another word's queue.
+
+use crate::domain::{default_domain, Domain};
+use crate::error::WaitError;
+use crate::key::Key;
+use crate::primitive::Ordering;
+use crate::queue::{MoveList, Step, WakeList};
+use crate::table::{lock_pair, PairGuard};
+use crate::word::{word_of, Futex, WordRef};
+
+/// If `*from == expected`, wake up to `nr_wake` waiters of `from` (oldest first, any mask) and
+/// move up to `nr_requeue` more to wait on `to`, behind `to`'s existing waiters. Returns woken
+/// + moved. The comparison is made with both queues locked, so it is atomic with the moves.
+///
+/// A moved waiter keeps its mask and deadline; it is later woken through `to`.
+///
+/// # Errors
+/// [`WaitError::WouldBlock`] if `*from != expected`.
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::AtomicU32;
+/// let (from, to) = (AtomicU32::new(5), AtomicU32::new(0));
+/// assert_eq!(ufutex::requeue(&from, 5, &to, 1, usize::MAX), Ok(0));
+/// assert_eq!(ufutex::requeue(&from, 4, &to, 1, 1), Err(ufutex::WaitError::WouldBlock));
+/// ```
+pub fn requeue<F: Futex>(
+    from: &F,
+    expected: F::Value,
+    to: &F,
+    nr_wake: usize,
+    nr_requeue: usize,
+) -> Result<usize, WaitError> {
+    requeue_words(default_domain(), word_of(from), F::value_bits(expected), word_of(to), nr_wake, nr_requeue)
+}
+
+/// The untyped requeue every front end calls.
+pub(crate) fn requeue_words(
+    domain: &Domain,
+    from: WordRef,
+    expected: u64,
+    to: WordRef,
+    nr_wake: usize,
+    nr_requeue: usize,
+) -> Result<usize, WaitError> {
+    if from.load() != expected {
+        return Err(WaitError::WouldBlock); // linearisable at this load
+    }
+    let (k1, k2) = (Key::private(from.addr()), Key::private(to.addr()));
+    let (wake, moved) = loop {
+        let table = domain.table();
+        let (b1, b2) = (table.bucket(&k1), table.bucket(&k2));
+        let mut pair = lock_pair(b1, b2);
+        if !domain.is_current(table) {
+            continue;
+        }
+        if from.load() != expected {
+            return Err(WaitError::WouldBlock);
+        }
+        let (mut wake, mut moved) = (WakeList::new(), MoveList::new());
+        let (mut to_wake, mut to_move) = (nr_wake, nr_requeue);
+        let pick = |k: &Key, _mask: u64| match () {
+            _ if *k != k1 => Step::Skip,
+            _ if to_wake > 0 => {
+                to_wake -= 1;
+                Step::Take
+            }
+            _ if to_move > 0 => {
+                to_move -= 1;
+                Step::Take
+            }
+            _ => Step::Stop,
+        };
+        let src = match &mut pair {
+            PairGuard::One(g) => g,
+            PairGuard::Two { first, .. } => first,
+        };
+        // SAFETY: `src` holds the source bucket's lock; taken nodes go to `wake` or `moved`.
+        unsafe { src.queue().take(pick, |node| if wake.len() < nr_wake { wake.push(node) } else { moved.push(node) }) };
+        let (nw, nm) = (wake.len() as u32, moved.len() as u32);
+        // Counts: the target first, so no bucket ever under-counts its waiters.
+        match &mut pair {
+            PairGuard::One(g) => {
+                // SAFETY: source and target are this one locked bucket.
+                unsafe { moved.append_to(g.queue(), k2, b2) };
+                g.waiters().fetch_sub(nw, Ordering::Relaxed);
+            }
+            PairGuard::Two { first, second } => {
+                second.waiters().fetch_add(nm, Ordering::Relaxed);
+                // SAFETY: `second` locks the target bucket; `first` (the source) is still held.
+                unsafe { moved.append_to(second.queue(), k2, b2) };
+                first.waiters().fetch_sub(nw + nm, Ordering::Relaxed);
+            }
+        }
+        drop(pair);
+        break (wake, nm as usize);
+    };
+    let woken = wake.len();
+    wake.unpark_all();
+    Ok(woken + moved)
+}

@@ -1,0 +1,83 @@
+//! Per-thread state: the parker, the waitv node vector (grown to the largest vector the thread
+//! used), and the domains the thread has waited on (their automatic sizing counts threads).
+//! A few hundred bytes plus the waitv nodes.
+
+use crate::parker::Parker;
+use crate::primitive::{AtomicUsize, Ordering};
+use crate::queue::Node;
+use std::cell::{RefCell, UnsafeCell};
+use std::sync::Arc;
+
+pub(crate) struct ThreadData {
+    pub(crate) parker: Parker,
+    waitv_nodes: UnsafeCell<Vec<Node>>,
+    /// Thread counters of the domains this thread has waited on; decremented on exit.
+    domains: RefCell<Vec<Arc<AtomicUsize>>>,
+}
+
+impl ThreadData {
+    fn new() -> ThreadData {
+        ThreadData {
+            parker: Parker::new(),
+            waitv_nodes: UnsafeCell::new(Vec::new()),
+            domains: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Count this thread as a user of the domain whose counter is `threads`; returns the new
+    /// count the first time, `None` after.
+    pub(crate) fn register(&self, threads: &Arc<AtomicUsize>) -> Option<usize> {
+        let mut domains = self.domains.borrow_mut();
+        if domains.iter().any(|d| Arc::ptr_eq(d, threads)) {
+            return None;
+        }
+        domains.push(threads.clone());
+        Some(threads.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// `n` waiter nodes for a waitv, indexed 0..n.
+    ///
+    /// # Safety
+    /// No node of this thread is in use (queued, or woken and awaiting its unpark): the
+    /// thread is between episodes.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn waitv_nodes(&self, n: usize) -> &[Node] {
+        // SAFETY: between episodes nothing else references the vector (contract), so growing
+        // it (which may move nodes) is sound, and the thread is its only user.
+        let v = unsafe { &mut *self.waitv_nodes.get() };
+        while v.len() < n {
+            let i = v.len();
+            v.push(Node::new(&self.parker, i));
+        }
+        &v[..n]
+    }
+}
+
+impl Drop for ThreadData {
+    fn drop(&mut self) {
+        for d in self.domains.get_mut().drain(..) {
+            d.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Run `f` with this thread's data. A thread whose thread-local storage is already torn down
+/// (a wait inside another TLS destructor) gets a temporary one on the stack: it lives through
+/// the whole operation, which is all an episode needs.
+pub(crate) fn with_thread<R>(f: impl FnOnce(&ThreadData) -> R) -> R {
+    #[cfg(not(ufutex_loom))]
+    {
+        thread_local! {
+            static THREAD: ThreadData = ThreadData::new();
+        }
+        let mut f = Some(f);
+        if let Ok(r) = THREAD.try_with(|t| (f.take().expect("called once"))(t)) {
+            return r;
+        }
+        (f.take().expect("not called by try_with"))(&ThreadData::new())
+    }
+    #[cfg(ufutex_loom)]
+    {
+        f(&ThreadData::new())
+    }
+}

@@ -1,0 +1,210 @@
+//! Waiting on one word.
+//!
+//! # The protocol (read before touching wait or wake)
+//!
+//! ```text
+//!   waiter                                   waker
+//!   (A) bucket.waiters += 1   (SeqCst RMW)   *word = new               (caller's store)
+//!       lock bucket                          (B) fence(SeqCst)
+//!       *word == expected?    (SeqCst load)      bucket.waiters == 0?  -> return 0, no lock
+//!         no  -> unlock, waiters -= 1, EAGAIN    lock bucket, dequeue up to n, unlock
+//!         yes -> enqueue, unlock, park           unpark them
+//! ```
+//!
+//! With X = waiters and Y = the word, `w[X] MB r[Y]` against `w[Y] MB r[X]` cannot read 0/0:
+//! either the waiter's load sees the new value, or the waker's count read sees the waiter and
+//! takes the lock — and the bucket lock, held by the waiter from its load to its enqueue, makes
+//! the waker find it queued. In the C++ model: if (A) precedes (B) in the single SC order, the
+//! waker's load after (B) sees the increment; otherwise (B) precedes the waiter's SeqCst load in
+//! S and that load sees the store sequenced before (B).
+//!
+//! Resizes keep this true across tables (see `table.rs`): a retired bucket's count is ≥
+//! RETIRED, so a waker holding a stale table never skips the lock; it locks, finds the table
+//! not current, and retries on the current one. If the waker read 0 *before* the retire mark,
+//! that mark (a SeqCst RMW) follows (B) in S and precedes — through the publication of the new
+//! table — the (A) of any waiter that queues in a later table, so that waiter sees the store.
+//!
+//! Early exit: a wait whose value already differs returns `WouldBlock` after one load, without
+//! touching a bucket; that is linearisable at the load (the value differed then).
+
+use crate::deadline::{Deadline, Timeout};
+use crate::domain::{default_domain, Domain};
+use crate::error::WaitError;
+use crate::key::Key;
+use crate::parker::Parker;
+use crate::primitive::Ordering;
+use crate::queue::{Node, NodeState};
+use crate::table::Bucket;
+use crate::thread::{with_thread, ThreadData};
+use crate::word::{word_of, Futex, WordRef};
+use crate::MATCH_ANY;
+
+/// Sleep while `*f == expected`, until a [`crate::wake`] or [`crate::requeue`] on the same
+/// address dequeues this thread, or `deadline` passes.
+///
+/// The comparison is made at the word's width, atomically with queueing: a waker that stores a
+/// new value and then calls `wake` cannot miss this waiter. Waiters on one address are woken
+/// oldest first. A successful return is never spurious: it means a waker dequeued this thread.
+/// A wake racing the deadline either wins (the wait returns `Ok`) or does not count this waiter.
+///
+/// # Errors
+/// - [`WaitError::WouldBlock`]: `*f != expected` when checked;
+/// - [`WaitError::TimedOut`]: the deadline passed first (a deadline already in the past times
+///   out at once, after the value check);
+/// - [`WaitError::Interrupted`]: a signal handler installed without `SA_RESTART` ran (with
+///   `SA_RESTART` the wait goes on with the same deadline).
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use std::sync::Arc;
+/// let flag = Arc::new(AtomicU32::new(0));
+/// let f2 = flag.clone();
+/// let t = std::thread::spawn(move || {
+///     while f2.load(Ordering::Acquire) == 0 {
+///         let _ = ufutex::wait(&*f2, 0, None);
+///     }
+/// });
+/// flag.store(1, Ordering::Release);
+/// ufutex::wake(&*flag, 1);
+/// t.join().unwrap();
+/// ```
+pub fn wait<F: Futex>(f: &F, expected: F::Value, deadline: Option<Deadline>) -> Result<(), WaitError> {
+    wait_bitset(f, expected, MATCH_ANY, deadline)
+}
+
+/// [`wait`], woken only by wakes whose mask shares a bit with `mask` (a mask of 0 matches no
+/// wake: such a wait ends only by timeout or signal).
+///
+/// # Errors
+/// As [`wait`].
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::AtomicU64;
+/// let w = AtomicU64::new(7);
+/// assert_eq!(ufutex::wait_bitset(&w, 8, 0b10, None), Err(ufutex::WaitError::WouldBlock));
+/// ```
+pub fn wait_bitset<F: Futex>(
+    f: &F,
+    expected: F::Value,
+    mask: u64,
+    deadline: Option<Deadline>,
+) -> Result<(), WaitError> {
+    wait_word(default_domain(), word_of(f), F::value_bits(expected), mask, deadline.map(Into::into))
+}
+
+/// The untyped wait every front end calls.
+#[inline]
+pub(crate) fn wait_word(
+    domain: &Domain,
+    word: WordRef,
+    expected: u64,
+    mask: u64,
+    timeout: Option<Timeout>,
+) -> Result<(), WaitError> {
+    if word.load() != expected {
+        return Err(WaitError::WouldBlock);
+    }
+    with_thread(|td| wait_queued(domain, td, word, expected, mask, timeout))
+}
+
+#[inline(never)]
+fn wait_queued(
+    domain: &Domain,
+    td: &ThreadData,
+    word: WordRef,
+    expected: u64,
+    mask: u64,
+    timeout: Option<Timeout>,
+) -> Result<(), WaitError> {
+    register(domain, td);
+    let key = Key::private(word.addr());
+    let node = Node::new(&td.parker, 0);
+    enqueue(domain, &node, word, expected, key, mask)?;
+    match td.parker.park(1, timeout.as_ref()) {
+        Ok(()) => {
+            td.parker.reset();
+            Ok(())
+        }
+        Err(why) => {
+            let r = if dequeue_self(&node) { Ok(()) } else { Err(why.into()) };
+            await_unparks(&td.parker, u32::from(r.is_ok()));
+            r
+        }
+    }
+}
+
+/// Count this thread as a user of `domain` (automatic sizing), the first time only.
+#[inline]
+pub(crate) fn register(domain: &Domain, td: &ThreadData) {
+    if let Some(n) = td.register(domain.threads()) {
+        domain.thread_arrived(n);
+    }
+}
+
+/// Queue `node` on `key` if `*word == expected`, retrying across resizes.
+pub(crate) fn enqueue(
+    domain: &Domain,
+    node: &Node,
+    word: WordRef,
+    expected: u64,
+    key: Key,
+    mask: u64,
+) -> Result<(), WaitError> {
+    loop {
+        let table = domain.table();
+        let bucket = table.bucket(&key);
+        bucket.waiters().fetch_add(1, Ordering::SeqCst); // (A)
+        let mut g = bucket.lock();
+        if !domain.is_current(table) {
+            // Relaxed: we leave this bucket's in-flight set; no one needs to see it promptly.
+            g.waiters().fetch_sub(1, Ordering::Relaxed);
+            continue;
+        }
+        if word.load() != expected {
+            // (A): the SeqCst load above pairs with the waker's (B) fence.
+            g.waiters().fetch_sub(1, Ordering::Relaxed);
+            return Err(WaitError::WouldBlock);
+        }
+        // SAFETY:
+        // - `node` is Idle and owned by this thread; `g` locks `bucket`, which owns the queue;
+        // - the node outlives its time in the queue: the caller dequeues it (or awaits the
+        //   waker's unpark) before returning.
+        unsafe { g.queue().push_back(node, key, mask, bucket) };
+        return Ok(());
+    }
+}
+
+/// Take our own `node` out of whatever bucket it is in now. Returns `true` if a waker had
+/// already dequeued it (the caller then owes itself the wait for that waker's unpark).
+pub(crate) fn dequeue_self(node: &Node) -> bool {
+    loop {
+        let hint = node.bucket_hint();
+        // SAFETY: `hint` names a bucket of a table of the domain the caller is operating on;
+        // tables are never freed while their domain lives, and the domain is borrowed.
+        let bucket: &Bucket = unsafe { &*hint };
+        let mut g = bucket.lock();
+        if node.bucket_hint() != hint {
+            continue; // moved by a requeue or resize after we read the hint
+        }
+        // SAFETY: we hold the lock of the bucket the node is in (confirmed above).
+        match unsafe { g.queue().state_of(node) } {
+            NodeState::Queued => {
+                // SAFETY: as above; the node is Queued here.
+                unsafe { g.queue().cancel(node) };
+                g.waiters().fetch_sub(1, Ordering::Relaxed);
+                return false;
+            }
+            NodeState::Woken => return true,
+            NodeState::Idle => unreachable!("an enqueued node is Queued or Woken"),
+        }
+    }
+}
+
+/// Wait, without a deadline, until `n` unparks of this episode arrived; then end the episode.
+pub(crate) fn await_unparks(parker: &Parker, n: u32) {
+    // The unparks are owed by wakers that already dequeued our nodes: they arrive promptly.
+    while parker.park(n, None).is_err() {}
+    parker.reset();
+}

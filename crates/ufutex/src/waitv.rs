@@ -1,0 +1,127 @@
+//! Waiting on any of many words (futex_waitv), of any sizes mixed.
+
+use crate::deadline::{Deadline, Timeout};
+use crate::domain::{default_domain, Domain};
+use crate::error::WaitError;
+use crate::key::Key;
+use crate::queue::Node;
+use crate::thread::{with_thread, ThreadData};
+use crate::wait::{await_unparks, dequeue_self, enqueue, register};
+use crate::word::{word_of, Futex, WordRef};
+use crate::MATCH_ANY;
+use std::marker::PhantomData;
+
+/// The most entries one [`waitv`] takes (the kernel takes 128).
+pub const WAITV_MAX: usize = 1024;
+
+/// One word of a [`waitv`]: the word, the value it must hold, and a wake mask.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitEntry<'a> {
+    word: WordRef,
+    expected: u64,
+    mask: u64,
+    _borrow: PhantomData<&'a ()>,
+}
+
+impl<'a> WaitEntry<'a> {
+    /// Wait on `f` while it holds `expected`, woken by any mask.
+    pub fn new<F: Futex>(f: &'a F, expected: F::Value) -> Self {
+        WaitEntry { word: word_of(f), expected: F::value_bits(expected), mask: MATCH_ANY, _borrow: PhantomData }
+    }
+
+    /// Only wakes whose mask shares a bit with `mask` count for this entry.
+    pub fn with_mask(mut self, mask: u64) -> Self {
+        self.mask = mask;
+        self
+    }
+
+    /// An entry from validated raw parts (the C ABI).
+    #[allow(dead_code)] // used by the C ABI
+    pub(crate) fn from_raw(word: WordRef, expected: u64, mask: u64) -> WaitEntry<'static> {
+        WaitEntry { word, expected, mask, _borrow: PhantomData }
+    }
+}
+
+/// Sleep until a waker dequeues this thread from any of `entries`, or `deadline` passes.
+///
+/// Entries are queued in index order, each compared atomically with its queueing. Returns the
+/// index of a woken entry — the highest among those a waker dequeued; which of several racing
+/// wakes that is, is not promised. Duplicate entries are allowed: each is its own waiter, and a
+/// wake that dequeues two of them counts two.
+///
+/// # Errors
+/// - [`WaitError::WouldBlock`]: some entry's word did not hold its value — unless an earlier
+///   entry was already woken in that window, in which case its index is returned;
+/// - [`WaitError::TimedOut`], [`WaitError::Interrupted`]: as for [`crate::wait`].
+///
+/// # Panics
+/// If `entries` is empty or longer than [`WAITV_MAX`].
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::{AtomicU16, AtomicU64};
+/// use ufutex::{waitv, WaitEntry, WaitError};
+/// let (a, b) = (AtomicU16::new(1), AtomicU64::new(2));
+/// let entries = [WaitEntry::new(&a, 1), WaitEntry::new(&b, 3)];
+/// assert_eq!(waitv(&entries, None), Err(WaitError::WouldBlock)); // b holds 2, not 3
+/// ```
+pub fn waitv(entries: &[WaitEntry<'_>], deadline: Option<Deadline>) -> Result<usize, WaitError> {
+    waitv_entries(default_domain(), entries, deadline.map(Into::into))
+}
+
+/// The untyped waitv every front end calls.
+pub(crate) fn waitv_entries(
+    domain: &Domain,
+    entries: &[WaitEntry<'_>],
+    timeout: Option<Timeout>,
+) -> Result<usize, WaitError> {
+    assert!(
+        !entries.is_empty() && entries.len() <= WAITV_MAX,
+        "waitv takes 1..={WAITV_MAX} entries, got {}",
+        entries.len()
+    );
+    // Early exit without touching a bucket: linearisable at the load that saw the mismatch.
+    if entries.iter().any(|e| e.word.load() != e.expected) {
+        return Err(WaitError::WouldBlock);
+    }
+    with_thread(|td| waitv_queued(domain, td, entries, timeout))
+}
+
+fn waitv_queued(
+    domain: &Domain,
+    td: &ThreadData,
+    entries: &[WaitEntry<'_>],
+    timeout: Option<Timeout>,
+) -> Result<usize, WaitError> {
+    register(domain, td);
+    // SAFETY: this thread is between episodes: the previous one ended with every node dequeued
+    // and every owed unpark received (`finish`).
+    let nodes = unsafe { td.waitv_nodes(entries.len()) };
+    for (i, (e, node)) in entries.iter().zip(nodes).enumerate() {
+        let key = Key::private(e.word.addr());
+        if let Err(mismatch) = enqueue(domain, node, e.word, e.expected, key, e.mask) {
+            return finish(td, &nodes[..i], Err(mismatch));
+        }
+    }
+    let parked = td.parker.park(1, timeout.as_ref()).map_err(WaitError::from);
+    finish(td, nodes, parked)
+}
+
+/// Take every still-queued node out; if wakers dequeued any, wait for all their unparks and
+/// return the highest woken index, else `otherwise`'s error.
+fn finish(td: &ThreadData, nodes: &[Node], otherwise: Result<(), WaitError>) -> Result<usize, WaitError> {
+    let mut woken = 0u32;
+    let mut best = None;
+    for node in nodes {
+        if dequeue_self(node) {
+            woken += 1;
+            best = Some(node.index());
+        }
+    }
+    await_unparks(&td.parker, woken);
+    match (best, otherwise) {
+        (Some(i), _) => Ok(i),
+        (None, Err(e)) => Err(e),
+        (None, Ok(())) => unreachable!("an unpark without a dequeued node"),
+    }
+}

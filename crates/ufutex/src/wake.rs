@@ -1,0 +1,86 @@
+//! Waking waiters on one word. The (B) side of the protocol in `wait.rs`.
+
+use crate::domain::{default_domain, Domain};
+use crate::key::Key;
+use crate::primitive::{fence, Ordering};
+use crate::queue::{Step, WakeList};
+use crate::table::Table;
+use crate::word::{word_of, Futex, WordRef};
+use crate::MATCH_ANY;
+
+/// Wake up to `n` threads waiting on `f`, oldest first; returns how many were woken.
+///
+/// Store the new value *before* calling: a waiter that checked the old value is then either
+/// woken here or sees the new value and does not sleep. With no waiters this makes no syscall
+/// and writes nothing. `n == 0` wakes nobody and returns 0; `usize::MAX` wakes all.
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::{AtomicU8, Ordering};
+/// let w = AtomicU8::new(0);
+/// w.store(1, Ordering::Release);
+/// assert_eq!(ufutex::wake(&w, usize::MAX), 0); // nobody was waiting
+/// ```
+pub fn wake<F: Futex>(f: &F, n: usize) -> usize {
+    wake_word(default_domain(), word_of(f), n, MATCH_ANY)
+}
+
+/// [`wake`], counting and waking only waiters whose mask shares a bit with `mask`.
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::AtomicU16;
+/// let w = AtomicU16::new(0);
+/// assert_eq!(ufutex::wake_bitset(&w, 1, 0b1), 0);
+/// ```
+pub fn wake_bitset<F: Futex>(f: &F, n: usize, mask: u64) -> usize {
+    wake_word(default_domain(), word_of(f), n, mask)
+}
+
+/// The untyped wake every front end calls.
+#[inline]
+pub(crate) fn wake_word(domain: &Domain, word: WordRef, n: usize, mask: u64) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    fence(Ordering::SeqCst); // (B)
+    let Some(table) = domain.table_if_any() else {
+        return 0; // no table yet: nobody ever queued in this domain
+    };
+    let key = Key::private(word.addr());
+    // (B): Relaxed after the fence; 0 means no waiter and a current table (table.rs invariant).
+    if table.bucket(&key).waiters().load(Ordering::Relaxed) == 0 {
+        return 0;
+    }
+    wake_locked(domain, table, key, n, mask)
+}
+
+#[inline(never)]
+fn wake_locked<'d>(domain: &'d Domain, mut table: &'d Table, key: Key, n: usize, mask: u64) -> usize {
+    let list = loop {
+        let mut g = table.bucket(&key).lock();
+        if !domain.is_current(table) {
+            drop(g);
+            table = domain.table();
+            continue;
+        }
+        let mut list = WakeList::new();
+        let mut left = n;
+        let pick = |k: &Key, m: u64| match () {
+            _ if left == 0 => Step::Stop,
+            _ if *k == key && m & mask != 0 => {
+                left -= 1;
+                Step::Take
+            }
+            _ => Step::Skip,
+        };
+        // SAFETY: `g` holds the bucket lock; each taken node goes straight into `list`.
+        unsafe { g.queue().take(pick, |node| list.push(node)) };
+        // Relaxed under the lock: the dequeuer drops the count for the nodes it took.
+        g.waiters().fetch_sub(list.len() as u32, Ordering::Relaxed);
+        break list;
+    };
+    let woken = list.len();
+    list.unpark_all();
+    woken
+}

@@ -1,0 +1,147 @@
+//! The four word sizes behind one sealed trait, and the untyped word the core works on.
+
+use crate::primitive::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+/// The width of a futex word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Size {
+    U8,
+    U16,
+    U32,
+    U64,
+}
+
+impl Size {
+    /// Bytes in a word of this size (also its required alignment).
+    pub(crate) const fn bytes(self) -> usize {
+        match self {
+            Size::U8 => 1,
+            Size::U16 => 2,
+            Size::U32 => 4,
+            Size::U64 => 8,
+        }
+    }
+
+    /// The largest value a word of this size holds.
+    pub(crate) const fn max(self) -> u64 {
+        match self {
+            Size::U8 => u8::MAX as u64,
+            Size::U16 => u16::MAX as u64,
+            Size::U32 => u32::MAX as u64,
+            Size::U64 => u64::MAX,
+        }
+    }
+}
+
+/// A futex word the core can load: an address and a size.
+///
+/// Built safely from `&F: Futex` (the borrow outlives the operation), or with
+/// [`WordRef::from_raw`] by the C ABI after validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WordRef {
+    addr: usize,
+    size: Size,
+}
+
+impl WordRef {
+    /// # Safety
+    /// - `addr` is aligned to `size.bytes()` and points to memory that is readable as an atomic
+    ///   of that size for as long as the `WordRef` is used;
+    /// - under `cfg(ufutex_loom)` the memory is a loom atomic of that size.
+    pub(crate) unsafe fn from_raw(addr: usize, size: Size) -> WordRef {
+        debug_assert_eq!(addr % size.bytes(), 0);
+        WordRef { addr, size }
+    }
+
+    pub(crate) fn addr(self) -> usize {
+        self.addr
+    }
+
+    pub(crate) fn size(self) -> Size {
+        self.size
+    }
+
+    /// Load the word at its width, zero-extended. SeqCst: the waiter's half of (A), see `wait.rs`.
+    #[inline]
+    pub(crate) fn load(self) -> u64 {
+        // SAFETY:
+        // - `from_raw`'s contract (or the `&F` borrow in `Futex::word_ref`) guarantees an aligned,
+        //   live atomic of exactly this size at `addr`.
+        unsafe {
+            match self.size {
+                Size::U8 => (*(self.addr as *const AtomicU8)).load(Ordering::SeqCst) as u64,
+                Size::U16 => (*(self.addr as *const AtomicU16)).load(Ordering::SeqCst) as u64,
+                Size::U32 => (*(self.addr as *const AtomicU32)).load(Ordering::SeqCst) as u64,
+                Size::U64 => (*(self.addr as *const AtomicU64)).load(Ordering::SeqCst),
+            }
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// An atomic integer that can be a futex word: `AtomicU8`, `AtomicU16`, `AtomicU32`, `AtomicU64`.
+///
+/// Sealed: the core relies on the word being a plain, aligned atomic of the named width.
+pub trait Futex: sealed::Sealed + Sync {
+    /// The integer the word holds.
+    type Value: Copy + Eq + std::fmt::Debug;
+
+    #[doc(hidden)]
+    fn word_ref(&self) -> WordRefOpaque;
+    #[doc(hidden)]
+    fn value_bits(v: Self::Value) -> u64;
+}
+
+/// Opaque carrier of the untyped word, so the sealed trait can hand it to the core.
+#[doc(hidden)]
+#[derive(Clone, Copy)]
+pub struct WordRefOpaque(pub(crate) WordRef);
+
+macro_rules! impl_futex {
+    ($atomic:ty, $value:ty, $size:expr) => {
+        impl sealed::Sealed for $atomic {}
+        impl Futex for $atomic {
+            type Value = $value;
+            #[inline]
+            fn word_ref(&self) -> WordRefOpaque {
+                // SAFETY:
+                // - `self` is an aligned atomic of exactly `$size`, and every operation that uses
+                //   the WordRef borrows `self` for its whole duration.
+                WordRefOpaque(unsafe { WordRef::from_raw(self as *const $atomic as usize, $size) })
+            }
+            #[inline]
+            fn value_bits(v: $value) -> u64 {
+                v as u64
+            }
+        }
+    };
+}
+
+impl_futex!(AtomicU8, u8, Size::U8);
+impl_futex!(AtomicU16, u16, Size::U16);
+impl_futex!(AtomicU32, u32, Size::U32);
+impl_futex!(AtomicU64, u64, Size::U64);
+
+#[inline]
+pub(crate) fn word_of<F: Futex>(f: &F) -> WordRef {
+    f.word_ref().0
+}
+
+#[cfg(all(test, not(ufutex_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loads_at_the_words_width() {
+        let w8 = AtomicU8::new(0xFF);
+        let w16 = AtomicU16::new(0xFFFF);
+        let w64 = AtomicU64::new(u64::MAX);
+        assert_eq!(word_of(&w8).load(), 0xFF);
+        assert_eq!(word_of(&w16).load(), 0xFFFF);
+        assert_eq!(word_of(&w64).load(), u64::MAX);
+        assert_eq!(Size::U16.max(), 0xFFFF);
+    }
+}
