@@ -1,8 +1,13 @@
-//! Domains: a wait-queue table plus its sizing policy. The process default domain backs the
-//! free functions; `Domain::new` makes a private one.
+//! Domains: a wait-queue table plus its sizing policy, and with NUMA one more table per node.
+//! The process default domain backs the free functions; `Domain::new` makes a private one.
+//!
+//! Every table of a domain (the plain one and each node's) has the same size: a resize resizes
+//! them all, one after the other, under the domain's state lock (so one resizer at a time).
 
 use crate::deadline::Deadline;
 use crate::error::WaitError;
+use crate::key::{Key, NO_NODE};
+use crate::numa::Topology;
 use crate::primitive::{AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crate::table::Table;
 use crate::waitv::WaitEntry;
@@ -28,16 +33,19 @@ pub enum Slots {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DomainConfig {
     slots: Slots,
+    numa: bool,
+    mpol: bool,
+    virtual_nodes: Option<usize>,
 }
 
 impl Default for DomainConfig {
     fn default() -> Self {
-        DomainConfig { slots: Slots::Auto }
+        DomainConfig { slots: Slots::Auto, numa: false, mpol: false, virtual_nodes: None }
     }
 }
 
 impl DomainConfig {
-    /// The default: [`Slots::Auto`].
+    /// The default: [`Slots::Auto`], no NUMA.
     pub fn new() -> Self {
         Self::default()
     }
@@ -47,14 +55,44 @@ impl DomainConfig {
         self.slots = slots;
         self
     }
+
+    /// Keep one table per NUMA node besides the plain table, for [`crate::NumaFutex`] words
+    /// (`Domain::wait_numa` and friends). Each node's table is allocated when first used and
+    /// placed on that node. The node count comes from `/sys/devices/system/node/possible`, or
+    /// from the environment variable `UFUTEX_NUMA_NODES=N` (N virtual nodes; read once per
+    /// process).
+    pub fn numa(mut self, on: bool) -> Self {
+        self.numa = on;
+        self
+    }
+
+    /// With NUMA: a node word of -1 first takes the node of a preferred or home-node memory
+    /// policy covering the futex word (`get_mempolicy`), if there is one, before the caller's
+    /// current node (the Rust face of `UFUTEX_MPOL`).
+    pub fn mpol(mut self, on: bool) -> Self {
+        self.mpol = on;
+        self
+    }
+
+    /// NUMA with `n` virtual nodes (1..=1024), whatever the machine has: the current node is
+    /// the current CPU modulo `n`, and tables are not bound to nodes. For tests.
+    #[doc(hidden)]
+    pub fn virtual_nodes(mut self, n: usize) -> Self {
+        self.numa = true;
+        self.virtual_nodes = Some(n);
+        self
+    }
 }
 
 /// Tables are never freed while their domain lives: retired ones wait here to be reused by a
-/// later resize to the same size, so memory is bounded by one table per size ever used.
+/// later resize of the same slot to the same size, so memory is bounded by one table per slot
+/// and size ever used.
 struct State {
     policy: Slots,
     /// Set once the default domain switched to `Large` (the prctl mirror: later sets fail).
     frozen: bool,
+    /// The size every current table has (0 until the first table is allocated).
+    size: usize,
     // Boxed: a table must not move when the vector grows (threads hold pointers into it).
     #[allow(clippy::vec_box)]
     tables: Vec<Box<Table>>,
@@ -82,9 +120,35 @@ struct State {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct Domain {
+    /// The plain table: the hot path's one load.
     current: AtomicPtr<Table>,
+    /// Per-node current tables, once NUMA is in use (set at `new` for private domains, on
+    /// first NUMA use for the default domain).
+    nodes: OnceLock<Nodes>,
+    /// Whether node operations are allowed, and with memory-policy lookup.
+    numa: NumaMode,
     state: Mutex<State>,
     threads: OnceLock<Arc<AtomicUsize>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NumaMode {
+    Off,
+    /// Topology from the environment or sysfs; `mpol`: consult memory policies (Rust API).
+    System {
+        mpol: bool,
+    },
+    /// Forced virtual nodes (tests).
+    Virtual {
+        nodes: usize,
+        mpol: bool,
+    },
+}
+
+/// The NUMA half of a domain: the topology and one current-table pointer per node.
+pub(crate) struct Nodes {
+    pub(crate) topology: Topology,
+    current: Box<[AtomicPtr<Table>]>,
 }
 
 /// The most buckets `Slots::Fixed` accepts (64 MiB of table); more fails with `ENOMEM`.
@@ -111,10 +175,12 @@ fn errno(e: i32) -> io::Error {
 
 /// A domain with no table yet; `const` outside loom so the default domain can be a static.
 macro_rules! empty_domain {
-    ($policy:expr) => {
+    ($policy:expr, $numa:expr) => {
         Domain {
             current: AtomicPtr::new(std::ptr::null_mut()),
-            state: Mutex::new(State { policy: $policy, frozen: false, tables: Vec::new() }),
+            nodes: OnceLock::new(),
+            numa: $numa,
+            state: Mutex::new(State { policy: $policy, frozen: false, size: 0, tables: Vec::new() }),
             threads: OnceLock::new(),
         }
     };
@@ -122,24 +188,59 @@ macro_rules! empty_domain {
 
 impl Domain {
     #[cfg(not(ufutex_loom))]
-    const fn empty(policy: Slots) -> Domain {
-        empty_domain!(policy)
+    const fn empty(policy: Slots, numa: NumaMode) -> Domain {
+        empty_domain!(policy, numa)
     }
 
     #[cfg(ufutex_loom)]
-    fn empty(policy: Slots) -> Domain {
-        empty_domain!(policy)
+    fn empty(policy: Slots, numa: NumaMode) -> Domain {
+        empty_domain!(policy, numa)
     }
 
-    /// A new domain with its table allocated.
+    /// A new domain with its table allocated (node tables come on first use of each node).
     ///
     /// # Errors
-    /// `EINVAL` for a `Fixed` size that is not a power of two ≥ 2; `ENOMEM` when the table
-    /// cannot be allocated.
+    /// `EINVAL` for a `Fixed` size that is not a power of two ≥ 2, or a virtual node count not
+    /// in 1..=1024; `ENOMEM` when the table cannot be allocated.
     pub fn new(config: DomainConfig) -> io::Result<Domain> {
-        let d = Domain::empty(Slots::Auto);
+        let numa = match (config.numa, config.virtual_nodes) {
+            (false, _) => NumaMode::Off,
+            (true, None) => NumaMode::System { mpol: config.mpol },
+            (true, Some(n)) if (1..=crate::numa::MAX_NODES).contains(&n) => {
+                NumaMode::Virtual { nodes: n, mpol: config.mpol }
+            }
+            (true, Some(_)) => return Err(errno(libc::EINVAL)),
+        };
+        let d = Domain::empty(Slots::Auto, numa);
         d.apply(config.slots, false)?;
+        // Set up the node pointers now, outside any race (the default domain does it lazily).
+        let _ = d.numa_nodes();
         Ok(d)
+    }
+
+    /// This domain's NUMA half, set up on first use; `None` if the domain has no NUMA.
+    #[inline]
+    pub(crate) fn numa_nodes(&self) -> Option<&Nodes> {
+        match self.nodes.get() {
+            Some(n) => Some(n),
+            None => self.init_nodes(),
+        }
+    }
+
+    #[cold]
+    fn init_nodes(&self) -> Option<&Nodes> {
+        let topology = match self.numa {
+            NumaMode::Off => return None,
+            NumaMode::System { .. } => Topology::system().clone(),
+            NumaMode::Virtual { nodes, .. } => Topology::virtual_nodes(nodes),
+        };
+        let current = (0..topology.count()).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect();
+        Some(self.nodes.get_or_init(|| Nodes { topology, current }))
+    }
+
+    /// Whether a node word of -1 consults the memory policy first (the Rust API's `mpol`).
+    pub(crate) fn numa_mpol(&self) -> bool {
+        matches!(self.numa, NumaMode::System { mpol: true } | NumaMode::Virtual { mpol: true, .. })
     }
 
     /// Change the sizing policy, resizing the table now if its size changes.
@@ -152,9 +253,13 @@ impl Domain {
         self.apply(slots, std::ptr::eq(self, default_domain()))
     }
 
-    /// The current number of buckets (a `Large` table reports its real size).
+    /// The current number of buckets of each table (a `Large` table reports its real size).
     pub fn slots(&self) -> usize {
-        self.table_if_any().map_or_else(|| self.initial_slots(), Table::slots)
+        let st = self.lock_state();
+        if st.size != 0 {
+            return st.size;
+        }
+        self.policy_slots(st.policy)
     }
 
     /// The current sizing policy.
@@ -166,53 +271,93 @@ impl Domain {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn initial_slots(&self) -> usize {
-        match self.lock_state().policy {
+    /// The size `policy` asks for now.
+    fn policy_slots(&self, policy: Slots) -> usize {
+        match policy {
             Slots::Auto => auto_slots(self.thread_count()),
             Slots::Fixed(n) => n,
             Slots::Large => large_slots(),
         }
     }
 
+    /// The prctl mirror's order of checks: a bad size (`EINVAL`) before a frozen default domain
+    /// (`EBUSY`) before an impossible allocation (`ENOMEM`).
     fn apply(&self, slots: Slots, final_large: bool) -> io::Result<()> {
-        let target = match slots {
-            Slots::Fixed(n) if n < 2 || !n.is_power_of_two() => return Err(errno(libc::EINVAL)),
-            Slots::Fixed(n) if n > MAX_SLOTS => return Err(errno(libc::ENOMEM)),
-            Slots::Fixed(n) => n,
-            Slots::Large => large_slots(),
-            Slots::Auto => auto_slots(self.thread_count()),
-        };
+        if let Slots::Fixed(n) = slots {
+            if n < 2 || !n.is_power_of_two() {
+                return Err(errno(libc::EINVAL));
+            }
+        }
         let mut st = self.lock_state();
         if st.frozen {
             return Err(errno(libc::EBUSY));
         }
+        if matches!(slots, Slots::Fixed(n) if n > MAX_SLOTS) {
+            return Err(errno(libc::ENOMEM));
+        }
         st.policy = slots;
         st.frozen = final_large && slots == Slots::Large;
+        let target = self.policy_slots(slots);
         self.resize_locked(&mut st, target);
         Ok(())
     }
 
-    /// Make the current table `slots` big, with the state lock held (one resizer at a time).
+    /// The current-table pointer of the slot serving `node` ([`NO_NODE`]: the plain table).
+    #[inline]
+    fn slot(&self, node: u32) -> &AtomicPtr<Table> {
+        if node == NO_NODE {
+            &self.current
+        } else {
+            let nodes = self.nodes.get().expect("a node key comes from a NUMA domain's resolved node word");
+            &nodes.current[node as usize]
+        }
+    }
+
+    /// Every slot that has a table, plain first.
+    fn slots_in_use(&self) -> impl Iterator<Item = &AtomicPtr<Table>> {
+        let nodes = self.nodes.get().map(|n| &n.current[..]).unwrap_or(&[]);
+        std::iter::once(&self.current).chain(nodes).filter(|p| !p.load(Ordering::Acquire).is_null())
+    }
+
+    /// Make every current table `slots` big, with the state lock held (one resizer at a time).
     fn resize_locked(&self, st: &mut State, slots: usize) {
-        let cur = self.current.load(Ordering::Acquire);
+        st.size = slots;
+        let in_use: Vec<&AtomicPtr<Table>> = self.slots_in_use().collect();
+        if in_use.is_empty() {
+            // The first table: the plain one (a node table is made by `first_table`).
+            self.replace_locked(st, &self.current, NO_NODE, slots);
+        }
+        for slot in in_use {
+            let cur = slot.load(Ordering::Acquire);
+            // SAFETY: a non-null current pointer points into `st.tables`, never freed while the
+            // domain lives.
+            let node = unsafe { &*cur }.node();
+            self.replace_locked(st, slot, node, slots);
+        }
+    }
+
+    /// Make `slot`'s (serving `node`) current table `slots` big: publish a first table, or
+    /// migrate every waiter to a fresh or retired table of that size.
+    fn replace_locked(&self, st: &mut State, slot: &AtomicPtr<Table>, node: u32, slots: usize) {
+        let cur = slot.load(Ordering::Acquire);
         // SAFETY: a non-null `current` points into `st.tables`, which frees nothing while the
         // domain lives.
         let cur: Option<&Table> = unsafe { cur.as_ref() };
         if cur.is_some_and(|t| t.slots() == slots) {
             return;
         }
-        let reuse = st.tables.iter().position(|t| t.slots() == slots);
+        let reuse = st.tables.iter().position(|t| t.slots() == slots && t.node() == node);
         let new: *const Table = match reuse {
             Some(i) => &*st.tables[i],
             None => {
                 // A fresh table is seen by no one before it is published: counts start at 0.
-                st.tables.push(Box::new(Table::new(slots, 0)));
+                st.tables.push(Box::new(self.fresh_table(node, slots)));
                 &**st.tables.last().expect("just pushed")
             }
         };
         // SAFETY: `new` points into a Box owned by `st.tables`, never freed while we live.
         let new_ref = unsafe { &*new };
-        let publish = || self.current.store(new as *mut Table, Ordering::Release);
+        let publish = || slot.store(new as *mut Table, Ordering::Release);
         match cur {
             Some(old) => old.migrate_to(new_ref, reuse.is_some(), publish),
             None => {
@@ -220,6 +365,12 @@ impl Domain {
                 publish();
             }
         }
+    }
+
+    /// A new table for `node`, placed on it when the node is real.
+    fn fresh_table(&self, node: u32, slots: usize) -> Table {
+        let real = node != NO_NODE && self.nodes.get().is_some_and(|n| n.topology.is_real());
+        Table::new_on(slots, 0, node, real)
     }
 
     fn thread_count(&self) -> usize {
@@ -231,51 +382,46 @@ impl Domain {
         self.threads.get_or_init(|| Arc::new(AtomicUsize::new(0)))
     }
 
-    /// A new thread waits here: grow an `Auto` table if 4 × threads outgrew it.
+    /// A new thread waits here: grow the tables of an `Auto` domain if 4 × threads outgrew
+    /// them. Once per thread and domain, so the state lock is fine here.
     #[cold]
     pub(crate) fn thread_arrived(&self, threads: usize) {
         let target = auto_slots(threads);
-        if self.table_if_any().is_some_and(|t| t.slots() >= target) {
-            return;
-        }
         let mut st = self.lock_state();
-        let grows = self.table_if_any().is_none_or(|t| t.slots() < target);
-        if st.policy == Slots::Auto && grows {
+        if st.policy == Slots::Auto && st.size < target {
             self.resize_locked(&mut st, target);
         }
     }
 
-    /// The current table, if one was allocated yet (a wake needs none: no table, no waiter).
+    /// The current table of `key`'s slot, if one was allocated yet (a wake needs none: no
+    /// table, no waiter).
     #[inline]
-    pub(crate) fn table_if_any(&self) -> Option<&Table> {
+    pub(crate) fn table_if_any(&self, key: &Key) -> Option<&Table> {
         // Acquire: pairs with the publishing store, so the table's buckets are initialised.
-        let t = self.current.load(Ordering::Acquire);
+        let t = self.slot(key.node).load(Ordering::Acquire);
         // SAFETY: tables are owned by `state.tables` and never freed while `self` lives.
         unsafe { t.as_ref() }
     }
 
-    /// The current table, allocating the first one.
+    /// The current table of `key`'s slot, allocating the first one.
     #[inline]
-    pub(crate) fn table(&self) -> &Table {
-        match self.table_if_any() {
+    pub(crate) fn table(&self, key: &Key) -> &Table {
+        match self.table_if_any(key) {
             Some(t) => t,
-            None => self.first_table(),
+            None => self.first_table(key),
         }
     }
 
     #[cold]
-    fn first_table(&self) -> &Table {
+    fn first_table(&self, key: &Key) -> &Table {
         let mut st = self.lock_state();
-        if self.table_if_any().is_none() {
-            let slots = match st.policy {
-                Slots::Auto => auto_slots(self.thread_count()),
-                Slots::Fixed(n) => n,
-                Slots::Large => large_slots(),
-            };
-            self.resize_locked(&mut st, slots);
+        if self.table_if_any(key).is_none() {
+            let slots = if st.size != 0 { st.size } else { self.policy_slots(st.policy) };
+            st.size = slots;
+            self.replace_locked(&mut st, self.slot(key.node), key.node, slots);
         }
         drop(st);
-        self.table_if_any().expect("allocated above")
+        self.table_if_any(key).expect("allocated above")
     }
 
     /// Whether `t` is still current. Call with one of `t`'s buckets locked: a resize publishes
@@ -283,13 +429,26 @@ impl Domain {
     /// Acquire orders this load after the resize's publication.
     #[inline]
     pub(crate) fn is_current(&self, t: &Table) -> bool {
-        std::ptr::eq(self.current.load(Ordering::Relaxed), t)
+        std::ptr::eq(self.slot(t.node()).load(Ordering::Relaxed), t)
     }
 
-    /// Waiters queued anywhere in this domain (walks every bucket under its lock).
+    /// Waiters queued anywhere in this domain, every node's table included (walks every
+    /// bucket under its lock).
     #[doc(hidden)]
     pub fn queued_waiters(&self) -> usize {
-        self.table_if_any().map_or(0, Table::queued)
+        let _st = self.lock_state(); // no resize moves waiters between tables meanwhile
+        self.slots_in_use()
+            .map(|p| {
+                // SAFETY: a non-null current pointer points into `state.tables`, kept while we live.
+                unsafe { &*p.load(Ordering::Acquire) }.queued()
+            })
+            .sum()
+    }
+
+    /// How many tables are current: the plain one (if allocated) and each node's in use.
+    #[doc(hidden)]
+    pub fn tables_in_use(&self) -> usize {
+        self.slots_in_use().count()
     }
 
     /// Bytes held by this domain's tables (current and retired).
@@ -363,14 +522,14 @@ impl std::fmt::Debug for Domain {
 /// The process default domain (automatic sizing until `set_slots` says otherwise).
 #[cfg(not(ufutex_loom))]
 pub(crate) fn default_domain() -> &'static Domain {
-    static DEFAULT: Domain = Domain::empty(Slots::Auto);
+    static DEFAULT: Domain = Domain::empty(Slots::Auto, NumaMode::System { mpol: false });
     &DEFAULT
 }
 
 #[cfg(ufutex_loom)]
 pub(crate) fn default_domain() -> &'static Domain {
     loom::lazy_static! {
-        static ref DEFAULT: Domain = Domain::new(DomainConfig::new()).expect("default domain");
+        static ref DEFAULT: Domain = Domain::new(DomainConfig::new().numa(true)).expect("default domain");
     }
     &DEFAULT
 }

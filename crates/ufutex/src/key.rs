@@ -1,5 +1,12 @@
 //! The identity of a futex. Private futexes are keyed by address; process-shared ones (a later
 //! module) by the object that backs the mapping and the offset within it, in `space`.
+//!
+//! A key also names the table of its domain it lives in: the domain's plain table
+//! ([`NO_NODE`]) or the table of one NUMA node. The node is not part of the hash: it picks the
+//! table, the hash picks the bucket within it.
+
+/// The `node` of a key that lives in its domain's plain (non-NUMA) table.
+pub(crate) const NO_NODE: u32 = u32::MAX;
 
 /// What waiters and wakers meet on. Two words match when their keys are equal, whatever their
 /// sizes (the kernel's rule).
@@ -9,11 +16,18 @@ pub(crate) struct Key {
     pub(crate) word: u64,
     /// 0 for private keys; the identity of the backing object for shared keys.
     pub(crate) space: u64,
+    /// The NUMA node whose table holds the key, or [`NO_NODE`] for the plain table.
+    pub(crate) node: u32,
 }
 
 impl Key {
     pub(crate) const fn private(addr: usize) -> Key {
-        Key { word: addr as u64, space: 0 }
+        Key { word: addr as u64, space: 0, node: NO_NODE }
+    }
+
+    /// The same key in node `node`'s table.
+    pub(crate) const fn on_node(self, node: u32) -> Key {
+        Key { node, ..self }
     }
 
     /// A well-mixed 64-bit hash; tables take its top bits (Fibonacci hashing).

@@ -7,6 +7,8 @@
 //! - `Idle → Queued`: its own thread enqueues it (wait, waitv setup);
 //! - `Queued → Queued`: requeue or resize moves it to another key or bucket;
 //! - `Queued → Woken`: a waker (wake, requeue) dequeues it; it then owes the thread one unpark;
+//! - `Woken → Idle`: its own thread, once every unpark owed for the episode arrived (a waitv
+//!   node is reused by the thread's next waitv; a plain wait's node is dropped instead);
 //! - `Queued → Idle`: its own thread dequeues it (timeout, interruption, waitv clean-up).
 //!
 //! Lifetime rule: a node is alive while `Queued`, and after `Woken` until its waker has
@@ -76,6 +78,18 @@ impl Node {
 
     pub(crate) fn index(&self) -> usize {
         self.index
+    }
+
+    /// End of an episode: `Woken → Idle` (or stays `Idle`), so the node can be queued again.
+    ///
+    /// # Safety
+    /// The node is not `Queued`, and every waker that dequeued it has already unparked its
+    /// thread (so nobody else touches it any more).
+    pub(crate) unsafe fn end_episode(&self) {
+        // SAFETY: per the contract the calling thread is the node's only user.
+        let l = unsafe { self.locked() };
+        debug_assert!(l.state != NodeState::Queued, "a queued node's episode is not over");
+        l.state = NodeState::Idle;
     }
 
     /// The bucket the node was last placed in (confirm under that bucket's lock).

@@ -5,7 +5,7 @@ use crate::error::WaitError;
 use crate::key::Key;
 use crate::primitive::Ordering;
 use crate::queue::{MoveList, Step, WakeList};
-use crate::table::{lock_pair, PairGuard};
+use crate::table::{lock_pair_current, PairGuard};
 use crate::word::{word_of, Futex, WordRef};
 
 /// If `*from == expected`, wake up to `nr_wake` waiters of `from` (oldest first, any mask) and
@@ -43,17 +43,30 @@ pub(crate) fn requeue_words(
     nr_wake: usize,
     nr_requeue: usize,
 ) -> Result<usize, WaitError> {
+    let (k1, k2) = (Key::private(from.addr()), Key::private(to.addr()));
+    requeue_keys(domain, from, k1, expected, k2, nr_wake, nr_requeue)
+}
+
+/// [`requeue_words`] with the keys given: each key's node picks its table, so a requeue may
+/// move waiters between two NUMA nodes' tables (`numa.rs`; lock order in `table.rs`).
+pub(crate) fn requeue_keys(
+    domain: &Domain,
+    from: WordRef,
+    k1: Key,
+    expected: u64,
+    k2: Key,
+    nr_wake: usize,
+    nr_requeue: usize,
+) -> Result<usize, WaitError> {
     if from.load() != expected {
         return Err(WaitError::WouldBlock); // linearisable at this load
     }
-    let (k1, k2) = (Key::private(from.addr()), Key::private(to.addr()));
     let (wake, moved) = loop {
-        let table = domain.table();
-        let (b1, b2) = (table.bucket(&k1), table.bucket(&k2));
-        let mut pair = lock_pair(b1, b2);
-        if !domain.is_current(table) {
+        let (t1, t2) = (domain.table(&k1), domain.table(&k2));
+        let (b1, b2) = (t1.bucket(&k1), t2.bucket(&k2));
+        let Some(mut pair) = lock_pair_current((t1, b1), (t2, b2), |t| domain.is_current(t)) else {
             continue;
-        }
+        };
         if from.load() != expected {
             return Err(WaitError::WouldBlock);
         }

@@ -9,12 +9,43 @@
 //! retired table is kept for reuse at the same size), so a thread holding a stale table pointer
 //! touches valid memory, finds the count ≥ RETIRED or the bucket "not current" under its lock,
 //! and retries — no reference count, hazard slot or grace period on the hot path.
+//!
+//! A domain has one *slot* per table it keeps current: its plain table, and with NUMA one per
+//! node. Every table records its node ([`NO_NODE`] for the plain one) so that "is this table
+//! current?" asks the right slot. Tables of different slots are independent: each is resized
+//! on its own (by the one resizer of the domain, which holds the domain's state lock), and a
+//! retired table is reused only for its own slot.
+//!
+//! # Lock order across tables (requeue between nodes)
+//!
+//! A requeue may lock one bucket in each of two tables. Locks are taken lowest address first,
+//! and after taking the *first* lock the requeuer checks that the first bucket's table is still
+//! current, releasing it and retrying if not ([`lock_pair_current`]). A resizer locks every
+//! bucket of the current table `T` in address order (phase 1), then every bucket of the table
+//! `T'` it migrates into (phase 2, which may sit below `T` in memory). Why no cycle can form
+//! (bucket ops other than requeue and resize hold one lock at a time, so they wait for nobody
+//! while holding one; at most one resizer runs per domain; requeues never span domains):
+//! - a requeuer waiting holds exactly one lock `l`, whose table was current when it checked,
+//!   and waits for a lock above `l`: a chain of waiting requeuers climbs in address and can
+//!   only close into a cycle through the resizer `S`;
+//! - `S` in phase 1 waits for a bucket `l0` of `T` held by a requeuer, and holds only buckets
+//!   of `T` below `l0`: the chain starting at `l0` climbs above `l0` and never reaches them;
+//! - `S` in phase 2 waits for a bucket `l0` of `T'`. A requeuer holding `l0` and waiting has
+//!   found `T'` current under `l0`'s lock, and `T'` stays current while it holds `l0` (retiring
+//!   a table takes all of its locks). But `S` migrates from the current table `T` of the same
+//!   slot, and a slot has one current table: contradiction. A requeuer holding `l0` with `T'`
+//!   not current drops it at its check instead of waiting.
+//!
+//! Without the first-lock check, a stale requeuer could hold a bucket of a retired `T'` that
+//! `S` is about to reuse, wait for a bucket above it held by a requeuer waiting on `T` — held
+//! by `S` — and `S` would wait for `T'`: a cycle when `T'` sits below `T`.
 
-use crate::key::Key;
+use crate::key::{Key, NO_NODE};
 use crate::lock::RawLock;
 use crate::primitive::{AtomicU32, Ordering};
 use crate::queue::{Node, Queue};
 use std::cell::UnsafeCell;
+use std::ptr::NonNull;
 
 /// Added to every count of a table while it is not current.
 pub(crate) const RETIRED: u32 = 1 << 30;
@@ -84,46 +115,125 @@ pub(crate) enum PairGuard<'a> {
     Two { first: BucketGuard<'a>, second: BucketGuard<'a> },
 }
 
-/// Lock `a` and `b` lowest address first (the order every path uses, so no two pairs deadlock).
-/// `a`'s guard is `first` in the result regardless of the locking order.
-pub(crate) fn lock_pair<'a>(a: &'a Bucket, b: &'a Bucket) -> PairGuard<'a> {
+/// Lock `a` (a bucket of `ta`) and `b` (a bucket of `tb`) lowest address first, checking with
+/// `current` that each bucket's table is current right after taking its lock. `None` (nothing
+/// held) when one is not: the caller reloads its tables and retries. `a`'s guard is `first`.
+/// The check after the first lock is what keeps this deadlock-free against a resize (module
+/// docs); the check after the second completes the usual "re-check under the lock".
+pub(crate) fn lock_pair_current<'a>(
+    (ta, a): (&Table, &'a Bucket),
+    (tb, b): (&Table, &'a Bucket),
+    current: impl Fn(&Table) -> bool,
+) -> Option<PairGuard<'a>> {
     if std::ptr::eq(a, b) {
-        return PairGuard::One(a.lock());
+        let g = a.lock();
+        return current(ta).then_some(PairGuard::One(g));
     }
-    if (a as *const Bucket) < (b as *const Bucket) {
-        let first = a.lock();
-        PairGuard::Two { first, second: b.lock() }
+    let a_first = (a as *const Bucket) < (b as *const Bucket);
+    let ((lt, lo), (ht, hi)) = if a_first { ((ta, a), (tb, b)) } else { ((tb, b), (ta, a)) };
+    let low = lo.lock();
+    if !current(lt) {
+        return None;
+    }
+    let high = hi.lock();
+    if !current(ht) {
+        return None;
+    }
+    Some(if a_first {
+        PairGuard::Two { first: low, second: high }
     } else {
-        let second = b.lock();
-        PairGuard::Two { first: a.lock(), second }
-    }
+        PairGuard::Two { first: high, second: low }
+    })
 }
 
-/// A power-of-two array of buckets.
+/// A power-of-two array of buckets belonging to one slot of a domain (its plain table or one
+/// node's table).
 pub(crate) struct Table {
-    buckets: Box<[Bucket]>,
+    /// `slots` initialised buckets, owned by the table (see [`Storage`]).
+    buckets: NonNull<Bucket>,
     shift: u32,
+    slots: usize,
+    node: u32,
+    storage: Storage,
 }
+
+/// Where a table's buckets live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Storage {
+    /// A boxed slice from the global allocator.
+    Heap,
+    /// Pages of their own (`bytes` long), mapped for a NUMA node and bound to it.
+    #[cfg(not(ufutex_loom))]
+    Mapped { bytes: usize },
+}
+
+// SAFETY:
+// - the table owns its buckets (like a `Box<[Bucket]>`), and `Bucket` is `Sync` and `Send`;
+// - the raw pointer is only read after construction.
+unsafe impl Send for Table {}
+// SAFETY: as for `Send`: shared access only reaches `&Bucket`, which is `Sync`.
+unsafe impl Sync for Table {}
 
 impl Table {
-    /// A table of `slots` buckets (a power of two ≥ 2), every count starting at `waiters`.
+    /// A plain table of `slots` buckets (a power of two ≥ 2), every count starting at `waiters`.
+    #[cfg_attr(any(not(test), ufutex_loom), allow(dead_code))]
     pub(crate) fn new(slots: usize, waiters: u32) -> Table {
+        Table::new_on(slots, waiters, NO_NODE, false)
+    }
+
+    /// A table for `node` ([`NO_NODE`]: the plain table). With `place`, its memory is bound to
+    /// that (real) node before it is first touched; on failure it lives on the heap.
+    pub(crate) fn new_on(slots: usize, waiters: u32, node: u32, place: bool) -> Table {
         assert!(slots.is_power_of_two() && slots >= 2, "table sizes are powers of two >= 2");
-        Table { buckets: (0..slots).map(|_| Bucket::new(waiters)).collect(), shift: 64 - slots.trailing_zeros() }
+        let (buckets, storage) = match place.then(|| placement::map_on_node(slots, waiters, node)).flatten() {
+            Some(placed) => placed,
+            None => {
+                let b: Box<[Bucket]> = (0..slots).map(|_| Bucket::new(waiters)).collect();
+                // SAFETY: a Box's pointer is never null.
+                (unsafe { NonNull::new_unchecked(Box::into_raw(b).cast::<Bucket>()) }, Storage::Heap)
+            }
+        };
+        Table { buckets, shift: 64 - slots.trailing_zeros(), slots, node, storage }
     }
 
     pub(crate) fn slots(&self) -> usize {
-        self.buckets.len()
+        self.slots
+    }
+
+    /// The node this table serves ([`NO_NODE`] for the plain table).
+    pub(crate) fn node(&self) -> u32 {
+        self.node
+    }
+
+    fn buckets(&self) -> &[Bucket] {
+        // SAFETY: `buckets` points to `slots` initialised buckets owned by `self`.
+        unsafe { std::slice::from_raw_parts(self.buckets.as_ptr(), self.slots) }
     }
 
     #[inline]
     pub(crate) fn bucket(&self, key: &Key) -> &Bucket {
-        &self.buckets[(key.hash() >> self.shift) as usize]
+        let i = (key.hash() >> self.shift) as usize;
+        debug_assert!(i < self.slots);
+        // SAFETY:
+        // - `shift` is 64 - log2(slots), so `i` < slots;
+        // - the `slots` buckets are initialised and live as long as `self`.
+        unsafe { &*self.buckets.as_ptr().add(i) }
     }
 
     /// Bytes this table occupies.
     pub(crate) fn footprint(&self) -> usize {
-        std::mem::size_of::<Table>() + std::mem::size_of_val(&*self.buckets)
+        let buckets = match self.storage {
+            Storage::Heap => std::mem::size_of_val(self.buckets()),
+            #[cfg(not(ufutex_loom))]
+            Storage::Mapped { bytes } => bytes,
+        };
+        std::mem::size_of::<Table>() + buckets
+    }
+
+    /// The address of the first bucket (tests check where the memory was placed).
+    #[cfg_attr(any(not(test), ufutex_loom), allow(dead_code))]
+    pub(crate) fn base_addr(&self) -> usize {
+        self.buckets.as_ptr() as usize
     }
 
     /// Move every queued node of `self` (the current table) to `new` and make the caller's
@@ -135,8 +245,9 @@ impl Table {
     /// (counts ≥ RETIRED plus stray (A) increments of threads about to notice and retry).
     /// `new_is_retired` says which.
     pub(crate) fn migrate_to(&self, new: &Table, new_is_retired: bool, publish: impl FnOnce()) {
-        let mut old_guards: Vec<BucketGuard<'_>> = self.buckets.iter().map(Bucket::lock).collect();
-        let mut new_guards: Vec<BucketGuard<'_>> = new.buckets.iter().map(Bucket::lock).collect();
+        debug_assert_eq!(self.node, new.node, "a table is only replaced by one of its own slot");
+        let mut old_guards: Vec<BucketGuard<'_>> = self.buckets().iter().map(Bucket::lock).collect();
+        let mut new_guards: Vec<BucketGuard<'_>> = new.buckets().iter().map(Bucket::lock).collect();
         for og in old_guards.iter_mut() {
             let ob = og.bucket();
             let mut moved = 0u32;
@@ -169,6 +280,102 @@ impl Table {
 
     /// How many nodes are queued (for tests' "nothing left queued" checks).
     pub(crate) fn queued(&self) -> usize {
-        self.buckets.iter().map(|b| b.lock().queue().len()).sum()
+        self.buckets().iter().map(|b| b.lock().queue().len()).sum()
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        match self.storage {
+            Storage::Heap => {
+                let slice = std::ptr::slice_from_raw_parts_mut(self.buckets.as_ptr(), self.slots);
+                // SAFETY: `buckets` came from `Box::into_raw` of a boxed slice of `slots` buckets.
+                drop(unsafe { Box::from_raw(slice) });
+            }
+            #[cfg(not(ufutex_loom))]
+            Storage::Mapped { bytes } => {
+                // SAFETY:
+                // - `buckets` is the start of a `bytes`-long mapping made by `map_on_node`, holding
+                //   `slots` buckets that nobody references any more (we are being dropped);
+                // - buckets need no destructor beyond their fields' (plain atomics and pointers).
+                unsafe { placement::unmap(self.buckets.as_ptr(), self.slots, bytes) };
+            }
+        }
+    }
+}
+
+/// Placing a node's table on that node: fresh pages, bound with `mbind(MPOL_PREFERRED)` before
+/// the buckets are first written, so the kernel allocates them on the node.
+#[cfg(not(ufutex_loom))]
+mod placement {
+    use super::{Bucket, Storage};
+    use std::ptr::NonNull;
+
+    const MPOL_PREFERRED: libc::c_ulong = 1;
+
+    /// `slots` buckets in pages of their own, bound to `node`; `None` if the mapping fails.
+    pub(super) fn map_on_node(slots: usize, waiters: u32, node: u32) -> Option<(NonNull<Bucket>, Storage)> {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let bytes = slots.checked_mul(std::mem::size_of::<Bucket>())?.checked_next_multiple_of(page)?;
+        // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
+        // existing memory.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        bind(p, bytes, node);
+        let first = p.cast::<Bucket>();
+        for i in 0..slots {
+            // SAFETY:
+            // - the mapping is `bytes` ≥ slots × 64 long, page-aligned (so 64-aligned), and ours;
+            // - each bucket is written once, before anyone can see the table.
+            unsafe { first.add(i).write(Bucket::new(waiters)) };
+        }
+        NonNull::new(first).map(|b| (b, Storage::Mapped { bytes }))
+    }
+
+    /// Ask the kernel to allocate `[p, p + bytes)` on `node`. Errors are ignored: placement is
+    /// a performance hint (a kernel without NUMA support, or a node without memory, still works).
+    fn bind(p: *mut libc::c_void, bytes: usize, node: u32) {
+        let node = node as usize;
+        let mut mask = vec![0 as libc::c_ulong; node / 64 + 1];
+        mask[node / 64] |= 1 << (node % 64);
+        // The kernel reads `maxnode - 1` bits.
+        let maxnode = mask.len() * 64 + 1;
+        // SAFETY:
+        // - `p..p + bytes` is a mapping we own; `mask` is `maxnode - 1` bits long and outlives
+        //   the call; mbind changes only the placement policy of that range.
+        unsafe { libc::syscall(libc::SYS_mbind, p, bytes, MPOL_PREFERRED, mask.as_ptr(), maxnode, 0u32) };
+    }
+
+    /// # Safety
+    /// `first` starts a `bytes`-long mapping made by [`map_on_node`] holding `slots` buckets that
+    /// are no longer referenced.
+    pub(super) unsafe fn unmap(first: *mut Bucket, slots: usize, bytes: usize) {
+        // SAFETY: forwarded contract: the buckets are initialised and unreferenced.
+        unsafe { std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(first, slots)) };
+        // SAFETY: forwarded contract: the whole mapping is ours to unmap.
+        unsafe { libc::munmap(first.cast(), bytes) };
+    }
+}
+
+/// Under loom there is no placement: every table is on the heap.
+#[cfg(ufutex_loom)]
+mod placement {
+    use super::{Bucket, Storage};
+    use std::ptr::NonNull;
+
+    pub(super) fn map_on_node(_: usize, _: u32, _: u32) -> Option<(NonNull<Bucket>, Storage)> {
+        None
     }
 }

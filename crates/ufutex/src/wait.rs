@@ -106,10 +106,23 @@ pub(crate) fn wait_word(
     mask: u64,
     timeout: Option<Timeout>,
 ) -> Result<(), WaitError> {
+    wait_key(domain, word, Key::private(word.addr()), expected, mask, timeout)
+}
+
+/// [`wait_word`] with the key given: its node picks the table (NUMA, see `numa.rs`).
+#[inline]
+pub(crate) fn wait_key(
+    domain: &Domain,
+    word: WordRef,
+    key: Key,
+    expected: u64,
+    mask: u64,
+    timeout: Option<Timeout>,
+) -> Result<(), WaitError> {
     if word.load() != expected {
         return Err(WaitError::WouldBlock);
     }
-    with_thread(|td| wait_queued(domain, td, word, expected, mask, timeout))
+    with_thread(|td| wait_queued(domain, td, word, key, expected, mask, timeout))
 }
 
 #[inline(never)]
@@ -117,12 +130,12 @@ fn wait_queued(
     domain: &Domain,
     td: &ThreadData,
     word: WordRef,
+    key: Key,
     expected: u64,
     mask: u64,
     timeout: Option<Timeout>,
 ) -> Result<(), WaitError> {
     register(domain, td);
-    let key = Key::private(word.addr());
     let node = Node::new(&td.parker, 0);
     enqueue(domain, &node, word, expected, key, mask)?;
     match td.parker.park(1, timeout.as_ref()) {
@@ -156,7 +169,7 @@ pub(crate) fn enqueue(
     mask: u64,
 ) -> Result<(), WaitError> {
     loop {
-        let table = domain.table();
+        let table = domain.table(&key);
         let bucket = table.bucket(&key);
         bucket.waiters().fetch_add(1, Ordering::SeqCst); // (A)
         fence(Ordering::SeqCst); // (A): pairs with the waker's (B) fence

@@ -18,6 +18,7 @@ pub const WAITV_MAX: usize = 1024;
 #[derive(Debug, Clone, Copy)]
 pub struct WaitEntry<'a> {
     word: WordRef,
+    key: Key,
     expected: u64,
     mask: u64,
     _borrow: PhantomData<&'a ()>,
@@ -26,7 +27,14 @@ pub struct WaitEntry<'a> {
 impl<'a> WaitEntry<'a> {
     /// Wait on `f` while it holds `expected`, woken by any mask.
     pub fn new<F: Futex>(f: &'a F, expected: F::Value) -> Self {
-        WaitEntry { word: word_of(f), expected: F::value_bits(expected), mask: MATCH_ANY, _borrow: PhantomData }
+        let word = word_of(f);
+        WaitEntry {
+            word,
+            key: Key::private(word.addr()),
+            expected: F::value_bits(expected),
+            mask: MATCH_ANY,
+            _borrow: PhantomData,
+        }
     }
 
     /// Only wakes whose mask shares a bit with `mask` count for this entry.
@@ -38,7 +46,13 @@ impl<'a> WaitEntry<'a> {
     /// An entry from validated raw parts (the C ABI).
     #[allow(dead_code)] // used by the C ABI
     pub(crate) fn from_raw(word: WordRef, expected: u64, mask: u64) -> WaitEntry<'static> {
-        WaitEntry { word, expected, mask, _borrow: PhantomData }
+        WaitEntry { word, key: Key::private(word.addr()), expected, mask, _borrow: PhantomData }
+    }
+
+    /// The same entry with its key given: the key's node picks the table (NUMA, `numa.rs`).
+    pub(crate) fn with_key(mut self, key: Key) -> Self {
+        self.key = key;
+        self
     }
 }
 
@@ -98,8 +112,7 @@ fn waitv_queued(
     // and every owed unpark received (`finish`).
     let nodes = unsafe { td.waitv_nodes(entries.len()) };
     for (i, (e, node)) in entries.iter().zip(nodes).enumerate() {
-        let key = Key::private(e.word.addr());
-        if let Err(mismatch) = enqueue(domain, node, e.word, e.expected, key, e.mask) {
+        if let Err(mismatch) = enqueue(domain, node, e.word, e.expected, e.key, e.mask) {
             return finish(td, &nodes[..i], Err(mismatch));
         }
     }
@@ -119,6 +132,11 @@ fn finish(td: &ThreadData, nodes: &[Node], otherwise: Result<(), WaitError>) -> 
         }
     }
     await_unparks(&td.parker, woken);
+    for node in nodes {
+        // SAFETY: every node was dequeued above (by us or a waker), and every waker's unpark
+        // has arrived: the nodes are ours alone until the next episode.
+        unsafe { node.end_episode() };
+    }
     match (best, otherwise) {
         (Some(i), _) => Ok(i),
         (None, Err(e)) => Err(e),

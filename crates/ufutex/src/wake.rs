@@ -40,14 +40,19 @@ pub fn wake_bitset<F: Futex>(f: &F, n: usize, mask: u64) -> usize {
 /// The untyped wake every front end calls.
 #[inline]
 pub(crate) fn wake_word(domain: &Domain, word: WordRef, n: usize, mask: u64) -> usize {
+    wake_key(domain, Key::private(word.addr()), n, mask)
+}
+
+/// [`wake_word`] with the key given: its node picks the table (NUMA, see `numa.rs`).
+#[inline]
+pub(crate) fn wake_key(domain: &Domain, key: Key, n: usize, mask: u64) -> usize {
     if n == 0 {
         return 0;
     }
     fence(Ordering::SeqCst); // (B)
-    let Some(table) = domain.table_if_any() else {
-        return 0; // no table yet: nobody ever queued in this domain
+    let Some(table) = domain.table_if_any(&key) else {
+        return 0; // no table yet: nobody ever queued in this slot of the domain
     };
-    let key = Key::private(word.addr());
     // (B): Relaxed after the fence; 0 means no waiter and a current table (table.rs invariant).
     if table.bucket(&key).waiters().load(Ordering::Relaxed) == 0 {
         return 0;
@@ -61,7 +66,7 @@ fn wake_locked<'d>(domain: &'d Domain, mut table: &'d Table, key: Key, n: usize,
         let mut g = table.bucket(&key).lock();
         if !domain.is_current(table) {
             drop(g);
-            table = domain.table();
+            table = domain.table(&key);
             continue;
         }
         let mut list = WakeList::new();
