@@ -227,36 +227,30 @@ impl fmt::Display for NumaError {
 
 impl std::error::Error for NumaError {}
 
-/// Which node word and policy an operation resolves (the C ABI's `UFUTEX_NUMA`/`UFUTEX_MPOL`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct NodeFlags {
-    /// The word is followed by a node word of its size (the pair aligned to twice the size).
-    pub(crate) numa: bool,
-    /// A -1 (or absent) node is first taken from the memory policy covering the word.
-    pub(crate) mpol: bool,
-}
-
-/// Resolve `word` to its key in `domain`: the plain key without flags, else the key of the
-/// node chosen as in the module docs (writing the node word back when it held -1).
+/// Resolve `word` to its key in `domain` (the C ABI's `UFUTEX_NUMA` / `UFUTEX_MPOL`): the plain
+/// key with neither, else the key of the node chosen as in the module docs, writing the node
+/// word back when it held -1.
+///
+/// - `node_word`: `Some` with `UFUTEX_NUMA` — the same-size atomic right after the word (the
+///   caller checked the pair's alignment to twice the size); it must also be writable.
+/// - `mpol`: with `UFUTEX_MPOL`.
 ///
 /// # Errors
-/// [`NumaError::NotNuma`] if the domain has no NUMA (any flag set); [`NumaError::InvalidNode`]
+/// [`NumaError::NotNuma`] if the domain has no NUMA (either flag set); [`NumaError::InvalidNode`]
 /// if the node word names no node of the domain.
-///
-/// # Safety
-/// With `flags.numa`, the node word (at `word.addr() + size`) is, like the word, a live atomic
-/// of the word's size, writable, for the duration of the call.
-pub(crate) unsafe fn resolve(domain: &Domain, word: WordRef, flags: NodeFlags) -> Result<Key, NumaError> {
+pub(crate) fn resolve(
+    domain: &Domain,
+    word: WordRef,
+    node_word: Option<WordRef>,
+    mpol: bool,
+) -> Result<Key, NumaError> {
     let key = Key::private(word.addr());
-    if !flags.numa && !flags.mpol {
+    if node_word.is_none() && !mpol {
         return Ok(key);
     }
     let topology = &domain.numa_nodes().ok_or(NumaError::NotNuma)?.topology;
     let none = word.size().max();
-    let node_word = flags.numa.then(|| {
-        // SAFETY: the caller's contract: a live atomic of the same size follows the word.
-        unsafe { WordRef::from_raw(word.addr() + word.size().bytes(), word.size()) }
-    });
+    debug_assert!(node_word.is_none_or(|n| n.size() == word.size()));
     let mut node = none;
     if let Some(nw) = node_word {
         node = nw.load();
@@ -264,7 +258,7 @@ pub(crate) unsafe fn resolve(domain: &Domain, word: WordRef, flags: NodeFlags) -
             return Err(NumaError::InvalidNode(node));
         }
     }
-    if node == none && flags.mpol {
+    if node == none && mpol {
         if let Some(n) = mpol_node(word.addr()).and_then(|n| topology.map_kernel_node(n)) {
             node = n.into();
         }
@@ -299,8 +293,9 @@ fn compare_exchange(w: WordRef, current: u64, new: u64) -> Result<(), u64> {
     // SeqCst: the node word is part of the futex's identity; keep it as strong as the word.
     let (s, f) = (Ordering::SeqCst, Ordering::SeqCst);
     // SAFETY:
-    // - `w` was built by `WordRef::from_raw` under `resolve`'s contract: an aligned, live,
-    //   writable atomic of exactly `w.size()` bytes at `w.addr()`.
+    // - `w` is a node word: from a borrowed `NumaFutex` (an atomic of its size, writable
+    //   through `&`), or built by the C ABI with `WordRef::from_raw`, whose contract plus
+    //   `resolve`'s (writable) make it an aligned, live, writable atomic of `w.size()` bytes.
     // - the values fit the width: `current` is the width's all-ones, `new` < it (checked).
     unsafe {
         match w.size() {
@@ -410,10 +405,7 @@ impl<F: NumaWord> NumaFutex<F> {
 
     fn resolve(&self, domain: &Domain) -> Result<(WordRef, Key), NumaError> {
         let word = word_of(&self.word);
-        let flags = NodeFlags { numa: true, mpol: domain.numa_mpol() };
-        // SAFETY: `self.node` is an atomic of the word's size right after it (`repr(C)`, same
-        // type), borrowed for the call.
-        let key = unsafe { resolve(domain, word, flags) }?;
+        let key = resolve(domain, word, Some(word_of(&self.node)), domain.numa_mpol())?;
         Ok((word, key))
     }
 }
@@ -431,6 +423,7 @@ where
 #[derive(Debug, Clone, Copy)]
 pub struct NumaWaitEntry<'a> {
     word: WordRef,
+    node: WordRef,
     expected: u64,
     mask: u64,
     _borrow: std::marker::PhantomData<&'a ()>,
@@ -441,6 +434,7 @@ impl<'a> NumaWaitEntry<'a> {
     pub fn new<F: NumaWord>(f: &'a NumaFutex<F>, expected: F::Value) -> Self {
         NumaWaitEntry {
             word: word_of(&f.word),
+            node: word_of(&f.node),
             expected: F::value_bits(expected),
             mask: MATCH_ANY,
             _borrow: std::marker::PhantomData,
@@ -530,13 +524,10 @@ impl Domain {
     /// If `entries` is empty or longer than [`WAITV_MAX`].
     pub fn waitv_numa(&self, entries: &[NumaWaitEntry<'_>], deadline: Option<Deadline>) -> Result<usize, NumaError> {
         assert!(!entries.is_empty() && entries.len() <= WAITV_MAX, "waitv takes 1..={WAITV_MAX} entries");
-        let flags = NodeFlags { numa: true, mpol: self.numa_mpol() };
         let resolved = entries
             .iter()
             .map(|e| {
-                // SAFETY: a `NumaWaitEntry` borrows a `NumaFutex`, whose node word follows the
-                // word at its size, for `'a`, which outlives this call.
-                let key = unsafe { resolve(self, e.word, flags) }?;
+                let key = resolve(self, e.word, Some(e.node), self.numa_mpol())?;
                 Ok(WaitEntry::from_raw(e.word, e.expected, e.mask).with_key(key))
             })
             .collect::<Result<Vec<_>, NumaError>>()?;

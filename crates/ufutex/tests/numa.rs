@@ -304,3 +304,21 @@ fn a_memory_policy_node_wins_over_the_current_node() {
     // SAFETY: nothing references the mapping any more.
     unsafe { libc::munmap(p, 2 * page) };
 }
+
+/// `UFUTEX_NUMA_NODES=N` (read once per process) makes a NUMA domain see N virtual nodes:
+/// node N-1 is valid, node N is not. Checked when the variable is set (CI runs this file once
+/// with it); without it the machine's topology is checked above.
+#[test]
+fn the_environment_forces_virtual_nodes() {
+    let Some(n) = std::env::var("UFUTEX_NUMA_NODES").ok().and_then(|v| v.parse::<u32>().ok()) else {
+        return;
+    };
+    let d = Domain::new(DomainConfig::new().numa(true)).unwrap();
+    let last = NumaFutex::<AtomicU32>::with_node(0, n - 1);
+    assert_eq!(d.wake_numa(&last, 1), Ok(0));
+    let past = NumaFutex::<AtomicU32>::with_node(0, n);
+    assert_eq!(d.wake_numa(&past, 1), Err(NumaError::InvalidNode(n.into())));
+    let fresh = NumaFutex::<AtomicU32>::new(0);
+    assert_eq!(d.wake_numa(&fresh, 0), Ok(0));
+    assert!(fresh.node().load(Ordering::SeqCst) < n);
+}
