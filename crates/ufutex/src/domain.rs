@@ -107,6 +107,12 @@ struct State {
 /// Resizing is live: every queued waiter (sleeping, timed, inside a waitv, just requeued) moves
 /// to the new table, and no operation on the hot path writes anything but its bucket's line.
 ///
+/// With NUMA ([`DomainConfig::numa`]) a domain also keeps one table per node, for
+/// [`crate::NumaFutex`] pairs whose node word picks the table (`wait_numa`, `wake_numa`,
+/// `waitv_numa`, `requeue_numa`; see [`crate::NumaFutex`]). All tables of a domain share its
+/// size policy. The default domain has NUMA (the C ABI's `UFUTEX_NUMA`); its node count comes
+/// from sysfs or `UFUTEX_NUMA_NODES`.
+///
 /// # Examples
 /// ```
 /// use std::sync::atomic::AtomicU32;
