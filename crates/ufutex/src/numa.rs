@@ -238,6 +238,7 @@ impl std::error::Error for NumaError {}
 /// # Errors
 /// [`NumaError::NotNuma`] if the domain has no NUMA (either flag set); [`NumaError::InvalidNode`]
 /// if the node word names no node of the domain.
+#[inline]
 pub(crate) fn resolve(
     domain: &Domain,
     word: WordRef,
@@ -245,39 +246,52 @@ pub(crate) fn resolve(
     mpol: bool,
 ) -> Result<Key, NumaError> {
     let key = Key::private(word.addr());
-    if node_word.is_none() && !mpol {
-        return Ok(key);
+    match node_word {
+        None if !mpol => Ok(key),
+        // The common case: the node word already names a node of the domain. Only read it.
+        Some(nw) => match (nw.load(), domain.numa_nodes()) {
+            (stored, Some(nodes)) if stored != word.size().max() && nodes.topology.is_valid(stored) => {
+                Ok(key.on_node(stored as u32))
+            }
+            _ => resolve_slow(domain, word, node_word, mpol),
+        },
+        None => resolve_slow(domain, word, node_word, mpol),
     }
+}
+
+/// [`resolve`] for a node word of -1 or naming no node, or `mpol` without a node word.
+#[cold]
+#[inline(never)]
+fn resolve_slow(domain: &Domain, word: WordRef, node_word: Option<WordRef>, mpol: bool) -> Result<Key, NumaError> {
+    let key = Key::private(word.addr());
     let topology = &domain.numa_nodes().ok_or(NumaError::NotNuma)?.topology;
     let none = word.size().max();
     debug_assert!(node_word.is_none_or(|n| n.size() == word.size()));
-    let mut node = none;
-    if let Some(nw) = node_word {
-        node = nw.load();
-        if node != none && !topology.is_valid(node) {
-            return Err(NumaError::InvalidNode(node));
-        }
+    // The node word's value; -1 (`none`) also without a node word.
+    let stored = node_word.map_or(none, |nw| nw.load());
+    if stored != none && !topology.is_valid(stored) {
+        return Err(NumaError::InvalidNode(stored));
     }
+    let mut node = stored;
     if node == none && mpol {
         if let Some(n) = mpol_node(word.addr()).and_then(|n| topology.map_kernel_node(n)) {
             node = n.into();
         }
     }
-    if let Some(nw) = node_word {
+    if let Some(nw) = node_word.filter(|_| stored == none) {
         if node == none {
             node = topology.current_node().into();
         }
         if node >= none {
             return Err(NumaError::InvalidNode(node)); // does not fit the node word
         }
-        // Write back only over -1: a node another thread wrote meanwhile wins.
+        // Write back only over -1 (a word that holds a node is only read: no shared write on
+        // the common path): a node another thread wrote meanwhile wins.
         if let Err(theirs) = compare_exchange(nw, none, node) {
-            if theirs != none && !topology.is_valid(theirs) {
+            if !topology.is_valid(theirs) {
                 return Err(NumaError::InvalidNode(theirs));
             }
-            if theirs != none {
-                node = theirs;
-            }
+            node = theirs;
         }
     }
     if node == none {
@@ -287,8 +301,7 @@ pub(crate) fn resolve(
 }
 
 /// `compare_exchange(current, new)` on the atomic `w` at its width; `Ok` if it held `current`
-/// (then stored `new`), else `Err(what it held)`. A -1 seen again is retried: the node word
-/// ends with a node in it either way.
+/// (then stored `new`), else `Err(what it held)`.
 fn compare_exchange(w: WordRef, current: u64, new: u64) -> Result<(), u64> {
     // SeqCst: the node word is part of the futex's identity; keep it as strong as the word.
     let (s, f) = (Ordering::SeqCst, Ordering::SeqCst);
@@ -403,6 +416,7 @@ impl<F: NumaWord> NumaFutex<F> {
         &self.node
     }
 
+    #[inline]
     fn resolve(&self, domain: &Domain) -> Result<(WordRef, Key), NumaError> {
         let word = word_of(&self.word);
         let key = resolve(domain, word, Some(word_of(&self.node)), domain.numa_mpol())?;
