@@ -20,6 +20,7 @@
 mod deadline;
 mod domain;
 mod error;
+mod ffi;
 mod key;
 mod lock;
 mod parker;
