@@ -65,8 +65,6 @@ extern "C" {
 #define UFUTEX_WAITV_MAX 1024
 /* Node word value meaning "the caller's current node". */
 #define UFUTEX_NO_NODE (-1)
-/* The mask that matches every waiter (the kernel's FUTEX_BITSET_MATCH_ANY), at 32 bits. */
-#define UFUTEX_BITSET_MATCH_ANY 0xffffffffUL
 
 /**
  * struct ufutex_waitv - one word of ufutex_waitv() or ufutex_requeue().

@@ -1,0 +1,63 @@
+# The C ABI (issue 3): install into a temporary prefix, build the C tests with
+# `cc $(pkg-config --cflags --libs ufutex)` against the INSTALLED header and library, run them
+# (shared and static), run the README's C example and the 10^6-call random-call driver, then
+# memcheck and helgrind on the test suite.
+#
+# Valgrind (3.19 here) does not know the futex2 futex_wait syscall (455) that the default parker
+# sleeps in, so the valgrind runs use a library built with the portable parker
+# (--features fallback-parker, installed under its own prefix). That parker cannot report EINTR,
+# so the suite skips that one test there (UFUTEX_TEST_NO_EINTR).
+set -euo pipefail
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+scripts/install.sh "$tmp/prefix"
+export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
+cflags=(-std=c11 -O1 -g -Wall -Wextra -Werror -pthread)
+build() { # name source: against whatever PKG_CONFIG_PATH points at
+  # shellcheck disable=SC2046 # pkg-config output is words
+  cc "${cflags[@]}" -o "$tmp/$1" "$2" $(pkg-config --cflags --libs ufutex)
+}
+
+# Header vs kernel uapi (compile-time) and in C++.
+build abi_layout tests/c/abi_layout.c
+printf '#include <ufutex.h>\nint main() { struct ufutex_waitv v = {}; return (int)sizeof(v) - 24; }\n' >"$tmp/cxx.cc"
+# shellcheck disable=SC2046
+c++ -Wall -Werror -o "$tmp/cxx" "$tmp/cxx.cc" $(pkg-config --cflags --libs ufutex)
+
+build ufutex_test tests/c/ufutex_test.c
+build fuzz_abi tests/c/fuzz_abi.c
+# The README's C example, exactly as printed.
+awk '/^## C ABI/ { in_section = 1 } in_section && /^```c$/ { code = 1; next } code && /^```$/ { exit } code' \
+  README.md > "$tmp/example.c"
+build example "$tmp/example.c"
+# Static: the archive plus its private libraries; the result must not need libufutex.so.
+# shellcheck disable=SC2046
+cc "${cflags[@]}" -o "$tmp/ufutex_test_static" tests/c/ufutex_test.c $(pkg-config --cflags ufutex) \
+  -Wl,-Bstatic $(pkg-config --libs ufutex) -Wl,-Bdynamic $(pkg-config --static --libs-only-l ufutex | sed 's/-lufutex//')
+if ldd "$tmp/ufutex_test_static" | grep -q libufutex; then
+  echo "static test binary still needs libufutex.so" >&2
+  exit 1
+fi
+
+export LD_LIBRARY_PATH="$tmp/prefix/lib"
+"$tmp/abi_layout"
+"$tmp/cxx"
+timeout 120 "$tmp/ufutex_test"
+timeout 120 "$tmp/ufutex_test_static"
+[ "$(timeout 60 "$tmp/example")" = woken ]
+timeout 240 "$tmp/fuzz_abi" 1000000 "${UFUTEX_FUZZ_SEED:-1}"
+
+# Valgrind, on the portable-parker build.
+UFUTEX_CARGO_FLAGS="--features fallback-parker" CARGO_TARGET_DIR=target/fallback-parker \
+  scripts/install.sh "$tmp/vg" >/dev/null
+export PKG_CONFIG_PATH="$tmp/vg/lib/pkgconfig" LD_LIBRARY_PATH="$tmp/vg/lib"
+build ufutex_test_vg tests/c/ufutex_test.c
+build fuzz_abi_vg tests/c/fuzz_abi.c
+vg=(valgrind -q --error-exitcode=99)
+export UFUTEX_TEST_NO_EINTR=1
+timeout 300 "${vg[@]}" --tool=memcheck --leak-check=full --errors-for-leak-kinds=definite \
+  --suppressions=tests/c/valgrind.supp "$tmp/ufutex_test_vg"
+timeout 300 "${vg[@]}" --tool=memcheck --suppressions=tests/c/valgrind.supp "$tmp/fuzz_abi_vg" 50000 2
+timeout 300 "${vg[@]}" --tool=helgrind --suppressions=tests/c/helgrind.supp "$tmp/ufutex_test_vg"
+echo "C ABI: ok"
