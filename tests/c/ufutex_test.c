@@ -18,7 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <setjmp.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <ufutex.h>
 #include <unistd.h>
@@ -88,6 +91,87 @@ static long wake_one_eventually(void *uaddr, unsigned long mask, unsigned flags)
 	while ((r = ufutex_wake(uaddr, mask, 1, flags)) == 0)
 		sched_yield();
 	return r;
+}
+
+/* ---- the fault handler chains to the program's (run first: before any call installs it) ---- */
+
+static sigjmp_buf jump;
+static volatile sig_atomic_t handled;
+static void *volatile fault_addr;
+
+static void on_segv(int sig, siginfo_t *info, void *ctx)
+{
+	(void)sig;
+	(void)ctx;
+	handled++;
+	fault_addr = info->si_addr;
+	siglongjmp(jump, 1);
+}
+
+/* Run `child` in a fresh process; returns its wait status. */
+static int in_child(int (*child)(void))
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct rlimit no_core = {0, 0};
+		setrlimit(RLIMIT_CORE, &no_core);
+		_exit(child());
+	}
+	int status = 0;
+	waitpid(pid, &status, 0);
+	return status;
+}
+
+/* A handler installed before ufutex's: ufutex's faults do not reach it, the program's do. */
+static int child_with_handler(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_segv;
+	sa.sa_flags = SA_SIGINFO;
+	sigaction(SIGSEGV, &sa, NULL);
+	errno = 0;
+	if (ufutex_wait(inaccessible, 0, 1, P(UFUTEX_SIZE_U32), NULL, 0) != -1 || errno != EFAULT || handled)
+		return 2;
+	if (sigsetjmp(jump, 1) == 0) {
+		(void)*(volatile int *)inaccessible;
+		return 3;
+	}
+	return handled == 1 && fault_addr == inaccessible ? 0 : 4;
+}
+
+/* No handler before: the program's own fault still kills it with SIGSEGV. */
+static int child_default(void)
+{
+	errno = 0;
+	if (ufutex_wait(unmapped, 0, 1, P(UFUTEX_SIZE_U64), NULL, 0) != -1 || errno != EFAULT)
+		return 2;
+	(void)*(volatile int *)inaccessible;
+	return 3;
+}
+
+/* A SIGSEGV sent by kill() is delivered as before, not swallowed. */
+static int child_sent(void)
+{
+	errno = 0;
+	if (ufutex_wait(unmapped, 0, 1, P(UFUTEX_SIZE_U64), NULL, 0) != -1 || errno != EFAULT)
+		return 2;
+	kill(getpid(), SIGSEGV);
+	return 3;
+}
+
+static void test_fault_chaining(void)
+{
+	if (getenv("UFUTEX_TEST_VALGRIND")) { /* memcheck reports the deliberate faults */
+		fprintf(stderr, "   skipped (UFUTEX_TEST_VALGRIND)\n");
+		return;
+	}
+	CHECK(in_child(child_with_handler) == 0);
+	int st = in_child(child_default);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
+	st = in_child(child_sent);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
 }
 
 /* ---- errno tables ---------------------------------------------------------------------- */
@@ -328,8 +412,8 @@ static void test_eintr(void)
 	/* The portable parker (a library built with the fallback-parker feature, as CI does for
 	 * valgrind, which lacks the futex_wait syscall) sleeps in a condition variable that
 	 * resumes after a signal: it cannot report EINTR. */
-	if (getenv("UFUTEX_TEST_NO_EINTR")) {
-		fprintf(stderr, "   skipped (UFUTEX_TEST_NO_EINTR)\n");
+	if (getenv("UFUTEX_TEST_VALGRIND")) {
+		fprintf(stderr, "   skipped (UFUTEX_TEST_VALGRIND)\n");
 		return;
 	}
 	struct sigaction sa;
@@ -484,6 +568,7 @@ static void test_slots(void)
 int main(void)
 {
 	make_bad_pages();
+	RUN(test_fault_chaining);
 	RUN(test_wait_errors);
 	RUN(test_wake_errors);
 	RUN(test_waitv_errors);

@@ -213,3 +213,30 @@ pub extern "C" fn ufutex_hash_get_slots() -> c_long {
         Ok(if d.policy() == Slots::Large { 0 } else { d.slots() as c_long })
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_einval_not_an_unwind_into_c() {
+        let r = entry(|| panic!("a bug in the core"));
+        assert_eq!(r, -1);
+        // SAFETY: reading this thread's errno.
+        assert_eq!(unsafe { *libc::__errno_location() }, libc::EINVAL);
+        assert_eq!(entry(|| Ok(7)), 7);
+    }
+
+    #[test]
+    fn hash_slots_validation() {
+        assert_eq!(ufutex_hash_set_slots(64, 1), -1);
+        assert_eq!(ufutex_hash_set_slots(3, 0), -1);
+        assert_eq!(ufutex_hash_set_slots(1, 0), -1);
+        // SAFETY: reading this thread's errno.
+        assert_eq!(unsafe { *libc::__errno_location() }, libc::EINVAL);
+        assert_eq!(ufutex_hash_set_slots(1 << 40, 0), -1);
+        // SAFETY: as above.
+        assert_eq!(unsafe { *libc::__errno_location() }, libc::ENOMEM);
+        assert!(ufutex_hash_get_slots() >= 2); // the default domain is never made Large here
+    }
+}
