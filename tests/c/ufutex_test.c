@@ -189,6 +189,8 @@ static void test_wait_errors(void)
 		FAILS(ufutex_wait(&w, 0, maxval[s] + 1, P(sizes[s]), NULL, 0), EINVAL); /* mask too wide */
 	}
 	FAILS(ufutex_wait(&w, 0, 0, P(UFUTEX_SIZE_U64), NULL, 0), EINVAL);                 /* mask 0 */
+	/* As the kernel, the timeout is set up before the mask is looked at. */
+	FAILS(ufutex_wait(&w, 0, 0, P(UFUTEX_SIZE_U64), inaccessible, CLOCK_MONOTONIC), EFAULT);
 	FAILS(ufutex_wait(&w, 0, 1, P(UFUTEX_SIZE_U64), &past, CLOCK_BOOTTIME), EINVAL);   /* clock */
 	FAILS(ufutex_wait(&w, 0, 1, P(UFUTEX_SIZE_U64), &past, CLOCK_PROCESS_CPUTIME_ID), EINVAL);
 	FAILS(ufutex_wait(&w, 0, 1, P(UFUTEX_SIZE_U64), &bad_ns, CLOCK_MONOTONIC), EINVAL);

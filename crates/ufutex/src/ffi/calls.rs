@@ -76,8 +76,9 @@ pub unsafe extern "C" fn ufutex_wait(
         let f = validate::word_flags(flags)?;
         validate::fits(f.size, ulong(val))?;
         validate::fits(f.size, ulong(mask))?;
-        let mask = validate::mask(ulong(mask))?;
+        // The kernel sets the timeout up before `__futex_wait` looks at the mask.
         let timeout = validate::timeout(timeout as usize, clockid)?;
+        let mask = validate::mask(ulong(mask))?;
         let addr = validate::address(uaddr as u64, f)?;
         if validate::current(addr, f.size)? != ulong(val) {
             return Err(Errno::EAGAIN); // no queueing, no syscall
@@ -127,21 +128,17 @@ pub unsafe extern "C" fn ufutex_waitv(
             return Err(Errno::EINVAL);
         }
         let timeout = validate::timeout(timeout as usize, clockid)?;
-        let raw = validate::copy_waitv(waiters as usize, nr_futexes as usize)?;
-        let mut parsed = Vec::new();
-        parsed.try_reserve_exact(raw.len()).map_err(|_| Errno::ENOMEM)?;
-        for e in &raw {
-            parsed.push(validate::entry(e)?);
-        }
-        // Every key first (alignment, NULL), then the values in index order, as the kernel.
+        let parsed = validate::parse_waitv(waiters as usize, nr_futexes as usize)?;
+        // Every key first (alignment, NULL, support), then the values in index order, as the
+        // kernel's `futex_wait_multiple_setup`.
         let mut addrs = Vec::new();
-        addrs.try_reserve_exact(raw.len()).map_err(|_| Errno::ENOMEM)?;
-        for (e, f) in raw.iter().zip(&parsed) {
+        addrs.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
+        for (e, f) in &parsed {
             addrs.push(validate::address(e.uaddr, *f)?);
         }
         let mut entries = Vec::new();
-        entries.try_reserve_exact(raw.len()).map_err(|_| Errno::ENOMEM)?;
-        for ((e, f), &addr) in raw.iter().zip(&parsed).zip(&addrs) {
+        entries.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
+        for ((e, f), &addr) in parsed.iter().zip(&addrs) {
             if validate::current(addr, f.size)? != e.val {
                 return Err(Errno::EAGAIN);
             }
@@ -169,9 +166,8 @@ pub unsafe extern "C" fn ufutex_requeue(
         if flags != 0 || waiters.is_null() {
             return Err(Errno::EINVAL);
         }
-        let raw = validate::copy_waitv(waiters as usize, 2)?;
-        let (src, dst) = (raw[0], raw[1]);
-        let (fs, fd) = (validate::entry(&src)?, validate::entry(&dst)?);
+        let parsed = validate::parse_waitv(waiters as usize, 2)?;
+        let ((src, fs), (dst, fd)) = (parsed[0], parsed[1]);
         if src.flags != dst.flags {
             return Err(Errno::EINVAL);
         }

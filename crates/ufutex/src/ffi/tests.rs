@@ -26,6 +26,24 @@ fn hole() -> usize {
     }
 }
 
+/// The last `n` bytes of a writable page that is followed by a PROT_NONE page.
+fn end_of_page_before_hole(n: usize) -> usize {
+    // SAFETY: a fresh two-page mapping, the second page made inaccessible; leaked on purpose.
+    unsafe {
+        let p = libc::mmap(
+            null_mut(),
+            8192,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        assert_eq!(libc::mprotect(p.cast::<u8>().add(4096).cast(), 4096, libc::PROT_NONE), 0);
+        p as usize + 4096 - n
+    }
+}
+
 const GOOD_TS: timespec = timespec { tv_sec: 0, tv_nsec: 0 };
 
 #[test]
@@ -43,8 +61,10 @@ fn wait_rejects_in_the_kernels_order() {
         ("value wider than u32",      null_mut(), 1 << 32, 0, P32,                        &bad_ns,       99,               EINVAL),
         ("value wider than u16",      null_mut(), 1 << 16, 1, UFUTEX_PRIVATE | UFUTEX_SIZE_U16, null(),  0,                EINVAL),
         ("mask wider than u8",        null_mut(), 0,       0x100, UFUTEX_PRIVATE,         null(),        0,                EINVAL),
-        ("mask 0",                    null_mut(), 0,       0, P32,                        &bad_ns,       99,               EINVAL),
-        ("bad clock",                 null_mut(), 0,       1, P32,                        &bad_ns,       99,               EINVAL),
+        ("bad clock",                 null_mut(), 0,       0, P32,                        &bad_ns,       99,               EINVAL),
+        // The timeout is set up before the mask is looked at.
+        ("timespec before mask",      null_mut(), 0,       0, P32,                        h as *const _, CLOCK_MONOTONIC,  EFAULT),
+        ("mask 0",                    null_mut(), 0,       0, P32,                        &GOOD_TS,      CLOCK_MONOTONIC,  EINVAL),
         ("unmapped timespec",         null_mut(), 0,       1, P32,                        h as *const _, CLOCK_MONOTONIC,  EFAULT),
         ("tv_nsec = 1e9",             null_mut(), 0,       1, P32,                        &bad_ns,       CLOCK_MONOTONIC,  EINVAL),
         ("tv_sec < 0",                null_mut(), 0,       1, P32,                        &neg,          CLOCK_REALTIME,   EINVAL),
@@ -128,6 +148,18 @@ fn waitv_rejects_in_the_kernels_order() {
         // SAFETY: `n` entries are readable, or the call rejects `n` before reading.
         let r = unsafe { ufutex_waitv(es.as_mut_ptr(), n, flags, ts, clock) };
         assert_eq!(errno_of(r), errno, "{what}");
+    }
+    // Entry by entry, as `futex_parse_waitv`: a bad entry 0 is found before an unreadable entry
+    // 1, a good entry 0 lets the unreadable entry 1 fail with EFAULT.
+    let at = end_of_page_before_hole(24) as *mut UfutexWaitv;
+    for (e0, errno) in [(UfutexWaitv { reserved: 1, ..good }, EINVAL), (good, EFAULT)] {
+        // SAFETY: `at` is the last 24 writable bytes of its page; the call reads past them only
+        // through the fault-checked path.
+        unsafe {
+            at.write_unaligned(e0);
+            assert_eq!(errno_of(ufutex_waitv(at, 2, 0, null(), 0)), errno);
+            assert_eq!(errno_of(ufutex_requeue(at, 0, 1, 1)), errno);
+        }
     }
     // SAFETY: NULL and unmapped arrays are rejected without a crash.
     unsafe {

@@ -105,24 +105,30 @@ pub(crate) fn current(addr: usize, size: Size) -> Result<u64, Errno> {
     Ok(read_word(addr, size)?)
 }
 
-/// Copy `n` entries of a caller's waitv array: unreadable → `EFAULT`, no memory → `ENOMEM`.
-pub(crate) fn copy_waitv(ptr: usize, n: usize) -> Result<Vec<UfutexWaitv>, Errno> {
+/// Copy and check a caller's waitv array (`futex_parse_waitv`), entry by entry: no memory for
+/// it → `ENOMEM`; an entry not readable → `EFAULT`; an entry with unknown flag bits, a non-zero
+/// `__reserved` or a value wider than its size → `EINVAL`. The first bad entry decides.
+pub(crate) fn parse_waitv(ptr: usize, n: usize) -> Result<Vec<(UfutexWaitv, WordFlags)>, Errno> {
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| Errno::ENOMEM)?;
     for i in 0..n {
-        let at = ptr.checked_add(i * size_of::<UfutexWaitv>()).ok_or(Errno::EFAULT)?;
-        let val = read_u64(at)?;
-        let uaddr = read_u64(at.checked_add(8).ok_or(Errno::EFAULT)?)?;
-        let tail = read_u64(at.checked_add(16).ok_or(Errno::EFAULT)?)?.to_ne_bytes();
-        let flags = u32::from_ne_bytes([tail[0], tail[1], tail[2], tail[3]]);
-        let reserved = u32::from_ne_bytes([tail[4], tail[5], tail[6], tail[7]]);
-        v.push(UfutexWaitv { val, uaddr, flags, reserved });
+        let e = copy_entry(ptr.checked_add(i * size_of::<UfutexWaitv>()).ok_or(Errno::EFAULT)?)?;
+        v.push((e, entry(&e)?));
     }
     Ok(v)
 }
 
-/// One waitv entry (`futex_parse_waitv`): unknown flag bits or a non-zero `__reserved` →
-/// `EINVAL`; a value wider than the size → `EINVAL`.
+/// Read one `struct ufutex_waitv` at `at` (any alignment) without trusting it.
+fn copy_entry(at: usize) -> Result<UfutexWaitv, Errno> {
+    let field = |off: usize| -> Result<u64, Errno> { Ok(read_u64(at.checked_add(off).ok_or(Errno::EFAULT)?)?) };
+    let (val, uaddr, tail) = (field(0)?, field(8)?, field(16)?.to_ne_bytes());
+    let flags = u32::from_ne_bytes([tail[0], tail[1], tail[2], tail[3]]);
+    let reserved = u32::from_ne_bytes([tail[4], tail[5], tail[6], tail[7]]);
+    Ok(UfutexWaitv { val, uaddr, flags, reserved })
+}
+
+/// One waitv entry's own fields: unknown flag bits or a non-zero `__reserved` → `EINVAL`; a
+/// value wider than the size → `EINVAL`.
 pub(crate) fn entry(e: &UfutexWaitv) -> Result<WordFlags, Errno> {
     if e.flags & !UFUTEX_VALID_MASK != 0 || e.reserved != 0 {
         return Err(Errno::EINVAL);
@@ -201,8 +207,13 @@ mod tests {
         assert_eq!(entry(&UfutexWaitv { reserved: 1, val: 1, ..e }), Err(Errno::EINVAL));
         assert_eq!(entry(&UfutexWaitv { flags: 0x180, val: 1, ..e }), Err(Errno::EINVAL));
         assert!(entry(&UfutexWaitv { val: 0xff, ..e }).is_ok());
-        let arr = [e, UfutexWaitv { val: 7, uaddr: 9, flags: 3, reserved: 4 }];
-        assert_eq!(copy_waitv(arr.as_ptr() as usize, 2).unwrap(), arr);
-        assert_eq!(copy_waitv(8, 1), Err(Errno::EFAULT));
+        let arr = [UfutexWaitv { val: 7, ..e }, UfutexWaitv { val: 9, uaddr: 9, flags: 0x83, reserved: 0 }];
+        let parsed = parse_waitv(arr.as_ptr() as usize, 2).unwrap();
+        assert_eq!(parsed.iter().map(|p| p.0).collect::<Vec<_>>(), arr);
+        assert_eq!(parsed[1].1.size, Size::U64);
+        assert_eq!(parse_waitv(8, 1), Err(Errno::EFAULT));
+        // Entry by entry: a bad entry 0 is found before the unreadable entry 1.
+        let bad = [UfutexWaitv { reserved: 1, ..e }];
+        assert_eq!(parse_waitv(bad.as_ptr() as usize, 1), Err(Errno::EINVAL));
     }
 }
