@@ -57,6 +57,8 @@ static const unsigned long maxval[4] = {0xff, 0xffff, 0xffffffffUL, ~0UL};
 static void *inaccessible;
 /* An address in a range that was mapped and then unmapped. */
 static void *unmapped;
+/* The end of a writable page that is followed by an inaccessible one. */
+static char *edge;
 
 static void make_bad_pages(void)
 {
@@ -65,6 +67,9 @@ static void make_bad_pages(void)
 	CHECK(inaccessible != MAP_FAILED && three != MAP_FAILED);
 	munmap(three + 4096, 4096);
 	unmapped = three + 4096;
+	char *two = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(two != MAP_FAILED && mprotect(two + 4096, 4096, PROT_NONE) == 0);
+	edge = two + 4096;
 }
 
 static struct timespec at(clockid_t clk, long ns_from_now)
@@ -228,7 +233,9 @@ static void test_wake_errors(void)
 	FAILS(ufutex_wake((char *)&w + 2, 1, 1, P(UFUTEX_SIZE_U32)), EINVAL);
 	FAILS(ufutex_wake(NULL, 1, 1, P(UFUTEX_SIZE_U32)), EFAULT);
 	FAILS(ufutex_wake(&w, 1, 1, UFUTEX_SIZE_U32), EOPNOTSUPP);
-	FAILS(ufutex_wake(&w, 1, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA), EINVAL); /* pair misaligned */
+	uint64_t pair = 0;
+	FAILS(ufutex_wake((char *)&pair + 4, 1, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA), EINVAL); /* pair misaligned */
+	FAILS(ufutex_wake(&pair, 1, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA), EOPNOTSUPP);
 	CHECK(ufutex_wake(&w, 1, 0, P(UFUTEX_SIZE_U32)) == 0);
 	/* A private wake never reads the word: waking unmapped memory is fine, as in the kernel. */
 	CHECK(ufutex_wake(unmapped, 1, INT_MAX, P(UFUTEX_SIZE_U64)) == 0);
@@ -253,7 +260,14 @@ static void test_waitv_errors(void)
 	FAILS(ufutex_waitv(v, 2, 0, &bad, CLOCK_REALTIME), EINVAL);              /* timespec */
 	FAILS(ufutex_waitv(v, 2, 0, unmapped, CLOCK_REALTIME), EFAULT);          /* timespec */
 	FAILS(ufutex_waitv(inaccessible, 2, 0, NULL, 0), EFAULT);                /* array */
-	FAILS(ufutex_waitv((struct ufutex_waitv *)((char *)inaccessible - 24), 2, 0, NULL, 0), EFAULT);
+	/* Entry by entry, as the kernel: entry 0 is checked before entry 1 is read. */
+	struct ufutex_waitv *last = (struct ufutex_waitv *)(edge - sizeof(struct ufutex_waitv));
+	*last = v[0];
+	FAILS(ufutex_waitv(last, 2, 0, NULL, 0), EFAULT);
+	FAILS(ufutex_requeue(last, 0, 1, 1), EFAULT);
+	last->__reserved = 1;
+	FAILS(ufutex_waitv(last, 2, 0, NULL, 0), EINVAL);
+	FAILS(ufutex_requeue(last, 0, 1, 1), EINVAL);
 	memcpy(e, v, sizeof(v)); e[1].__reserved = 1;
 	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EINVAL);
 	memcpy(e, v, sizeof(v)); e[1].flags |= 0x20;
