@@ -155,15 +155,37 @@ static const struct timespec *rand_timeout(clockid_t *clk, int *is_null)
 	return &ts_store;
 }
 
-static void check(const char *what, long r, int e, long max_ok, const char *errs)
+/* Outcomes per call: [op][0] successes, [op][errno] failures (errno < 128). */
+enum { OP_WAIT, OP_WAKE, OP_WAITV, OP_REQUEUE, OP_SLOTS, OPS };
+static long outcomes[OPS][128];
+
+static void check(int op, const char *what, long r, int e, long max_ok, const char *errs)
 {
-	if (r >= 0 && r <= max_ok)
+	if (r >= 0 && r <= max_ok) {
+		outcomes[op][0]++;
 		return;
+	}
 	if (r == -1)
 		for (const char *p = errs; *p; p++)
-			if (*p == e)
+			if (*p == e) {
+				outcomes[op][e]++;
 				return;
+			}
 	die(what, r, e);
+}
+
+static void print_outcomes(void)
+{
+	static const char *ops[OPS] = {"wait", "wake", "waitv", "requeue", "set_slots"};
+	static const int errs[] = {EINVAL, EFAULT, EOPNOTSUPP, EAGAIN, ETIMEDOUT, ENOMEM};
+	static const char *names[] = {"EINVAL", "EFAULT", "EOPNOTSUPP", "EAGAIN", "ETIMEDOUT", "ENOMEM"};
+	for (int op = 0; op < OPS; op++) {
+		printf("  %-9s ok %7ld", ops[op], outcomes[op][0]);
+		for (int i = 0; i < 6; i++)
+			if (outcomes[op][errs[i]])
+				printf("  %s %ld", names[i], outcomes[op][errs[i]]);
+		printf("\n");
+	}
 }
 
 static const char wait_errs[] = {EINVAL, EFAULT, EOPNOTSUPP, EAGAIN, ETIMEDOUT, 0};
@@ -184,7 +206,7 @@ static void one_wait(void)
 	errno = 0;
 	long r = ufutex_wait((void *)(uintptr_t)addr, rand_val(addr, flags), below(8) ? (size_bytes(flags) == 8 ? ~0UL : (1UL << (8 * size_bytes(flags))) - 1) : rand_mask(), flags, ts,
 			     clk);
-	check("wait", r, errno, 0, wait_errs);
+	check(OP_WAIT, "wait", r, errno, 0, wait_errs);
 	if (is_null && r != -1)
 		die("wait with a bad flag", r, errno);
 }
@@ -195,7 +217,7 @@ static void one_wake(void)
 	errno = 0;
 	int nr = rand_count();
 	long r = ufutex_wake((void *)(uintptr_t)rand_addr(flags), rand_mask(), nr, flags);
-	check("wake", r, errno, nr < 0 ? 0 : nr, wake_errs);
+	check(OP_WAKE, "wake", r, errno, nr < 0 ? 0 : nr, wake_errs);
 }
 
 static void fill_entries(unsigned n, int same_flags)
@@ -233,7 +255,7 @@ static void one_waitv(void)
 	}
 	errno = 0;
 	long r = ufutex_waitv(v, n, flags, ts, clk);
-	check("waitv", r, errno, (long)n - 1, waitv_errs);
+	check(OP_WAITV, "waitv", r, errno, (long)n - 1, waitv_errs);
 }
 
 static void one_requeue(void)
@@ -245,7 +267,7 @@ static void one_requeue(void)
 	errno = 0;
 	long r = ufutex_requeue(v, flags, nw, nq);
 	long max = (nw < 0 || nq < 0) ? 0 : (long)nw + nq;
-	check("requeue", r, errno, max, requeue_errs);
+	check(OP_REQUEUE, "requeue", r, errno, max, requeue_errs);
 }
 
 static void one_slots(void)
@@ -253,7 +275,7 @@ static void one_slots(void)
 	unsigned long s = below(4) ? 1UL << (1 + below(12)) : rnd() % 5000 + 1; /* never 0: final */
 	errno = 0;
 	long r = ufutex_hash_set_slots(s, below(8) ? 0 : rnd());
-	check("set_slots", r, errno, 0, slots_errs);
+	check(OP_SLOTS, "set_slots", r, errno, 0, slots_errs);
 	r = ufutex_hash_get_slots();
 	if (r < 2)
 		die("get_slots", r, 0);
@@ -380,6 +402,7 @@ int main(int argc, char **argv)
 	still_works();
 	printf("fuzz_abi: %ld calls ok (wait %ld, wake %ld, waitv %ld, requeue %ld, slots %ld)\n", calls, counts[0],
 	       counts[1], counts[2], counts[3], counts[4]);
+	print_outcomes();
 	free(vec);
 	free(arena);
 	return 0;
