@@ -265,6 +265,10 @@ mod fixup {
     /// - `SIG_IGN`: a sent signal is dropped; a hardware fault cannot be ignored (the kernel
     ///   would force the default), so it is treated as `SIG_DFL`.
     ///
+    /// Approximations, as in every chaining handler: the previous handler runs with our signal
+    /// mask (SIGSEGV/SIGBUS blocked), not its own `sa_mask`, and its `SA_RESETHAND` is not
+    /// applied.
+    ///
     /// # Safety
     /// - call only from `on_fault`, with its arguments.
     unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
