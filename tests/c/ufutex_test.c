@@ -451,6 +451,31 @@ static void test_eintr(void)
 	CHECK(w.ret == -1 && w.err == EINTR);
 }
 
+/* With SA_RESTART the wait goes on through signals and ends only in the wake. */
+static void test_sa_restart(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR2, &sa, NULL);
+	uint16_t word = 0;
+	struct waiter w = {.uaddr = &word, .val = 0, .mask = 1, .flags = P(UFUTEX_SIZE_U16), .ret = 1};
+	pthread_t t;
+	pthread_create(&t, NULL, wait_thread, &w);
+	for (int i = 0; i < 5; i++) {
+		pthread_kill(t, SIGUSR2);
+		struct timespec ms = {0, 1000000};
+		nanosleep(&ms, NULL);
+	}
+	int joined = 0;
+	while (!joined && ufutex_wake(&word, 1, 1, P(UFUTEX_SIZE_U16)) == 0)
+		joined = pthread_tryjoin_np(t, NULL) == 0; /* a wrong EINTR must not hang the test */
+	if (!joined)
+		pthread_join(t, NULL);
+	CHECK(w.ret == 0);
+}
+
 /* ---- waitv with 1024 entries -------------------------------------------------------------- */
 
 struct vwaiter {
@@ -593,6 +618,7 @@ int main(void)
 	RUN(test_every_size);
 	RUN(test_timeouts);
 	RUN(test_eintr);
+	RUN(test_sa_restart);
 	RUN(test_waitv_1024);
 	RUN(test_requeue_counts);
 	RUN(test_slots);
