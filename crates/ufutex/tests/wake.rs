@@ -75,7 +75,7 @@ fn fifo_per_key() {
                 assert_eq!(d.wait(w, u64::MAX, None), Ok(()));
                 log.lock().unwrap().push(id);
             });
-            await_queued(&d, id + 1); // queue them one at a time: the queue order is 0..6
+            await_queued(d, id + 1); // queue them one at a time: the queue order is 0..6
         }
         for k in 1..=6 {
             assert_eq!(d.wake(&w, 1), 1);
@@ -101,7 +101,7 @@ fn other_keys_in_the_same_bucket_are_not_disturbed() {
                     assert_eq!(d.wait(w, 0, None), Ok(()));
                     log.lock().unwrap().push((i, round));
                 });
-                await_queued(&d, round * 5 + i + 1);
+                await_queued(d, round * 5 + i + 1);
             }
         }
         let mut expect = Vec::new();
