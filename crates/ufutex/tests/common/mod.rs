@@ -3,6 +3,7 @@
 //! serialises tests using the process default domain, and a tiny deterministic PRNG.
 #![allow(dead_code)] // each test binary uses a different subset
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 use ufutex::{Domain, DomainConfig, Slots};
@@ -69,6 +70,16 @@ pub fn watchdog() {
 /// `UFUTEX_STRESS_SECS`, or 2 when unset (the normal test run; CI sets 10).
 pub fn stress_secs() -> u64 {
     std::env::var("UFUTEX_STRESS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(2)
+}
+
+/// Sets the flag when dropped: helper threads looping on it stop even if the test panics
+/// (otherwise a failed assertion would hang the thread scope instead of failing).
+pub struct StopOnDrop<'a>(pub &'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
 }
 
 /// xorshift64*: deterministic per seed, good enough to pick operations.
