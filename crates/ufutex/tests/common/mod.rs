@@ -3,7 +3,7 @@
 //! serialises tests using the process default domain, and a tiny deterministic PRNG.
 #![allow(dead_code)] // each test binary uses a different subset
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 use ufutex::{Domain, DomainConfig, Slots};
@@ -79,6 +79,15 @@ pub struct StopOnDrop<'a>(pub &'a AtomicBool);
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Adds one to the counter when dropped: "this thread is done", even if it panicked.
+pub struct CountOnDrop<'a>(pub &'a AtomicUsize);
+
+impl Drop for CountOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
     }
 }
 
