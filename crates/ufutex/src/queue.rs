@@ -117,10 +117,6 @@ impl Queue {
         Queue { head: ptr::null(), tail: ptr::null() }
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.head.is_null()
-    }
-
     /// Nodes in the queue (a walk; for tests and debug checks).
     pub(crate) fn len(&self) -> usize {
         let (mut n, mut cur) = (0, self.head);

@@ -23,6 +23,7 @@ impl Size {
     }
 
     /// The largest value a word of this size holds.
+    #[allow(dead_code)] // the C ABI's width checks
     pub(crate) const fn max(self) -> u64 {
         match self {
             Size::U8 => u8::MAX as u64,
@@ -57,6 +58,7 @@ impl WordRef {
         self.addr
     }
 
+    #[allow(dead_code)] // the C ABI
     pub(crate) fn size(self) -> Size {
         self.size
     }
