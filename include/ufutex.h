@@ -16,7 +16,10 @@
  *
  * Every call returns as the system call would through syscall(2): a non-negative result, or -1
  * with errno set. Arguments are checked in the kernel's order (kernel/futex/syscalls.c) and
- * rejected with the kernel's errno.
+ * rejected with the kernel's errno; tests/c/diff_kernel.c checks that against the running
+ * kernel. Two deliberate differences: a wake with @nr < 0 is EINVAL (later mainline's choice;
+ * 6.18 returns 0), and a NULL word is EFAULT even where the kernel would not read it (a wake,
+ * a requeue target).
  *
  * Not yet (each is its own piece of work; the flags are accepted as valid and the call fails):
  *  - process-shared words: a word without UFUTEX_PRIVATE fails with EOPNOTSUPP;
@@ -108,7 +111,7 @@ _Static_assert(__builtin_offsetof(struct ufutex_waitv, __reserved) == 20, "__res
  *  - EINVAL: unknown flag bits; @val or @mask wider than the size; @mask is 0; @clockid not
  *    CLOCK_MONOTONIC/CLOCK_REALTIME with a @timeout; tv_sec < 0 or tv_nsec outside [0, 1e9);
  *    @uaddr misaligned (for UFUTEX_NUMA: to twice the size);
- *  - EFAULT: @uaddr is NULL or not mapped; @timeout not mapped;
+ *  - EFAULT: @timeout not mapped; @uaddr NULL, not mapped or in the kernel's half;
  *  - EOPNOTSUPP: no UFUTEX_PRIVATE, or UFUTEX_NUMA/UFUTEX_MPOL (not yet);
  *  - EAGAIN: *@uaddr != @val;
  *  - ETIMEDOUT: @timeout passed;
@@ -130,7 +133,7 @@ long ufutex_wait(void *uaddr, unsigned long val, unsigned long mask, unsigned in
  *
  * Return: the number woken; -1 and errno:
  *  - EINVAL: unknown flag bits; @mask wider than the size or 0; @nr < 0; @uaddr misaligned;
- *  - EFAULT: @uaddr is NULL;
+ *  - EFAULT: @uaddr NULL or in the kernel's half (the word itself is never read);
  *  - EOPNOTSUPP: no UFUTEX_PRIVATE, or UFUTEX_NUMA/UFUTEX_MPOL (not yet).
  */
 long ufutex_wake(void *uaddr, unsigned long mask, int nr, unsigned int flags);
@@ -151,7 +154,8 @@ long ufutex_wake(void *uaddr, unsigned long mask, int nr, unsigned int flags);
  *  - EINVAL: @flags != 0; @nr_futexes 0 or above UFUTEX_WAITV_MAX; @waiters NULL; bad clock
  *    or timespec; an entry with unknown flag bits, a non-zero __reserved, a val wider than its
  *    size, or a misaligned uaddr;
- *  - EFAULT: @waiters or @timeout not mapped; an entry's uaddr NULL or not mapped;
+ *  - EFAULT: @waiters or @timeout not mapped; an entry's uaddr NULL, not mapped or in the
+ *    kernel's half;
  *  - EOPNOTSUPP: an entry without UFUTEX_PRIVATE, or with UFUTEX_NUMA/UFUTEX_MPOL (not yet);
  *  - EAGAIN: some entry's word does not hold its val (unless an earlier entry was woken
  *    meanwhile: its index is returned);
@@ -177,7 +181,8 @@ long ufutex_waitv(struct ufutex_waitv *waiters, unsigned int nr_futexes, unsigne
  *  - EINVAL: @flags != 0; @waiters NULL; an entry with unknown flag bits, a non-zero
  *    __reserved or a val wider than its size; entries' flags differ; @nr_wake < 0 or
  *    @nr_requeue < 0; a misaligned uaddr;
- *  - EFAULT: @waiters not mapped; a uaddr NULL; the source word not mapped;
+ *  - EFAULT: @waiters not mapped; a uaddr NULL or in the kernel's half; the source word not
+ *    mapped;
  *  - EOPNOTSUPP: no UFUTEX_PRIVATE, or UFUTEX_NUMA/UFUTEX_MPOL (not yet);
  *  - EAGAIN: the source word does not hold waiters[0].val;
  *  - ENOMEM: no memory for the table.

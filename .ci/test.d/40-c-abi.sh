@@ -1,7 +1,7 @@
 # The C ABI (issue 3): install into a temporary prefix, build the C tests with
 # `cc $(pkg-config --cflags --libs ufutex)` against the INSTALLED header and library, run them
-# (shared and static), run the README's C example and the 10^6-call random-call driver, then
-# memcheck and helgrind on the test suite.
+# (shared and static), run the README's C example, the 10^6-call random-call driver and the
+# differential test against the kernel's own futex2 calls, then memcheck and helgrind.
 #
 # Valgrind (3.19 here) does not know the futex2 futex_wait syscall (455) that the default parker
 # sleeps in, so the valgrind runs use a library built with the portable parker
@@ -28,6 +28,7 @@ c++ -Wall -Werror -o "$tmp/cxx" "$tmp/cxx.cc" $(pkg-config --cflags --libs ufute
 
 build ufutex_test tests/c/ufutex_test.c
 build fuzz_abi tests/c/fuzz_abi.c
+build diff_kernel tests/c/diff_kernel.c
 # The README's C example, exactly as printed.
 awk '/^## C ABI/ { in_section = 1 } in_section && /^```c$/ { code = 1; next } code && /^```$/ { exit } code' \
   README.md > "$tmp/example.c"
@@ -51,6 +52,8 @@ timeout 120 "$tmp/ufutex_test_static"
 cc -std=c11 -O2 -Wall -Wextra -Werror -o "$tmp/bench_fastpath" tests/c/bench_fastpath.c $(pkg-config --cflags --libs ufutex)
 "$tmp/bench_fastpath" 1 1000 >/dev/null # smoke run; numbers come from a real run (see the report)
 timeout 240 "$tmp/fuzz_abi" 1000000 "${UFUTEX_FUZZ_SEED:-1}"
+# The same random calls to the kernel's futex2 syscalls and to ufutex: same result, same errno.
+timeout 120 "$tmp/diff_kernel" 1000000 "${UFUTEX_FUZZ_SEED:-1}"
 
 # Valgrind, on the portable-parker build.
 UFUTEX_CARGO_FLAGS="--features fallback-parker" CARGO_TARGET_DIR=target/fallback-parker \

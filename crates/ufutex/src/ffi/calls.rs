@@ -101,7 +101,7 @@ pub unsafe extern "C" fn ufutex_wake(uaddr: *mut c_void, mask: c_ulong, nr: c_in
         validate::fits(f.size, ulong(mask))?;
         let mask = validate::mask(ulong(mask))?;
         let nr = validate::count(nr)?;
-        let addr = validate::address(uaddr as u64, f)?;
+        let addr = validate::nonnull(validate::address(uaddr as u64, f)?)?;
         // SAFETY: `addr` is aligned; `wake_word` never loads the word.
         let word = unsafe { address_only(addr, f) };
         Ok(wake_word(default_domain(), word, nr, mask) as c_long)
@@ -173,7 +173,7 @@ pub unsafe extern "C" fn ufutex_requeue(
         }
         let (nr_wake, nr_requeue) = (validate::count(nr_wake)?, validate::count(nr_requeue)?);
         let from = validate::address(src.uaddr, fs)?;
-        let to = validate::address(dst.uaddr, fd)?;
+        let to = validate::nonnull(validate::address(dst.uaddr, fd)?)?;
         if validate::current(from, fs.size)? != src.val {
             return Err(Errno::EAGAIN);
         }

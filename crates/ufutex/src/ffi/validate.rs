@@ -83,21 +83,40 @@ pub(crate) fn timeout(ts: usize, clockid: libc::clockid_t) -> Result<Option<Time
     Ok(Some(Timeout { clock, at: Timespec { sec, nsec: nsec as u32 } }))
 }
 
+/// One past the highest user address on any 64-bit Linux (57-bit virtual addresses); a word
+/// that reaches above it is in the kernel's half (the kernel's `access_ok` → `EFAULT`).
+const USER_END: usize = (1 << 56) - 4096;
+
 /// The word's address (`get_futex_key`): misaligned → `EINVAL` (a NUMA pair must be aligned to
-/// twice the size); NULL → `EFAULT`; process-shared or NUMA words → `EOPNOTSUPP` (not yet).
+/// twice the size); in the kernel's half → `EFAULT`; process-shared or NUMA words →
+/// `EOPNOTSUPP` (not yet), or `EFAULT` if NULL (the kernel faults resolving such a key).
+///
+/// A NULL private word passes, as in the kernel: the call that reads it fails there with
+/// `EFAULT` (which keeps the kernel's order in `waitv`); calls that never read the word check
+/// [`nonnull`] instead.
 pub(crate) fn address(addr: u64, f: WordFlags) -> Result<usize, Errno> {
     let addr = usize::try_from(addr).map_err(|_| Errno::EFAULT)?;
     let align = if f.numa { 2 * f.size.bytes() } else { f.size.bytes() };
     if addr % align != 0 {
         return Err(Errno::EINVAL);
     }
-    if addr == 0 {
+    if addr > USER_END - align {
         return Err(Errno::EFAULT);
     }
     if !f.private || f.numa || f.mpol {
-        return Err(Errno::EOPNOTSUPP);
+        return Err(if addr == 0 { Errno::EFAULT } else { Errno::EOPNOTSUPP });
     }
     Ok(addr)
+}
+
+/// A word that is never read (a wake, a requeue target) must still not be NULL → `EFAULT` (our
+/// contract; the kernel's private wake would not notice).
+pub(crate) fn nonnull(addr: usize) -> Result<usize, Errno> {
+    if addr == 0 {
+        Err(Errno::EFAULT)
+    } else {
+        Ok(addr)
+    }
 }
 
 /// The word's current value, read without trusting the address (`EFAULT` if unmapped).
@@ -167,7 +186,10 @@ mod tests {
         let numa = word_flags(0x86).unwrap();
         let shared = word_flags(0x02).unwrap();
         assert_eq!(address(0x1002, p), Err(Errno::EINVAL));
-        assert_eq!(address(0, p), Err(Errno::EFAULT));
+        assert_eq!(address(0, p), Ok(0)); // found when read, as the kernel
+        assert_eq!(nonnull(0), Err(Errno::EFAULT));
+        assert_eq!(address(0xffff_8000_0000_0000, p), Err(Errno::EFAULT));
+        assert_eq!(address(USER_END as u64 - 4, p), Ok(USER_END - 4));
         assert_eq!(address(0x1004, numa), Err(Errno::EINVAL)); // a pair needs 8-byte alignment
         assert_eq!(address(0x1008, numa), Err(Errno::EOPNOTSUPP));
         assert_eq!(address(0x1002, shared), Err(Errno::EINVAL)); // alignment before sharing
