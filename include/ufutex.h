@@ -37,6 +37,9 @@
  * the call returns (the kernel would return EFAULT then; ufutex may crash). A wake never reads
  * the word: waking an address that was just unmapped is fine, as with the kernel.
  *
+ * Out of memory for a wait-queue table (its first allocation, a resize), the library aborts
+ * as Rust's allocator does; it does not return ENOMEM there.
+ *
  * Waiters and wakers meet in the process default table of the library; each copy of the
  * library in a process (a static and a shared one) has its own table.
  */
@@ -115,8 +118,7 @@ _Static_assert(__builtin_offsetof(struct ufutex_waitv, __reserved) == 20, "__res
  *  - EOPNOTSUPP: no UFUTEX_PRIVATE, or UFUTEX_NUMA/UFUTEX_MPOL (not yet);
  *  - EAGAIN: *@uaddr != @val;
  *  - ETIMEDOUT: @timeout passed;
- *  - EINTR: a signal handler without SA_RESTART ran;
- *  - ENOMEM: no memory for the wait-queue table.
+ *  - EINTR: a signal handler without SA_RESTART ran.
  */
 long ufutex_wait(void *uaddr, unsigned long val, unsigned long mask, unsigned int flags,
 		 const struct timespec *timeout, clockid_t clockid);
@@ -160,7 +162,7 @@ long ufutex_wake(void *uaddr, unsigned long mask, int nr, unsigned int flags);
  *  - EAGAIN: some entry's word does not hold its val (unless an earlier entry was woken
  *    meanwhile: its index is returned);
  *  - ETIMEDOUT, EINTR: as ufutex_wait();
- *  - ENOMEM: no memory for the entries or the table.
+ *  - ENOMEM: no memory to copy the entries.
  */
 long ufutex_waitv(struct ufutex_waitv *waiters, unsigned int nr_futexes, unsigned int flags,
 		  const struct timespec *timeout, clockid_t clockid);
@@ -184,8 +186,7 @@ long ufutex_waitv(struct ufutex_waitv *waiters, unsigned int nr_futexes, unsigne
  *  - EFAULT: @waiters not mapped; a uaddr NULL or in the kernel's half; the source word not
  *    mapped;
  *  - EOPNOTSUPP: no UFUTEX_PRIVATE, or UFUTEX_NUMA/UFUTEX_MPOL (not yet);
- *  - EAGAIN: the source word does not hold waiters[0].val;
- *  - ENOMEM: no memory for the table.
+ *  - EAGAIN: the source word does not hold waiters[0].val.
  */
 long ufutex_requeue(struct ufutex_waitv *waiters, unsigned int flags, int nr_wake, int nr_requeue);
 
@@ -201,7 +202,7 @@ long ufutex_requeue(struct ufutex_waitv *waiters, unsigned int flags, int nr_wak
  * Return: 0; -1 and errno:
  *  - EINVAL: @flags != 0; @slots neither 0 nor a power of two >= 2;
  *  - EBUSY: the large table was chosen before;
- *  - ENOMEM: the table cannot be allocated (or @slots is absurdly large).
+ *  - ENOMEM: @slots is above 2^20 (a table of 64 MiB).
  */
 long ufutex_hash_set_slots(unsigned long slots, unsigned long flags);
 

@@ -1,7 +1,7 @@
 # The C ABI (issue 3): install into a temporary prefix, build the C tests with
 # `cc $(pkg-config --cflags --libs ufutex)` against the INSTALLED header and library, run them
 # (shared and static), run the README's C example, the 10^6-call random-call driver and the
-# differential test against the kernel's own futex2 calls, then memcheck and helgrind.
+# differential test against the kernel's own futex2 calls, then ASan/UBSan, memcheck and helgrind.
 #
 # Valgrind (3.19 here) does not know the futex2 futex_wait syscall (455) that the default parker
 # sleeps in, so the valgrind runs use a library built with the portable parker
@@ -54,6 +54,16 @@ cc -std=c11 -O2 -Wall -Wextra -Werror -o "$tmp/bench_fastpath" tests/c/bench_fas
 timeout 240 "$tmp/fuzz_abi" 1000000 "${UFUTEX_FUZZ_SEED:-1}"
 # The same random calls to the kernel's futex2 syscalls and to ufutex: same result, same errno.
 timeout 120 "$tmp/diff_kernel" 1000000 "${UFUTEX_FUZZ_SEED:-1}"
+
+# AddressSanitizer + UBSan on the C side (the library itself is not instrumented): the test
+# suite and 2 * 10^5 random calls.
+asan=(-fsanitize=address,undefined -fno-sanitize-recover=all)
+# shellcheck disable=SC2046
+cc "${cflags[@]}" "${asan[@]}" -o "$tmp/ufutex_test_asan" tests/c/ufutex_test.c $(pkg-config --cflags --libs ufutex)
+# shellcheck disable=SC2046
+cc "${cflags[@]}" "${asan[@]}" -o "$tmp/fuzz_abi_asan" tests/c/fuzz_abi.c $(pkg-config --cflags --libs ufutex)
+timeout 120 "$tmp/ufutex_test_asan"
+timeout 120 "$tmp/fuzz_abi_asan" 200000 3
 
 # Valgrind, on the portable-parker build.
 UFUTEX_CARGO_FLAGS="--features fallback-parker" CARGO_TARGET_DIR=target/fallback-parker \

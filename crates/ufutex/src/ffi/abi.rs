@@ -102,6 +102,12 @@ mod tests {
     }
 
     #[test]
+    fn header_states_the_core_limits() {
+        let slots = format!("ENOMEM: @slots is above 2^{}", crate::domain::MAX_SLOTS.trailing_zeros());
+        assert!(HEADER.contains(&slots), "include/ufutex.h must say `{slots}`");
+    }
+
+    #[test]
     fn header_declares_every_exported_function_and_the_struct() {
         let decls = [
             "long ufutex_wait(void *uaddr, unsigned long val, unsigned long mask, unsigned int flags,",
