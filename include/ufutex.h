@@ -32,8 +32,9 @@
  * handler (SA_SIGINFO | SA_ONSTACK) that recognises faults of that load only and hands every
  * other fault to the handler that was installed before it (or to the default action). A
  * program that installs its own SIGSEGV handler later should chain to the previous one, as
- * handlers should; one that does not loses EFAULT (it sees the fault instead). Elsewhere the
- * read is checked with process_vm_readv. Memory that was found mapped must stay mapped until
+ * handlers should; one that does not loses EFAULT (it sees the fault instead). Elsewhere, or
+ * when the environment holds UFUTEX_FAULT_PROBE=syscall at the first such call (no handler is
+ * installed then), every read is checked with process_vm_readv instead: a few microseconds. Memory that was found mapped must stay mapped until
  * the call returns (the kernel would return EFAULT then; ufutex may crash). A wake never reads
  * the word: waking an address that was just unmapped is fine, as with the kernel.
  *

@@ -47,6 +47,8 @@ export LD_LIBRARY_PATH="$tmp/prefix/lib"
 "$tmp/cxx"
 timeout 120 "$tmp/ufutex_test"
 timeout 120 "$tmp/ufutex_test_static"
+# The portable way of reading caller memory (a probe syscall, no fault handler), end to end.
+UFUTEX_FAULT_PROBE=syscall timeout 120 "$tmp/ufutex_test"
 [ "$(timeout 60 "$tmp/example")" = woken ]
 # shellcheck disable=SC2046
 cc -std=c11 -O2 -Wall -Wextra -Werror -o "$tmp/bench_fastpath" tests/c/bench_fastpath.c $(pkg-config --cflags --libs ufutex)
@@ -54,6 +56,7 @@ cc -std=c11 -O2 -Wall -Wextra -Werror -o "$tmp/bench_fastpath" tests/c/bench_fas
 timeout 240 "$tmp/fuzz_abi" 1000000 "${UFUTEX_FUZZ_SEED:-1}"
 # The same random calls to the kernel's futex2 syscalls and to ufutex: same result, same errno.
 timeout 120 "$tmp/diff_kernel" 1000000 "${UFUTEX_FUZZ_SEED:-1}"
+UFUTEX_FAULT_PROBE=syscall timeout 120 "$tmp/diff_kernel" 100000 "${UFUTEX_FUZZ_SEED:-1}"
 
 # AddressSanitizer + UBSan on the C side (the library itself is not instrumented): the test
 # suite and 2 * 10^5 random calls.

@@ -11,8 +11,10 @@
 //!   "fault" to the caller; otherwise it hands the signal on to whatever handler was there
 //!   before (see [`chain`]). A successful read is a plain `mov`, which on x86_64 is also a
 //!   sequentially consistent atomic load of an aligned word.
-//! - **elsewhere: a probe syscall.** `process_vm_readv` on our own pid copies the bytes or fails
-//!   with `EFAULT`; ~250 ns a read. x86_64 builds compile it too and the tests exercise it.
+//! - **elsewhere, or with `UFUTEX_FAULT_PROBE=syscall`: a probe syscall.** `process_vm_readv`
+//!   on our own pid copies the bytes or fails with `EFAULT`; ~2.5 µs a read here (it pins the
+//!   page), so a mismatching wait costs more than the kernel's. x86_64 builds compile it too, and
+//!   the unit tests and a CI run of the C suite exercise it.
 //!
 //! What the handler does is async-signal-safe: it reads the saved context and static data
 //! written before it was installed, writes the saved context, and otherwise calls `sigaction`,
@@ -30,31 +32,29 @@ pub(crate) struct Fault;
 pub(crate) fn read_word(addr: usize, size: Size) -> Result<u64, Fault> {
     debug_assert_eq!(addr % size.bytes(), 0);
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    {
-        fixup::read(addr, size)
+    if fixup::enabled() {
+        return fixup::load(addr, size);
     }
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-    {
-        probe::read(addr, size)
-    }
+    probe::read(addr, size)
 }
 
 /// Read 8 bytes at `addr` (any alignment): a field of a caller's struct.
 #[inline]
 pub(crate) fn read_u64(addr: usize) -> Result<u64, Fault> {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    {
-        fixup::read(addr, Size::U64)
+    if fixup::enabled() {
+        return fixup::load(addr, Size::U64);
     }
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-    {
-        probe::read_bytes::<8>(addr).map(u64::from_ne_bytes)
-    }
+    probe::read_bytes::<8>(addr).map(u64::from_ne_bytes)
 }
 
-/// The portable way: ask the kernel to copy from our own address space. On x86_64 Linux only
-/// the tests use it.
-#[cfg_attr(all(target_arch = "x86_64", target_os = "linux"), allow(dead_code))]
+/// The environment variable that turns the fault handler off (value `syscall`), read once at the
+/// first read of caller memory: every read is then checked with the probe syscall instead. For
+/// programs whose own SIGSEGV handling cannot chain (and to test the portable path).
+pub(crate) const PROBE_ENV: &str = "UFUTEX_FAULT_PROBE";
+
+/// The portable way: ask the kernel to copy from our own address space (elsewhere than x86_64,
+/// or with `UFUTEX_FAULT_PROBE=syscall`).
 pub(crate) mod probe {
     use super::Fault;
     use crate::word::Size;
@@ -93,6 +93,7 @@ mod fixup {
     use crate::word::Size;
     use std::cell::UnsafeCell;
     use std::mem::MaybeUninit;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Once;
 
     // Each function's first instruction is its only load; a fault there resumes at
@@ -160,13 +161,24 @@ mod fixup {
         fn ufutex_fx_fixup() -> Loaded;
     }
 
+    /// Whether reads go through the fixup loads: installs the handler on first use, unless the
+    /// environment says `UFUTEX_FAULT_PROBE=syscall`.
     #[inline]
-    pub(super) fn read(addr: usize, size: Size) -> Result<u64, Fault> {
+    pub(super) fn enabled() -> bool {
         install();
+        // Relaxed: written inside `INSTALL.call_once`, whose completion we observed (Acquire).
+        USE_FIXUP.load(Ordering::Relaxed)
+    }
+
+    /// One fixup load. Call only after [`enabled`] returned `true`.
+    #[inline]
+    pub(super) fn load(addr: usize, size: Size) -> Result<u64, Fault> {
+        debug_assert!(USE_FIXUP.load(Ordering::Relaxed));
         // SAFETY:
         // - each function performs one load from `addr` and nothing else; a load from any address
         //   either succeeds or faults, and the fault is turned into `faulted = 1` by the handler
-        //   `install` put in place (it is in place: `install` returned);
+        //   `install` put in place (it is: `enabled` returned true, so the Once ran and installed
+        //   it);
         // - the load has no Rust-visible memory effect: it reads through a register, outside the
         //   Rust abstract machine, as the kernel would read the word.
         let r = unsafe {
@@ -191,6 +203,7 @@ mod fixup {
     unsafe impl Sync for Saved {}
     static SAVED: Saved = Saved(UnsafeCell::new(MaybeUninit::uninit()));
     static INSTALL: Once = Once::new();
+    static USE_FIXUP: AtomicBool = AtomicBool::new(false);
     const SIGNALS: [libc::c_int; 2] = [libc::SIGSEGV, libc::SIGBUS];
 
     #[inline]
@@ -203,6 +216,9 @@ mod fixup {
     #[cold]
     fn install_slow() {
         INSTALL.call_once(|| {
+            if std::env::var_os(super::PROBE_ENV).is_some_and(|v| v == "syscall") {
+                return; // no handler: every read takes the probe syscall
+            }
             let saved = SAVED.0.get().cast::<libc::sigaction>();
             for (i, &sig) in SIGNALS.iter().enumerate() {
                 // SAFETY:
@@ -227,6 +243,7 @@ mod fixup {
                     libc::sigaction(sig, &sa, std::ptr::null_mut());
                 }
             }
+            USE_FIXUP.store(true, Ordering::Relaxed);
         });
     }
 
