@@ -12,7 +12,8 @@
  * do not enter the kernel when they need not (a wait whose value already differs, a wake with
  * no waiters), and wait vectors of up to 1024 entries.
  *
- * Link with `pkg-config --cflags --libs ufutex` (add `--static` for libufutex.a).
+ * Build with `cc app.c $(pkg-config --cflags --libs ufutex)`; for libufutex.a link it between
+ * -Wl,-Bstatic and -Wl,-Bdynamic and add `pkg-config --static --libs-only-l ufutex` (README).
  *
  * Every call returns as the system call would through syscall(2): a non-negative result, or -1
  * with errno set. Arguments are checked in the kernel's order (kernel/futex/syscalls.c) and
@@ -34,9 +35,10 @@
  * program that installs its own SIGSEGV handler later should chain to the previous one, as
  * handlers should; one that does not loses EFAULT (it sees the fault instead). Elsewhere, or
  * when the environment holds UFUTEX_FAULT_PROBE=syscall at the first such call (no handler is
- * installed then), every read is checked with process_vm_readv instead: a few microseconds. Memory that was found mapped must stay mapped until
- * the call returns (the kernel would return EFAULT then; ufutex may crash). A wake never reads
- * the word: waking an address that was just unmapped is fine, as with the kernel.
+ * installed then), every read is checked with process_vm_readv instead: a few microseconds.
+ * Memory that was found mapped must stay mapped until the call returns (the kernel would
+ * return EFAULT then; ufutex may crash). A wake never reads the word: waking an address that
+ * was just unmapped is fine, as with the kernel.
  *
  * Out of memory for a wait-queue table (its first allocation, a resize), the library aborts
  * as Rust's allocator does; it does not return ENOMEM there.
