@@ -20,6 +20,8 @@
 mod deadline;
 mod domain;
 mod error;
+#[cfg(not(ufutex_loom))]
+mod ffi_sync;
 mod key;
 mod lock;
 mod parker;

@@ -21,7 +21,9 @@
 use super::raw_mutex::RawMutex;
 use super::NORMAL_MASK;
 use crate::deadline::{Deadline, Timeout};
-use crate::domain::{default_domain, Domain};
+#[cfg(not(ufutex_loom))]
+use crate::domain::default_domain;
+use crate::domain::Domain;
 use crate::error::WaitError;
 use crate::primitive::{AtomicU32, AtomicUsize, Ordering};
 use crate::requeue::requeue_words;
@@ -137,11 +139,15 @@ impl Condvar {
     /// `true` if the deadline passed. The core of every wait, with the domain explicit.
     #[doc(hidden)]
     pub fn wait_in(&self, domain: &Domain, m: &RawMutex, deadline: Option<Deadline>) -> bool {
+        self.wait_timeout_in(domain, m, deadline.map(Timeout::from))
+    }
+
+    /// [`Condvar::wait_in`] with the core's timeout type (the C ABI's absolute timespec).
+    pub(crate) fn wait_timeout_in(&self, domain: &Domain, m: &RawMutex, timeout: Option<Timeout>) -> bool {
         self.register(m);
         // Relaxed: read under the mutex; a notifier that changed the condition under it
         // increments after our unlock, so the wait below sees a different value or is woken.
         let seq = self.seq.load(Ordering::Relaxed);
-        let timeout = deadline.map(Timeout::from);
         m.unlock_in(domain);
         let r = wait_word(domain, self.seq_word(), u64::from(seq), NORMAL_MASK, timeout);
         m.relock_woken_in(domain);
@@ -225,5 +231,51 @@ impl Condvar {
     /// requeued onto it). Returns how many were woken or requeued.
     pub fn notify_all(&self) -> usize {
         self.notify_all_in(default_domain())
+    }
+}
+
+#[cfg(all(test, not(ufutex_loom)))]
+mod tests {
+    use super::*;
+    use crate::sync::raw_mutex::{LOCKED, PARKED};
+    use crate::DomainConfig;
+    use std::sync::Arc;
+
+    fn settle(d: &Domain, n: usize) {
+        while d.queued_waiters() != n {
+            std::thread::yield_now();
+        }
+    }
+
+    /// notify_all with the mutex held: one waiter woken, the rest moved onto the mutex word,
+    /// whose PARKED bit the woken one sets; each unlock then releases the next.
+    #[test]
+    fn notify_all_moves_waiters_onto_the_mutex() {
+        const N: usize = 4;
+        let d = Arc::new(Domain::new(DomainConfig::new()).unwrap());
+        let s = Arc::new((RawMutex::new(), Condvar::new()));
+        let hs: Vec<_> = (0..N)
+            .map(|_| {
+                let (d, s) = (d.clone(), s.clone());
+                std::thread::spawn(move || {
+                    let (m, cv) = &*s;
+                    m.lock_in(&d);
+                    cv.wait_in(&d, m, None);
+                    m.unlock_in(&d);
+                })
+            })
+            .collect();
+        let (m, cv) = &*s;
+        settle(&d, N); // all on the condvar word
+        m.lock_in(&d);
+        assert_eq!(cv.notify_all_in(&d), N, "one woken + N-1 requeued");
+        settle(&d, N); // the woken one parks on the held mutex next to the requeued ones
+        assert_eq!(m.state(), LOCKED | PARKED);
+        m.unlock_in(&d);
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(m.state(), 0);
+        assert_eq!(d.queued_waiters(), 0);
     }
 }

@@ -32,7 +32,7 @@
 //! ```
 
 mod condvar;
-mod raw_mutex;
+pub(crate) mod raw_mutex;
 mod spin;
 mod starvation;
 

@@ -54,7 +54,9 @@ use super::spin::Spin;
 use super::starvation::Patience;
 use super::{HANDOFF_MASK, NORMAL_MASK};
 use crate::deadline::Timeout;
-use crate::domain::{default_domain, Domain};
+#[cfg(not(ufutex_loom))]
+use crate::domain::default_domain;
+use crate::domain::Domain;
 use crate::error::WaitError;
 use crate::primitive::{AtomicU8, Ordering};
 use crate::wait::wait_word;
@@ -126,6 +128,7 @@ impl RawMutex {
     }
 
     /// The raw state (for tests and the C ABI's checks).
+    #[cfg(not(ufutex_loom))]
     #[inline]
     pub(crate) fn state(&self) -> State {
         self.state.load(Ordering::Relaxed)
@@ -163,6 +166,13 @@ impl RawMutex {
             return Acquired::Yes;
         }
         self.lock_slow(domain, timeout, false)
+    }
+
+    /// Lock, giving up after `timeout`; `true` if the lock was taken.
+    #[doc(hidden)]
+    pub fn try_lock_for_in(&self, domain: &Domain, timeout: std::time::Duration) -> bool {
+        let t = Timeout::from(crate::Deadline::from(timeout));
+        self.lock_until_in(domain, Some(t)) == Acquired::Yes
     }
 
     /// Relock after a condvar wait: always as a woken thread (the baton rule).
@@ -404,8 +414,7 @@ unsafe impl lock_api::RawMutexTimed for RawMutex {
     type Instant = std::time::Instant;
 
     fn try_lock_for(&self, timeout: std::time::Duration) -> bool {
-        let t = Timeout::from(crate::Deadline::from(timeout));
-        self.lock_until_in(default_domain(), Some(t)) == Acquired::Yes
+        self.try_lock_for_in(default_domain(), timeout)
     }
 
     fn try_lock_until(&self, deadline: std::time::Instant) -> bool {
