@@ -154,9 +154,16 @@ impl RawMutex {
     #[inline]
     pub fn lock_in(&self, domain: &Domain) {
         if !self.fast_lock() {
-            let r = self.lock_slow(domain, None, false);
-            debug_assert_eq!(r, Acquired::Yes);
+            self.lock_contended(domain);
         }
+    }
+
+    /// The untimed slow path, out of line so the fast path needs no stack frame.
+    #[cold]
+    #[inline(never)]
+    fn lock_contended(&self, domain: &Domain) {
+        let r = self.lock_slow(domain, None, false);
+        debug_assert_eq!(r, Acquired::Yes);
     }
 
     /// Lock before `timeout` passes (`None`: wait forever).
@@ -337,6 +344,7 @@ impl RawMutex {
     }
 
     #[cold]
+    #[inline(never)]
     fn unlock_slow(&self, domain: &Domain) {
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
