@@ -207,8 +207,12 @@ fn run_contended(secs: f64) {
 }
 
 fn run_fairness(secs: f64) {
-    let cs = calibrate(Duration::from_micros(1));
-    let imps = [
+    // LOCK_BENCH_UNITS fixes the critical section's length (comparable runs on a noisy machine).
+    let cs = match std::env::var("LOCK_BENCH_UNITS") {
+        Ok(v) => v.parse().expect("LOCK_BENCH_UNITS: a number of work units"),
+        Err(_) => calibrate(Duration::from_micros(1)),
+    };
+    let all = [
         Impl::Ufutex(Starvation::Wakeups(1)),
         Impl::Ufutex(Starvation::Wakeups(2)),
         Impl::Ufutex(Starvation::Wakeups(4)),
@@ -219,6 +223,11 @@ fn run_fairness(secs: f64) {
         Impl::Std,
         Impl::Pthread,
     ];
+    // LOCK_BENCH_ONLY=0,5,8 picks entries of `all` (for quick experiments).
+    let imps: Vec<Impl> = match std::env::var("LOCK_BENCH_ONLY") {
+        Ok(v) => v.split(',').filter_map(|i| i.trim().parse::<usize>().ok()).filter_map(|i| all.get(i).copied()).collect(),
+        Err(_) => all.to_vec(),
+    };
     let mut tot = vec![Vec::new(); imps.len()];
     let mut fair = vec![Vec::new(); imps.len()];
     for _ in 0..REPS {
