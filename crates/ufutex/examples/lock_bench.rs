@@ -67,7 +67,8 @@ impl Lock for Pthread {
 
 #[derive(Clone, Copy)]
 enum Impl {
-    Ufutex(Starvation),
+    /// `None`: the default policy.
+    Ufutex(Option<Starvation>),
     ParkingLot,
     Std,
     Pthread,
@@ -76,9 +77,10 @@ enum Impl {
 impl Impl {
     fn name(self) -> String {
         match self {
-            Impl::Ufutex(Starvation::Never) => "ufutex (no handoff)".into(),
-            Impl::Ufutex(Starvation::Wakeups(n)) => format!("ufutex (handoff, {n} wakeups)"),
-            Impl::Ufutex(Starvation::After(d)) => format!("ufutex (handoff, {d:?})"),
+            Impl::Ufutex(None) => "ufutex (default)".into(),
+            Impl::Ufutex(Some(Starvation::Never)) => "ufutex (no handoff)".into(),
+            Impl::Ufutex(Some(Starvation::Wakeups(n))) => format!("ufutex (handoff, {n} wakeups)"),
+            Impl::Ufutex(Some(Starvation::After(d))) => format!("ufutex (handoff, {d:?})"),
             Impl::ParkingLot => "parking_lot".into(),
             Impl::Std => "std".into(),
             Impl::Pthread => "pthread".into(),
@@ -87,7 +89,7 @@ impl Impl {
 
     fn make(self) -> Arc<dyn Lock> {
         if let Impl::Ufutex(s) = self {
-            set_starvation_policy(Some(s));
+            set_starvation_policy(s);
         }
         match self {
             Impl::Ufutex(_) => Arc::new(Ufutex(ufutex::sync::Mutex::new(()))),
@@ -168,7 +170,7 @@ const PEERS: [Impl; 3] = [Impl::ParkingLot, Impl::Std, Impl::Pthread];
 const REPS: usize = 5;
 
 fn run_uncontended() {
-    let imps = [Impl::Ufutex(Starvation::Wakeups(2)), Impl::ParkingLot, Impl::Std, Impl::Pthread];
+    let imps = [Impl::Ufutex(None), Impl::ParkingLot, Impl::Std, Impl::Pthread];
     let mut res = vec![Vec::new(); imps.len()];
     for rep in 0..REPS {
         // Rotate the order each repetition, so no lock always runs first (or warm).
@@ -186,15 +188,16 @@ fn run_uncontended() {
 }
 
 fn run_contended(secs: f64) {
-    let mut imps = vec![Impl::Ufutex(Starvation::Wakeups(2)), Impl::Ufutex(Starvation::Never)];
+    let mut imps = vec![Impl::Ufutex(None), Impl::Ufutex(Some(Starvation::Never))];
     imps.extend(PEERS);
     println!("## contended throughput (Mops/s, median of {REPS} runs of {secs}s)");
     for threads in [2, 8] {
         for cs in [5, 50] {
             let mut res = vec![Vec::new(); imps.len()];
-            for _ in 0..REPS {
-                for (i, imp) in imps.iter().enumerate() {
-                    let ops: u64 = hammer(*imp, threads, cs, secs).iter().sum();
+            for rep in 0..REPS {
+                for k in 0..imps.len() {
+                    let i = (k + rep) % imps.len();
+                    let ops: u64 = hammer(imps[i], threads, cs, secs).iter().sum();
                     res[i].push(ops as f64 / secs / 1e6);
                 }
             }
@@ -213,26 +216,29 @@ fn run_fairness(secs: f64) {
         Err(_) => calibrate(Duration::from_micros(1)),
     };
     let all = [
-        Impl::Ufutex(Starvation::Wakeups(1)),
-        Impl::Ufutex(Starvation::Wakeups(2)),
-        Impl::Ufutex(Starvation::Wakeups(4)),
-        Impl::Ufutex(Starvation::After(Duration::from_micros(100))),
-        Impl::Ufutex(Starvation::After(Duration::from_millis(1))),
-        Impl::Ufutex(Starvation::Never),
+        Impl::Ufutex(Some(Starvation::Wakeups(1))),
+        Impl::Ufutex(Some(Starvation::Wakeups(2))),
+        Impl::Ufutex(Some(Starvation::Wakeups(4))),
+        Impl::Ufutex(Some(Starvation::After(Duration::from_micros(100)))),
+        Impl::Ufutex(Some(Starvation::After(Duration::from_millis(1)))),
+        Impl::Ufutex(Some(Starvation::Never)),
         Impl::ParkingLot,
         Impl::Std,
         Impl::Pthread,
     ];
     // LOCK_BENCH_ONLY=0,5,8 picks entries of `all` (for quick experiments).
     let imps: Vec<Impl> = match std::env::var("LOCK_BENCH_ONLY") {
-        Ok(v) => v.split(',').filter_map(|i| i.trim().parse::<usize>().ok()).filter_map(|i| all.get(i).copied()).collect(),
+        Ok(v) => {
+            v.split(',').filter_map(|i| i.trim().parse::<usize>().ok()).filter_map(|i| all.get(i).copied()).collect()
+        }
         Err(_) => all.to_vec(),
     };
     let mut tot = vec![Vec::new(); imps.len()];
     let mut fair = vec![Vec::new(); imps.len()];
-    for _ in 0..REPS {
-        for (i, imp) in imps.iter().enumerate() {
-            let per = hammer(*imp, 8, cs, secs);
+    for rep in 0..REPS {
+        for k in 0..imps.len() {
+            let i = (k + rep) % imps.len();
+            let per = hammer(imps[i], 8, cs, secs);
             let (min, max) = (*per.iter().min().unwrap(), *per.iter().max().unwrap());
             tot[i].push(per.iter().sum::<u64>() as f64 / secs / 1e6);
             fair[i].push(min as f64 / max.max(1) as f64);

@@ -25,11 +25,8 @@ const NEVER: u64 = 0;
 const AFTER: u64 = 1 << KIND_SHIFT;
 const WAKEUPS: u64 = 2 << KIND_SHIFT;
 
-/// The default, chosen by measurement (see `raw_mutex.rs`).
-#[cfg(not(ufutex_loom))]
-const DEFAULT: u64 = WAKEUPS | 2;
-/// Under loom there is no time, and the models want to reach a handoff in few steps.
-#[cfg(ufutex_loom)]
+/// The default, chosen by measurement (see `raw_mutex.rs`): one lost wakeup. Count-based
+/// also keeps the lock free of clock reads and deterministic under loom.
 const DEFAULT: u64 = WAKEUPS | 1;
 
 static POLICY: AtomicU64 = AtomicU64::new(DEFAULT);
