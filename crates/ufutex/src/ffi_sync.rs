@@ -5,16 +5,16 @@
 //! Checks, in order: NULL pointers (`EINVAL`), the timespec (`EINVAL`: `tv_nsec` outside
 //! `[0, 1e9)` or `tv_sec < 0`), then the operation. A timespec is checked even when the lock
 //! is free (POSIX allows either; checking always makes a bad argument fail deterministically).
-//! `ufutex_mutex_unlock` and `ufutex_cond_*wait` on an unlocked mutex return `EPERM` (the
-//! mutex cannot tell which thread owns it, so unlocking one held by another thread is not
-//! detected). Every entry catches panics and returns `EINVAL` instead of unwinding into C.
+//! `ufutex_mutex_unlock` and `ufutex_cond_*wait` on an unlocked mutex return `EPERM`, and so
+//! does an unlock while the lock is being handed to a waiter; otherwise the mutex cannot tell
+//! which thread owns it, so unlocking one held by another thread is not detected. Every entry catches panics and returns `EINVAL` instead of unwinding into C.
 //!
 //! `ufutex_mutex_t` is the one-byte [`RawMutex`] and `ufutex_cond_t` the [`Condvar`]; the
 //! static initializers are all-zero, which is what `RawMutex::new` and `Condvar::new` hold.
 
 use crate::deadline::{Clock, Timeout, Timespec};
 use crate::domain::default_domain;
-use crate::sync::raw_mutex::{Acquired, LOCKED};
+use crate::sync::raw_mutex::{Acquired, GRANTED, LOCKED};
 use crate::sync::{Condvar, RawMutex};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -95,7 +95,8 @@ pub unsafe extern "C" fn ufutex_mutex_unlock(m: *mut RawMutex) -> i32 {
     // SAFETY: as in `ufutex_mutex_lock`.
     let Some(m) = (unsafe { m.as_ref() }) else { return libc::EINVAL };
     guarded(|| {
-        if m.state() & LOCKED == 0 {
+        // Unlocked, or being handed to a waiter (so not the caller's): not ours to unlock.
+        if m.state() & (LOCKED | GRANTED) != LOCKED {
             return libc::EPERM;
         }
         m.unlock_in(default_domain());
