@@ -60,16 +60,16 @@ fn designated_vs_hammers(hammers: usize) -> (u64, bool) {
 }
 
 /// The classic starvation: the unlocker re-locks before the woken thread runs. With handoff
-/// the woken thread asks after one lost wakeup and gets the lock at the next unlock.
-/// Measured worst gaps at load average ~9 on 2 CPUs: 67–98 with handoff, 29 000–107 000 with
-/// it disabled (`Starvation::Never`). At load average ~24 the handoff lock's gaps reach
-/// 4 000–25 000: a woken thread that waits for a CPU is not the lock's doing, so the bound
-/// leaves room for that.
+/// the woken thread asks once it has been parked for the threshold (1 ms) and gets the lock at
+/// the next unlock. Measured worst gaps (2 CPUs, other jobs running): 5 900–7 400 with the
+/// default policy; 42 000–615 000 with handoff disabled (`Starvation::Never`). How soon a
+/// woken thread gets a CPU is not the lock's doing, so the bound leaves room for a loaded
+/// machine.
 #[test]
 fn designated_thread_beats_a_relocking_hammer() {
     let (gap, finished) = designated_vs_hammers(1);
     assert!(finished, "the designated thread starved until the hammer gave up");
-    assert!(gap <= 200_000, "{gap} hammer acquisitions between two of ours");
+    assert!(gap <= 100_000, "{gap} hammer acquisitions between two of ours");
 }
 
 /// More hammers than CPUs: how soon a woken thread runs is up to the scheduler, so only

@@ -25,8 +25,12 @@ const NEVER: u64 = 0;
 const AFTER: u64 = 1 << KIND_SHIFT;
 const WAKEUPS: u64 = 2 << KIND_SHIFT;
 
-/// The default, chosen by measurement (see `raw_mutex.rs`): one lost wakeup. Count-based
-/// also keeps the lock free of clock reads and deterministic under loom.
+/// The default, chosen by measurement (see `raw_mutex.rs`): parked for 1 ms (and woken at
+/// least once) without getting the lock.
+#[cfg(not(ufutex_loom))]
+const DEFAULT: u64 = AFTER | 1_000_000;
+/// Under loom there is no time: one lost wakeup, so the models reach a handoff in few steps.
+#[cfg(ufutex_loom)]
 const DEFAULT: u64 = WAKEUPS | 1;
 
 static POLICY: AtomicU64 = AtomicU64::new(DEFAULT);
