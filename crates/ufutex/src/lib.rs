@@ -28,6 +28,7 @@ mod parker;
 mod primitive;
 mod queue;
 mod requeue;
+pub mod sync;
 mod table;
 mod thread;
 mod wait;

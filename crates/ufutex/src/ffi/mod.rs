@@ -8,11 +8,13 @@
 //! - `abi`: the flag values and `struct ufutex_waitv`, asserted against the header;
 //! - `validate`: flags, values, masks, counts, timeouts, addresses, waitv arrays → errno;
 //! - `fault`: `EFAULT` instead of a crash for unmapped memory, without a syscall on x86_64;
-//! - `calls`: the `#[no_mangle] extern "C"` functions.
+//! - `calls`: the `#[no_mangle] extern "C"` functions;
+//! - `sync`: the pthread-like C face of `crate::sync` (`ufutex_mutex_*`, `ufutex_cond_*`).
 
 pub(crate) mod abi;
 pub(crate) mod calls;
 mod fault;
+mod sync;
 #[cfg(test)]
 mod tests;
 mod validate;
