@@ -2,7 +2,7 @@
 //! lock in a loop; the critical section does K increments of a shared counter (or ~1 µs of
 //! them). Total lock acquisitions/s, and per thread: slowest/fastest ratio and relative
 //! standard deviation. Competitors are a list: adding a lock is one [`BenchLock`] impl and one
-//! line in [`LOCKS`].
+//! line in [`locks`].
 
 use super::{Common, Gate, STACK};
 use crate::result::{Bench, Metric};
@@ -83,18 +83,37 @@ impl Drop for PthreadMutex {
     }
 }
 
+/// ufutex's handoff mutex (`ufutex::sync`), when this build has it.
+#[cfg(feature = "ufutex-sync")]
+#[derive(Default)]
+pub struct UfutexMutex(ufutex::sync::Mutex<u64>);
+
+#[cfg(feature = "ufutex-sync")]
+impl BenchLock for UfutexMutex {
+    #[inline]
+    fn with(&self, f: impl FnOnce(&mut u64)) {
+        f(&mut self.0.lock())
+    }
+}
+
 /// One entry of the competitor list: a name and the generic runner instantiated for a lock.
 pub struct LockEntry {
     pub name: &'static str,
     pub run: fn(Params, Duration) -> io::Result<Sample>,
 }
 
-/// Every lock we can measure. ufutex's Mutex joins here once `ufutex::sync` is on main.
-pub const LOCKS: &[LockEntry] = &[
-    LockEntry { name: "pthread", run: once::<PthreadMutex> },
-    LockEntry { name: "std", run: once::<StdMutex> },
-    LockEntry { name: "parking_lot", run: once::<ParkingLotMutex> },
-];
+/// Every lock we can measure: adding one is a [`BenchLock`] impl and a line here.
+pub fn locks() -> Vec<LockEntry> {
+    #[allow(unused_mut)]
+    let mut v = vec![
+        LockEntry { name: "pthread", run: once::<PthreadMutex> },
+        LockEntry { name: "std", run: once::<StdMutex> },
+        LockEntry { name: "parking_lot", run: once::<ParkingLotMutex> },
+    ];
+    #[cfg(feature = "ufutex-sync")]
+    v.push(LockEntry { name: "ufutex", run: once::<UfutexMutex> });
+    v
+}
 
 /// The critical section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,7 +237,8 @@ pub fn metrics() -> Vec<Metric> {
 }
 
 pub fn run(common: &Common, threads: &[usize], sections: &[Section]) -> io::Result<Vec<Bench>> {
-    let locks: Vec<&LockEntry> = LOCKS.iter().filter(|l| common.impls.iter().any(|i| i == l.name)).collect();
+    let all = locks();
+    let locks: Vec<&LockEntry> = common.impls.iter().filter_map(|i| all.iter().find(|l| l.name == i)).collect();
     let sched = common.scheduler();
     let runtime = common.runtime;
     let mut out = Vec::new();
@@ -249,7 +269,7 @@ pub fn run(common: &Common, threads: &[usize], sections: &[Section]) -> io::Resu
 
 /// Lock names accepted by `--impl` for `lock`.
 pub fn names() -> Vec<&'static str> {
-    LOCKS.iter().map(|l| l.name).collect()
+    locks().iter().map(|l| l.name).collect()
 }
 
 #[cfg(test)]
@@ -258,7 +278,7 @@ mod tests {
 
     #[test]
     fn every_lock_keeps_the_counter_exact() {
-        for l in LOCKS {
+        for l in &locks() {
             let s = (l.run)(Params { threads: 3, section: Section::Increments(5) }, Duration::from_millis(20)).unwrap();
             assert_eq!(s.per_thread.len(), 3, "{}", l.name);
             assert!(s.total > 0.0, "{}", l.name);
