@@ -97,6 +97,7 @@ impl Timespec {
     }
 
     /// How long from `self` until `later`; zero if `later` is not later.
+    #[cfg_attr(not(feature = "fallback-parker"), allow(dead_code))] // the portable parker's
     pub(crate) fn until(self, later: Timespec) -> Duration {
         if later <= self {
             return Duration::ZERO;
@@ -111,6 +112,7 @@ impl Timespec {
         Duration::new(sec as u64, nsec)
     }
 
+    #[cfg_attr(ufutex_loom, allow(dead_code))] // the kernel parker's
     pub(crate) fn to_libc(self) -> libc::timespec {
         libc::timespec { tv_sec: self.sec as libc::time_t, tv_nsec: self.nsec as libc::c_long }
     }
@@ -125,11 +127,13 @@ pub(crate) struct Timeout {
 
 impl Timeout {
     /// Whether the deadline has passed.
+    #[cfg(test)]
     pub(crate) fn expired(&self) -> bool {
         self.clock.now() >= self.at
     }
 
     /// Time left before the deadline (zero once passed).
+    #[cfg_attr(not(feature = "fallback-parker"), allow(dead_code))] // the portable parker's
     pub(crate) fn remaining(&self) -> Duration {
         self.clock.now().until(self.at)
     }

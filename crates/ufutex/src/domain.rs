@@ -3,13 +3,13 @@
 
 use crate::deadline::Deadline;
 use crate::error::WaitError;
-use crate::primitive::{AtomicPtr, AtomicUsize, Ordering};
+use crate::primitive::{AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crate::table::Table;
 use crate::waitv::WaitEntry;
 use crate::word::{word_of, Futex};
 use crate::MATCH_ANY;
 use std::io;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 /// How many buckets a domain's table has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +55,8 @@ struct State {
     policy: Slots,
     /// Set once the default domain switched to `Large` (the prctl mirror: later sets fail).
     frozen: bool,
+    // Boxed: a table must not move when the vector grows (threads hold pointers into it).
+    #[allow(clippy::vec_box)]
     tables: Vec<Box<Table>>,
 }
 
@@ -107,13 +109,26 @@ fn errno(e: i32) -> io::Error {
     io::Error::from_raw_os_error(e)
 }
 
-impl Domain {
-    const fn empty(policy: Slots) -> Domain {
+/// A domain with no table yet; `const` outside loom so the default domain can be a static.
+macro_rules! empty_domain {
+    ($policy:expr) => {
         Domain {
             current: AtomicPtr::new(std::ptr::null_mut()),
-            state: Mutex::new(State { policy, frozen: false, tables: Vec::new() }),
+            state: Mutex::new(State { policy: $policy, frozen: false, tables: Vec::new() }),
             threads: OnceLock::new(),
         }
+    };
+}
+
+impl Domain {
+    #[cfg(not(ufutex_loom))]
+    const fn empty(policy: Slots) -> Domain {
+        empty_domain!(policy)
+    }
+
+    #[cfg(ufutex_loom)]
+    fn empty(policy: Slots) -> Domain {
+        empty_domain!(policy)
     }
 
     /// A new domain with its table allocated.
@@ -122,13 +137,6 @@ impl Domain {
     /// `EINVAL` for a `Fixed` size that is not a power of two ≥ 2; `ENOMEM` when the table
     /// cannot be allocated.
     pub fn new(config: DomainConfig) -> io::Result<Domain> {
-        #[cfg(ufutex_loom)]
-        let d = Domain {
-            current: AtomicPtr::new(std::ptr::null_mut()),
-            state: Mutex::new(State { policy: Slots::Auto, frozen: false, tables: Vec::new() }),
-            threads: OnceLock::new(),
-        };
-        #[cfg(not(ufutex_loom))]
         let d = Domain::empty(Slots::Auto);
         d.apply(config.slots, false)?;
         Ok(d)
@@ -154,7 +162,7 @@ impl Domain {
         self.lock_state().policy
     }
 
-    fn lock_state(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock_state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -17,15 +17,23 @@ impl Key {
     }
 
     /// A well-mixed 64-bit hash; tables take its top bits (Fibonacci hashing).
+    #[cfg(not(ufutex_loom))]
     #[inline]
     pub(crate) fn hash(&self) -> u64 {
         const K: u64 = 0x9E37_79B9_7F4A_7C15; // 2^64 / golden ratio
         let h = (self.word ^ self.space.rotate_left(29)).wrapping_mul(K);
         h ^ (h >> 29)
     }
+
+    /// Under loom the bucket must not depend on where the allocator put the word (a model must
+    /// be deterministic): the word's offset within its 64-byte line picks the bucket.
+    #[cfg(ufutex_loom)]
+    pub(crate) fn hash(&self) -> u64 {
+        ((self.word ^ self.space) >> 2).reverse_bits()
+    }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(ufutex_loom)))]
 mod tests {
     use super::*;
 

@@ -15,8 +15,9 @@ const LOCKED: u32 = 1;
 const CONTENDED: u32 = 2;
 
 /// Spins before sleeping on a contended bucket lock. Bucket critical sections are a few list
-/// operations (tens of ns), so a short spin catches almost every release.
-const SPINS: u32 = 100;
+/// operations (tens of ns), so a short spin catches almost every release. Under loom every
+/// spin is a scheduling branch: one is enough to explore "released while spinning".
+const SPINS: u32 = if cfg!(ufutex_loom) { 1 } else { 40 };
 
 pub(crate) struct RawLock {
     state: AtomicU32,

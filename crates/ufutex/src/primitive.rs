@@ -17,6 +17,13 @@ pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU16, AtomicU32, Atomi
 
 pub(crate) use std::sync::atomic::Ordering;
 
+/// Only for cold paths (resize, policy); under loom a loom mutex, so a model with a resizer
+/// blocks the model thread rather than the whole process.
+#[cfg(ufutex_loom)]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
+#[cfg(not(ufutex_loom))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
+
 /// One iteration of a busy-wait: a CPU hint normally, a scheduling point under loom.
 #[inline]
 pub(crate) fn spin_hint() {
@@ -27,6 +34,7 @@ pub(crate) fn spin_hint() {
 }
 
 /// Give up the CPU (a loom scheduling point under loom).
+#[cfg_attr(not(ufutex_loom), allow(dead_code))] // the loom lock and parker models'
 #[inline]
 pub(crate) fn yield_now() {
     #[cfg(ufutex_loom)]

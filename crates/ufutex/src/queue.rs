@@ -7,7 +7,9 @@
 //! - `Idle → Queued`: its own thread enqueues it (wait, waitv setup);
 //! - `Queued → Queued`: requeue or resize moves it to another key or bucket;
 //! - `Queued → Woken`: a waker (wake, requeue) dequeues it; it then owes the thread one unpark;
-//! - `Queued → Idle`: its own thread dequeues it (timeout, interruption, waitv clean-up).
+//! - `Queued → Idle`: its own thread dequeues it (timeout, interruption, waitv clean-up);
+//! - `Woken → Idle`: its own thread, once the waker's unpark has arrived (`Node::reclaim`),
+//!   before the node is reused (waitv nodes live as long as their thread).
 //!
 //! Lifetime rule: a node is alive while `Queued`, and after `Woken` until its waker has
 //! unparked its thread — the thread waits for that unpark before it reuses or frees the node.
@@ -78,6 +80,18 @@ impl Node {
         self.index
     }
 
+    /// `Woken → Idle`, by the node's own thread, once the waker's unpark has arrived: from
+    /// then on no other thread references the node, so it can be queued again.
+    ///
+    /// # Safety
+    /// The node is not queued, and every unpark owed for it has been received.
+    pub(crate) unsafe fn reclaim(&self) {
+        // SAFETY: per the contract no other thread can reach the node any more.
+        let l = unsafe { self.locked() };
+        debug_assert!(l.state != NodeState::Queued, "a queued node cannot be reclaimed");
+        l.state = NodeState::Idle;
+    }
+
     /// The bucket the node was last placed in (confirm under that bucket's lock).
     pub(crate) fn bucket_hint(&self) -> *const Bucket {
         // Acquire: pairs with the Release store of a requeue/resize that moved the node, so the
@@ -115,10 +129,6 @@ pub(crate) enum Step {
 impl Queue {
     pub(crate) const fn new() -> Queue {
         Queue { head: ptr::null(), tail: ptr::null() }
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.head.is_null()
     }
 
     /// Nodes in the queue (a walk; for tests and debug checks).

@@ -31,6 +31,9 @@ impl ThreadData {
         if domains.iter().any(|d| Arc::ptr_eq(d, threads)) {
             return None;
         }
+        // Forget domains that were dropped (we hold the last reference to their counter), so
+        // a long-lived thread that waits on many short-lived domains does not accumulate them.
+        domains.retain(|d| Arc::strong_count(d) > 1);
         domains.push(threads.clone());
         Some(threads.fetch_add(1, Ordering::Relaxed) + 1)
     }
@@ -66,18 +69,18 @@ impl Drop for ThreadData {
 /// the whole operation, which is all an episode needs.
 pub(crate) fn with_thread<R>(f: impl FnOnce(&ThreadData) -> R) -> R {
     #[cfg(not(ufutex_loom))]
-    {
-        thread_local! {
-            static THREAD: ThreadData = ThreadData::new();
-        }
-        let mut f = Some(f);
-        if let Ok(r) = THREAD.try_with(|t| (f.take().expect("called once"))(t)) {
-            return r;
-        }
-        (f.take().expect("not called by try_with"))(&ThreadData::new())
+    std::thread_local! {
+        static THREAD: ThreadData = ThreadData::new();
     }
+    // Under loom, loom's thread-locals: one ThreadData per model thread, so an unpark that
+    // leaked from one episode into the next would be seen by the models.
     #[cfg(ufutex_loom)]
-    {
-        f(&ThreadData::new())
+    loom::thread_local! {
+        static THREAD: ThreadData = ThreadData::new();
     }
+    let mut f = Some(f);
+    if let Ok(r) = THREAD.try_with(|t| (f.take().expect("called once"))(t)) {
+        return r;
+    }
+    (f.take().expect("not called by try_with"))(&ThreadData::new())
 }

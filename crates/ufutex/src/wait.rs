@@ -4,9 +4,9 @@
 //!
 //! ```text
 //!   waiter                                   waker
-//!   (A) bucket.waiters += 1   (SeqCst RMW)   *word = new               (caller's store)
+//!   (A) bucket.waiters += 1; fence(SeqCst)   *word = new               (caller's store)
 //!       lock bucket                          (B) fence(SeqCst)
-//!       *word == expected?    (SeqCst load)      bucket.waiters == 0?  -> return 0, no lock
+//!       *word == expected?                       bucket.waiters == 0?  -> return 0, no lock
 //!         no  -> unlock, waiters -= 1, EAGAIN    lock bucket, dequeue up to n, unlock
 //!         yes -> enqueue, unlock, park           unpark them
 //! ```
@@ -14,15 +14,18 @@
 //! With X = waiters and Y = the word, `w[X] MB r[Y]` against `w[Y] MB r[X]` cannot read 0/0:
 //! either the waiter's load sees the new value, or the waker's count read sees the waiter and
 //! takes the lock — and the bucket lock, held by the waiter from its load to its enqueue, makes
-//! the waker find it queued. In the C++ model: if (A) precedes (B) in the single SC order, the
-//! waker's load after (B) sees the increment; otherwise (B) precedes the waiter's SeqCst load in
-//! S and that load sees the store sequenced before (B).
+//! the waker find it queued. In the C++ model both sides are SC fences: whichever of the (A)
+//! and (B) fences comes first in the single order S, the other side's load after its own fence
+//! sees the write sequenced before the first. (On x86 the (A) RMW is already a full barrier;
+//! the fence costs a few ns on the path that is about to sleep, and makes the argument one that
+//! loom checks — loom models SeqCst RMWs as AcqRel, but SC fences at full strength.)
 //!
 //! Resizes keep this true across tables (see `table.rs`): a retired bucket's count is ≥
 //! RETIRED, so a waker holding a stale table never skips the lock; it locks, finds the table
 //! not current, and retries on the current one. If the waker read 0 *before* the retire mark,
-//! that mark (a SeqCst RMW) follows (B) in S and precedes — through the publication of the new
-//! table — the (A) of any waiter that queues in a later table, so that waiter sees the store.
+//! its read is coherence-ordered before the mark, which happens before (through the new
+//! table's publication) the (A) fence of any waiter that queues in a later table; so (B)
+//! precedes that fence in S, and that waiter sees the store.
 //!
 //! Early exit: a wait whose value already differs returns `WouldBlock` after one load, without
 //! touching a bucket; that is linearisable at the load (the value differed then).
@@ -32,7 +35,7 @@ use crate::domain::{default_domain, Domain};
 use crate::error::WaitError;
 use crate::key::Key;
 use crate::parker::Parker;
-use crate::primitive::Ordering;
+use crate::primitive::{fence, Ordering};
 use crate::queue::{Node, NodeState};
 use crate::table::Bucket;
 use crate::thread::{with_thread, ThreadData};
@@ -156,6 +159,7 @@ pub(crate) fn enqueue(
         let table = domain.table();
         let bucket = table.bucket(&key);
         bucket.waiters().fetch_add(1, Ordering::SeqCst); // (A)
+        fence(Ordering::SeqCst); // (A): pairs with the waker's (B) fence
         let mut g = bucket.lock();
         if !domain.is_current(table) {
             // Relaxed: we leave this bucket's in-flight set; no one needs to see it promptly.
@@ -163,7 +167,7 @@ pub(crate) fn enqueue(
             continue;
         }
         if word.load() != expected {
-            // (A): the SeqCst load above pairs with the waker's (B) fence.
+            // (A): this load follows the (A) fence, which pairs with the waker's (B) fence.
             g.waiters().fetch_sub(1, Ordering::Relaxed);
             return Err(WaitError::WouldBlock);
         }

@@ -119,6 +119,11 @@ fn finish(td: &ThreadData, nodes: &[Node], otherwise: Result<(), WaitError>) -> 
         }
     }
     await_unparks(&td.parker, woken);
+    for node in nodes {
+        // SAFETY: every node is out of its queue (dequeued by us or by a waker) and every
+        // waker's unpark has arrived (`await_unparks`): no other thread references them.
+        unsafe { node.reclaim() };
+    }
     match (best, otherwise) {
         (Some(i), _) => Ok(i),
         (None, Err(e)) => Err(e),

@@ -23,6 +23,7 @@ impl Size {
     }
 
     /// The largest value a word of this size holds.
+    #[allow(dead_code)] // the C ABI's width checks
     pub(crate) const fn max(self) -> u64 {
         match self {
             Size::U8 => u8::MAX as u64,
@@ -57,6 +58,7 @@ impl WordRef {
         self.addr
     }
 
+    #[allow(dead_code)] // the C ABI
     pub(crate) fn size(self) -> Size {
         self.size
     }
@@ -87,7 +89,7 @@ mod sealed {
 /// Sealed: the core relies on the word being a plain, aligned atomic of the named width.
 pub trait Futex: sealed::Sealed + Sync {
     /// The integer the word holds.
-    type Value: Copy + Eq + std::fmt::Debug;
+    type Value: Copy + Eq + std::fmt::Debug + Send + Sync + 'static;
 
     #[doc(hidden)]
     fn word_ref(&self) -> WordRefOpaque;

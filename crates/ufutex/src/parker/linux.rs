@@ -13,9 +13,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 const SLEEPING: u32 = 1 << 31;
 const COUNT: u32 = SLEEPING - 1;
 
-/// Busy-wait iterations before sleeping. A cross-CPU sleep/wake costs 15–55 µs on the target
-/// machines and a spin round trip ~40 ns; see BENCHMARKS.md for how this was chosen.
-const SPINS: u32 = 1 << 12;
+/// Busy-wait iterations before yielding. A PAUSE costs ~70 ns on the target machines (AMD EPYC),
+/// so this spins ~4 µs: long enough to catch a partner that is running on the other CPU (a
+/// spin round trip is ~40 ns, a wake's slow path well under a µs), short enough that a thread
+/// whose partner is *not* running wastes little. See BENCHMARKS.md for the measurements.
+const SPINS: u32 = 64;
+/// Then give the CPU away this many times before sleeping: when the machine is oversubscribed
+/// the partner may be runnable on this very CPU, and a yield lets it run without the ~15–55 µs
+/// sleep/wake round trip; on an idle CPU a yield returns at once.
+const YIELDS: u32 = 4;
 
 pub(crate) struct Parker {
     word: AtomicU32,
@@ -39,6 +45,12 @@ impl Parker {
                 return Ok(());
             }
             std::hint::spin_loop();
+        }
+        for _ in 0..YIELDS {
+            if self.reached(need) {
+                return Ok(());
+            }
+            std::thread::yield_now();
         }
         loop {
             let v = self.word.load(Ordering::Acquire);

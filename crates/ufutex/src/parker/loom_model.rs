@@ -1,19 +1,22 @@
-//! The parker as loom sees it: a counter, a spin that yields to loom's scheduler, and a timed
-//! park that gives up at the first point where the count is short — so loom explores a timeout
-//! firing before, during and after every wake.
+//! The parker as loom sees it: a counter plus loom's own thread park/unpark, so that a thread
+//! left parked forever is reported by loom as a deadlock (a lost wakeup). A timed park gives up
+//! at the first point where the count is short — loom explores that point before, during and
+//! after every wake, which is exactly the timeout-versus-wake race.
 
 use super::ParkTimeout;
 use crate::deadline::Timeout;
-use crate::primitive::{yield_now, AtomicU32, Ordering};
+use crate::primitive::{AtomicU32, Ordering};
+use loom::thread::Thread;
 use std::sync::Arc;
 
 pub(crate) struct Parker {
     count: Arc<AtomicU32>,
+    thread: Thread,
 }
 
 impl Parker {
     pub(crate) fn new() -> Parker {
-        Parker { count: Arc::new(AtomicU32::new(0)) }
+        Parker { count: Arc::new(AtomicU32::new(0)), thread: loom::thread::current() }
     }
 
     pub(crate) fn park(&self, need: u32, timeout: Option<&Timeout>) -> Result<(), ParkTimeout> {
@@ -24,7 +27,7 @@ impl Parker {
             if timeout.is_some() {
                 return Err(ParkTimeout::TimedOut);
             }
-            yield_now();
+            loom::thread::park();
         }
     }
 
@@ -33,16 +36,18 @@ impl Parker {
     }
 
     pub(crate) fn handle(&self) -> UnparkHandle {
-        UnparkHandle { count: self.count.clone() }
+        UnparkHandle { count: self.count.clone(), thread: self.thread.clone() }
     }
 }
 
 pub(crate) struct UnparkHandle {
     count: Arc<AtomicU32>,
+    thread: Thread,
 }
 
 impl UnparkHandle {
     pub(crate) fn unpark(self) {
         self.count.fetch_add(1, Ordering::Release);
+        self.thread.unpark();
     }
 }

@@ -33,6 +33,8 @@ pub(crate) use linux::{Parker, UnparkHandle};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ParkTimeout {
     TimedOut,
+    /// Only the Linux parker sees signals.
+    #[cfg_attr(any(feature = "fallback-parker", ufutex_loom), allow(dead_code))]
     Interrupted,
 }
 

@@ -1,0 +1,7 @@
+# loom models of the core protocol (bounded preemptions; a separate target dir keeps the
+# loom-cfg build from invalidating the normal one).
+export RUSTFLAGS="--cfg ufutex_loom"
+# The three-thread resize+requeue model's state space is explored with one preemption; the
+# others with two.
+LOOM_MAX_PREEMPTIONS=2 cargo test --release -p ufutex --test loom_core --target-dir target/loom -- --skip resize_races_requeue
+LOOM_MAX_PREEMPTIONS=1 cargo test --release -p ufutex --test loom_core --target-dir target/loom -- --exact resize_races_requeue

@@ -1,0 +1,245 @@
+//! loom models of the core protocol. Run with
+//! `RUSTFLAGS="--cfg ufutex_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p ufutex --test loom_core`.
+//!
+//! A waiter left parked forever shows up as a loom deadlock: that is a lost wakeup. Every model
+//! also checks its counts (a wait that returns Ok was counted by exactly one waker) and that
+//! nothing is left queued.
+#![cfg(ufutex_loom)]
+
+use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use loom::thread;
+use std::sync::Arc;
+use std::time::Duration;
+use ufutex::{Deadline, Domain, DomainConfig, Slots, WaitEntry, WaitError};
+
+/// The model's futex words, in one 64-byte-aligned block so that their buckets do not depend on
+/// where the allocator put them (see `Key::hash` under loom): a (4 bytes in) and b (8 bytes in)
+/// land in different buckets of a 2-slot table; c shares a's bucket.
+#[repr(C, align(64))]
+struct Words {
+    a: AtomicU32,
+    b: AtomicU32,
+    c: AtomicU32,
+    a8: AtomicU8,
+    b64: AtomicU64,
+}
+
+fn words() -> Arc<Words> {
+    Arc::new(Words {
+        a: AtomicU32::new(0),
+        b: AtomicU32::new(0),
+        c: AtomicU32::new(0),
+        a8: AtomicU8::new(0),
+        b64: AtomicU64::new(0),
+    })
+}
+
+/// loom's model with room for the longer paths of the three-thread models.
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.max_branches = 20_000;
+    b.check(f);
+}
+
+fn domain(slots: usize) -> Arc<Domain> {
+    Arc::new(Domain::new(DomainConfig::new().slots(Slots::Fixed(slots))).unwrap())
+}
+
+fn soon() -> Option<Deadline> {
+    // Under loom the deadline's value does not matter: a timed park may give up at any point.
+    Some(Duration::from_secs(1).into())
+}
+
+/// (A)/(B): a waiter that saw the old value is either woken or sees the new value.
+#[test]
+fn no_lost_wakeup() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let (d2, w2) = (d.clone(), w.clone());
+        let waiter = thread::spawn(move || {
+            let mut oks = 0;
+            while w2.a.load(Ordering::Acquire) == 0 {
+                if d2.wait(&w2.a, 0, None).is_ok() {
+                    oks += 1;
+                }
+            }
+            oks
+        });
+        w.a.store(1, Ordering::Release);
+        let woken = d.wake(&w.a, 1);
+        let oks = waiter.join().unwrap();
+        assert_eq!(oks, woken, "a wait returns Ok exactly when a wake counted it");
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
+
+/// A timeout racing a wake: the wait returns Ok iff the wake counted it, never both lost.
+#[test]
+fn timeout_races_wake() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let (d2, w2) = (d.clone(), w.clone());
+        let waiter = thread::spawn(move || d2.wait(&w2.a, 0, soon()));
+        w.a.store(1, Ordering::Release);
+        let woken = d.wake(&w.a, 1);
+        match waiter.join().unwrap() {
+            Ok(()) => assert_eq!(woken, 1),
+            Err(WaitError::TimedOut) | Err(WaitError::WouldBlock) => assert_eq!(woken, 0),
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
+
+/// A timeout racing a requeue: a requeued waiter that times out leaves its new queue; one that
+/// is woken through the target was counted there.
+#[test]
+fn timeout_races_requeue() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let (d2, w2) = (d.clone(), w.clone());
+        let waiter = thread::spawn(move || d2.wait(&w2.a, 0, soon()));
+        let moved = d.requeue(&w.a, 0, &w.b, 0, 1).unwrap();
+        let woken = d.wake(&w.b, 1);
+        assert!(moved <= 1 && woken <= moved);
+        match waiter.join().unwrap() {
+            Ok(()) => assert_eq!(woken, 1),
+            Err(WaitError::TimedOut) => assert_eq!(woken, 0),
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
+
+/// A waitv woken by two wakers at once: every wake is counted, the result is the highest woken
+/// index, and no unpark leaks into the thread's next wait.
+#[test]
+fn waitv_two_wakers() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let (d2, w2) = (d.clone(), w.clone());
+        let waiter = thread::spawn(move || {
+            let entries = [WaitEntry::new(&w2.a8, 0), WaitEntry::new(&w2.b64, 0)];
+            let r = d2.waitv(&entries, None);
+            // A fresh episode on a word nobody wakes must time out: nothing leaked.
+            assert_eq!(d2.wait(&w2.c, 0, soon()), Err(WaitError::TimedOut));
+            r
+        });
+        let (d3, w3) = (d.clone(), w.clone());
+        let waker_b = thread::spawn(move || {
+            w3.b64.store(1, Ordering::Release);
+            d3.wake(&w3.b64, 1)
+        });
+        w.a8.store(1, Ordering::Release);
+        let na = d.wake(&w.a8, 1);
+        let nb = waker_b.join().unwrap();
+        match waiter.join().unwrap() {
+            Ok(1) => assert_eq!(nb, 1),
+            Ok(0) => assert_eq!((na, nb), (1, 0)),
+            Err(WaitError::WouldBlock) => assert_eq!(na + nb, 0),
+            other => panic!("unexpected {other:?} (na {na}, nb {nb})"),
+        }
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
+
+/// Table growth racing a wait and a wake: the waiter is migrated, not lost.
+#[test]
+fn resize_races_wait_and_wake() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let (d2, w2) = (d.clone(), w.clone());
+        let waiter = thread::spawn(move || {
+            let mut oks = 0;
+            while w2.a.load(Ordering::Acquire) == 0 {
+                if d2.wait(&w2.a, 0, None).is_ok() {
+                    oks += 1;
+                }
+            }
+            oks
+        });
+        let d3 = d.clone();
+        let resizer = thread::spawn(move || d3.set_slots(Slots::Fixed(4)).unwrap());
+        w.a.store(1, Ordering::Release);
+        let woken = d.wake(&w.a, 1);
+        resizer.join().unwrap();
+        assert_eq!(waiter.join().unwrap(), woken);
+        assert_eq!(d.queued_waiters(), 0);
+        assert_eq!(d.slots(), 4);
+    });
+}
+
+/// A resize back to a retired table (reuse) racing a timed wait and a wake: the waiter is
+/// found wherever it was moved.
+#[test]
+fn resize_back_races_timeout() {
+    model(|| {
+        let d = domain(2);
+        d.set_slots(Slots::Fixed(4)).unwrap(); // the 2-slot table is now retired
+        let w = words();
+        let (d2, w2) = (d.clone(), w.clone());
+        let waiter = thread::spawn(move || d2.wait(&w2.a, 0, soon()));
+        d.set_slots(Slots::Fixed(2)).unwrap(); // reuse the retired table
+        w.a.store(1, Ordering::Release);
+        let woken = d.wake(&w.a, 1);
+        match waiter.join().unwrap() {
+            Ok(()) => assert_eq!(woken, 1),
+            Err(WaitError::TimedOut) | Err(WaitError::WouldBlock) => assert_eq!(woken, 0),
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
+
+/// A resize racing a requeue: the moved waiter is found in the new table.
+#[test]
+fn resize_races_requeue() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let (d2, w2) = (d.clone(), w.clone());
+        let waiter = thread::spawn(move || d2.wait(&w2.a, 0, soon()));
+        let d3 = d.clone();
+        let resizer = thread::spawn(move || d3.set_slots(Slots::Fixed(4)).unwrap());
+        let moved = d.requeue(&w.a, 0, &w.b, 0, 1).unwrap();
+        let woken = d.wake(&w.b, 1);
+        resizer.join().unwrap();
+        assert!(moved <= 1 && woken <= moved);
+        match waiter.join().unwrap() {
+            Ok(()) => assert_eq!(woken, 1),
+            Err(WaitError::TimedOut) => assert_eq!(woken, 0),
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
+
+/// A resize racing a waitv being woken: every node is migrated or dequeued, none lost.
+#[test]
+fn resize_races_waitv() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let (d2, w2) = (d.clone(), w.clone());
+        let waiter = thread::spawn(move || {
+            let entries = [WaitEntry::new(&w2.a, 0), WaitEntry::new(&w2.b, 0)];
+            d2.waitv(&entries, None)
+        });
+        let d3 = d.clone();
+        let resizer = thread::spawn(move || d3.set_slots(Slots::Fixed(4)).unwrap());
+        w.b.store(1, Ordering::Release);
+        let woken = d.wake(&w.b, 1);
+        resizer.join().unwrap();
+        match waiter.join().unwrap() {
+            Ok(i) => assert_eq!((i, woken), (1, 1)),
+            Err(WaitError::WouldBlock) => assert_eq!(woken, 0),
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
