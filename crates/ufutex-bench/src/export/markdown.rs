@@ -75,6 +75,24 @@ fn goals(doc: &Document) -> String {
     s
 }
 
+/// Every skip once per (workload, competitor, reason), with the cases it covered.
+fn skipped_summary(doc: &Document) -> String {
+    let mut groups: Vec<(String, String, String, Vec<String>)> = Vec::new();
+    for b in &doc.benches {
+        for k in &b.skipped {
+            match groups.iter_mut().find(|g| g.0 == b.workload && g.1 == k.competitor && g.2 == k.reason) {
+                Some(g) => g.3.push(b.case.clone()),
+                None => groups.push((b.workload.clone(), k.competitor.clone(), k.reason.clone(), vec![b.case.clone()])),
+            }
+        }
+    }
+    let mut s = String::new();
+    for (workload, competitor, reason, cases) in groups {
+        let _ = writeln!(s, "- {workload}, **{competitor}**: {reason} ({} case(s): {})", cases.len(), cases.join("; "));
+    }
+    s
+}
+
 impl Exporter for Markdown {
     fn export(&self, doc: &Document) -> io::Result<Vec<Output>> {
         let mut s = String::new();
@@ -89,17 +107,9 @@ impl Exporter for Markdown {
             if !doc.goals.is_empty() {
                 s.push_str(&goals(doc));
             }
-            let skipped: Vec<String> = doc
-                .benches
-                .iter()
-                .flat_map(|b| {
-                    b.skipped
-                        .iter()
-                        .map(move |k| format!("- {} / {}: **{}** — {}", b.workload, b.case, k.competitor, k.reason))
-                })
-                .collect();
+            let skipped = skipped_summary(doc);
             if !skipped.is_empty() {
-                let _ = writeln!(s, "## Skipped, and why\n\n{}\n", skipped.join("\n"));
+                let _ = writeln!(s, "## Skipped, and why\n\n{skipped}");
             }
             s.push_str("## Results\n\n");
         }

@@ -286,7 +286,7 @@ impl Exporter for Plots {
                     y_label: "acquisitions/s",
                     x_labels: labels.clone(),
                     series: series_of(&bs, "throughput", ""),
-                    log_y: false,
+                    log_y: true,
                     bars: false,
                 },
             );
