@@ -140,3 +140,57 @@ fn lock_goals(benches: &[Bench]) -> Vec<Goal> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::{Metric, MetricResult};
+
+    fn bench(workload: &str, case: &str, metric: Metric, rows: &[(&str, f64)]) -> Bench {
+        let samples = rows.iter().map(|(c, v)| (c.to_string(), vec![*v])).collect();
+        Bench {
+            workload: workload.into(),
+            case: case.into(),
+            repetitions: 1,
+            metrics: vec![MetricResult::new(metric, "kernel", samples)],
+            skipped: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn goals_are_judged_from_the_ratios() {
+        let benches = vec![
+            bench("fastpath", "wake, no waiters", Metric::lower("call", "ns"), &[("ufutex", 10.0), ("kernel", 300.0)]),
+            bench(
+                "fastpath",
+                "wait, value mismatch",
+                Metric::lower("call", "ns"),
+                &[("ufutex", 20.0), ("kernel", 300.0)],
+            ),
+            bench(
+                "schbench",
+                "messages=2",
+                Metric::higher("requests/s", "req/s"),
+                &[("ufutex[auto]", 101.0), ("ufutex[fixed]", 100.0)],
+            ),
+        ];
+        let g = judge(&benches);
+        let by = |name: &str| g.iter().find(|x| x.goal == name).unwrap();
+        assert_eq!(by("wake with no waiters").met, Some(true)); // 30×
+        assert_eq!(by("wait with a mismatching value").met, Some(false)); // 15×
+        assert_eq!(by("requeue of 128 sleepers (the call)").met, None); // not run
+        let resize = by("schbench: resized (auto) table vs fixed table");
+        assert_eq!(resize.met, Some(true));
+        assert!((resize.ratio.unwrap() - 1.01).abs() < 1e-9);
+    }
+
+    #[test]
+    fn mutex_goals_say_when_ufutex_did_not_run() {
+        let lock = bench("lock", "threads=8 cs=1us", Metric::higher("throughput", "ops/s"), &[("pthread", 1.0)]);
+        let g = lock_goals(&[lock]);
+        assert_eq!(g.len(), 1);
+        assert_eq!(g[0].met, None);
+        assert!(g[0].measured.contains("not in this build"));
+    }
+}

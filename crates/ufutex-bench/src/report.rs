@@ -49,7 +49,7 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
         step("waitv latency", &format!("waitv --modes latency --entries 1,128,1024 --reps {}", r(7))),
         step("ping-pong pinned", &format!("ping-pong -p 1 --iters {} --reps {}", n(20_000, 2_000), r(5))),
         step("ping-pong 4 pairs", &format!("ping-pong -p 4 --iters {} --reps {}", n(5_000, 500), r(5))),
-        step("schbench", &format!("schbench -m 2 -w 8 --reps {} --runtime {}", r(5), t(0.5, 0.1))),
+        step("schbench", &format!("schbench -m 2 -w 8 --reps {} --runtime {}", r(7), t(0.7, 0.1))),
         step(
             "lock",
             &format!("lock --threads {lock_threads} --cs {lock_cs} --reps {} --runtime {}", r(5), t(0.2, 0.05)),

@@ -119,3 +119,35 @@ impl Exporter for Markdown {
         Ok(vec![Output { name: self.name.clone(), contents: s }])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::{Metric, MetricResult, Skip};
+
+    #[test]
+    fn tables_show_medians_spread_ratios_and_skips() {
+        let mut b = Bench {
+            workload: "w".into(),
+            case: "c=1".into(),
+            repetitions: 2,
+            metrics: vec![MetricResult::new(
+                Metric::lower("call", "ns"),
+                "kernel",
+                vec![("kernel".into(), vec![300.0, 310.0]), ("ufutex".into(), vec![3.0, 4.0])],
+            )],
+            skipped: vec![Skip { competitor: "x".into(), reason: "no waitv".into() }],
+            notes: vec!["a note".into()],
+        };
+        let t = bench_table(&b);
+        assert!(t.contains("| ufutex | 3.50 [3.00 .. 4.00] | 87.1× |"), "{t}");
+        assert!(t.contains("- skipped **x**: no waitv"));
+        assert!(t.contains("- a note"));
+        b.case = "c=2".into();
+        let mut doc = Document::new(vec![b.clone(), b]);
+        doc.benches[0].case = "c=1".into();
+        let s = skipped_summary(&doc);
+        assert_eq!(s.lines().count(), 1, "{s}");
+        assert!(s.contains("(2 case(s): c=1; c=2)"), "{s}");
+    }
+}
