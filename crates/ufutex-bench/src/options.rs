@@ -71,8 +71,7 @@ fn common(c: &CommonArgs, default_runtime: f64, lock: bool) -> R<Common> {
     }
     for i in &impls {
         if !valid.contains(&i.as_str()) {
-            let hint = if lock && i == "ufutex" { " (ufutex::sync is not in this build yet)" } else { "" };
-            return Err(format!("--impl: unknown competitor {i:?}{hint}; expected one of: {}", valid.join(", ")));
+            return Err(format!("--impl: unknown competitor {i:?}; expected one of: {}", valid.join(", ")));
         }
     }
     Ok(Common {
