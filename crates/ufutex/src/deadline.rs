@@ -127,7 +127,7 @@ pub(crate) struct Timeout {
 
 impl Timeout {
     /// Whether the deadline has passed.
-    #[cfg(test)]
+    #[cfg_attr(ufutex_loom, allow(dead_code))]
     pub(crate) fn expired(&self) -> bool {
         self.clock.now() >= self.at
     }

@@ -20,6 +20,8 @@
 mod deadline;
 mod domain;
 mod error;
+#[cfg(not(ufutex_loom))] // the C ABI reads real memory; loom models only the core
+mod ffi;
 mod key;
 mod lock;
 mod numa;
@@ -27,6 +29,7 @@ mod parker;
 mod primitive;
 mod queue;
 mod requeue;
+pub mod sync;
 mod table;
 mod thread;
 mod wait;

@@ -7,9 +7,9 @@
 //! - `Idle → Queued`: its own thread enqueues it (wait, waitv setup);
 //! - `Queued → Queued`: requeue or resize moves it to another key or bucket;
 //! - `Queued → Woken`: a waker (wake, requeue) dequeues it; it then owes the thread one unpark;
-//! - `Woken → Idle`: its own thread, once every unpark owed for the episode arrived (a waitv
-//!   node is reused by the thread's next waitv; a plain wait's node is dropped instead);
-//! - `Queued → Idle`: its own thread dequeues it (timeout, interruption, waitv clean-up).
+//! - `Queued → Idle`: its own thread dequeues it (timeout, interruption, waitv clean-up);
+//! - `Woken → Idle`: its own thread, once the waker's unpark has arrived (`Node::reclaim`),
+//!   before the node is reused (waitv nodes live as long as their thread).
 //!
 //! Lifetime rule: a node is alive while `Queued`, and after `Woken` until its waker has
 //! unparked its thread — the thread waits for that unpark before it reuses or frees the node.
@@ -80,15 +80,15 @@ impl Node {
         self.index
     }
 
-    /// End of an episode: `Woken → Idle` (or stays `Idle`), so the node can be queued again.
+    /// `Woken → Idle`, by the node's own thread, once the waker's unpark has arrived: from
+    /// then on no other thread references the node, so it can be queued again.
     ///
     /// # Safety
-    /// The node is not `Queued`, and every waker that dequeued it has already unparked its
-    /// thread (so nobody else touches it any more).
-    pub(crate) unsafe fn end_episode(&self) {
-        // SAFETY: per the contract the calling thread is the node's only user.
+    /// The node is not queued, and every unpark owed for it has been received.
+    pub(crate) unsafe fn reclaim(&self) {
+        // SAFETY: per the contract no other thread can reach the node any more.
         let l = unsafe { self.locked() };
-        debug_assert!(l.state != NodeState::Queued, "a queued node's episode is not over");
+        debug_assert!(l.state != NodeState::Queued, "a queued node cannot be reclaimed");
         l.state = NodeState::Idle;
     }
 

@@ -31,6 +31,9 @@ impl ThreadData {
         if domains.iter().any(|d| Arc::ptr_eq(d, threads)) {
             return None;
         }
+        // Forget domains that were dropped (we hold the last reference to their counter), so
+        // a long-lived thread that waits on many short-lived domains does not accumulate them.
+        domains.retain(|d| Arc::strong_count(d) > 1);
         domains.push(threads.clone());
         Some(threads.fetch_add(1, Ordering::Relaxed) + 1)
     }

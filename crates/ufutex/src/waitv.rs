@@ -133,9 +133,9 @@ fn finish(td: &ThreadData, nodes: &[Node], otherwise: Result<(), WaitError>) -> 
     }
     await_unparks(&td.parker, woken);
     for node in nodes {
-        // SAFETY: every node was dequeued above (by us or a waker), and every waker's unpark
-        // has arrived: the nodes are ours alone until the next episode.
-        unsafe { node.end_episode() };
+        // SAFETY: every node is out of its queue (dequeued by us or by a waker) and every
+        // waker's unpark has arrived (`await_unparks`): no other thread references them.
+        unsafe { node.reclaim() };
     }
     match (best, otherwise) {
         (Some(i), _) => Ok(i),

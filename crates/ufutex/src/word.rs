@@ -89,7 +89,7 @@ mod sealed {
 /// Sealed: the core relies on the word being a plain, aligned atomic of the named width.
 pub trait Futex: sealed::Sealed + Sync {
     /// The integer the word holds.
-    type Value: Copy + Eq + std::fmt::Debug;
+    type Value: Copy + Eq + std::fmt::Debug + Send + Sync + 'static;
 
     #[doc(hidden)]
     fn word_ref(&self) -> WordRefOpaque;

@@ -1,9 +1,14 @@
 //! The kernel futex, used by the parker and the bucket lock: futex2 `futex_wait` (455) with an
 //! absolute deadline — restarted by the kernel under `SA_RESTART` with the same deadline, and
 //! `EINTR` otherwise — and the legacy `FUTEX_WAKE` (no futex2 wake is needed for a u32).
+//!
+//! Where `futex_wait` does not exist (`ENOSYS`: kernels before 6.7, valgrind, some seccomp
+//! sandboxes) the legacy `FUTEX_WAIT_BITSET` takes over with the same absolute deadline. It
+//! returns `EINTR` even for `SA_RESTART` handlers, so there a signal may end a wait early as
+//! `Interrupted`: the one difference, and only on such systems.
 
 use crate::deadline::Timeout;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 const SYS_FUTEX_WAIT: libc::c_long = 455;
 const FUTEX2_SIZE_U32: libc::c_ulong = 0x02;
@@ -18,36 +23,78 @@ pub(crate) enum KernelWait {
     Interrupted,
 }
 
+/// Whether `futex_wait` (455) answered ENOSYS once: then every wait uses the legacy call.
+static NO_FUTEX2: AtomicBool = AtomicBool::new(false);
+
 /// Sleep while `*word == val`, until woken or `timeout` passes.
 pub(crate) fn wait(word: &AtomicU32, val: u32, timeout: Option<&Timeout>) -> KernelWait {
     let ts = timeout.map(|t| t.at.to_libc());
-    let (ts_ptr, clock) = match (&ts, timeout) {
-        (Some(ts), Some(t)) => (ts as *const libc::timespec, t.clock.id()),
-        _ => (std::ptr::null(), libc::CLOCK_MONOTONIC),
-    };
-    // SAFETY:
-    // - `word` is a live, aligned u32 for the whole call (borrowed);
-    // - `ts_ptr` is null or points to `ts`, which outlives the call;
-    // - futex_wait(uaddr, val, mask, flags, timeout, clockid) only reads these.
-    let r = unsafe {
-        libc::syscall(
-            SYS_FUTEX_WAIT,
-            word.as_ptr(),
-            val as libc::c_ulong,
-            u32::MAX as libc::c_ulong,
-            FUTEX2_SIZE_U32 | FUTEX2_PRIVATE,
-            ts_ptr,
-            clock,
-        )
+    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |ts| ts as *const libc::timespec);
+    let clock = timeout.map_or(libc::CLOCK_MONOTONIC, |t| t.clock.id());
+    // Relaxed: a hint; a thread that misses it makes one more failing futex_wait call.
+    let r = if NO_FUTEX2.load(Ordering::Relaxed) {
+        legacy_wait(word, val, ts_ptr, clock)
+    } else {
+        // SAFETY:
+        // - `word` is a live, aligned u32 for the whole call (borrowed);
+        // - `ts_ptr` is null or points to `ts`, which outlives the call;
+        // - futex_wait(uaddr, val, mask, flags, timeout, clockid) only reads these.
+        let r = unsafe {
+            libc::syscall(
+                SYS_FUTEX_WAIT,
+                word.as_ptr(),
+                val as libc::c_ulong,
+                u32::MAX as libc::c_ulong,
+                FUTEX2_SIZE_U32 | FUTEX2_PRIVATE,
+                ts_ptr,
+                clock,
+            )
+        };
+        if r != 0 && errno() == libc::ENOSYS {
+            NO_FUTEX2.store(true, Ordering::Relaxed);
+            legacy_wait(word, val, ts_ptr, clock)
+        } else {
+            r
+        }
     };
     if r == 0 {
         return KernelWait::Retry;
     }
-    match std::io::Error::last_os_error().raw_os_error() {
-        Some(libc::ETIMEDOUT) => KernelWait::TimedOut,
-        Some(libc::EINTR) => KernelWait::Interrupted,
-        _ => KernelWait::Retry, // EAGAIN: the value changed
+    match errno() {
+        libc::ETIMEDOUT => KernelWait::TimedOut,
+        libc::EINTR => KernelWait::Interrupted,
+        libc::EAGAIN => KernelWait::Retry, // the value changed
+        // Anything else (no futex at all): never sleep in a busy loop past the deadline.
+        _ if timeout.is_some_and(|t| t.expired()) => KernelWait::TimedOut,
+        _ => {
+            std::thread::yield_now();
+            KernelWait::Retry
+        }
     }
+}
+
+/// `FUTEX_WAIT_BITSET` with an absolute deadline on `clock`.
+fn legacy_wait(word: &AtomicU32, val: u32, ts: *const libc::timespec, clock: libc::clockid_t) -> libc::c_long {
+    let realtime = if clock == libc::CLOCK_REALTIME { libc::FUTEX_CLOCK_REALTIME } else { 0 };
+    // SAFETY:
+    // - `word` is a live, aligned u32 for the whole call (borrowed);
+    // - `ts` is null or points to a timespec that outlives the call (the caller's);
+    // - FUTEX_WAIT_BITSET ignores uaddr2 (null) and reads only these.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG | realtime,
+            val,
+            ts,
+            std::ptr::null::<u32>(),
+            u32::MAX,
+        )
+    }
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
 /// Wake up to `n` threads sleeping on `word`.

@@ -13,23 +13,34 @@ use std::sync::atomic::{AtomicU32, Ordering};
 const SLEEPING: u32 = 1 << 31;
 const COUNT: u32 = SLEEPING - 1;
 
-/// Busy-wait iterations before yielding. A PAUSE costs ~70 ns on the target machines (AMD EPYC),
-/// so this spins ~4 µs: long enough to catch a partner that is running on the other CPU (a
-/// spin round trip is ~40 ns, a wake's slow path well under a µs), short enough that a thread
-/// whose partner is *not* running wastes little. See BENCHMARKS.md for the measurements.
-const SPINS: u32 = 64;
-/// Then give the CPU away this many times before sleeping: when the machine is oversubscribed
-/// the partner may be runnable on this very CPU, and a yield lets it run without the ~15–55 µs
-/// sleep/wake round trip; on an idle CPU a yield returns at once.
-const YIELDS: u32 = 4;
+/// The adaptive spin, in PAUSEs (~70 ns each on the target AMD EPYC machines). A cross-CPU
+/// sleep/wake costs 15–55 µs there, a spin round trip ~40 ns. Spinning pays when the partner
+/// runs on the other CPU (a pinned ping-pong stays out of the kernel with a few µs of spin)
+/// and costs when it does not (oversubscribed, a spin burns CPU the partner needs). So each
+/// thread keeps a score of how its recent spins went: a park that ended while spinning adds
+/// `SCORE_WIN`, one that had to yield or sleep takes one off. While the score is above zero
+/// the thread spins up to `SPIN_LONG`, else only `SPIN_SHORT` — enough to notice a partner that
+/// is already answering, and to climb back when the workload changes. Spinning stays on while
+/// more than one park in `SCORE_WIN + 1` succeeds by spinning. BENCHMARKS.md has the numbers.
+const SPIN_SHORT: u32 = 8;
+const SPIN_LONG: u32 = 128;
+const SCORE_WIN: u32 = 3;
+const SCORE_MAX: u32 = 32;
+const SCORE_START: u32 = 8;
+/// Then give the CPU away once before sleeping: when the machine is oversubscribed the partner
+/// may be runnable on this very CPU, and a yield lets it run without a sleep/wake round trip;
+/// on an idle CPU the yield returns at once.
+const YIELDS: u32 = 1;
 
 pub(crate) struct Parker {
     word: AtomicU32,
+    /// The adaptive spin score; only its own thread reads or writes it (Relaxed).
+    score: AtomicU32,
 }
 
 impl Parker {
     pub(crate) fn new() -> Parker {
-        Parker { word: AtomicU32::new(0) }
+        Parker { word: AtomicU32::new(0), score: AtomicU32::new(SCORE_START) }
     }
 
     #[inline]
@@ -40,12 +51,16 @@ impl Parker {
 
     /// Wait until `need` unparks of this episode have arrived, or `timeout` passes.
     pub(crate) fn park(&self, need: u32, timeout: Option<&Timeout>) -> Result<(), ParkTimeout> {
-        for _ in 0..SPINS {
+        let score = self.score.load(Ordering::Relaxed);
+        let budget = if score > 0 { SPIN_LONG } else { SPIN_SHORT };
+        for _ in 0..budget {
             if self.reached(need) {
+                self.score.store((score + SCORE_WIN).min(SCORE_MAX), Ordering::Relaxed);
                 return Ok(());
             }
             std::hint::spin_loop();
         }
+        self.score.store(score.saturating_sub(1), Ordering::Relaxed);
         for _ in 0..YIELDS {
             if self.reached(need) {
                 return Ok(());
@@ -57,6 +72,9 @@ impl Parker {
             if v & COUNT >= need {
                 return Ok(());
             }
+            // Relaxed: SLEEPING only tells an unpark to call futex_wake; the kernel compares the
+            // whole word again under its own lock, so an unpark that lands in between makes
+            // futex_wait return EAGAIN instead of sleeping.
             if v & SLEEPING == 0
                 && self.word.compare_exchange(v, v | SLEEPING, Ordering::Relaxed, Ordering::Relaxed).is_err()
             {
@@ -73,6 +91,8 @@ impl Parker {
 
     /// End the episode. Only once every unpark owed to it has arrived.
     pub(crate) fn reset(&self) {
+        // Relaxed: no unpark of this episode is in flight any more, and the first waker of the
+        // next one reaches this thread's node only through a bucket lock taken after this.
         self.word.store(0, Ordering::Relaxed);
     }
 

@@ -1,0 +1,169 @@
+//! The command line as clap sees it. Values are checked further in [`crate::options`].
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ufutex-bench",
+    version,
+    about = "Every futex benchmark, side by side: ufutex, the kernel's futex2 syscalls and userspace peers, in one run"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every subcommand takes.
+#[derive(Debug, Clone, Args)]
+pub struct CommonArgs {
+    /// Competitors, comma-separated (futex workloads: ufutex, ufutex-domain, kernel, atomic-wait,
+    /// parking_lot_core; lock: pthread, std, parking_lot and ufutex once ufutex::sync exists)
+    #[arg(long = "impl", value_name = "LIST")]
+    pub impls: Option<String>,
+    /// Timed repetitions per competitor, interleaved round-robin [default: 5; report --quick: 2]
+    #[arg(long, value_name = "N")]
+    pub reps: Option<usize>,
+    /// Seconds per timed repetition (throughput workloads); each workload has its own default
+    #[arg(long, value_name = "SECS")]
+    pub runtime: Option<f64>,
+    /// Table size of the `ufutex-domain` competitor: a power of two ≥ 2, "auto" or "large"
+    #[arg(long, default_value = "256", value_name = "SLOTS")]
+    pub domain_slots: String,
+    /// Also write the results as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// No progress line
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Skip the unmeasured warm-up run of each competitor
+    #[arg(long)]
+    pub no_warmup: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Fast paths: wake with no waiters and wait with a mismatching value, ns per call
+    Fastpath {
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// perf's futex-hash: T threads × F futexes, waits that mismatch; --contend takes bucket locks
+    Hash {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Threads
+        #[arg(long, short = 't', default_value_t = 2)]
+        threads: usize,
+        /// Futexes per thread
+        #[arg(long, short = 'f', default_value_t = 1024)]
+        futexes: usize,
+        /// Wake (with a non-matching mask) words that have sleepers: real bucket-lock traffic
+        #[arg(long)]
+        contend: bool,
+        /// Sleeping waiters in --contend mode
+        #[arg(long, default_value_t = 64)]
+        sleepers: usize,
+        /// Word size in bits: 8, 16, 32 or 64 (the kernel only has 32)
+        #[arg(long, default_value_t = 32)]
+        size: u32,
+        /// Sweep table sizes: comma-separated powers of two, "auto", "large", or "sweep"
+        /// (= auto,2,4,…,2048,large); ufutex domains vs the kernel's PR_FUTEX_HASH
+        #[arg(long, value_name = "LIST")]
+        slots: Option<String>,
+    },
+    /// perf's futex-wake: N sleepers, one waker
+    Wake {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[arg(long, short = 'n', default_value_t = 128)]
+        waiters: usize,
+        /// Waiters woken per call (default: all in one call)
+        #[arg(long)]
+        nwake: Option<usize>,
+    },
+    /// perf's futex-wake-parallel: N sleepers, W wakers at once
+    WakeParallel {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[arg(long, short = 'n', default_value_t = 128)]
+        waiters: usize,
+        #[arg(long, short = 'w', default_value_t = 2)]
+        wakers: usize,
+    },
+    /// perf's futex-requeue: N sleepers moved to a second word in one call
+    Requeue {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[arg(long, short = 'n', default_value_t = 128)]
+        waiters: usize,
+        /// Waiters woken by the requeue (the rest are moved)
+        #[arg(long, default_value_t = 0)]
+        nr_wake: usize,
+    },
+    /// Wait on many words: failing waitv (mismatch first / last) and wake-up latency
+    Waitv {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Entry counts, comma-separated (1 … 1024)
+        #[arg(long, default_value = "1,8,32,128,1024")]
+        entries: String,
+        /// Which cases: first, last, latency (comma-separated)
+        #[arg(long, default_value = "first,last,latency")]
+        modes: String,
+    },
+    /// Round trips through two words; pinned pair or P pairs oversubscribed
+    PingPong {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[arg(long, short = 'p', default_value_t = 1)]
+        pairs: usize,
+        /// Round trips per repetition
+        #[arg(long, default_value_t = 20_000)]
+        iters: usize,
+        /// Do not pin the two sides to CPU 0 and CPU 1
+        #[arg(long)]
+        no_pin: bool,
+    },
+    /// Message threads waking worker threads: requests/s and wake-up latency
+    Schbench {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[arg(long, short = 'm', default_value_t = 2)]
+        messages: usize,
+        /// Workers per message thread
+        #[arg(long, short = 'w', default_value_t = 8)]
+        workers: usize,
+        /// Busy work per request, µs
+        #[arg(long, default_value_t = 2)]
+        work_us: u64,
+        /// Do not add the auto-resized vs fixed ufutex domains
+        #[arg(long)]
+        no_resize: bool,
+    },
+    /// Mutex throughput and fairness over critical-section sizes and thread counts
+    Lock {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Thread counts, comma-separated
+        #[arg(long, default_value = "1,2,8")]
+        threads: String,
+        /// Critical sections: increments, or "1us"; comma-separated
+        #[arg(long, default_value = "5,10,20,50,1us")]
+        cs: String,
+    },
+    /// Everything at a chosen scale: report.md, report.json and SVG plots in --out
+    Report {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Output directory
+        #[arg(long, default_value = "report")]
+        out: PathBuf,
+        /// Small scale: under a minute
+        #[arg(long)]
+        quick: bool,
+        /// Multiply every runtime and iteration count by this factor
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+    },
+}

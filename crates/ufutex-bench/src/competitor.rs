@@ -1,0 +1,431 @@
+//! The competitors: one implementation of [`Competitor`] per futex implementation. Workloads are
+//! generic over it, so each competitor's loop is compiled on its own (no dynamic dispatch in the
+//! measured path).
+
+use crate::sys;
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use ufutex::{Domain, DomainConfig, Slots};
+
+/// A futex word of any size the workloads use.
+pub trait Word: ufutex::Futex + Sync + Send + 'static {
+    fn new(v: u64) -> Self;
+    fn get(&self) -> u64;
+    fn set(&self, v: u64);
+    fn value(v: u64) -> Self::Value;
+    fn as_u32(&self) -> Option<&AtomicU32>;
+}
+
+macro_rules! word {
+    ($t:ty, $v:ty, $as32:expr) => {
+        impl Word for $t {
+            fn new(v: u64) -> Self {
+                <$t>::new(v as $v)
+            }
+            #[inline]
+            fn get(&self) -> u64 {
+                self.load(Ordering::Acquire) as u64
+            }
+            #[inline]
+            fn set(&self, v: u64) {
+                self.store(v as $v, Ordering::Release)
+            }
+            #[inline]
+            fn value(v: u64) -> $v {
+                v as $v
+            }
+            #[inline]
+            fn as_u32(&self) -> Option<&AtomicU32> {
+                $as32(self)
+            }
+        }
+    };
+}
+word!(AtomicU8, u8, |_| None);
+word!(AtomicU16, u16, |_| None);
+word!(AtomicU32, u32, Some);
+word!(AtomicU64, u64, |_| None);
+
+/// How a wait returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    Woken,
+    Mismatch,
+    /// Interrupted or spuriously returned (legacy futex, parking_lot); callers re-check.
+    Other,
+}
+
+/// An operation a workload needs; competitors say which they cannot do and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    WaitWake,
+    /// Waits and wakes with a bitset mask.
+    Mask,
+    Waitv,
+    Requeue,
+    /// Words of 8, 16 or 64 bits.
+    Sizes,
+}
+
+/// "Every word" mask.
+pub const ANY: u64 = u32::MAX as u64;
+
+/// One futex implementation under test.
+pub trait Competitor: Sync {
+    /// A prepared waitv vector (built outside the measured loop).
+    type Waitv<'a>: Sync
+    where
+        Self: 'a;
+
+    fn name(&self) -> String;
+    /// `Some(reason)` when this competitor cannot run `op`.
+    fn unsupported(&self, op: Op) -> Option<String>;
+    fn wait<W: Word>(&self, w: &W, expected: u64, mask: u64) -> Wait;
+    fn wake<W: Word>(&self, w: &W, n: usize, mask: u64) -> usize;
+    fn prepare_waitv<'a>(&'a self, entries: &[(&'a AtomicU32, u32)]) -> Self::Waitv<'a>;
+    /// The woken index, or the reason it returned.
+    fn waitv(&self, v: &Self::Waitv<'_>) -> Result<usize, Wait>;
+    fn requeue(
+        &self,
+        from: &AtomicU32,
+        expected: u32,
+        to: &AtomicU32,
+        nr_wake: usize,
+        nr_requeue: usize,
+    ) -> Result<usize, Wait>;
+    /// Exactly how many waiters are queued, when the implementation can tell.
+    fn queued(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// ufutex, through the process default domain or a domain of its own.
+pub struct Ufutex {
+    domain: Option<Domain>,
+    label: String,
+}
+
+impl Ufutex {
+    pub fn default_domain() -> Self {
+        Ufutex { domain: None, label: "ufutex".into() }
+    }
+
+    pub fn with_slots(slots: Slots) -> std::io::Result<Self> {
+        let label = match slots {
+            Slots::Auto => "ufutex[auto]".to_string(),
+            Slots::Large => "ufutex[large]".to_string(),
+            Slots::Fixed(n) => format!("ufutex[{n}]"),
+        };
+        Ok(Ufutex { domain: Some(Domain::new(DomainConfig::new().slots(slots))?), label })
+    }
+
+    pub fn labelled(mut self, label: &str) -> Self {
+        self.label = label.into();
+        self
+    }
+
+    pub fn domain(&self) -> &Domain {
+        self.domain.as_ref().unwrap_or_else(|| Domain::default_domain())
+    }
+}
+
+fn ufutex_mask(mask: u64) -> u64 {
+    if mask == ANY {
+        ufutex::MATCH_ANY
+    } else {
+        mask
+    }
+}
+
+impl Competitor for Ufutex {
+    type Waitv<'a> = Vec<ufutex::WaitEntry<'a>>;
+
+    fn name(&self) -> String {
+        self.label.clone()
+    }
+    fn unsupported(&self, _op: Op) -> Option<String> {
+        None
+    }
+    #[inline]
+    fn wait<W: Word>(&self, w: &W, expected: u64, mask: u64) -> Wait {
+        match self.domain().wait_bitset(w, W::value(expected), ufutex_mask(mask), None) {
+            Ok(()) => Wait::Woken,
+            Err(ufutex::WaitError::WouldBlock) => Wait::Mismatch,
+            Err(_) => Wait::Other,
+        }
+    }
+    #[inline]
+    fn wake<W: Word>(&self, w: &W, n: usize, mask: u64) -> usize {
+        self.domain().wake_bitset(w, n, ufutex_mask(mask))
+    }
+    fn prepare_waitv<'a>(&'a self, entries: &[(&'a AtomicU32, u32)]) -> Self::Waitv<'a> {
+        entries.iter().map(|&(w, v)| ufutex::WaitEntry::new(w, v)).collect()
+    }
+    #[inline]
+    fn waitv(&self, v: &Self::Waitv<'_>) -> Result<usize, Wait> {
+        match self.domain().waitv(v, None) {
+            Ok(i) => Ok(i),
+            Err(ufutex::WaitError::WouldBlock) => Err(Wait::Mismatch),
+            Err(_) => Err(Wait::Other),
+        }
+    }
+    fn requeue(
+        &self,
+        from: &AtomicU32,
+        expected: u32,
+        to: &AtomicU32,
+        nr_wake: usize,
+        nr_requeue: usize,
+    ) -> Result<usize, Wait> {
+        self.domain().requeue(from, expected, to, nr_wake, nr_requeue).map_err(|e| match e {
+            ufutex::WaitError::WouldBlock => Wait::Mismatch,
+            _ => Wait::Other,
+        })
+    }
+    fn queued(&self) -> Option<usize> {
+        Some(self.domain().queued_waiters())
+    }
+}
+
+fn kernel_wait_result(r: std::io::Result<usize>) -> Wait {
+    match r {
+        Ok(_) => Wait::Woken,
+        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Wait::Mismatch,
+        Err(_) => Wait::Other,
+    }
+}
+
+/// The kernel's futex2 syscalls (32-bit private words).
+pub struct Kernel {
+    pub label: String,
+}
+
+impl Default for Kernel {
+    fn default() -> Self {
+        Kernel { label: "kernel".into() }
+    }
+}
+
+impl Competitor for Kernel {
+    type Waitv<'a> = Vec<sys::FutexWaitv>;
+
+    fn name(&self) -> String {
+        self.label.clone()
+    }
+    fn unsupported(&self, op: Op) -> Option<String> {
+        let s = sys::kernel_support();
+        if let Some(r) = &s.futex2 {
+            return Some(r.clone());
+        }
+        match op {
+            Op::Sizes => s.small_sizes.clone(),
+            _ => None,
+        }
+    }
+    #[inline]
+    fn wait<W: Word>(&self, w: &W, expected: u64, mask: u64) -> Wait {
+        match w.as_u32() {
+            Some(w) => kernel_wait_result(sys::futex2_wait(w, expected as u32, mask)),
+            None => Wait::Other,
+        }
+    }
+    #[inline]
+    fn wake<W: Word>(&self, w: &W, n: usize, mask: u64) -> usize {
+        w.as_u32().and_then(|w| sys::futex2_wake(w, n, mask).ok()).unwrap_or(0)
+    }
+    fn prepare_waitv<'a>(&'a self, entries: &[(&'a AtomicU32, u32)]) -> Self::Waitv<'a> {
+        entries.iter().map(|&(w, v)| sys::FutexWaitv::new(w, v)).collect()
+    }
+    #[inline]
+    fn waitv(&self, v: &Self::Waitv<'_>) -> Result<usize, Wait> {
+        sys::futex2_waitv(v).map_err(|e| kernel_wait_result(Err(e)))
+    }
+    fn requeue(
+        &self,
+        from: &AtomicU32,
+        expected: u32,
+        to: &AtomicU32,
+        nr_wake: usize,
+        nr_requeue: usize,
+    ) -> Result<usize, Wait> {
+        sys::futex2_requeue(from, expected, to, nr_wake, nr_requeue).map_err(|e| kernel_wait_result(Err(e)))
+    }
+}
+
+/// A thin wrapper over the legacy FUTEX_WAIT/FUTEX_WAKE, in the style of the atomic-wait crate:
+/// wait and wake on a 32-bit word, nothing else.
+pub struct AtomicWaitStyle;
+
+impl Competitor for AtomicWaitStyle {
+    type Waitv<'a> = ();
+
+    fn name(&self) -> String {
+        "atomic-wait".into()
+    }
+    fn unsupported(&self, op: Op) -> Option<String> {
+        match op {
+            Op::WaitWake => None,
+            Op::Mask => Some("the atomic-wait API has no bitset masks".into()),
+            Op::Waitv => Some("the atomic-wait API has no wait-on-many".into()),
+            Op::Requeue => Some("the atomic-wait API has no requeue".into()),
+            Op::Sizes => Some("atomic-wait is 32-bit only".into()),
+        }
+    }
+    #[inline]
+    fn wait<W: Word>(&self, w: &W, expected: u64, _mask: u64) -> Wait {
+        match w.as_u32() {
+            Some(w) => kernel_wait_result(sys::legacy_wait(w, expected as u32)),
+            None => Wait::Other,
+        }
+    }
+    #[inline]
+    fn wake<W: Word>(&self, w: &W, n: usize, _mask: u64) -> usize {
+        w.as_u32().and_then(|w| sys::legacy_wake(w, n).ok()).unwrap_or(0)
+    }
+    fn prepare_waitv<'a>(&'a self, _entries: &[(&'a AtomicU32, u32)]) -> Self::Waitv<'a> {}
+    fn waitv(&self, _v: &()) -> Result<usize, Wait> {
+        Err(Wait::Other)
+    }
+    fn requeue(&self, _: &AtomicU32, _: u32, _: &AtomicU32, _: usize, _: usize) -> Result<usize, Wait> {
+        Err(Wait::Other)
+    }
+}
+
+/// parking_lot_core's park/unpark keyed by the word's address (the mask rides in the token).
+pub struct ParkingLotCore;
+
+impl Competitor for ParkingLotCore {
+    type Waitv<'a> = ();
+
+    fn name(&self) -> String {
+        "parking_lot_core".into()
+    }
+    fn unsupported(&self, op: Op) -> Option<String> {
+        match op {
+            Op::Waitv => Some("parking_lot_core cannot park on several keys".into()),
+            _ => None,
+        }
+    }
+    #[inline]
+    fn wait<W: Word>(&self, w: &W, expected: u64, mask: u64) -> Wait {
+        let key = w as *const W as usize;
+        // SAFETY:
+        // - the validate/before_sleep/timed_out callbacks neither panic nor call into
+        //   parking_lot (they only load an atomic), as `park` requires.
+        let r = unsafe {
+            parking_lot_core::park(
+                key,
+                || w.get() == expected,
+                || {},
+                |_, _| {},
+                parking_lot_core::ParkToken(mask as usize),
+                None,
+            )
+        };
+        match r {
+            parking_lot_core::ParkResult::Unparked(_) => Wait::Woken,
+            parking_lot_core::ParkResult::Invalid => Wait::Mismatch,
+            parking_lot_core::ParkResult::TimedOut => Wait::Other,
+        }
+    }
+    #[inline]
+    fn wake<W: Word>(&self, w: &W, n: usize, mask: u64) -> usize {
+        use parking_lot_core::FilterOp;
+        let key = w as *const W as usize;
+        let mut left = n;
+        // SAFETY:
+        // - the filter and callback neither panic nor call into parking_lot.
+        let r = unsafe {
+            parking_lot_core::unpark_filter(
+                key,
+                |t| {
+                    if left == 0 {
+                        FilterOp::Stop
+                    } else if t.0 as u64 & mask != 0 {
+                        left -= 1;
+                        FilterOp::Unpark
+                    } else {
+                        FilterOp::Skip
+                    }
+                },
+                |_| parking_lot_core::DEFAULT_UNPARK_TOKEN,
+            )
+        };
+        r.unparked_threads
+    }
+    fn prepare_waitv<'a>(&'a self, _entries: &[(&'a AtomicU32, u32)]) -> Self::Waitv<'a> {}
+    fn waitv(&self, _v: &()) -> Result<usize, Wait> {
+        Err(Wait::Other)
+    }
+    fn requeue(
+        &self,
+        from: &AtomicU32,
+        expected: u32,
+        to: &AtomicU32,
+        nr_wake: usize,
+        _nr_requeue: usize,
+    ) -> Result<usize, Wait> {
+        use parking_lot_core::RequeueOp;
+        let op = if nr_wake == 0 { RequeueOp::RequeueAll } else { RequeueOp::UnparkOneRequeueRest };
+        // SAFETY:
+        // - the validate and callback closures neither panic nor call into parking_lot.
+        let r = unsafe {
+            parking_lot_core::unpark_requeue(
+                from as *const AtomicU32 as usize,
+                to as *const AtomicU32 as usize,
+                || if from.load(Ordering::Acquire) == expected { op } else { RequeueOp::Abort },
+                |_, _| parking_lot_core::DEFAULT_UNPARK_TOKEN,
+            )
+        };
+        if r.unparked_threads + r.requeued_threads == 0 && from.load(Ordering::Acquire) != expected {
+            return Err(Wait::Mismatch);
+        }
+        Ok(r.unparked_threads + r.requeued_threads)
+    }
+}
+
+/// Competitor names accepted by `--impl` for the futex workloads.
+pub const NAMES: &[&str] = &["ufutex", "ufutex-domain", "kernel", "atomic-wait", "parking_lot_core"];
+
+/// A competitor picked on the command line (static dispatch through [`dispatch!`]).
+pub enum AnyCompetitor {
+    Ufutex(Ufutex),
+    Kernel(Kernel),
+    AtomicWait(AtomicWaitStyle),
+    ParkingLot(ParkingLotCore),
+}
+
+impl AnyCompetitor {
+    /// Build one by name; `domain_slots` is the size of the `ufutex-domain` table.
+    pub fn by_name(name: &str, domain_slots: Slots) -> std::io::Result<Self> {
+        Ok(match name {
+            "ufutex" => AnyCompetitor::Ufutex(Ufutex::default_domain()),
+            "ufutex-domain" => AnyCompetitor::Ufutex(Ufutex::with_slots(domain_slots)?),
+            "kernel" => AnyCompetitor::Kernel(Kernel::default()),
+            "atomic-wait" => AnyCompetitor::AtomicWait(AtomicWaitStyle),
+            "parking_lot_core" => AnyCompetitor::ParkingLot(ParkingLotCore),
+            other => return Err(std::io::Error::other(format!("unknown competitor {other:?}"))),
+        })
+    }
+
+    pub fn name(&self) -> String {
+        dispatch!(self, c => c.name())
+    }
+
+    pub fn unsupported(&self, op: Op) -> Option<String> {
+        dispatch!(self, c => c.unsupported(op))
+    }
+}
+
+/// Run `$body` with `$c` bound to the concrete competitor inside an [`AnyCompetitor`].
+#[macro_export]
+macro_rules! dispatch {
+    ($any:expr, $c:ident => $body:expr) => {
+        match $any {
+            $crate::competitor::AnyCompetitor::Ufutex($c) => $body,
+            $crate::competitor::AnyCompetitor::Kernel($c) => $body,
+            $crate::competitor::AnyCompetitor::AtomicWait($c) => $body,
+            $crate::competitor::AnyCompetitor::ParkingLot($c) => $body,
+        }
+    };
+}
+pub use dispatch;

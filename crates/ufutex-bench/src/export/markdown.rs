@@ -1,0 +1,153 @@
+//! Markdown: one table per bench (median [min .. max] and the ratio to the baseline per
+//! metric), what was skipped and why, notes; and the goals table when the document has goals.
+
+use super::{num, ratio, Exporter, Output};
+use crate::result::{Bench, Document};
+use std::fmt::Write;
+use std::io;
+
+pub struct Markdown {
+    pub name: String,
+    /// Heading and preamble (the report's); none for a single workload.
+    pub title: Option<String>,
+}
+
+pub fn bench_table(b: &Bench) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "### {} — {}\n", b.workload, b.case);
+    let mut head = String::from("| competitor |");
+    let mut rule = String::from("|---|");
+    for m in &b.metrics {
+        let _ = write!(head, " {} ({}) median [min .. max] | × {} |", m.metric.name, m.metric.unit, m.baseline);
+        rule.push_str("---:|---:|");
+    }
+    let _ = writeln!(s, "{head}\n{rule}");
+    let names: Vec<&str> =
+        b.metrics.first().map(|m| m.rows.iter().map(|r| r.competitor.as_str()).collect()).unwrap_or_default();
+    for name in names {
+        let mut line = format!("| {name} |");
+        for m in &b.metrics {
+            match m.row(name) {
+                Some(r) => {
+                    let _ =
+                        write!(line, " {} [{} .. {}] | {} |", num(r.median), num(r.min), num(r.max), ratio(r.ratio));
+                }
+                None => line.push_str(" – | – |"),
+            }
+        }
+        let _ = writeln!(s, "{line}");
+    }
+    let _ = writeln!(
+        s,
+        "\n{} repetitions per competitor, interleaved; ratio > 1 means better than the baseline.",
+        b.repetitions
+    );
+    for k in &b.skipped {
+        let _ = writeln!(s, "- skipped **{}**: {}", k.competitor, k.reason);
+    }
+    for n in &b.notes {
+        let _ = writeln!(s, "- {n}");
+    }
+    s.push('\n');
+    s
+}
+
+fn goals(doc: &Document) -> String {
+    let mut s = String::from("## Goals\n\n| issue | goal | measured (ufutex vs baseline) | ratio | target | status |\n|---|---|---|---:|---:|---|\n");
+    for g in &doc.goals {
+        let status = match g.met {
+            Some(true) => "goal met",
+            Some(false) => "**goal not met**",
+            None => "not measured",
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} |",
+            g.issue,
+            g.goal,
+            g.measured,
+            ratio(g.ratio),
+            g.target,
+            status
+        );
+    }
+    s.push('\n');
+    s
+}
+
+/// Every skip once per (workload, competitor, reason), with the cases it covered.
+fn skipped_summary(doc: &Document) -> String {
+    let mut groups: Vec<(String, String, String, Vec<String>)> = Vec::new();
+    for b in &doc.benches {
+        for k in &b.skipped {
+            match groups.iter_mut().find(|g| g.0 == b.workload && g.1 == k.competitor && g.2 == k.reason) {
+                Some(g) => g.3.push(b.case.clone()),
+                None => groups.push((b.workload.clone(), k.competitor.clone(), k.reason.clone(), vec![b.case.clone()])),
+            }
+        }
+    }
+    let mut s = String::new();
+    for (workload, competitor, reason, cases) in groups {
+        let _ = writeln!(s, "- {workload}, **{competitor}**: {reason} ({} case(s): {})", cases.len(), cases.join("; "));
+    }
+    s
+}
+
+impl Exporter for Markdown {
+    fn export(&self, doc: &Document) -> io::Result<Vec<Output>> {
+        let mut s = String::new();
+        if let Some(t) = &self.title {
+            let m = &doc.machine;
+            let _ = writeln!(s, "# {t}\n");
+            let _ = writeln!(
+                s,
+                "- date (UTC): {}\n- command: `{}`\n- machine: {} CPUs, {}, Linux {}\n- {}\n",
+                doc.date_utc, doc.command, m.cpus, m.cpu_model, m.kernel, doc.tool
+            );
+            if !doc.goals.is_empty() {
+                s.push_str(&goals(doc));
+            }
+            let skipped = skipped_summary(doc);
+            if !skipped.is_empty() {
+                let _ = writeln!(s, "## Skipped, and why\n\n{skipped}");
+            }
+            s.push_str("## Results\n\n");
+        }
+        for b in &doc.benches {
+            s.push_str(&bench_table(b));
+        }
+        Ok(vec![Output { name: self.name.clone(), contents: s }])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::{Metric, MetricResult, Skip};
+
+    #[test]
+    fn tables_show_medians_spread_ratios_and_skips() {
+        let mut b = Bench {
+            workload: "w".into(),
+            case: "c=1".into(),
+            repetitions: 2,
+            metrics: vec![MetricResult::new(
+                Metric::lower("call", "ns"),
+                "kernel",
+                vec![("kernel".into(), vec![300.0, 310.0]), ("ufutex".into(), vec![3.0, 4.0])],
+            )],
+            skipped: vec![Skip { competitor: "x".into(), reason: "no waitv".into() }],
+            notes: vec!["a note".into()],
+        };
+        let t = bench_table(&b);
+        assert!(t.contains("| ufutex | 3.50 [3.00 .. 4.00] | 87.1× |"), "{t}");
+        assert!(t.contains("- skipped **x**: no waitv"));
+        assert!(t.contains("- a note"));
+        b.case = "c=2".into();
+        let mut doc = Document::new(vec![b.clone(), b]);
+        doc.benches[0].case = "c=1".into();
+        let s = skipped_summary(&doc);
+        assert_eq!(s.lines().count(), 1, "{s}");
+        assert!(s.contains("(2 case(s): c=1; c=2)"), "{s}");
+    }
+}

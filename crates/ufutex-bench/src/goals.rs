@@ -1,0 +1,196 @@
+//! The goals of issues 2, 4 and 6, judged from a run's benches as ratios measured in that run.
+
+use crate::export::num;
+use crate::result::{Bench, Goal};
+
+fn bench<'a>(benches: &'a [Bench], workload: &str, case_starts: &str) -> Option<&'a Bench> {
+    benches.iter().find(|b| b.workload == workload && b.case.starts_with(case_starts))
+}
+
+/// `x` against the baseline row of `metric` in `b`, as (ratio > 1 = x better, words).
+fn versus(b: Option<&Bench>, metric: &str, x: &str) -> Option<(f64, String)> {
+    let m = b?.metric(metric)?;
+    let (r, base) = (m.row(x)?, m.row(&m.baseline)?);
+    Some((r.ratio?, format!("{x} {} vs {} {} {}", num(r.median), m.baseline, num(base.median), m.metric.unit)))
+}
+
+fn goal(issue: &str, text: &str, target: &str, m: Option<(f64, String)>, ok: impl Fn(f64) -> bool) -> Goal {
+    match m {
+        Some((r, words)) => Goal {
+            issue: issue.into(),
+            goal: text.into(),
+            measured: words,
+            ratio: Some(r),
+            target: target.into(),
+            met: Some(ok(r)),
+        },
+        None => Goal {
+            issue: issue.into(),
+            goal: text.into(),
+            measured: "not in this run".into(),
+            ratio: None,
+            target: target.into(),
+            met: None,
+        },
+    }
+}
+
+pub fn judge(benches: &[Bench]) -> Vec<Goal> {
+    let mut g = Vec::new();
+    let wake0 = bench(benches, "fastpath", "wake, no waiters");
+    g.push(goal("#2", "wake with no waiters", "≥ 25×", versus(wake0, "call", "ufutex"), |r| r >= 25.0));
+    let wait = bench(benches, "fastpath", "wait, value mismatch");
+    g.push(goal("#2", "wait with a mismatching value", "≥ 25×", versus(wait, "call", "ufutex"), |r| r >= 25.0));
+    let rq = bench(benches, "requeue", "waiters=128 ");
+    g.push(goal("#2", "requeue of 128 sleepers (the call)", "≥ 10×", versus(rq, "requeue call", "ufutex"), |r| {
+        r >= 10.0
+    }));
+    let wv = bench(benches, "waitv", "mismatch last, entries=128");
+    g.push(goal("#2", "waitv of 128 entries failing on the last", "≥ 50×", versus(wv, "call", "ufutex"), |r| {
+        r >= 50.0
+    }));
+    let pp = bench(benches, "ping-pong", "pairs=1 ");
+    g.push(goal("#2", "ping-pong, one pair pinned to two CPUs", "≥ 10×", versus(pp, "round trip", "ufutex"), |r| {
+        r >= 10.0
+    }));
+    let pp4 = bench(benches, "ping-pong", "pairs=4 ");
+    g.push(goal(
+        "#2",
+        "ping-pong, 4 pairs on 2 CPUs",
+        "≥ 1× (no slower)",
+        versus(pp4, "round trip", "ufutex"),
+        |r| r >= 1.0,
+    ));
+    let wk = bench(benches, "wake", "waiters=128 nwake=all");
+    let within = 1.0 / 1.2;
+    g.push(goal(
+        "#2",
+        "wake 128 sleepers: the call",
+        "≥ 0.83× (within 1.2×)",
+        versus(wk, "wake call(s)", "ufutex"),
+        |r| r >= within,
+    ));
+    g.push(goal(
+        "#2",
+        "wake 128 sleepers: until all ran",
+        "≥ 0.83× (within 1.2×)",
+        versus(wk, "until all ran", "ufutex"),
+        |r| r >= within,
+    ));
+    g.push(resize_goal(bench(benches, "schbench", "")));
+    g.extend(lock_goals(benches));
+    g
+}
+
+/// Issue 4 (b): a domain that resized itself vs one fixed at that size, within 3%.
+fn resize_goal(b: Option<&Bench>) -> Goal {
+    let m = b.and_then(|b| b.metric("requests/s"));
+    let pair = m.and_then(|m| Some((m.row("ufutex[auto]")?, m.row("ufutex[fixed]")?)));
+    let measured =
+        pair.map(|(a, f)| (a.median / f.median, format!("resized {} vs fixed {} req/s", num(a.median), num(f.median))));
+    goal("#4", "schbench: resized (auto) table vs fixed table", "0.97× … 1.03×", measured, |r| {
+        (0.97..=1.03).contains(&r)
+    })
+}
+
+/// Issue 6: only when ufutex's Mutex took part.
+fn lock_goals(benches: &[Bench]) -> Vec<Goal> {
+    let locks: Vec<&Bench> = benches.iter().filter(|b| b.workload == "lock").collect();
+    if locks.is_empty() {
+        return Vec::new();
+    }
+    if !locks.iter().any(|b| b.metric("throughput").is_some_and(|m| m.row("ufutex").is_some())) {
+        return vec![Goal {
+            issue: "#6".into(),
+            goal: "mutex goals".into(),
+            measured: "ufutex::sync::Mutex did not run (not selected with --impl)".into(),
+            ratio: None,
+            target: "–".into(),
+            met: None,
+        }];
+    }
+    let best_other = |b: &Bench, metric: &str| -> Option<(f64, f64, String)> {
+        let m = b.metric(metric)?;
+        let u = m.row("ufutex")?.median;
+        let best = m.rows.iter().filter(|r| r.competitor != "ufutex").max_by(|a, c| a.median.total_cmp(&c.median))?;
+        Some((u / best.median, u, best.competitor.clone()))
+    };
+    let mut out = Vec::new();
+    for b in locks {
+        let case = &b.case;
+        if let Some((r, u, best)) = best_other(b, "throughput") {
+            let text = format!("mutex throughput, {case}");
+            let target = if case.contains("cs=1us") && case.starts_with("threads=8 ") {
+                "≥ 0.9× best"
+            } else {
+                "≥ 1× best"
+            };
+            let need = if target.starts_with("≥ 0.9") { 0.9 } else { 1.0 };
+            out.push(goal("#6", &text, target, Some((r, format!("ufutex {} vs best ({best}) ops/s", num(u)))), |r| {
+                r >= need
+            }));
+        }
+        if case.starts_with("threads=8 ") && case.contains("cs=1us") {
+            let m = b
+                .metric("min/max")
+                .and_then(|m| m.row("ufutex"))
+                .map(|r| (r.median, format!("ufutex slowest/fastest thread {:.2}", r.median)));
+            out.push(goal("#6", "fairness, 8 threads, ~1 µs section", "min/max ≥ 0.5", m, |r| r >= 0.5));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::{Metric, MetricResult};
+
+    fn bench(workload: &str, case: &str, metric: Metric, rows: &[(&str, f64)]) -> Bench {
+        let samples = rows.iter().map(|(c, v)| (c.to_string(), vec![*v])).collect();
+        Bench {
+            workload: workload.into(),
+            case: case.into(),
+            repetitions: 1,
+            metrics: vec![MetricResult::new(metric, "kernel", samples)],
+            skipped: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn goals_are_judged_from_the_ratios() {
+        let benches = vec![
+            bench("fastpath", "wake, no waiters", Metric::lower("call", "ns"), &[("ufutex", 10.0), ("kernel", 300.0)]),
+            bench(
+                "fastpath",
+                "wait, value mismatch",
+                Metric::lower("call", "ns"),
+                &[("ufutex", 20.0), ("kernel", 300.0)],
+            ),
+            bench(
+                "schbench",
+                "messages=2",
+                Metric::higher("requests/s", "req/s"),
+                &[("ufutex[auto]", 101.0), ("ufutex[fixed]", 100.0)],
+            ),
+        ];
+        let g = judge(&benches);
+        let by = |name: &str| g.iter().find(|x| x.goal == name).unwrap();
+        assert_eq!(by("wake with no waiters").met, Some(true)); // 30×
+        assert_eq!(by("wait with a mismatching value").met, Some(false)); // 15×
+        assert_eq!(by("requeue of 128 sleepers (the call)").met, None); // not run
+        let resize = by("schbench: resized (auto) table vs fixed table");
+        assert_eq!(resize.met, Some(true));
+        assert!((resize.ratio.unwrap() - 1.01).abs() < 1e-9);
+    }
+
+    #[test]
+    fn mutex_goals_say_when_ufutex_did_not_run() {
+        let lock = bench("lock", "threads=8 cs=1us", Metric::higher("throughput", "ops/s"), &[("pthread", 1.0)]);
+        let g = lock_goals(&[lock]);
+        assert_eq!(g.len(), 1);
+        assert_eq!(g[0].met, None);
+        assert!(g[0].measured.contains("did not run"));
+    }
+}

@@ -1,0 +1,82 @@
+//! `ufutex-bench`: every futex benchmark, ufutex side by side with the kernel's futex2 syscalls
+//! and userspace peers, in one process run, repetitions interleaved.
+//!
+//! Shape: clap options ([`cli`]) → validated options ([`options`]) → the scheduler ([`sched`])
+//! → workloads generic over a competitor trait ([`competitor`], [`workloads`]) → one result
+//! type ([`result`]) → exporters ([`export`]).
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod cli;
+mod competitor;
+mod export;
+mod goals;
+#[cfg(test)]
+mod mock;
+mod options;
+mod progress;
+mod report;
+mod result;
+mod sched;
+mod stats;
+mod sys;
+mod workloads;
+
+use clap::{CommandFactory, Parser};
+use export::{json::Json, markdown::Markdown, Exporter};
+use options::{Job, Options};
+use result::{Bench, Document};
+use std::io::Write;
+use std::process::ExitCode;
+use workloads::{fastpath, hash, lock, pingpong, schbench, waitv, wake};
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ufutex-bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let cli = cli::Cli::parse();
+    let opts = match options::validate(cli) {
+        Ok(o) => o,
+        Err(msg) => cli::Cli::command().error(clap::error::ErrorKind::ValueValidation, msg).exit(),
+    };
+    if let Job::Report { out, quick, scale } = &opts.job {
+        let doc = report::run(out, *quick, *scale, opts.common.quiet, opts.common.warmup, opts.json.as_deref())?;
+        println!("{}", report::headline(&doc));
+        println!("report written to {}", out.display());
+        return Ok(());
+    }
+    let doc = Document::new(execute(&opts)?);
+    let md = Markdown { name: String::new(), title: None }.export(&doc)?;
+    let mut stdout = std::io::stdout().lock();
+    for o in md {
+        stdout.write_all(o.contents.as_bytes())?;
+    }
+    if let Some(path) = &opts.json {
+        for o in (Json { name: String::new() }).export(&doc)? {
+            std::fs::write(path, o.contents).map_err(|e| format!("--json {}: {e}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Run one workload job.
+fn execute(opts: &Options) -> std::io::Result<Vec<Bench>> {
+    let c = &opts.common;
+    match &opts.job {
+        Job::Fastpath => fastpath::run(c, &[fastpath::Path::WakeNoWaiters, fastpath::Path::WaitMismatch]),
+        Job::Hash { params, slots: None } => Ok(vec![hash::run(c, *params)?]),
+        Job::Hash { params, slots: Some(points) } => hash::sweep(c, *params, points),
+        Job::Wake(p) => Ok(vec![wake::run(c, *p)?]),
+        Job::Waitv { entries, modes } => waitv::run(c, entries, modes),
+        Job::PingPong(p) => Ok(vec![pingpong::run(c, *p)?]),
+        Job::Schbench(p) => Ok(vec![schbench::run(c, *p)?]),
+        Job::Lock { threads, sections } => lock::run(c, threads, sections),
+        Job::Report { .. } => unreachable!("handled in run()"),
+    }
+}

@@ -1,0 +1,212 @@
+//! Typed, validated options: every value the CLI accepts is checked here once, with an error
+//! that names the option, before anything runs.
+
+use crate::cli::{Cli, Command, CommonArgs};
+use crate::competitor::NAMES;
+use crate::workloads::hash::{Params as HashParams, SlotPoint};
+use crate::workloads::lock::{self, Section};
+use crate::workloads::waitv::Mode;
+use crate::workloads::wake::{Kind, Params as WakeParams};
+use crate::workloads::{parse_list, pingpong, schbench, Common};
+use std::path::PathBuf;
+use std::time::Duration;
+use ufutex::Slots;
+
+/// What to run, fully validated.
+#[derive(Debug, Clone)]
+pub enum Job {
+    Fastpath,
+    Hash { params: HashParams, slots: Option<Vec<SlotPoint>> },
+    Wake(WakeParams),
+    Waitv { entries: Vec<usize>, modes: Vec<Mode> },
+    PingPong(pingpong::Params),
+    Schbench(schbench::Params),
+    Lock { threads: Vec<usize>, sections: Vec<Section> },
+    Report { out: PathBuf, quick: bool, scale: f64 },
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub common: Common,
+    pub job: Job,
+    pub json: Option<PathBuf>,
+}
+
+type R<T> = Result<T, String>;
+
+fn range(name: &str, v: usize, lo: usize, hi: usize) -> R<usize> {
+    if (lo..=hi).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{name} {v}: must be between {lo} and {hi}"))
+    }
+}
+
+fn list(name: &str, s: &str, lo: usize, hi: usize) -> R<Vec<usize>> {
+    let v = parse_list(s).map_err(|e| format!("{name}: {e}"))?;
+    v.into_iter().map(|x| range(name, x, lo, hi)).collect()
+}
+
+fn slots(s: &str) -> R<Slots> {
+    match SlotPoint::parse(s).map_err(|e| format!("--domain-slots: {e}"))? {
+        SlotPoint::Auto => Ok(Slots::Auto),
+        SlotPoint::Large => Ok(Slots::Large),
+        SlotPoint::Fixed(n) => Ok(Slots::Fixed(n)),
+    }
+}
+
+fn common(c: &CommonArgs, default_runtime: f64, lock: bool) -> R<Common> {
+    let reps = range("--reps", c.reps.unwrap_or(5), 1, 1000)?;
+    let runtime = c.runtime.unwrap_or(default_runtime);
+    if !(runtime.is_finite() && runtime > 0.0 && runtime <= 3600.0) {
+        return Err(format!("--runtime {runtime}: must be > 0 and ≤ 3600 seconds"));
+    }
+    let valid: Vec<&str> = if lock { lock::names() } else { NAMES.to_vec() };
+    let impls: Vec<String> = match &c.impls {
+        None => valid.iter().map(|s| s.to_string()).collect(),
+        Some(s) => s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect(),
+    };
+    if impls.is_empty() {
+        return Err("--impl: no competitor given".into());
+    }
+    for i in &impls {
+        if !valid.contains(&i.as_str()) {
+            return Err(format!("--impl: unknown competitor {i:?}; expected one of: {}", valid.join(", ")));
+        }
+    }
+    Ok(Common {
+        repetitions: reps,
+        runtime: Duration::from_secs_f64(runtime),
+        impls,
+        domain_slots: slots(&c.domain_slots)?,
+        quiet: c.quiet,
+        warmup: !c.no_warmup,
+    })
+}
+
+fn hash_slots(s: &str) -> R<Vec<SlotPoint>> {
+    let s = if s.trim() == "sweep" { "auto,2,4,8,16,32,64,128,256,512,1024,2048,large" } else { s };
+    s.split(',').map(|x| SlotPoint::parse(x).map_err(|e| format!("--slots: {e}"))).collect()
+}
+
+/// Check everything; the error names the offending option.
+pub fn validate(cli: Cli) -> R<Options> {
+    let (c, job, default_runtime, lock) = match cli.command {
+        Command::Fastpath { common } => (common, Job::Fastpath, 0.1, false),
+        Command::Hash { common, threads, futexes, contend, sleepers, size, slots } => {
+            if ![8, 16, 32, 64].contains(&size) {
+                return Err(format!("--size {size}: must be 8, 16, 32 or 64"));
+            }
+            let params = HashParams {
+                threads: range("--threads", threads, 1, 1024)?,
+                futexes: range("--futexes", futexes, 1, 1 << 20)?,
+                contend: if contend { Some(range("--sleepers", sleepers, 1, 4096)?) } else { None },
+                size,
+            };
+            let slots = slots.as_deref().map(hash_slots).transpose()?;
+            (common, Job::Hash { params, slots }, 0.5, false)
+        }
+        Command::Wake { common, waiters, nwake } => {
+            let waiters = range("--waiters", waiters, 1, 4096)?;
+            let nwake = range("--nwake", nwake.unwrap_or(waiters), 1, usize::MAX)?;
+            (common, Job::Wake(WakeParams { waiters, kind: Kind::Wake { nwake } }), 0.1, false)
+        }
+        Command::WakeParallel { common, waiters, wakers } => {
+            let waiters = range("--waiters", waiters, 1, 4096)?;
+            let wakers = range("--wakers", wakers, 1, waiters)?;
+            (common, Job::Wake(WakeParams { waiters, kind: Kind::Parallel { wakers } }), 0.1, false)
+        }
+        Command::Requeue { common, waiters, nr_wake } => {
+            let waiters = range("--waiters", waiters, 1, 4096)?;
+            let nr_wake = range("--nr-wake", nr_wake, 0, waiters)?;
+            (common, Job::Wake(WakeParams { waiters, kind: Kind::Requeue { nr_wake } }), 0.1, false)
+        }
+        Command::Waitv { common, entries, modes } => {
+            let entries = list("--entries", &entries, 1, ufutex::WAITV_MAX)?;
+            let modes = modes
+                .split(',')
+                .map(|m| match m.trim() {
+                    "first" => Ok(Mode::MismatchFirst),
+                    "last" => Ok(Mode::MismatchLast),
+                    "latency" => Ok(Mode::Latency),
+                    o => Err(format!("--modes: {o:?} is not first, last or latency")),
+                })
+                .collect::<R<Vec<_>>>()?;
+            (common, Job::Waitv { entries, modes }, 0.05, false)
+        }
+        Command::PingPong { common, pairs, iters, no_pin } => {
+            let p = pingpong::Params {
+                pairs: range("--pairs", pairs, 1, 512)?,
+                iters: range("--iters", iters, 1, 100_000_000)?,
+                pin: !no_pin,
+            };
+            (common, Job::PingPong(p), 0.1, false)
+        }
+        Command::Schbench { common, messages, workers, work_us, no_resize } => {
+            let p = schbench::Params {
+                messages: range("--messages", messages, 1, 256)?,
+                workers: range("--workers", workers, 1, 256)?,
+                work_us: range("--work-us", work_us as usize, 0, 100_000)? as u64,
+                resize: !no_resize,
+            };
+            (common, Job::Schbench(p), 0.5, false)
+        }
+        Command::Lock { common, threads, cs } => {
+            let threads = list("--threads", &threads, 1, 1024)?;
+            let sections =
+                cs.split(',').map(|s| Section::parse(s).map_err(|e| format!("--cs: {e}"))).collect::<R<Vec<_>>>()?;
+            (common, Job::Lock { threads, sections }, 0.3, true)
+        }
+        Command::Report { common, out, quick, scale } => {
+            if !(scale.is_finite() && scale > 0.0 && scale <= 100.0) {
+                return Err(format!("--scale {scale}: must be > 0 and ≤ 100"));
+            }
+            if common.impls.is_some() {
+                return Err("--impl: report runs every competitor; use a single workload to choose".into());
+            }
+            (common, Job::Report { out, quick, scale }, 1.0, false)
+        }
+    };
+    let json = c.json.clone();
+    Ok(Options { common: common(&c, default_runtime, lock)?, job, json })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> R<Options> {
+        let mut v = vec!["ufutex-bench"];
+        v.extend_from_slice(args);
+        validate(Cli::try_parse_from(v).map_err(|e| e.to_string())?)
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let o = parse(&["hash"]).unwrap();
+        assert_eq!(o.common.repetitions, 5);
+        assert_eq!(o.common.impls.len(), NAMES.len());
+        assert!(matches!(o.job, Job::Hash { slots: None, .. }));
+    }
+
+    #[test]
+    fn bad_values_name_their_option() {
+        assert!(parse(&["hash", "--size", "12"]).unwrap_err().contains("--size"));
+        assert!(parse(&["hash", "--slots", "3"]).unwrap_err().contains("--slots"));
+        assert!(parse(&["wake", "--impl", "nope"]).unwrap_err().contains("unknown competitor"));
+        assert!(parse(&["lock", "--impl", "kernel"]).unwrap_err().contains("--impl"));
+        assert!(parse(&["waitv", "--entries", "0"]).unwrap_err().contains("--entries"));
+        assert!(parse(&["waitv", "--entries", "2000"]).unwrap_err().contains("--entries"));
+        assert!(parse(&["fastpath", "--runtime=0"]).unwrap_err().contains("--runtime"));
+        assert!(parse(&["wake-parallel", "--waiters", "4", "--wakers", "8"]).unwrap_err().contains("--wakers"));
+    }
+
+    #[test]
+    fn sweep_expands() {
+        match parse(&["hash", "--slots", "sweep"]).unwrap().job {
+            Job::Hash { slots: Some(s), .. } => assert_eq!(s.len(), 13),
+            other => panic!("{other:?}"),
+        }
+    }
+}

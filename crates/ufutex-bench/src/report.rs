@@ -1,0 +1,148 @@
+//! `report`: every workload at one scale, each in a fresh child process (so one workload's
+//! table sizes, PR_FUTEX_HASH settings and thread counts never leak into the next), merged
+//! into one document: report.md, report.json and SVG plots, plus the goals judged.
+
+use crate::export::{json::Json, markdown::Markdown, svg::Plots, Exporter};
+use crate::progress::Progress;
+use crate::result::{Bench, Document};
+use std::io;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// One child run: a label and its arguments.
+struct Step {
+    label: &'static str,
+    args: Vec<String>,
+}
+
+fn step(label: &'static str, args: &str) -> Step {
+    Step { label, args: args.split_whitespace().map(String::from).collect() }
+}
+
+fn steps(quick: bool, scale: f64) -> Vec<Step> {
+    let t = |full: f64, q: f64| format!("{:.3}", if quick { q } else { full } * scale);
+    let n = |full: usize, q: usize| (((if quick { q } else { full }) as f64 * scale).ceil() as usize).max(1);
+    let r = |full: usize| if quick { 2 } else { full };
+    let sweep = if quick { "auto,2,64,2048,large" } else { "auto,2,8,32,128,512,2048,large" };
+    let (lock_threads, lock_cs) = if quick { ("1,8", "5,50,1us") } else { ("1,2,8", "5,10,20,50,1us") };
+    vec![
+        step("fast paths", &format!("fastpath --reps {} --runtime {}", r(7), t(0.1, 0.03))),
+        step("hash", &format!("hash --reps {} --runtime {}", r(5), t(0.5, 0.1))),
+        step("hash --contend", &format!("hash --contend --reps {} --runtime {}", r(5), t(0.5, 0.1))),
+        step(
+            "hash, u8 words",
+            &format!("hash --size 8 --impl ufutex,kernel,parking_lot_core --reps {} --runtime {}", r(3), t(0.3, 0.05)),
+        ),
+        step("hash slots sweep", &format!("hash --slots {sweep} --reps {} --runtime {}", r(3), t(0.2, 0.05))),
+        step(
+            "hash --contend slots sweep",
+            &format!("hash --contend --slots {sweep} --reps {} --runtime {}", r(3), t(0.2, 0.05)),
+        ),
+        step("wake 128", &format!("wake -n 128 --reps {}", r(15))),
+        step("wake 128, one per call", &format!("wake -n 128 --nwake 1 --reps {}", r(9))),
+        step("wake-parallel", &format!("wake-parallel -n 128 -w 2 --reps {}", r(9))),
+        step("requeue 128", &format!("requeue -n 128 --reps {}", r(15))),
+        step(
+            "waitv failing",
+            &format!("waitv --modes first,last --entries 1,8,32,128,1024 --reps {} --runtime {}", r(5), t(0.05, 0.02)),
+        ),
+        step("waitv latency", &format!("waitv --modes latency --entries 1,128,1024 --reps {}", r(7))),
+        step("ping-pong pinned", &format!("ping-pong -p 1 --iters {} --reps {}", n(20_000, 2_000), r(5))),
+        step("ping-pong 4 pairs", &format!("ping-pong -p 4 --iters {} --reps {}", n(5_000, 500), r(5))),
+        step("schbench", &format!("schbench -m 2 -w 8 --reps {} --runtime {}", r(7), t(0.7, 0.1))),
+        step(
+            "lock",
+            &format!("lock --threads {lock_threads} --cs {lock_cs} --reps {} --runtime {}", r(5), t(0.2, 0.05)),
+        ),
+    ]
+}
+
+/// Run one child and read back its JSON.
+fn run_child(exe: &Path, s: &Step, tmp: &Path, warmup: bool) -> io::Result<Vec<Bench>> {
+    let mut cmd = Command::new(exe);
+    cmd.args(&s.args).arg("--quiet").arg("--json").arg(tmp).stdout(Stdio::null()).stderr(Stdio::piped());
+    if !warmup {
+        cmd.arg("--no-warmup");
+    }
+    let out = cmd.output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!("{}: {}", s.args.join(" "), String::from_utf8_lossy(&out.stderr).trim())));
+    }
+    let doc: Document = serde_json::from_slice(&std::fs::read(tmp)?).map_err(io::Error::other)?;
+    Ok(doc.benches)
+}
+
+pub fn run(
+    out_dir: &Path,
+    quick: bool,
+    scale: f64,
+    quiet: bool,
+    warmup: bool,
+    json: Option<&Path>,
+) -> io::Result<Document> {
+    std::fs::create_dir_all(out_dir)?;
+    let exe = std::env::current_exe()?;
+    let progress = Progress::new(quiet);
+    let plan = steps(quick, scale);
+    let tmp = out_dir.join(".step.json");
+    let mut benches = Vec::new();
+    let mut failures = Vec::new();
+    for (i, s) in plan.iter().enumerate() {
+        progress.show(s.label, i, plan.len());
+        match run_child(&exe, s, &tmp, warmup) {
+            Ok(b) => benches.extend(b),
+            Err(e) => failures.push(format!("step {:?} failed: {e}", s.label)),
+        }
+    }
+    progress.clear();
+    let _ = std::fs::remove_file(&tmp);
+    let mut doc = Document::new(benches);
+    doc.goals = crate::goals::judge(&doc.benches);
+    if !failures.is_empty() {
+        doc.benches.push(Bench {
+            workload: "report".into(),
+            case: "failed steps".into(),
+            repetitions: 0,
+            metrics: Vec::new(),
+            skipped: Vec::new(),
+            notes: failures.clone(),
+        });
+    }
+    let title = if quick { "ufutex-bench report (quick scale)" } else { "ufutex-bench report" };
+    let exporters: Vec<Box<dyn Exporter>> = vec![
+        Box::new(Markdown { name: "report.md".into(), title: Some(title.into()) }),
+        Box::new(Json { name: "report.json".into() }),
+        Box::new(Plots),
+    ];
+    for e in exporters {
+        for o in e.export(&doc)? {
+            std::fs::write(out_dir.join(&o.name), o.contents)?;
+        }
+    }
+    if let Some(j) = json {
+        for o in (Json { name: String::new() }).export(&doc)? {
+            std::fs::write(j, o.contents)?;
+        }
+    }
+    if !failures.is_empty() {
+        return Err(io::Error::other(format!(
+            "the report is written, but {} step(s) failed:\n{}",
+            failures.len(),
+            failures.join("\n")
+        )));
+    }
+    Ok(doc)
+}
+
+pub fn headline(doc: &Document) -> String {
+    let mut s = String::from("| goal | ratio | target | status |\n|---|---:|---:|---|\n");
+    for g in &doc.goals {
+        let status = match g.met {
+            Some(true) => "met",
+            Some(false) => "NOT met",
+            None => "not measured",
+        };
+        s.push_str(&format!("| {} | {} | {} | {} |\n", g.goal, crate::export::ratio(g.ratio), g.target, status));
+    }
+    s
+}

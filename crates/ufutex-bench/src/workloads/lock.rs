@@ -1,0 +1,297 @@
+//! `lock`: mutex throughput and fairness (the lock-handoff seed's tables). T threads take one
+//! lock in a loop; the critical section does K increments of a shared counter (or ~1 µs of
+//! them). Total lock acquisitions/s, and per thread: slowest/fastest ratio and relative
+//! standard deviation. Competitors are a list: adding a lock is one [`BenchLock`] impl and one
+//! line in [`locks`].
+
+use super::{Common, Gate, STACK};
+use crate::result::{Bench, Metric};
+use crate::sched::Plan;
+use crate::stats;
+use std::cell::UnsafeCell;
+use std::hint::black_box;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// A lock protecting a counter.
+pub trait BenchLock: Sync + Send + Default {
+    /// Run `f` with the lock held.
+    fn with(&self, f: impl FnOnce(&mut u64));
+}
+
+#[derive(Default)]
+pub struct StdMutex(std::sync::Mutex<u64>);
+impl BenchLock for StdMutex {
+    #[inline]
+    fn with(&self, f: impl FnOnce(&mut u64)) {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+#[derive(Default)]
+pub struct ParkingLotMutex(parking_lot::Mutex<u64>);
+impl BenchLock for ParkingLotMutex {
+    #[inline]
+    fn with(&self, f: impl FnOnce(&mut u64)) {
+        f(&mut self.0.lock())
+    }
+}
+
+/// glibc's pthread_mutex (default type), boxed so it never moves after initialisation.
+pub struct PthreadMutex {
+    m: Box<UnsafeCell<libc::pthread_mutex_t>>,
+    data: UnsafeCell<u64>,
+}
+
+// SAFETY:
+// - the pthread mutex is made for sharing between threads, and `data` is only touched while
+//   it is held (in `with`).
+unsafe impl Sync for PthreadMutex {}
+// SAFETY:
+// - an unlocked pthread mutex may be moved between threads (it is boxed, so it never moves).
+unsafe impl Send for PthreadMutex {}
+
+impl Default for PthreadMutex {
+    fn default() -> Self {
+        PthreadMutex { m: Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER)), data: UnsafeCell::new(0) }
+    }
+}
+
+impl BenchLock for PthreadMutex {
+    #[inline]
+    fn with(&self, f: impl FnOnce(&mut u64)) {
+        // SAFETY:
+        // - `m` is a statically initialised default mutex at a stable (boxed) address.
+        // - `data` is only accessed between lock and unlock, so the `&mut` is exclusive.
+        // - a default mutex locked and unlocked by the same thread cannot fail.
+        unsafe {
+            libc::pthread_mutex_lock(self.m.get());
+            f(&mut *self.data.get());
+            libc::pthread_mutex_unlock(self.m.get());
+        }
+    }
+}
+
+impl Drop for PthreadMutex {
+    fn drop(&mut self) {
+        // SAFETY: the mutex is unlocked (every `with` unlocked it) and not used again.
+        unsafe {
+            libc::pthread_mutex_destroy(self.m.get());
+        }
+    }
+}
+
+/// ufutex's handoff mutex (`ufutex::sync`).
+#[derive(Default)]
+pub struct UfutexMutex(ufutex::sync::Mutex<u64>);
+
+impl BenchLock for UfutexMutex {
+    #[inline]
+    fn with(&self, f: impl FnOnce(&mut u64)) {
+        f(&mut self.0.lock())
+    }
+}
+
+/// One entry of the competitor list: a name and the generic runner instantiated for a lock.
+pub struct LockEntry {
+    pub name: &'static str,
+    pub run: fn(Params, Duration) -> io::Result<Sample>,
+}
+
+/// Every lock we can measure: adding one is a [`BenchLock`] impl and a line here.
+pub fn locks() -> Vec<LockEntry> {
+    vec![
+        LockEntry { name: "ufutex", run: once::<UfutexMutex> },
+        LockEntry { name: "pthread", run: once::<PthreadMutex> },
+        LockEntry { name: "std", run: once::<StdMutex> },
+        LockEntry { name: "parking_lot", run: once::<ParkingLotMutex> },
+    ]
+}
+
+/// The critical section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    Increments(usize),
+    /// About one microsecond of increments (calibrated once per process).
+    Micro,
+}
+
+impl Section {
+    pub fn parse(s: &str) -> Result<Section, String> {
+        match s.trim() {
+            "1us" | "1µs" => Ok(Section::Micro),
+            n => n.parse().map(Section::Increments).map_err(|_| format!("critical section {n:?}: a number or \"1us\"")),
+        }
+    }
+
+    pub fn label(self) -> String {
+        match self {
+            Section::Increments(k) => k.to_string(),
+            Section::Micro => "1us".into(),
+        }
+    }
+
+    fn increments(self) -> usize {
+        match self {
+            Section::Increments(k) => k,
+            Section::Micro => increments_per_us(),
+        }
+    }
+}
+
+/// The critical section's body: `k` increments the optimiser cannot fold into one add. Not
+/// inlined, so the calibration times exactly the code the lock holders run.
+#[inline(never)]
+fn critical(d: &mut u64, k: usize) {
+    for _ in 0..k {
+        *black_box(&mut *d) += 1;
+    }
+}
+
+/// How many increments take one microsecond here (best of a few timings of [`critical`]).
+fn increments_per_us() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| {
+        let mut x = 0u64;
+        let n = 200_000;
+        let best = (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                critical(&mut x, n);
+                t.elapsed().as_nanos() as f64
+            })
+            .fold(f64::INFINITY, f64::min);
+        ((n as f64 / (best / 1e3)) as usize).max(1)
+    })
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Params {
+    pub threads: usize,
+    pub section: Section,
+}
+
+/// One repetition's numbers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub per_thread: Vec<f64>,
+    pub total: f64,
+}
+
+impl Sample {
+    fn values(&self) -> Vec<f64> {
+        let (lo, hi) = (stats::min(&self.per_thread), stats::max(&self.per_thread));
+        vec![self.total, lo, if hi > 0.0 { lo / hi } else { 0.0 }, stats::rel_stddev_pct(&self.per_thread)]
+    }
+}
+
+/// One repetition: per-thread and total acquisitions/s; checks the counter is exact.
+pub fn once<L: BenchLock>(p: Params, runtime: Duration) -> io::Result<Sample> {
+    let lock = L::default();
+    let gate = Gate::default();
+    let k = p.section.increments();
+    let counts: Vec<AtomicU64> = (0..p.threads).map(|_| AtomicU64::new(0)).collect();
+    let elapsed = std::thread::scope(|s| -> io::Result<Duration> {
+        for count in &counts {
+            let (lock, gate) = (&lock, &gate);
+            std::thread::Builder::new().stack_size(STACK).spawn_scoped(s, move || {
+                gate.enter();
+                let mut n = 0u64;
+                while !gate.stopped() {
+                    lock.with(|d| critical(d, k));
+                    n += 1;
+                }
+                count.store(n, Ordering::Relaxed);
+            })?;
+        }
+        Ok(gate.run_for(p.threads, runtime))
+    })?;
+    let ops: Vec<u64> = counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    let mut counter = 0;
+    lock.with(|d| counter = *d);
+    if counter != ops.iter().sum::<u64>() * k as u64 {
+        return Err(io::Error::other(format!(
+            "lock lost updates: counter {counter}, expected {}",
+            ops.iter().sum::<u64>() * k as u64
+        )));
+    }
+    let secs = elapsed.as_secs_f64();
+    let per_thread: Vec<f64> = ops.iter().map(|&n| n as f64 / secs).collect();
+    Ok(Sample { total: per_thread.iter().sum(), per_thread })
+}
+
+pub fn metrics() -> Vec<Metric> {
+    vec![
+        Metric::higher("throughput", "ops/s"),
+        Metric::higher("slowest thread", "ops/s"),
+        Metric::higher("min/max", "ratio"),
+        Metric::lower("rel stddev", "%"),
+    ]
+}
+
+pub fn run(common: &Common, threads: &[usize], sections: &[Section]) -> io::Result<Vec<Bench>> {
+    let all = locks();
+    let locks: Vec<&LockEntry> = common.impls.iter().filter_map(|i| all.iter().find(|l| l.name == i)).collect();
+    let sched = common.scheduler();
+    let runtime = common.runtime;
+    let mut out = Vec::new();
+    for &t in threads {
+        for &section in sections {
+            let p = Params { threads: t, section };
+            let plan = Plan {
+                workload: "lock",
+                case: format!("threads={t} cs={}", section.label()),
+                metrics: metrics(),
+                baseline: "pthread",
+            };
+            let mut bench = sched.run(
+                plan,
+                &locks,
+                |l| l.name.to_string(),
+                |_| None,
+                |l| (l.run)(p, runtime).map(|s| s.values()),
+            )?;
+            if section == Section::Micro {
+                bench.notes.push(format!("1us = {} increments on this machine", increments_per_us()));
+            }
+            out.push(bench);
+        }
+    }
+    Ok(out)
+}
+
+/// Lock names accepted by `--impl` for `lock`.
+pub fn names() -> Vec<&'static str> {
+    locks().iter().map(|l| l.name).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_lock_keeps_the_counter_exact() {
+        for l in &locks() {
+            let s = (l.run)(Params { threads: 3, section: Section::Increments(5) }, Duration::from_millis(20)).unwrap();
+            assert_eq!(s.per_thread.len(), 3, "{}", l.name);
+            assert!(s.total > 0.0, "{}", l.name);
+        }
+    }
+
+    #[test]
+    fn sections_parse() {
+        assert_eq!(Section::parse("20"), Ok(Section::Increments(20)));
+        assert_eq!(Section::parse("1us"), Ok(Section::Micro));
+        assert!(Section::parse("x").is_err());
+        assert!(Section::Micro.increments() >= 1);
+    }
+
+    #[test]
+    fn fairness_values_come_from_the_per_thread_rates() {
+        let s = Sample { per_thread: vec![1.0, 2.0, 4.0], total: 7.0 };
+        let v = s.values();
+        assert_eq!(&v[..3], &[7.0, 1.0, 0.25]);
+    }
+}

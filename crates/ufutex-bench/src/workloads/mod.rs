@@ -1,0 +1,204 @@
+//! The workloads. Each one is generic over [`Competitor`] (so each competitor's loop is
+//! compiled on its own) and returns one [`crate::result::Bench`] per parameter set.
+
+pub mod fastpath;
+pub mod hash;
+pub mod lock;
+pub mod pingpong;
+pub mod schbench;
+pub mod waitv;
+pub mod wake;
+
+use crate::competitor::{AnyCompetitor, Competitor, Op, Word};
+use crate::progress::Progress;
+use crate::sched::Scheduler;
+use crate::sys;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use ufutex::Slots;
+
+/// Options every workload takes (already validated).
+#[derive(Debug, Clone)]
+pub struct Common {
+    pub repetitions: usize,
+    /// How long one timed repetition runs (throughput workloads).
+    pub runtime: Duration,
+    /// Competitor names, in the order given.
+    pub impls: Vec<String>,
+    /// Table size of the `ufutex-domain` competitor.
+    pub domain_slots: Slots,
+    pub quiet: bool,
+    /// One unmeasured run per competitor before the timed ones.
+    pub warmup: bool,
+}
+
+impl Common {
+    pub fn scheduler(&self) -> Scheduler {
+        Scheduler { repetitions: self.repetitions, warmup: self.warmup, progress: Progress::new(self.quiet) }
+    }
+
+    pub fn competitors(&self) -> io::Result<Vec<AnyCompetitor>> {
+        self.impls.iter().map(|n| AnyCompetitor::by_name(n, self.domain_slots)).collect()
+    }
+}
+
+/// Why `c` cannot run a workload that needs `ops`, if it cannot.
+pub fn skip_reason(c: &AnyCompetitor, ops: &[Op]) -> Option<String> {
+    ops.iter().find_map(|&op| c.unsupported(op))
+}
+
+/// A value alone on its cache line, so that neighbouring words do not share one.
+#[repr(align(128))]
+#[derive(Default)]
+pub struct Padded<T>(pub T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// A thread stack big enough for the workloads, small enough for hundreds of threads.
+pub const STACK: usize = 256 * 1024;
+
+/// Bookkeeping for a group of waiter threads: who arrived, their kernel ids, and when each one
+/// returned (ns since `base`).
+pub struct Waiters {
+    pub base: Instant,
+    arrived: AtomicUsize,
+    tids: Mutex<Vec<i32>>,
+    done_ns: Vec<std::sync::atomic::AtomicU64>,
+}
+
+impl Waiters {
+    pub fn new(n: usize) -> Self {
+        Waiters {
+            base: Instant::now(),
+            arrived: AtomicUsize::new(0),
+            tids: Mutex::new(Vec::with_capacity(n)),
+            done_ns: (0..n).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Called by waiter `i` right before it waits.
+    pub fn arrive(&self) {
+        self.tids.lock().unwrap_or_else(|e| e.into_inner()).push(sys::gettid());
+        self.arrived.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Called by waiter `i` right after its wait returned for good.
+    pub fn done(&self, i: usize) {
+        self.done_ns[i].store(self.base.elapsed().as_nanos() as u64, Ordering::SeqCst);
+    }
+
+    /// When the last waiter returned, in ns since `base`.
+    pub fn last_done_ns(&self) -> u64 {
+        self.done_ns.iter().map(|d| d.load(Ordering::SeqCst)).max().unwrap_or(0)
+    }
+
+    /// Block until every waiter arrived and sleeps in the kernel (state 'S' in /proc), and,
+    /// when the competitor can count its queue, until exactly `expect_queued` are queued.
+    pub fn settle<C: Competitor>(&self, c: &C, expect_queued: usize) -> io::Result<()> {
+        let n = self.done_ns.len();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let arrived = self.arrived.load(Ordering::SeqCst) == n;
+            let asleep = arrived
+                && self
+                    .tids
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .all(|&t| sys::thread_state(t) == Some('S'));
+            let queued_ok = c.queued().is_none_or(|q| q == expect_queued);
+            if asleep && queued_ok {
+                // States are read one by one: read again after a short settle to be sure.
+                std::thread::sleep(Duration::from_micros(500));
+                let again = self
+                    .tids
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .all(|&t| sys::thread_state(t) == Some('S'));
+                if again && c.queued().is_none_or(|q| q == expect_queued) {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(io::Error::other(format!(
+                    "{}: {} waiters did not all fall asleep within 20 s (arrived {}, queued {:?})",
+                    c.name(),
+                    n,
+                    self.arrived.load(Ordering::SeqCst),
+                    c.queued()
+                )));
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+/// Wait on `word` until it no longer holds `value` (tolerates spurious returns).
+#[inline]
+pub fn wait_while<C: Competitor, W: Word>(c: &C, word: &W, value: u64, mask: u64) {
+    while word.get() == value {
+        c.wait(word, value, mask);
+    }
+}
+
+/// A stop flag plus a start gate shared by timed worker threads.
+#[derive(Default)]
+pub struct Gate {
+    started: AtomicUsize,
+    go: AtomicBool,
+    stop: AtomicBool,
+}
+
+impl Gate {
+    /// Worker side: announce, then spin until the gate opens.
+    pub fn enter(&self) {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        while !self.go.load(Ordering::Acquire) {
+            std::hint::spin_loop();
+            std::thread::yield_now();
+        }
+    }
+
+    /// Controller side: wait for `n` workers, open the gate, sleep `runtime`, raise stop;
+    /// returns the measured interval.
+    pub fn run_for(&self, n: usize, runtime: Duration) -> Duration {
+        while self.started.load(Ordering::SeqCst) < n {
+            std::thread::yield_now();
+        }
+        let start = Instant::now();
+        self.go.store(true, Ordering::Release);
+        std::thread::sleep(runtime);
+        self.stop.store(true, Ordering::Release);
+        start.elapsed()
+    }
+
+    #[inline]
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// Words spread over distinct addresses (each its own cache line).
+pub fn padded_words(n: usize) -> Vec<Padded<AtomicU32>> {
+    (0..n).map(|_| Padded(AtomicU32::new(0))).collect()
+}
+
+/// Parse a comma-separated list of numbers (used by the CLI for sweeps).
+pub fn parse_list(s: &str) -> Result<Vec<usize>, String> {
+    s.split(',').map(|x| x.trim().parse::<usize>().map_err(|_| format!("{x:?} is not a number"))).collect()
+}
+
+impl Waiters {
+    /// How many waiters recorded their return.
+    pub fn finished(&self) -> usize {
+        self.done_ns.iter().filter(|d| d.load(Ordering::SeqCst) != 0).count()
+    }
+}

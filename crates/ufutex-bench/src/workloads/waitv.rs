@@ -1,0 +1,143 @@
+//! `waitv`: a wait on 1 … 1024 words that fails because the first or the last value mismatches
+//! (ns per call), and the wake-up latency of a thread asleep in a waitv when its last entry is
+//! woken (µs from the wake call to the waiter running).
+
+use super::{padded_words, skip_reason, Common, Waiters, STACK};
+use crate::competitor::{dispatch, Competitor, Op, Wait, ANY};
+use crate::result::{Bench, Metric};
+use crate::sched::Plan;
+use crate::sys::KERNEL_WAITV_MAX;
+use std::hint::black_box;
+use std::io;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    MismatchFirst,
+    MismatchLast,
+    /// Wake-up latency of a sleeping waitv, woken on its last entry.
+    Latency,
+}
+
+impl Mode {
+    pub fn label(self) -> &'static str {
+        match self {
+            Mode::MismatchFirst => "mismatch first",
+            Mode::MismatchLast => "mismatch last",
+            Mode::Latency => "wake-up latency",
+        }
+    }
+}
+
+/// One repetition of a failing waitv: ns per call.
+pub fn fail_once<C: Competitor>(c: &C, entries: usize, first: bool, runtime: Duration) -> io::Result<f64> {
+    let words = padded_words(entries);
+    let bad = if first { 0 } else { entries - 1 };
+    let list: Vec<(&AtomicU32, u32)> = words.iter().enumerate().map(|(i, w)| (&w.0, u32::from(i == bad))).collect();
+    let v = c.prepare_waitv(&list);
+    if c.waitv(&v) != Err(Wait::Mismatch) {
+        return Err(io::Error::other(format!("{}: a waitv with a mismatching entry did not fail", c.name())));
+    }
+    let start = Instant::now();
+    let mut calls = 0u64;
+    while start.elapsed() < runtime {
+        for _ in 0..64 {
+            let _ = black_box(c.waitv(black_box(&v)));
+        }
+        calls += 64;
+    }
+    Ok(start.elapsed().as_nanos() as f64 / calls as f64)
+}
+
+/// One repetition of the latency case: µs from the wake call to the waiter's return.
+pub fn latency_once<C: Competitor>(c: &C, entries: usize) -> io::Result<f64> {
+    let words = padded_words(entries);
+    let list: Vec<(&AtomicU32, u32)> = words.iter().map(|w| (&w.0, 0)).collect();
+    let v = c.prepare_waitv(&list);
+    let waiters = Waiters::new(1);
+    let last = &words[entries - 1].0;
+    std::thread::scope(|s| {
+        std::thread::Builder::new().stack_size(STACK).spawn_scoped(s, || {
+            waiters.arrive();
+            while last.load(Ordering::SeqCst) == 0 {
+                let _ = c.waitv(&v);
+            }
+            waiters.done(0);
+        })?;
+        // A waitv queues one node per entry.
+        let settled = waiters.settle(c, entries);
+        let start = waiters.base.elapsed().as_nanos() as u64;
+        last.store(1, Ordering::SeqCst);
+        c.wake(last, 1, ANY);
+        settled?;
+        while waiters.finished() < 1 {
+            std::thread::yield_now();
+        }
+        Ok(waiters.last_done_ns().saturating_sub(start) as f64 / 1e3)
+    })
+}
+
+pub fn run(common: &Common, entries: &[usize], modes: &[Mode]) -> io::Result<Vec<Bench>> {
+    let comps = common.competitors()?;
+    let sched = common.scheduler();
+    let runtime = common.runtime;
+    let mut out = Vec::new();
+    for &mode in modes {
+        for &n in entries {
+            let metric = match mode {
+                Mode::Latency => Metric::lower("wake-up", "µs"),
+                _ => Metric::lower("call", "ns"),
+            };
+            let plan = Plan {
+                workload: "waitv",
+                case: format!("{}, entries={n}", mode.label()),
+                metrics: vec![metric],
+                baseline: "kernel",
+            };
+            let skip = |c: &crate::competitor::AnyCompetitor| {
+                skip_reason(c, &[Op::Waitv]).or_else(|| {
+                    (c.name().starts_with("kernel") && n > KERNEL_WAITV_MAX)
+                        .then(|| format!("the kernel's futex_waitv takes at most {KERNEL_WAITV_MAX} entries"))
+                })
+            };
+            let bench = sched.run(
+                plan,
+                &comps,
+                |c| c.name(),
+                skip,
+                |c| {
+                    let v = match mode {
+                        Mode::Latency => dispatch!(c, c => latency_once(c, n)),
+                        Mode::MismatchFirst => dispatch!(c, c => fail_once(c, n, true, runtime)),
+                        Mode::MismatchLast => dispatch!(c, c => fail_once(c, n, false, runtime)),
+                    };
+                    v.map(|v| vec![v])
+                },
+            )?;
+            out.push(bench);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mock::Mock;
+
+    #[test]
+    fn failing_waitv_is_timed_at_both_ends() {
+        let m = Mock::default();
+        assert!(fail_once(&m, 16, true, Duration::from_millis(5)).unwrap() > 0.0);
+        assert!(fail_once(&m, 16, false, Duration::from_millis(5)).unwrap() > 0.0);
+        assert_eq!(m.queued(), Some(0));
+    }
+
+    #[test]
+    fn sleeping_waitv_is_woken_on_its_last_entry() {
+        let m = Mock::default();
+        assert!(latency_once(&m, 8).unwrap() > 0.0);
+        assert_eq!(m.queued(), Some(0));
+    }
+}

@@ -1,0 +1,73 @@
+//! The command line: bad arguments fail with a clear message and exit code 2, and `--json`
+//! writes a document that parses, for every workload subcommand.
+
+use assert_cmd::Command;
+
+fn bench() -> Command {
+    Command::cargo_bin("ufutex-bench").expect("binary built")
+}
+
+fn stderr_of(args: &[&str]) -> String {
+    let out = bench().args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?} should be a usage error");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+#[test]
+fn bad_arguments_get_clear_errors() {
+    assert!(stderr_of(&["hash", "--size", "12"]).contains("--size 12: must be 8, 16, 32 or 64"));
+    assert!(stderr_of(&["wake", "--impl", "kernal"]).contains("unknown competitor \"kernal\""));
+    assert!(stderr_of(&["hash", "--slots", "3"]).contains("power of two"));
+    assert!(stderr_of(&["waitv", "--entries", "2000"]).contains("--entries 2000"));
+    assert!(stderr_of(&["lock", "--cs", "abc"]).contains("--cs"));
+    assert!(stderr_of(&["ping-pong", "--pairs", "x"]).contains("invalid value"));
+    assert!(stderr_of(&["no-such-workload"]).contains("unrecognized subcommand"));
+    assert!(stderr_of(&["report", "--scale", "0"]).contains("--scale"));
+}
+
+fn json_of(args: &[&str]) -> serde_json::Value {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("ufutex-bench-cli-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("out.json");
+    let out = bench().args(args).args(["--reps", "1", "--no-warmup", "--quiet", "--json"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("| competitor |"), "markdown table on stdout");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    v
+}
+
+#[test]
+fn every_workload_writes_valid_json() {
+    let cases: &[&[&str]] = &[
+        &["fastpath", "--runtime", "0.005"],
+        &["hash", "--runtime", "0.01", "--futexes", "8"],
+        &["hash", "--contend", "--sleepers", "4", "--runtime", "0.01", "--impl", "ufutex,atomic-wait"],
+        &["wake", "-n", "4"],
+        &["wake-parallel", "-n", "4", "-w", "2"],
+        &["requeue", "-n", "4"],
+        &["waitv", "--entries", "1,4", "--runtime", "0.005"],
+        &["ping-pong", "--iters", "50", "--pairs", "2", "--no-pin"],
+        &["schbench", "--runtime", "0.02", "-m", "1", "-w", "2"],
+        &["lock", "--threads", "2", "--cs", "5", "--runtime", "0.01"],
+    ];
+    for args in cases {
+        let v = json_of(args);
+        let benches = v["benches"].as_array().expect("benches");
+        assert!(!benches.is_empty(), "{args:?}");
+        for b in benches {
+            assert!(b["metrics"].as_array().is_some_and(|m| !m.is_empty()), "{args:?}: {b}");
+        }
+        assert!(v["machine"]["cpus"].as_u64().unwrap() >= 1);
+    }
+}
+
+#[test]
+fn unsupported_competitors_are_skipped_with_a_reason() {
+    let v = json_of(&["hash", "--contend", "--sleepers", "2", "--runtime", "0.01", "--impl", "ufutex,atomic-wait"]);
+    let skipped = &v["benches"][0]["skipped"][0];
+    assert_eq!(skipped["competitor"], "atomic-wait");
+    assert!(skipped["reason"].as_str().unwrap().contains("mask"));
+}

@@ -1,0 +1,238 @@
+//! The exported functions. Each one: catch panics, validate (in the order of the kernel's
+//! `kernel/futex/syscalls.c`), translate, call the core, and return as `syscall(2)` would.
+//!
+//! # Safety (for every function here)
+//! The functions take any pointer and never crash on one that is NULL, misaligned or unmapped
+//! when they are called: they answer `EINVAL`/`EFAULT` as the kernel does. What they need, as
+//! the core reads the word again while queueing: memory found mapped must stay mapped until the
+//! call returns (the kernel would give `EFAULT` there; we may crash).
+
+use super::abi::{UfutexWaitv, UFUTEX_WAITV_MAX};
+use super::validate::{self, WordFlags};
+use super::Errno;
+use crate::domain::{default_domain, Slots};
+use crate::requeue::requeue_words;
+use crate::wait::wait_word;
+use crate::waitv::{waitv_entries, WaitEntry};
+use crate::wake::wake_word;
+use crate::word::WordRef;
+use libc::{c_int, c_long, c_uint, c_ulong, c_void, clockid_t, timespec};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Run `f` as a C entry point: its value, or -1 with `errno` set; a panic is `EINVAL`.
+fn entry(f: impl FnOnce() -> Result<c_long, Errno>) -> c_long {
+    let r = catch_unwind(AssertUnwindSafe(f)).unwrap_or(Err(Errno::EINVAL));
+    match r {
+        Ok(v) => v,
+        Err(Errno(e)) => {
+            // SAFETY: `__errno_location` returns this thread's errno, always valid to write.
+            unsafe { *libc::__errno_location() = e };
+            -1
+        }
+    }
+}
+
+/// A C `unsigned long` as the core's u64 (the same type on 64-bit Linux, narrower elsewhere).
+#[allow(clippy::unnecessary_cast)]
+fn ulong(v: c_ulong) -> u64 {
+    v as u64
+}
+
+/// A word the core may load: `addr` was validated and just read successfully.
+///
+/// # Safety
+/// - `addr` is aligned to the size and was read without a fault by this call; the caller of the
+///   C function keeps it mapped until the call returns (this module's contract).
+unsafe fn loadable(addr: usize, f: WordFlags) -> WordRef {
+    // SAFETY: as this function's contract.
+    unsafe { WordRef::from_raw(addr, f.size) }
+}
+
+/// A word the core only hashes by address (a wake, a requeue target): never loaded.
+///
+/// # Safety
+/// - `addr` is aligned to the size; the returned word is passed only to `wake_word` or as the
+///   target of `requeue_words`, which use its address and never load through it.
+unsafe fn address_only(addr: usize, f: WordFlags) -> WordRef {
+    // SAFETY: alignment holds; the readability clause of `from_raw` is not exercised, as the
+    // core never loads these words (see this function's contract).
+    unsafe { WordRef::from_raw(addr, f.size) }
+}
+
+/// Wait while `*uaddr == val`: the `futex_wait` syscall. See `include/ufutex.h`.
+///
+/// # Safety
+/// See the module documentation: memory found mapped stays mapped for the call.
+#[no_mangle]
+pub unsafe extern "C" fn ufutex_wait(
+    uaddr: *mut c_void,
+    val: c_ulong,
+    mask: c_ulong,
+    flags: c_uint,
+    timeout: *const timespec,
+    clockid: clockid_t,
+) -> c_long {
+    entry(|| {
+        let f = validate::word_flags(flags)?;
+        validate::fits(f.size, ulong(val))?;
+        validate::fits(f.size, ulong(mask))?;
+        // The kernel sets the timeout up before `__futex_wait` looks at the mask.
+        let timeout = validate::timeout(timeout as usize, clockid)?;
+        let mask = validate::mask(ulong(mask))?;
+        let addr = validate::address(uaddr as u64, f)?;
+        if validate::current(addr, f.size)? != ulong(val) {
+            return Err(Errno::EAGAIN); // no queueing, no syscall
+        }
+        // SAFETY: `addr` is aligned and was just read; the caller keeps it mapped.
+        let word = unsafe { loadable(addr, f) };
+        wait_word(default_domain(), word, ulong(val), mask, timeout)?;
+        Ok(0)
+    })
+}
+
+/// Wake up to `nr` waiters on `uaddr`: the `futex_wake` syscall. See `include/ufutex.h`.
+///
+/// # Safety
+/// None needed beyond C's: a private wake never reads the word (it may be unmapped).
+#[no_mangle]
+pub unsafe extern "C" fn ufutex_wake(uaddr: *mut c_void, mask: c_ulong, nr: c_int, flags: c_uint) -> c_long {
+    entry(|| {
+        let f = validate::word_flags(flags)?;
+        validate::fits(f.size, ulong(mask))?;
+        let mask = validate::mask(ulong(mask))?;
+        let nr = validate::count(nr)?;
+        let addr = validate::nonnull(validate::address(uaddr as u64, f)?)?;
+        // SAFETY: `addr` is aligned; `wake_word` never loads the word.
+        let word = unsafe { address_only(addr, f) };
+        Ok(wake_word(default_domain(), word, nr, mask) as c_long)
+    })
+}
+
+/// Wait on any of `nr_futexes` words: the `futex_waitv` syscall. See `include/ufutex.h`.
+///
+/// # Safety
+/// See the module documentation: memory found mapped stays mapped for the call.
+#[no_mangle]
+pub unsafe extern "C" fn ufutex_waitv(
+    waiters: *mut UfutexWaitv,
+    nr_futexes: c_uint,
+    flags: c_uint,
+    timeout: *const timespec,
+    clockid: clockid_t,
+) -> c_long {
+    entry(|| {
+        if flags != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if nr_futexes == 0 || nr_futexes > UFUTEX_WAITV_MAX || waiters.is_null() {
+            return Err(Errno::EINVAL);
+        }
+        let timeout = validate::timeout(timeout as usize, clockid)?;
+        let parsed = validate::parse_waitv(waiters as usize, nr_futexes as usize)?;
+        // Every key first (alignment, NULL, support), then the values in index order, as the
+        // kernel's `futex_wait_multiple_setup`.
+        let mut addrs = Vec::new();
+        addrs.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
+        for (e, f) in &parsed {
+            addrs.push(validate::address(e.uaddr, *f)?);
+        }
+        let mut entries = Vec::new();
+        entries.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
+        for ((e, f), &addr) in parsed.iter().zip(&addrs) {
+            if validate::current(addr, f.size)? != e.val {
+                return Err(Errno::EAGAIN);
+            }
+            // SAFETY: `addr` is aligned and was just read; the caller keeps it mapped.
+            let word = unsafe { loadable(addr, *f) };
+            entries.push(WaitEntry::from_raw(word, e.val, crate::MATCH_ANY));
+        }
+        Ok(waitv_entries(default_domain(), &entries, timeout)? as c_long)
+    })
+}
+
+/// Wake some waiters of `waiters[0]` and move others to `waiters[1]`: the `futex_requeue`
+/// syscall. See `include/ufutex.h`.
+///
+/// # Safety
+/// See the module documentation: memory found mapped stays mapped for the call.
+#[no_mangle]
+pub unsafe extern "C" fn ufutex_requeue(
+    waiters: *mut UfutexWaitv,
+    flags: c_uint,
+    nr_wake: c_int,
+    nr_requeue: c_int,
+) -> c_long {
+    entry(|| {
+        if flags != 0 || waiters.is_null() {
+            return Err(Errno::EINVAL);
+        }
+        let parsed = validate::parse_waitv(waiters as usize, 2)?;
+        let ((src, fs), (dst, fd)) = (parsed[0], parsed[1]);
+        if src.flags != dst.flags {
+            return Err(Errno::EINVAL);
+        }
+        let (nr_wake, nr_requeue) = (validate::count(nr_wake)?, validate::count(nr_requeue)?);
+        let from = validate::address(src.uaddr, fs)?;
+        let to = validate::nonnull(validate::address(dst.uaddr, fd)?)?;
+        if validate::current(from, fs.size)? != src.val {
+            return Err(Errno::EAGAIN);
+        }
+        // SAFETY: `from` is aligned and was just read; the caller keeps it mapped. `to` is
+        // aligned and `requeue_words` never loads the target word.
+        let (from, to) = unsafe { (loadable(from, fs), address_only(to, fd)) };
+        Ok(requeue_words(default_domain(), from, src.val, to, nr_wake, nr_requeue)? as c_long)
+    })
+}
+
+/// Size the process default table: the analogue of `prctl(PR_FUTEX_HASH, SET_SLOTS)`.
+#[no_mangle]
+pub extern "C" fn ufutex_hash_set_slots(slots: c_ulong, flags: c_ulong) -> c_long {
+    entry(|| {
+        if flags != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let slots = match slots {
+            0 => Slots::Large,
+            n => Slots::Fixed(usize::try_from(n).map_err(|_| Errno::ENOMEM)?),
+        };
+        default_domain().set_slots(slots).map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EINVAL)))?;
+        Ok(0)
+    })
+}
+
+/// The process default table's slot count, 0 for the large fixed table: the analogue of
+/// `prctl(PR_FUTEX_HASH, GET_SLOTS)`.
+#[no_mangle]
+pub extern "C" fn ufutex_hash_get_slots() -> c_long {
+    entry(|| {
+        let d = default_domain();
+        Ok(if d.policy() == Slots::Large { 0 } else { d.slots() as c_long })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_einval_not_an_unwind_into_c() {
+        let r = entry(|| panic!("a bug in the core"));
+        assert_eq!(r, -1);
+        // SAFETY: reading this thread's errno.
+        assert_eq!(unsafe { *libc::__errno_location() }, libc::EINVAL);
+        assert_eq!(entry(|| Ok(7)), 7);
+    }
+
+    #[test]
+    fn hash_slots_validation() {
+        assert_eq!(ufutex_hash_set_slots(64, 1), -1);
+        assert_eq!(ufutex_hash_set_slots(3, 0), -1);
+        assert_eq!(ufutex_hash_set_slots(1, 0), -1);
+        // SAFETY: reading this thread's errno.
+        assert_eq!(unsafe { *libc::__errno_location() }, libc::EINVAL);
+        assert_eq!(ufutex_hash_set_slots(1 << 40, 0), -1);
+        // SAFETY: as above.
+        assert_eq!(unsafe { *libc::__errno_location() }, libc::ENOMEM);
+        assert!(ufutex_hash_get_slots() >= 2); // the default domain is never made Large here
+    }
+}

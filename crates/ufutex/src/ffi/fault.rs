@@ -1,0 +1,377 @@
+//! Reading the caller's memory without trusting it: the `copy_from_user` of the C ABI.
+//!
+//! The kernel answers `EFAULT` when a futex call must read a word (or a `futex_waitv` array, or
+//! a timespec) that is not mapped. We must too, and a mismatching wait must still cost a load,
+//! not a system call. Two ways to read:
+//!
+//! - **x86_64: exception fixup.** Each load is one instruction at a known address inside a tiny
+//!   assembly function (`ufutex_fx_load{8,16,32,64}`). A `SIGSEGV`/`SIGBUS` handler, installed
+//!   once before the first such load, looks at the faulting instruction pointer: if it is one of
+//!   those four loads, it rewrites the saved context to resume at a fixup stub that returns
+//!   "fault" to the caller; otherwise it hands the signal on to whatever handler was there
+//!   before (see [`chain`]). A successful read is a plain `mov`, which on x86_64 is also a
+//!   sequentially consistent atomic load of an aligned word.
+//! - **elsewhere, or with `UFUTEX_FAULT_PROBE=syscall`: a probe syscall.** `process_vm_readv`
+//!   on our own pid copies the bytes or fails with `EFAULT`; ~2.5 µs a read here (it pins the
+//!   page), so a mismatching wait costs more than the kernel's. x86_64 builds compile it too, and
+//!   the unit tests and a CI run of the C suite exercise it.
+//!
+//! What the handler does is async-signal-safe: it reads the saved context and static data
+//! written before it was installed, writes the saved context, and otherwise calls `sigaction`,
+//! `raise` or the previous handler, as a chaining handler must.
+
+use crate::word::Size;
+
+/// The read touched memory that is not mapped readable: the call fails with `EFAULT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fault;
+
+/// Read the word at `addr` at `size`, zero-extended; `Err(Fault)` if it is not readable.
+/// `addr` must be aligned to the size (validated before).
+#[inline]
+pub(crate) fn read_word(addr: usize, size: Size) -> Result<u64, Fault> {
+    debug_assert_eq!(addr % size.bytes(), 0);
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    if fixup::enabled() {
+        return fixup::load(addr, size);
+    }
+    probe::read(addr, size)
+}
+
+/// Read 8 bytes at `addr` (any alignment): a field of a caller's struct.
+#[inline]
+pub(crate) fn read_u64(addr: usize) -> Result<u64, Fault> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    if fixup::enabled() {
+        return fixup::load(addr, Size::U64);
+    }
+    probe::read_bytes::<8>(addr).map(u64::from_ne_bytes)
+}
+
+/// The environment variable that turns the fault handler off (value `syscall`), read once at the
+/// first read of caller memory: every read is then checked with the probe syscall instead. For
+/// programs whose own SIGSEGV handling cannot chain (and to test the portable path).
+pub(crate) const PROBE_ENV: &str = "UFUTEX_FAULT_PROBE";
+
+/// The portable way: ask the kernel to copy from our own address space (elsewhere than x86_64,
+/// or with `UFUTEX_FAULT_PROBE=syscall`).
+pub(crate) mod probe {
+    use super::Fault;
+    use crate::word::Size;
+
+    /// Copy `N` bytes from `addr` (any alignment).
+    pub(crate) fn read_bytes<const N: usize>(addr: usize) -> Result<[u8; N], Fault> {
+        let mut out = [0u8; N];
+        let local = libc::iovec { iov_base: out.as_mut_ptr().cast(), iov_len: N };
+        let remote = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: N };
+        // SAFETY:
+        // - `local` describes `out`, writable for N bytes for the whole call;
+        // - `remote` is only read by the kernel, which checks it and reports EFAULT instead of
+        //   faulting; our own pid is always accessible to us.
+        let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        if n == N as isize {
+            Ok(out)
+        } else {
+            Err(Fault)
+        }
+    }
+
+    /// Read a word of `size` at `addr`, zero-extended.
+    pub(crate) fn read(addr: usize, size: Size) -> Result<u64, Fault> {
+        Ok(match size {
+            Size::U8 => u64::from(u8::from_ne_bytes(read_bytes::<1>(addr)?)),
+            Size::U16 => u64::from(u16::from_ne_bytes(read_bytes::<2>(addr)?)),
+            Size::U32 => u64::from(u32::from_ne_bytes(read_bytes::<4>(addr)?)),
+            Size::U64 => u64::from_ne_bytes(read_bytes::<8>(addr)?),
+        })
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod fixup {
+    use super::Fault;
+    use crate::word::Size;
+    use std::cell::UnsafeCell;
+    use std::mem::MaybeUninit;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Once;
+
+    // Each function's first instruction is its only load; a fault there resumes at
+    // `ufutex_fx_fixup`, which returns (0, 1). The stack is untouched before the load, so the
+    // fixup's `ret` returns to the caller. Symbols are hidden: every copy of the library in a
+    // process has its own.
+    core::arch::global_asm!(
+        ".pushsection .text.ufutex_fx,\"ax\",@progbits",
+        ".p2align 4",
+        ".globl ufutex_fx_load8",
+        ".hidden ufutex_fx_load8",
+        ".type ufutex_fx_load8,@function",
+        "ufutex_fx_load8:",
+        "movzx eax, byte ptr [rdi]",
+        "xor edx, edx",
+        "ret",
+        ".size ufutex_fx_load8, . - ufutex_fx_load8",
+        ".globl ufutex_fx_load16",
+        ".hidden ufutex_fx_load16",
+        ".type ufutex_fx_load16,@function",
+        "ufutex_fx_load16:",
+        "movzx eax, word ptr [rdi]",
+        "xor edx, edx",
+        "ret",
+        ".size ufutex_fx_load16, . - ufutex_fx_load16",
+        ".globl ufutex_fx_load32",
+        ".hidden ufutex_fx_load32",
+        ".type ufutex_fx_load32,@function",
+        "ufutex_fx_load32:",
+        "mov eax, dword ptr [rdi]",
+        "xor edx, edx",
+        "ret",
+        ".size ufutex_fx_load32, . - ufutex_fx_load32",
+        ".globl ufutex_fx_load64",
+        ".hidden ufutex_fx_load64",
+        ".type ufutex_fx_load64,@function",
+        "ufutex_fx_load64:",
+        "mov rax, qword ptr [rdi]",
+        "xor edx, edx",
+        "ret",
+        ".size ufutex_fx_load64, . - ufutex_fx_load64",
+        ".globl ufutex_fx_fixup",
+        ".hidden ufutex_fx_fixup",
+        ".type ufutex_fx_fixup,@function",
+        "ufutex_fx_fixup:",
+        "xor eax, eax",
+        "mov edx, 1",
+        "ret",
+        ".size ufutex_fx_fixup, . - ufutex_fx_fixup",
+        ".popsection",
+    );
+
+    /// What the assembly returns, in RAX:RDX (SysV: a 16-byte struct of two integers).
+    #[repr(C)]
+    struct Loaded {
+        value: u64,
+        faulted: u64,
+    }
+
+    unsafe extern "C" {
+        fn ufutex_fx_load8(addr: usize) -> Loaded;
+        fn ufutex_fx_load16(addr: usize) -> Loaded;
+        fn ufutex_fx_load32(addr: usize) -> Loaded;
+        fn ufutex_fx_load64(addr: usize) -> Loaded;
+        fn ufutex_fx_fixup() -> Loaded;
+    }
+
+    /// Whether reads go through the fixup loads: installs the handler on first use, unless the
+    /// environment says `UFUTEX_FAULT_PROBE=syscall`.
+    #[inline]
+    pub(super) fn enabled() -> bool {
+        install();
+        // Relaxed: written inside `INSTALL.call_once`, whose completion we observed (Acquire).
+        USE_FIXUP.load(Ordering::Relaxed)
+    }
+
+    /// One fixup load. Call only after [`enabled`] returned `true`.
+    #[inline]
+    pub(super) fn load(addr: usize, size: Size) -> Result<u64, Fault> {
+        debug_assert!(USE_FIXUP.load(Ordering::Relaxed));
+        // SAFETY:
+        // - each function performs one load from `addr` and nothing else; a load from any address
+        //   either succeeds or faults, and the fault is turned into `faulted = 1` by the handler
+        //   `install` put in place (it is: `enabled` returned true, so the Once ran and installed
+        //   it);
+        // - the load has no Rust-visible memory effect: it reads through a register, outside the
+        //   Rust abstract machine, as the kernel would read the word.
+        let r = unsafe {
+            match size {
+                Size::U8 => ufutex_fx_load8(addr),
+                Size::U16 => ufutex_fx_load16(addr),
+                Size::U32 => ufutex_fx_load32(addr),
+                Size::U64 => ufutex_fx_load64(addr),
+            }
+        };
+        if r.faulted == 0 {
+            Ok(r.value)
+        } else {
+            Err(Fault)
+        }
+    }
+
+    /// The previous dispositions of SIGSEGV and SIGBUS, written once before our handler is
+    /// installed and only read afterwards (by the handler).
+    struct Saved(UnsafeCell<MaybeUninit<[libc::sigaction; 2]>>);
+    // SAFETY: written only inside `INSTALL.call_once`, before the handler that reads it exists.
+    unsafe impl Sync for Saved {}
+    static SAVED: Saved = Saved(UnsafeCell::new(MaybeUninit::uninit()));
+    static INSTALL: Once = Once::new();
+    static USE_FIXUP: AtomicBool = AtomicBool::new(false);
+    const SIGNALS: [libc::c_int; 2] = [libc::SIGSEGV, libc::SIGBUS];
+
+    #[inline]
+    fn install() {
+        if !INSTALL.is_completed() {
+            install_slow();
+        }
+    }
+
+    #[cold]
+    fn install_slow() {
+        INSTALL.call_once(|| {
+            if std::env::var_os(super::PROBE_ENV).is_some_and(|v| v == "syscall") {
+                return; // no handler: every read takes the probe syscall
+            }
+            let saved = SAVED.0.get().cast::<libc::sigaction>();
+            for (i, &sig) in SIGNALS.iter().enumerate() {
+                // SAFETY:
+                // - `saved.add(i)` is within the static array, written by no one else (Once);
+                // - sigaction with a null new action only reports the current one.
+                unsafe {
+                    let old = saved.add(i);
+                    std::ptr::write_bytes(old, 0, 1);
+                    libc::sigaction(sig, std::ptr::null(), old);
+                }
+            }
+            for &sig in &SIGNALS {
+                // SAFETY:
+                // - `sa` is fully initialised (zeroed, then the handler, flags and an empty mask);
+                // - `on_fault` has the three-argument signature SA_SIGINFO promises;
+                // - SAVED is complete: the handler can only run after this call installs it.
+                unsafe {
+                    let mut sa: libc::sigaction = std::mem::zeroed();
+                    sa.sa_sigaction = on_fault as *const () as usize;
+                    sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+                    libc::sigemptyset(&mut sa.sa_mask);
+                    libc::sigaction(sig, &sa, std::ptr::null_mut());
+                }
+            }
+            USE_FIXUP.store(true, Ordering::Relaxed);
+        });
+    }
+
+    fn is_probe_load(ip: usize) -> bool {
+        [
+            ufutex_fx_load8 as *const () as usize,
+            ufutex_fx_load16 as *const () as usize,
+            ufutex_fx_load32 as *const () as usize,
+            ufutex_fx_load64 as *const () as usize,
+        ]
+        .contains(&ip)
+    }
+
+    extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+        let uc = ctx.cast::<libc::ucontext_t>();
+        // SAFETY:
+        // - the kernel passes a valid ucontext_t for an SA_SIGINFO handler; we read and write
+        //   only the saved RIP, which sigreturn restores.
+        unsafe {
+            let rip = &mut (*uc).uc_mcontext.gregs[libc::REG_RIP as usize];
+            if is_probe_load(*rip as usize) {
+                *rip = ufutex_fx_fixup as *const () as usize as i64;
+                return;
+            }
+        }
+        // SAFETY: called from the handler with the handler's own arguments.
+        unsafe { chain(sig, info, ctx) }
+    }
+
+    /// Hand a fault that is not ours to the disposition that was there before us.
+    ///
+    /// - a function: call it as it asked to be called (with or without siginfo);
+    /// - `SIG_DFL`: put it back and return; a hardware fault re-executes and takes the default
+    ///   action (the core dump points at the real fault); a sent signal is raised again, to be
+    ///   delivered when we return;
+    /// - `SIG_IGN`: a sent signal is dropped; a hardware fault cannot be ignored (the kernel
+    ///   would force the default), so it is treated as `SIG_DFL`.
+    ///
+    /// Approximations, as in every chaining handler: the previous handler runs with our signal
+    /// mask (SIGSEGV/SIGBUS blocked), not its own `sa_mask`, and its `SA_RESETHAND` is not
+    /// applied.
+    ///
+    /// # Safety
+    /// - call only from `on_fault`, with its arguments.
+    unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+        let i = if sig == libc::SIGSEGV { 0 } else { 1 };
+        // SAFETY: SAVED was fully written before the handler was installed (install_slow).
+        let old: &libc::sigaction = unsafe { &(*SAVED.0.get()).assume_init_ref()[i] };
+        // SAFETY: `info` is the kernel's siginfo for this signal.
+        let sent = unsafe { (*info).si_code } <= 0;
+        let h = old.sa_sigaction;
+        if h == libc::SIG_IGN && sent {
+            return;
+        }
+        if h == libc::SIG_DFL || h == libc::SIG_IGN {
+            // SAFETY: sigaction and raise are async-signal-safe; `old` is a valid sigaction.
+            unsafe {
+                libc::sigaction(sig, old, std::ptr::null_mut());
+                if sent {
+                    libc::raise(sig);
+                }
+            }
+            return;
+        }
+        // SAFETY: `h` is the handler the program installed, called with the arguments its
+        // SA_SIGINFO flag says it takes.
+        unsafe {
+            if old.sa_flags & libc::SA_SIGINFO != 0 {
+                let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = std::mem::transmute(h);
+                f(sig, info, ctx);
+            } else {
+                let f: extern "C" fn(libc::c_int) = std::mem::transmute(h);
+                f(sig);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A readable page, then a page that faults (PROT_NONE: kept reserved, so no other test's
+    /// mapping can land there, unlike an unmapped hole).
+    fn mapped_then_hole() -> (usize, usize) {
+        // SAFETY: an anonymous mapping of two fresh pages, the second made inaccessible; no Rust
+        // object lives there. Leaked on purpose.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                8192,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(p, libc::MAP_FAILED);
+            assert_eq!(libc::mprotect(p.cast::<u8>().add(4096).cast(), 4096, libc::PROT_NONE), 0);
+            (p as usize, p as usize + 4096)
+        }
+    }
+
+    #[test]
+    fn reads_mapped_words_and_reports_holes() {
+        let (page, hole) = mapped_then_hole();
+        // SAFETY: `page` is a fresh writable page of ours.
+        unsafe { *(page as *mut u64) = 0x1122_3344_5566_7788 };
+        for read in [read_word as fn(usize, Size) -> Result<u64, Fault>, probe::read] {
+            assert_eq!(read(page, Size::U8), Ok(0x88));
+            assert_eq!(read(page, Size::U16), Ok(0x7788));
+            assert_eq!(read(page, Size::U32), Ok(0x5566_7788));
+            assert_eq!(read(page, Size::U64), Ok(0x1122_3344_5566_7788));
+            for size in [Size::U8, Size::U16, Size::U32, Size::U64] {
+                assert_eq!(read(hole, size), Err(Fault));
+                assert_eq!(read(usize::MAX - 7, size), Err(Fault));
+            }
+        }
+        assert_eq!(read_u64(page + 1), Ok(0x0011_2233_4455_6677));
+        assert_eq!(read_u64(hole - 4), Err(Fault)); // straddles into the hole
+        assert_eq!(probe::read_bytes::<8>(hole - 4), Err(Fault));
+    }
+
+    #[test]
+    fn faults_from_many_threads_at_once() {
+        let (_, hole) = mapped_then_hole();
+        let threads: Vec<_> = (0..4)
+            .map(|_| std::thread::spawn(move || (0..10_000).all(|_| read_word(hole, Size::U32) == Err(Fault))))
+            .collect();
+        assert!(threads.into_iter().all(|t| t.join().unwrap()));
+    }
+}

@@ -1,0 +1,44 @@
+//! The C ABI: `libufutex`, a drop-in for the futex2 system calls (`include/ufutex.h`).
+//!
+//! Like the kernel's `kernel/futex/syscalls.c`, this is the only place that sees raw integers
+//! and raw pointers. Each entry point (in `calls`) validates its arguments in the kernel's
+//! order (`validate`), reads the caller's memory without trusting it (`fault`), translates to
+//! the core's types, and calls the core. Nothing unwinds into C: a panic becomes `-1`/`EINVAL`.
+//!
+//! - `abi`: the flag values and `struct ufutex_waitv`, asserted against the header;
+//! - `validate`: flags, values, masks, counts, timeouts, addresses, waitv arrays → errno;
+//! - `fault`: `EFAULT` instead of a crash for unmapped memory, without a syscall on x86_64;
+//! - `calls`: the `#[no_mangle] extern "C"` functions;
+//! - `sync`: the pthread-like C face of `crate::sync` (`ufutex_mutex_*`, `ufutex_cond_*`).
+
+pub(crate) mod abi;
+pub(crate) mod calls;
+mod fault;
+mod sync;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+/// An `errno` value: why a call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Errno(pub(crate) i32);
+
+impl Errno {
+    pub(crate) const EINVAL: Errno = Errno(libc::EINVAL);
+    pub(crate) const EFAULT: Errno = Errno(libc::EFAULT);
+    pub(crate) const EAGAIN: Errno = Errno(libc::EAGAIN);
+    pub(crate) const ENOMEM: Errno = Errno(libc::ENOMEM);
+    pub(crate) const EOPNOTSUPP: Errno = Errno(libc::EOPNOTSUPP);
+}
+
+impl From<crate::error::WaitError> for Errno {
+    fn from(e: crate::error::WaitError) -> Errno {
+        Errno(e.errno())
+    }
+}
+
+impl From<fault::Fault> for Errno {
+    fn from(_: fault::Fault) -> Errno {
+        Errno::EFAULT
+    }
+}

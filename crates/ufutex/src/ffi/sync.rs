@@ -1,0 +1,212 @@
+//! The C ABI of `ufutex::sync`: `ufutex_mutex_*` and `ufutex_cond_*` (declared in
+//! `include/ufutex.h`).
+//!
+//! pthread conventions: every function returns 0 or an errno value (never -1 with `errno`).
+//! Checks, in order: NULL pointers (`EINVAL`), the timespec (`EINVAL`: `tv_nsec` outside
+//! `[0, 1e9)` or `tv_sec < 0`), then the operation. A timespec is checked even when the lock
+//! is free (POSIX allows either; checking always makes a bad argument fail deterministically).
+//! `ufutex_mutex_unlock` and `ufutex_cond_*wait` on an unlocked mutex return `EPERM`, and so
+//! does an unlock while the lock is being handed to a waiter; otherwise the mutex cannot tell
+//! which thread owns it, so unlocking one held by another thread is not detected. Every entry catches panics and returns `EINVAL` instead of unwinding into C.
+//!
+//! `ufutex_mutex_t` is the one-byte [`RawMutex`] and `ufutex_cond_t` the [`Condvar`]; the
+//! static initializers are all-zero, which is what `RawMutex::new` and `Condvar::new` hold.
+
+use crate::deadline::{Clock, Timeout, Timespec};
+use crate::domain::default_domain;
+use crate::sync::raw_mutex::{Acquired, GRANTED, LOCKED};
+use crate::sync::{Condvar, RawMutex};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+// The C typedefs in include/ufutex.h must match these layouts.
+const _: () = assert!(std::mem::size_of::<RawMutex>() == 1 && std::mem::align_of::<RawMutex>() == 1);
+const _: () = assert!(std::mem::size_of::<Condvar>() == 2 * std::mem::size_of::<usize>());
+const _: () = assert!(std::mem::align_of::<Condvar>() == std::mem::align_of::<usize>());
+
+/// Run `f`, turning a panic into `EINVAL`.
+fn guarded(f: impl FnOnce() -> i32) -> i32 {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(libc::EINVAL)
+}
+
+/// An absolute `CLOCK_MONOTONIC` deadline, validated.
+///
+/// # Safety
+/// `ts` is NULL or points to a readable `struct timespec`.
+unsafe fn monotonic_deadline(ts: *const libc::timespec) -> Result<Timeout, i32> {
+    // SAFETY: NULL or readable, per the contract.
+    let ts = unsafe { ts.as_ref() }.ok_or(libc::EINVAL)?;
+    if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
+        return Err(libc::EINVAL);
+    }
+    Ok(Timeout { clock: Clock::Monotonic, at: Timespec { sec: ts.tv_sec, nsec: ts.tv_nsec as u32 } })
+}
+
+/// Lock `m`, waiting as long as it takes.
+///
+/// # Safety
+/// `m` is NULL or points to a `ufutex_mutex_t` (initialised with `UFUTEX_MUTEX_INIT`) that
+/// stays valid for the call.
+#[no_mangle]
+pub unsafe extern "C" fn ufutex_mutex_lock(m: *mut RawMutex) -> i32 {
+    // SAFETY: NULL or a live mutex, per the contract; only shared access is taken.
+    let Some(m) = (unsafe { m.as_ref() }) else { return libc::EINVAL };
+    guarded(|| {
+        m.lock_in(default_domain());
+        0
+    })
+}
+
+/// Lock `m` if it is free; `EBUSY` otherwise.
+///
+/// # Safety
+/// As [`ufutex_mutex_lock`].
+#[no_mangle]
+pub unsafe extern "C" fn ufutex_mutex_trylock(m: *mut RawMutex) -> i32 {
+    // SAFETY: as in `ufutex_mutex_lock`.
+    let Some(m) = (unsafe { m.as_ref() }) else { return libc::EINVAL };
+    guarded(|| if m.try_lock_in() { 0 } else { libc::EBUSY })
+}
+
+/// Lock `m`, giving up at the absolute `CLOCK_MONOTONIC` time `abs` (`ETIMEDOUT`).
+///
+/// # Safety
+/// As [`ufutex_mutex_lock`]; `abs` is NULL or points to a readable `struct timespec`.
+#[no_mangle]
+pub unsafe extern "C" fn ufutex_mutex_timedlock(m: *mut RawMutex, abs: *const libc::timespec) -> i32 {
+    // SAFETY: as in `ufutex_mutex_lock`.
+    let Some(m) = (unsafe { m.as_ref() }) else { return libc::EINVAL };
+    // SAFETY: NULL or readable, per the contract.
+    let timeout = match unsafe { monotonic_deadline(abs) } {
+        Ok(t) => t,
+        Err(e) => return e,
+    };
+    guarded(|| match m.lock_until_in(default_domain(), Some(timeout)) {
+        Acquired::Yes => 0,
+        Acquired::TimedOut => libc::ETIMEDOUT,
+    })
+}
+
+/// Unlock `m`; `EPERM` if it is not locked.
+///
+/// # Safety
+/// As [`ufutex_mutex_lock`].
+#[no_mangle]
+pub unsafe extern "C" fn ufutex_mutex_unlock(m: *mut RawMutex) -> i32 {
+    // SAFETY: as in `ufutex_mutex_lock`.
+    let Some(m) = (unsafe { m.as_ref() }) else { return libc::EINVAL };
+    guarded(|| {
+        // Unlocked, or being handed to a waiter (so not the caller's): not ours to unlock.
+        if m.state() & (LOCKED | GRANTED) != LOCKED {
+            return libc::EPERM;
+        }
+        m.unlock_in(default_domain());
+        0
+    })
+}
+
+/// The shared part of the two waits.
+///
+/// # Safety
+/// `c` and `m` are NULL or point to live, initialised objects; `abs` as in
+/// [`ufutex_mutex_timedlock`] when `timed`.
+unsafe fn cond_wait(c: *mut Condvar, m: *mut RawMutex, abs: Option<*const libc::timespec>) -> i32 {
+    // SAFETY: NULL or live objects, per the contract; only shared access is taken.
+    let (Some(c), Some(m)) = (unsafe { c.as_ref() }, unsafe { m.as_ref() }) else { return libc::EINVAL };
+    let timeout = match abs {
+        None => None,
+        // SAFETY: NULL or readable, per the contract.
+        Some(abs) => match unsafe { monotonic_deadline(abs) } {
+            Ok(t) => Some(t),
+            Err(e) => return e,
+        },
+    };
+    guarded(|| {
+        if m.state() & LOCKED == 0 {
+            return libc::EPERM;
+        }
+        if c.wait_timeout_in(default_domain(), m, timeout) {
+            libc::ETIMEDOUT
+        } else {
+            0
+        }
+    })
+}
+
+/// Unlock `m`, wait for a signal or broadcast on `c`, relock `m`. Wakeups may be spurious.
+///
+/// # Safety
+/// `c` and `m` are NULL or point to live objects initialised with their `_INIT` values; the
+/// caller holds `m`.
+#[no_mangle]
+pub unsafe extern "C" fn ufutex_cond_wait(c: *mut Condvar, m: *mut RawMutex) -> i32 {
+    // SAFETY: forwarded contract.
+    unsafe { cond_wait(c, m, None) }
+}
+
+/// [`ufutex_cond_wait`], giving up at the absolute `CLOCK_MONOTONIC` time `abs` (`ETIMEDOUT`,
+/// with `m` relocked).
+///
+/// # Safety
+/// As [`ufutex_cond_wait`]; `abs` is NULL or points to a readable `struct timespec`.
+#[no_mangle]
+pub unsafe extern "C" fn ufutex_cond_timedwait(c: *mut Condvar, m: *mut RawMutex, abs: *const libc::timespec) -> i32 {
+    // SAFETY: forwarded contract.
+    unsafe { cond_wait(c, m, Some(abs)) }
+}
+
+/// Wake one waiter of `c`, if any.
+///
+/// # Safety
+/// `c` is NULL or points to a live `ufutex_cond_t`.
+#[no_mangle]
+pub unsafe extern "C" fn ufutex_cond_signal(c: *mut Condvar) -> i32 {
+    // SAFETY: NULL or live, per the contract.
+    let Some(c) = (unsafe { c.as_ref() }) else { return libc::EINVAL };
+    guarded(|| {
+        c.notify_one_in(default_domain());
+        0
+    })
+}
+
+/// Wake every waiter of `c`: one now, the others requeued onto their mutex.
+///
+/// # Safety
+/// As [`ufutex_cond_signal`].
+#[no_mangle]
+pub unsafe extern "C" fn ufutex_cond_broadcast(c: *mut Condvar) -> i32 {
+    // SAFETY: NULL or live, per the contract.
+    let Some(c) = (unsafe { c.as_ref() }) else { return libc::EINVAL };
+    guarded(|| {
+        c.notify_all_in(default_domain());
+        0
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_in_order() {
+        let mut m = RawMutex::new();
+        let mut c = Condvar::new();
+        let bad = libc::timespec { tv_sec: 0, tv_nsec: 1_000_000_000 };
+        let past = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: every pointer is NULL or to a live local.
+        unsafe {
+            assert_eq!(ufutex_mutex_lock(std::ptr::null_mut()), libc::EINVAL);
+            assert_eq!(ufutex_mutex_unlock(&mut m), libc::EPERM);
+            assert_eq!(ufutex_mutex_timedlock(&mut m, std::ptr::null()), libc::EINVAL);
+            assert_eq!(ufutex_mutex_timedlock(&mut m, &bad), libc::EINVAL);
+            assert_eq!(ufutex_mutex_timedlock(&mut m, &past), 0, "free: taken even past the deadline");
+            assert_eq!(ufutex_mutex_trylock(&mut m), libc::EBUSY);
+            assert_eq!(ufutex_mutex_timedlock(&mut m, &past), libc::ETIMEDOUT);
+            assert_eq!(ufutex_cond_timedwait(&mut c, &mut m, &bad), libc::EINVAL);
+            assert_eq!(ufutex_cond_timedwait(&mut c, &mut m, &past), libc::ETIMEDOUT);
+            assert_eq!(ufutex_mutex_unlock(&mut m), 0);
+            assert_eq!(ufutex_cond_wait(&mut c, &mut m), libc::EPERM);
+            assert_eq!(ufutex_cond_signal(&mut c), 0);
+            assert_eq!(ufutex_cond_broadcast(std::ptr::null_mut()), libc::EINVAL);
+        }
+    }
+}

@@ -1,0 +1,488 @@
+//! The handoff mutex: one byte, parked on with the ufutex core.
+//!
+//! # The state word
+//!
+//! | bit | name | meaning |
+//! |---|---|---|
+//! | 0 | `LOCKED` | a thread owns the lock (also set while a handoff is in flight) |
+//! | 1 | `PARKED` | threads may be queued on the word with [`NORMAL_MASK`]: unlock must wake one |
+//! | 2 | `HANDOFF` | the one starving waiter asked for the lock; it waits with [`HANDOFF_MASK`] |
+//! | 3 | `GRANTED` | an unlock handed the lock to that waiter, which has not claimed it yet |
+//!
+//! Invariants: `HANDOFF ⇒ LOCKED`, `GRANTED ⇒ LOCKED`, never `HANDOFF` and `GRANTED` together.
+//! At most one thread is the handoff requester: it set `HANDOFF` with a CAS that saw neither
+//! `HANDOFF` nor `GRANTED`, and it alone clears `HANDOFF` (withdrawing) or `GRANTED` (claiming).
+//!
+//! # Transitions (each one CAS or RMW on the word; `debug_assert`ed where it is made)
+//!
+//! 1. **lock**: `s` without `LOCKED` → `s | LOCKED` (Acquire). The uncontended case is
+//!    `0 → LOCKED`. A thread that was *woken* adds `PARKED` too (the baton rule below).
+//! 2. **park**: `s` with `LOCKED` → `s | PARKED`, then wait on the word for `s | PARKED` with
+//!    [`NORMAL_MASK`].
+//! 3. **request**: a starving waiter, `s` with `LOCKED`, without `HANDOFF`/`GRANTED` →
+//!    `s | HANDOFF`, then wait for the current value with [`HANDOFF_MASK`].
+//! 4. **unlock**: `LOCKED → 0` (Release); the uncontended case.
+//! 5. **unlock, waking**: `LOCKED | PARKED → 0` (Release), then wake one [`NORMAL_MASK`] waiter.
+//! 6. **unlock, handing off**: `s | HANDOFF → s | GRANTED` (Release; `LOCKED` stays), then wake
+//!    the [`HANDOFF_MASK`] waiter. Ownership passes to the requester at this CAS.
+//! 7. **claim**: the requester, seeing `GRANTED`: `s → s & !GRANTED` (Acquire), adding `PARKED`
+//!    if it owes the baton. It now owns the lock; it never released it in between.
+//! 8. **withdraw**: a requester that timed out: `s | HANDOFF → s` — or, if the CAS finds
+//!    `GRANTED` instead, it claims (7): the lock was handed over first, so the timed lock
+//!    succeeds.
+//!
+//! How each waiter learns what happened: a normal waiter never assumes ownership — after any
+//! wakeup it competes again with (1). The requester owns the lock exactly when it sees
+//! `GRANTED`, which only transition (6) sets and only it clears; the wake of (6) just makes
+//! sure it looks. So a handoff transfers ownership exactly once, whether the requester is
+//! asleep, about to sleep, or timing out when it happens.
+//!
+//! **The baton rule.** Transition (5) clears `PARKED` although more waiters may still be
+//! queued (the word cannot count them). The woken thread carries the duty to restore it: it
+//! sets `PARKED` when it takes the lock (1), or before it parks again (2) — or, if it gives up
+//! (a timed lock), sets it and wakes a successor itself if the lock is free. A condvar waiter
+//! requeued onto the word may have been woken by (5), so a thread returning from a condvar wait
+//! always relocks as a woken thread.
+//!
+//! # Choices, by measurement (`cargo run --release -p ufutex --example lock_bench`)
+//!
+//! Measured on the 2-vCPU target (AMD EPYC VM, a `pause` costs ~40 ns), under load from other
+//! jobs, so only ratios within one interleaved run mean anything:
+//! - One byte rather than 32 bits: uncontended lock+unlock compile to the same two
+//!   `lock cmpxchg` (8 vs 32-bit operands) and measured the same (medians of 8 alternating
+//!   runs: 11.7 ns vs 11.9 ns; contended runs moved together), while `Mutex<u8>` is 2 bytes
+//!   instead of 8 and the word shows off 8-bit futex words.
+//! - Starvation threshold: parked for 1 ms (and woken at least once) without getting the
+//!   lock — Go's starvation threshold (see [`super::Starvation`]). With 8 threads and a ~1 µs
+//!   critical section it kept the per-thread min/max at 0.57–0.59 in three interleaved runs,
+//!   the best and steadiest of the thresholds tried (1, 2, 4 lost wakeups: 0.44–0.50;
+//!   100 µs: 0.35–0.51; no handoff: 0.15–0.42), at the same total throughput within noise.
+//!   A time threshold also bounds how often the lock pays a handoff's wake-up hop (the lock
+//!   stays held while the requester wakes). Under loom, where there is no time, the threshold
+//!   is one lost wakeup.
+//! - The spin: busy rounds only (see `spin.rs`).
+
+use super::spin::Spin;
+use super::starvation::Patience;
+use super::{HANDOFF_MASK, NORMAL_MASK};
+use crate::deadline::Timeout;
+#[cfg(not(ufutex_loom))]
+use crate::domain::default_domain;
+use crate::domain::Domain;
+use crate::error::WaitError;
+use crate::primitive::{AtomicU8, Ordering};
+use crate::wait::wait_word;
+use crate::wake::wake_word;
+use crate::word::{word_of, WordRef};
+
+pub(crate) type State = u8;
+
+pub(crate) const LOCKED: State = 1 << 0;
+pub(crate) const PARKED: State = 1 << 1;
+pub(crate) const HANDOFF: State = 1 << 2;
+pub(crate) const GRANTED: State = 1 << 3;
+
+/// The raw handoff mutex: one byte (see the module docs for the protocol).
+///
+/// Use it through [`super::Mutex`]; the raw methods are for building other primitives.
+///
+/// # Examples
+/// ```
+/// use lock_api::RawMutex as _;
+/// let m = ufutex::sync::RawMutex::INIT;
+/// m.lock();
+/// assert!(!m.try_lock());
+/// // SAFETY: this thread holds the lock.
+/// unsafe { m.unlock() };
+/// assert_eq!(std::mem::size_of_val(&m), 1);
+/// ```
+#[repr(transparent)]
+pub struct RawMutex {
+    state: AtomicU8,
+}
+
+impl std::fmt::Debug for RawMutex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawMutex").field("state", &self.state.load(Ordering::Relaxed)).finish()
+    }
+}
+
+/// Debug check of the word's invariants (module docs).
+#[inline]
+fn valid(s: State) -> bool {
+    let locked_if_handoff = s & (HANDOFF | GRANTED) == 0 || s & LOCKED != 0;
+    locked_if_handoff && s & (HANDOFF | GRANTED) != (HANDOFF | GRANTED) && s & !0b1111 == 0
+}
+
+/// How a timed lock attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Acquired {
+    Yes,
+    TimedOut,
+}
+
+impl RawMutex {
+    /// An unlocked mutex.
+    #[cfg(not(ufutex_loom))]
+    pub const fn new() -> RawMutex {
+        RawMutex { state: AtomicU8::new(0) }
+    }
+
+    /// An unlocked mutex.
+    #[cfg(ufutex_loom)]
+    pub fn new() -> RawMutex {
+        RawMutex { state: AtomicU8::new(0) }
+    }
+
+    #[inline]
+    pub(crate) fn word(&self) -> WordRef {
+        word_of(&self.state)
+    }
+
+    /// The raw state (for tests and the C ABI's checks).
+    #[cfg(not(ufutex_loom))]
+    #[inline]
+    pub(crate) fn state(&self) -> State {
+        self.state.load(Ordering::Relaxed)
+    }
+
+    /// Take the lock if it is free, without waiting.
+    #[inline]
+    pub(crate) fn try_lock_state(&self) -> bool {
+        let mut s = self.state.load(Ordering::Relaxed);
+        while s & LOCKED == 0 {
+            debug_assert!(valid(s), "state {s:#b}");
+            // (1) Acquire: the critical section sees the previous owner's writes.
+            match self.state.compare_exchange_weak(s, s | LOCKED, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(now) => s = now,
+            }
+        }
+        false
+    }
+
+    /// Lock, parking in `domain` when contended.
+    #[doc(hidden)]
+    #[inline]
+    pub fn lock_in(&self, domain: &Domain) {
+        if !self.fast_lock() {
+            self.lock_contended(domain);
+        }
+    }
+
+    /// The untimed slow path, out of line so the fast path needs no stack frame.
+    #[cold]
+    #[inline(never)]
+    fn lock_contended(&self, domain: &Domain) {
+        let r = self.lock_slow(domain, None, false);
+        debug_assert_eq!(r, Acquired::Yes);
+    }
+
+    /// Lock before `timeout` passes (`None`: wait forever).
+    #[inline]
+    pub(crate) fn lock_until_in(&self, domain: &Domain, timeout: Option<Timeout>) -> Acquired {
+        if self.fast_lock() {
+            return Acquired::Yes;
+        }
+        self.lock_slow(domain, timeout, false)
+    }
+
+    /// Lock, giving up after `timeout`; `true` if the lock was taken.
+    #[doc(hidden)]
+    pub fn try_lock_for_in(&self, domain: &Domain, timeout: std::time::Duration) -> bool {
+        let t = Timeout::from(crate::Deadline::from(timeout));
+        self.lock_until_in(domain, Some(t)) == Acquired::Yes
+    }
+
+    /// Relock after a condvar wait: always as a woken thread (the baton rule).
+    pub(crate) fn relock_woken_in(&self, domain: &Domain) {
+        let r = self.lock_slow(domain, None, true);
+        debug_assert_eq!(r, Acquired::Yes);
+    }
+
+    /// Try to lock without waiting.
+    #[doc(hidden)]
+    #[inline]
+    pub fn try_lock_in(&self) -> bool {
+        self.try_lock_state()
+    }
+
+    /// Unlock, waking in `domain`. The caller must hold the lock; otherwise the mutex's state
+    /// is corrupted (no memory unsafety: the raw mutex guards no data by itself).
+    #[doc(hidden)]
+    #[inline]
+    pub fn unlock_in(&self, domain: &Domain) {
+        // (4) Release: publishes the critical section to the next owner.
+        if self.state.compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed).is_err() {
+            self.unlock_slow(domain);
+        }
+    }
+
+    /// Whether the lock is held (or being handed over).
+    #[doc(hidden)]
+    pub fn is_locked_in(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & LOCKED != 0
+    }
+
+    #[inline]
+    fn fast_lock(&self) -> bool {
+        // (1), uncontended: one CAS. Acquire as in `try_lock_state`.
+        self.state.compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok()
+    }
+
+    /// Spin, then park until the lock is ours or `timeout` passes. `woken`: this thread owes
+    /// the baton (module docs).
+    #[cold]
+    fn lock_slow(&self, domain: &Domain, timeout: Option<Timeout>, mut woken: bool) -> Acquired {
+        let mut spin = Spin::new();
+        let mut patience = Patience::new();
+        let mut s = self.state.load(Ordering::Relaxed);
+        loop {
+            debug_assert!(valid(s), "state {s:#b}");
+            if s & LOCKED == 0 {
+                let new = s | LOCKED | if woken { PARKED } else { 0 };
+                // (1) Acquire, as in `try_lock_state`.
+                match self.state.compare_exchange_weak(s, new, Ordering::Acquire, Ordering::Relaxed) {
+                    Ok(_) => return Acquired::Yes,
+                    Err(now) => s = now,
+                }
+                continue;
+            }
+            if s & (PARKED | HANDOFF) == 0 && spin.spin() {
+                s = self.state.load(Ordering::Relaxed);
+                continue;
+            }
+            if s & (HANDOFF | GRANTED) == 0 && patience.starving() {
+                // (3) Relaxed: nothing is published; the wait's (A) orders the check.
+                match self.state.compare_exchange(s, s | HANDOFF, Ordering::Relaxed, Ordering::Relaxed) {
+                    Ok(_) => return self.await_handoff(domain, timeout, s | HANDOFF, woken),
+                    Err(now) => s = now,
+                }
+                continue;
+            }
+            if s & PARKED == 0 {
+                // (2) Relaxed: the wait that follows re-checks the value under its bucket lock.
+                if let Err(now) = self.state.compare_exchange(s, s | PARKED, Ordering::Relaxed, Ordering::Relaxed) {
+                    s = now;
+                    continue;
+                }
+                s |= PARKED;
+            }
+            // The value we sleep on has PARKED and LOCKED: the owner's unlock will wake someone,
+            // so the baton is passed on.
+            woken = false;
+            patience.parking();
+            match wait_word(domain, self.word(), u64::from(s), NORMAL_MASK, timeout) {
+                Ok(()) => {
+                    woken = true;
+                    patience.passed_over();
+                    spin.reset();
+                }
+                Err(WaitError::WouldBlock) | Err(WaitError::Interrupted) => {}
+                Err(WaitError::TimedOut) => {
+                    self.give_up(domain, woken);
+                    return Acquired::TimedOut;
+                }
+            }
+            s = self.state.load(Ordering::Relaxed);
+        }
+    }
+
+    /// The requester's side: wait until an unlock grants the lock (7), or time out and
+    /// withdraw (8). `s` is the value that our request CAS stored.
+    fn await_handoff(&self, domain: &Domain, timeout: Option<Timeout>, mut s: State, woken: bool) -> Acquired {
+        loop {
+            debug_assert!(valid(s), "state {s:#b}");
+            if s & GRANTED != 0 {
+                self.claim(s, woken);
+                return Acquired::Yes;
+            }
+            debug_assert!(s & HANDOFF != 0 && s & LOCKED != 0, "only we clear HANDOFF: {s:#b}");
+            match wait_word(domain, self.word(), u64::from(s), HANDOFF_MASK, timeout) {
+                Ok(()) => {
+                    // Only a granting unlock (6) wakes HANDOFF_MASK, after setting GRANTED.
+                    s = self.state.load(Ordering::Relaxed);
+                    debug_assert!(s & GRANTED != 0, "woken for a handoff without GRANTED: {s:#b}");
+                }
+                Err(WaitError::TimedOut) => return self.withdraw(domain, woken),
+                Err(_) => s = self.state.load(Ordering::Relaxed),
+            }
+        }
+    }
+
+    /// (7) Take the granted lock. Acquire: pairs with the granting unlock's Release.
+    fn claim(&self, mut s: State, woken: bool) {
+        loop {
+            debug_assert!(s & GRANTED != 0 && s & LOCKED != 0 && s & HANDOFF == 0, "claim from {s:#b}");
+            let new = (s & !GRANTED) | if woken { PARKED } else { 0 };
+            match self.state.compare_exchange_weak(s, new, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// (8) A requester timed out: take the request back, unless the lock was granted first.
+    fn withdraw(&self, domain: &Domain, woken: bool) -> Acquired {
+        let mut s = self.state.load(Ordering::Relaxed);
+        loop {
+            debug_assert!(valid(s), "state {s:#b}");
+            if s & GRANTED != 0 {
+                self.claim(s, woken);
+                return Acquired::Yes;
+            }
+            debug_assert!(s & HANDOFF != 0, "withdrawing without a request: {s:#b}");
+            // Relaxed: nothing is published by dropping the request.
+            match self.state.compare_exchange_weak(s, s & !HANDOFF, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    self.give_up(domain, woken);
+                    return Acquired::TimedOut;
+                }
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// A woken thread that leaves without the lock passes the baton (module docs).
+    fn give_up(&self, domain: &Domain, woken: bool) {
+        if !woken {
+            return;
+        }
+        // Relaxed RMW: either an owner's later unlock reads PARKED, or we read "unlocked".
+        let s = self.state.fetch_or(PARKED, Ordering::Relaxed);
+        if s & LOCKED == 0 {
+            wake_word(domain, self.word(), 1, NORMAL_MASK);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unlock_slow(&self, domain: &Domain) {
+        let mut s = self.state.load(Ordering::Relaxed);
+        loop {
+            debug_assert!(valid(s), "state {s:#b}");
+            debug_assert!(s & LOCKED != 0 && s & GRANTED == 0, "unlock of a mutex not held: {s:#b}");
+            if s & HANDOFF != 0 {
+                // (6) Release: the requester's claim (Acquire) sees our critical section.
+                let new = (s & !HANDOFF) | GRANTED;
+                match self.state.compare_exchange_weak(s, new, Ordering::Release, Ordering::Relaxed) {
+                    Ok(_) => {
+                        wake_word(domain, self.word(), 1, HANDOFF_MASK);
+                        return;
+                    }
+                    Err(now) => s = now,
+                }
+            } else {
+                // (4)/(5) Release, as in `unlock_in`.
+                match self.state.compare_exchange_weak(s, 0, Ordering::Release, Ordering::Relaxed) {
+                    Ok(_) => {
+                        if s & PARKED != 0 {
+                            wake_word(domain, self.word(), 1, NORMAL_MASK);
+                        }
+                        return;
+                    }
+                    Err(now) => s = now,
+                }
+            }
+        }
+    }
+}
+
+impl Default for RawMutex {
+    fn default() -> Self {
+        RawMutex::new()
+    }
+}
+
+// SAFETY:
+// - `lock`/`try_lock` return only with LOCKED set by this thread's own CAS (1) or by a handoff
+//   granted to this thread (6, 7), and no other thread can set LOCKED while it is set, so at
+//   most one thread holds the lock; the Acquire/Release pairs publish the critical sections.
+// - `GuardMarker = GuardSend`: nothing ties the lock to the thread that took it.
+#[cfg(not(ufutex_loom))]
+unsafe impl lock_api::RawMutex for RawMutex {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: RawMutex = RawMutex::new();
+    type GuardMarker = lock_api::GuardSend;
+
+    #[inline]
+    fn lock(&self) {
+        self.lock_in(default_domain());
+    }
+
+    #[inline]
+    fn try_lock(&self) -> bool {
+        self.try_lock_state()
+    }
+
+    #[inline]
+    unsafe fn unlock(&self) {
+        self.unlock_in(default_domain());
+    }
+
+    #[inline]
+    fn is_locked(&self) -> bool {
+        self.is_locked_in()
+    }
+}
+
+// SAFETY: as for `lock_api::RawMutex`: a timed lock that returns `true` took the lock by (1)
+// or (7); one that returns `false` holds nothing (a withdrawn request or a timed-out park).
+#[cfg(not(ufutex_loom))]
+unsafe impl lock_api::RawMutexTimed for RawMutex {
+    type Duration = std::time::Duration;
+    type Instant = std::time::Instant;
+
+    fn try_lock_for(&self, timeout: std::time::Duration) -> bool {
+        self.try_lock_for_in(default_domain(), timeout)
+    }
+
+    fn try_lock_until(&self, deadline: std::time::Instant) -> bool {
+        let t = Timeout::from(crate::Deadline::Monotonic(deadline));
+        self.lock_until_in(default_domain(), Some(t)) == Acquired::Yes
+    }
+}
+
+#[cfg(all(test, not(ufutex_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invariants_of_the_word() {
+        assert!(valid(0));
+        assert!(valid(LOCKED | PARKED | HANDOFF));
+        assert!(valid(LOCKED | GRANTED));
+        assert!(!valid(HANDOFF));
+        assert!(!valid(LOCKED | HANDOFF | GRANTED));
+        assert!(!valid(0x10));
+    }
+
+    #[test]
+    fn handoff_bits_drive_unlock() {
+        let d = Domain::new(crate::DomainConfig::new()).unwrap();
+        let m = RawMutex::new();
+        m.lock_in(&d);
+        // A request with nobody asleep yet: the unlock grants, keeps LOCKED, wakes no one.
+        m.state.fetch_or(HANDOFF, Ordering::Relaxed);
+        m.unlock_in(&d);
+        assert_eq!(m.state(), LOCKED | GRANTED);
+        assert!(!m.try_lock_state());
+        // The requester claims (owing the baton) and unlocks: PARKED makes it wake (nobody).
+        m.claim(m.state(), true);
+        assert_eq!(m.state(), LOCKED | PARKED);
+        m.unlock_in(&d);
+        assert_eq!(m.state(), 0);
+    }
+
+    #[test]
+    fn timed_out_requester_that_was_granted_owns_the_lock() {
+        let d = Domain::new(crate::DomainConfig::new()).unwrap();
+        let m = RawMutex::new();
+        m.state.store(LOCKED | GRANTED, Ordering::Relaxed);
+        assert_eq!(m.withdraw(&d, false), Acquired::Yes);
+        assert_eq!(m.state(), LOCKED);
+        m.state.store(LOCKED | HANDOFF, Ordering::Relaxed);
+        assert_eq!(m.withdraw(&d, false), Acquired::TimedOut);
+        assert_eq!(m.state(), LOCKED);
+    }
+}

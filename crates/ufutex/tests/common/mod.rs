@@ -1,0 +1,115 @@
+//! Helpers shared by the integration tests: knowing that threads are asleep by observing the
+//! queues (never by timing), a watchdog that turns a hang into a clear failure, the lock that
+//! serialises tests using the process default domain, and a tiny deterministic PRNG.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, Once};
+use std::time::{Duration, Instant};
+use ufutex::{Domain, DomainConfig, Slots};
+
+/// How long an observation may take before the test declares a hang. Generous: this is a cap
+/// against a lost wakeup or a deadlock, not a performance expectation.
+pub const CAP: Duration = Duration::from_secs(60);
+
+/// Poll `cond` (with a short sleep between looks) until it holds; panic with `what` after
+/// [`CAP`].
+pub fn await_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < CAP, "gave up after {CAP:?} waiting for: {what}");
+        std::thread::sleep(Duration::from_micros(500));
+    }
+}
+
+/// Wait until exactly `n` waiters are queued in `d` (an observation: `queued_waiters` walks
+/// every bucket under its lock).
+pub fn await_queued(d: &Domain, n: usize) {
+    let start = Instant::now();
+    loop {
+        let q = d.queued_waiters();
+        if q == n {
+            return;
+        }
+        assert!(start.elapsed() < CAP, "expected {n} queued waiters, still {q} after {CAP:?}");
+        std::thread::sleep(Duration::from_micros(500));
+    }
+}
+
+/// A fresh private domain with `n` buckets (2 forces collisions between keys).
+pub fn fixed(n: usize) -> Domain {
+    Domain::new(DomainConfig::new().slots(Slots::Fixed(n))).expect("a small fixed domain")
+}
+
+/// A fresh private domain with automatic sizing.
+pub fn auto() -> Domain {
+    Domain::new(DomainConfig::new()).expect("an automatic domain")
+}
+
+/// Tests that use the process default domain (the free functions) take this lock, so that
+/// `Domain::default_domain().queued_waiters()` counts their waiters only.
+pub fn default_domain_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Abort the whole test binary with a message if it is still running after `secs` (plus the
+/// stress duration): a hung wait then fails CI loudly instead of timing it out silently.
+pub fn watchdog() {
+    static START: Once = Once::new();
+    START.call_once(|| {
+        let secs = 180 + stress_secs();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(secs));
+            eprintln!("watchdog: test binary still running after {secs} s — a wait hung (lost wakeup?)");
+            std::process::abort();
+        });
+    });
+}
+
+/// `UFUTEX_STRESS_SECS`, or 2 when unset (the normal test run; CI sets 10).
+pub fn stress_secs() -> u64 {
+    std::env::var("UFUTEX_STRESS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(2)
+}
+
+/// Sets the flag when dropped: helper threads looping on it stop even if the test panics
+/// (otherwise a failed assertion would hang the thread scope instead of failing).
+pub struct StopOnDrop<'a>(pub &'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Adds one to the counter when dropped: "this thread is done", even if it panicked.
+pub struct CountOnDrop<'a>(pub &'a AtomicUsize);
+
+impl Drop for CountOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// xorshift64*: deterministic per seed, good enough to pick operations.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform-ish in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}

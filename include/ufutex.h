@@ -1,0 +1,340 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * ufutex.h - futex2 in userspace: a drop-in for the Linux futex2 system calls.
+ *
+ * A program that calls futex_wait/futex_wake/futex_waitv/futex_requeue through syscall(2)
+ * switches to ufutex by renaming the call:
+ *
+ *     syscall(SYS_futex_wait, uaddr, val, mask, flags, timeout, clockid)
+ *  -> ufutex_wait(uaddr, val, mask, flags, timeout, clockid)
+ *
+ * and gains 8, 16 and 64-bit words (the kernel takes only 32-bit ones), waits and wakes that
+ * do not enter the kernel when they need not (a wait whose value already differs, a wake with
+ * no waiters), and wait vectors of up to 1024 entries.
+ *
+ * Build with `cc app.c $(pkg-config --cflags --libs ufutex)`; for libufutex.a link it between
+ * -Wl,-Bstatic and -Wl,-Bdynamic and add `pkg-config --static --libs-only-l ufutex` (README).
+ *
+ * Every call returns as the system call would through syscall(2): a non-negative result, or -1
+ * with errno set. Arguments are checked in the kernel's order (kernel/futex/syscalls.c) and
+ * rejected with the kernel's errno; tests/c/diff_kernel.c checks that against the running
+ * kernel. Two deliberate differences: a wake with @nr < 0 is EINVAL (later mainline's choice;
+ * 6.18 returns 0), and a NULL word is EFAULT even where the kernel would not read it (a wake,
+ * a requeue target).
+ *
+ * Not yet (each is its own piece of work; the flags are accepted as valid and the call fails):
+ *  - process-shared words: a word without UFUTEX_PRIVATE fails with EOPNOTSUPP;
+ *  - UFUTEX_NUMA and UFUTEX_MPOL: after the alignment (twice the size for a NUMA pair) and NULL
+ *    checks, the call fails with EOPNOTSUPP.
+ *
+ * Unmapped memory: a call that must read a word, a timespec or a ufutex_waitv array that is
+ * not mapped fails with EFAULT instead of crashing. On x86_64 the read is a single load whose
+ * fault is caught: the first call that reads caller memory installs a SIGSEGV and SIGBUS
+ * handler (SA_SIGINFO | SA_ONSTACK) that recognises faults of that load only and hands every
+ * other fault to the handler that was installed before it (or to the default action). A
+ * program that installs its own SIGSEGV handler later should chain to the previous one, as
+ * handlers should; one that does not loses EFAULT (it sees the fault instead). Elsewhere, or
+ * when the environment holds UFUTEX_FAULT_PROBE=syscall at the first such call (no handler is
+ * installed then), every read is checked with process_vm_readv instead: a few microseconds.
+ * Memory that was found mapped must stay mapped until the call returns (the kernel would
+ * return EFAULT then; ufutex may crash). A wake never reads the word: waking an address that
+ * was just unmapped is fine, as with the kernel.
+ *
+ * Out of memory for a wait-queue table (its first allocation, a resize), the library aborts
+ * as Rust's allocator does; it does not return ENOMEM there.
+ *
+ * Waiters and wakers meet in the process default table of the library; each copy of the
+ * library in a process (a static and a shared one) has its own table.
+ */
+#ifndef UFUTEX_H
+#define UFUTEX_H
+
+#include <stdint.h>
+#include <time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Flags: the same values as the kernel's FUTEX2_* flags. */
+#define UFUTEX_SIZE_U8 0x00
+#define UFUTEX_SIZE_U16 0x01
+#define UFUTEX_SIZE_U32 0x02
+#define UFUTEX_SIZE_U64 0x03
+#define UFUTEX_SIZE_MASK 0x03
+/* Word followed by a same-size node word, the pair aligned to twice the size. Not yet: EOPNOTSUPP. */
+#define UFUTEX_NUMA 0x04
+/* Node from the memory policy covering the word. Not yet: EOPNOTSUPP. */
+#define UFUTEX_MPOL 0x08
+/* Process-private word. Required for now: without it a call fails with EOPNOTSUPP. */
+#define UFUTEX_PRIVATE 0x80
+/* Every flag bit a word may carry; any other bit is EINVAL. */
+#define UFUTEX_VALID_MASK 0x8f
+/* Most entries of one ufutex_waitv call (the kernel allows 128). */
+#define UFUTEX_WAITV_MAX 1024
+/* Node word value meaning "the caller's current node". */
+#define UFUTEX_NO_NODE (-1)
+
+/**
+ * struct ufutex_waitv - one word of ufutex_waitv() or ufutex_requeue().
+ *
+ * Layout-identical to the kernel's struct futex_waitv (24 bytes); @__reserved must be 0.
+ */
+struct ufutex_waitv {
+	/* value the word must hold, at its size */
+	uint64_t val;
+	/* the word's address */
+	uint64_t uaddr;
+	/* UFUTEX_SIZE_* | UFUTEX_PRIVATE */
+	uint32_t flags;
+	/* must be zero */
+	uint32_t __reserved;
+};
+
+#ifndef __cplusplus
+_Static_assert(sizeof(struct ufutex_waitv) == 24, "struct ufutex_waitv must match struct futex_waitv");
+_Static_assert(_Alignof(struct ufutex_waitv) == 8, "struct ufutex_waitv must be 8-byte aligned");
+_Static_assert(__builtin_offsetof(struct ufutex_waitv, uaddr) == 8, "uaddr at offset 8");
+_Static_assert(__builtin_offsetof(struct ufutex_waitv, flags) == 16, "flags at offset 16");
+_Static_assert(__builtin_offsetof(struct ufutex_waitv, __reserved) == 20, "__reserved at offset 20");
+#endif
+
+/**
+ * ufutex_wait() - wait on a futex word while it holds a value.
+ * @uaddr:   the word; aligned to its size
+ * @val:     the value to compare with, at the word's size
+ * @mask:    wake mask; only wakes whose mask shares a bit with it count (not 0)
+ * @flags:   UFUTEX_SIZE_* | UFUTEX_PRIVATE
+ * @timeout: absolute time to give up at, on @clockid; NULL waits forever
+ * @clockid: CLOCK_MONOTONIC or CLOCK_REALTIME (looked at only when @timeout is given)
+ *
+ * If *@uaddr == @val (compared atomically with queueing), sleep until a ufutex_wake() or
+ * ufutex_requeue() whose mask shares a bit with @mask dequeues this thread, or until @timeout.
+ * A return of 0 is never spurious. A signal handler installed with SA_RESTART does not end
+ * the wait; one without it does (EINTR).
+ *
+ * Return: 0 when woken; -1 and errno:
+ *  - EINVAL: unknown flag bits; @val or @mask wider than the size; @mask is 0; @clockid not
+ *    CLOCK_MONOTONIC/CLOCK_REALTIME with a @timeout; tv_sec < 0 or tv_nsec outside [0, 1e9);
+ *    @uaddr misaligned (for UFUTEX_NUMA: to twice the size);
+ *  - EFAULT: @timeout not mapped; @uaddr NULL, not mapped or in the kernel's half;
+ *  - EOPNOTSUPP: no UFUTEX_PRIVATE, or UFUTEX_NUMA/UFUTEX_MPOL (not yet);
+ *  - EAGAIN: *@uaddr != @val;
+ *  - ETIMEDOUT: @timeout passed;
+ *  - EINTR: a signal handler without SA_RESTART ran.
+ */
+long ufutex_wait(void *uaddr, unsigned long val, unsigned long mask, unsigned int flags,
+		 const struct timespec *timeout, clockid_t clockid);
+
+/**
+ * ufutex_wake() - wake waiters of a futex word.
+ * @uaddr: the word; aligned to its size; never read
+ * @mask:  wake only waiters whose mask shares a bit with it (not 0)
+ * @nr:    most waiters to wake; 0 wakes none, INT_MAX all
+ * @flags: UFUTEX_SIZE_* | UFUTEX_PRIVATE
+ *
+ * Wakes up to @nr waiters on @uaddr, oldest first. Change the word before waking. With no
+ * waiters this does not enter the kernel.
+ *
+ * Return: the number woken; -1 and errno:
+ *  - EINVAL: unknown flag bits; @mask wider than the size or 0; @nr < 0; @uaddr misaligned;
+ *  - EFAULT: @uaddr NULL or in the kernel's half (the word itself is never read);
+ *  - EOPNOTSUPP: no UFUTEX_PRIVATE, or UFUTEX_NUMA/UFUTEX_MPOL (not yet).
+ */
+long ufutex_wake(void *uaddr, unsigned long mask, int nr, unsigned int flags);
+
+/**
+ * ufutex_waitv() - wait on any of several futex words, of any sizes.
+ * @waiters:    array of @nr_futexes entries; each entry's val, uaddr and flags as for
+ *              ufutex_wait() (the mask is all bits)
+ * @nr_futexes: 1 to UFUTEX_WAITV_MAX
+ * @flags:      must be 0
+ * @timeout:    absolute time to give up at, on @clockid; NULL waits forever
+ * @clockid:    CLOCK_MONOTONIC or CLOCK_REALTIME (looked at only when @timeout is given)
+ *
+ * Queues on every entry in index order, each compared atomically with its queueing, and
+ * sleeps until a waker dequeues this thread from one of them. Duplicates are allowed.
+ *
+ * Return: the index of a woken entry (the highest among those a waker dequeued); -1 and errno:
+ *  - EINVAL: @flags != 0; @nr_futexes 0 or above UFUTEX_WAITV_MAX; @waiters NULL; bad clock
+ *    or timespec; an entry with unknown flag bits, a non-zero __reserved, a val wider than its
+ *    size, or a misaligned uaddr;
+ *  - EFAULT: @waiters or @timeout not mapped; an entry's uaddr NULL, not mapped or in the
+ *    kernel's half;
+ *  - EOPNOTSUPP: an entry without UFUTEX_PRIVATE, or with UFUTEX_NUMA/UFUTEX_MPOL (not yet);
+ *  - EAGAIN: some entry's word does not hold its val (unless an earlier entry was woken
+ *    meanwhile: its index is returned);
+ *  - ETIMEDOUT, EINTR: as ufutex_wait();
+ *  - ENOMEM: no memory to copy the entries.
+ */
+long ufutex_waitv(struct ufutex_waitv *waiters, unsigned int nr_futexes, unsigned int flags,
+		  const struct timespec *timeout, clockid_t clockid);
+
+/**
+ * ufutex_requeue() - wake waiters of one word and move others to another word.
+ * @waiters:    two entries: [0] the source (its val is compared), [1] the target (its val is
+ *              only checked to fit the size); both must carry identical flags
+ * @flags:      must be 0
+ * @nr_wake:    most waiters of the source to wake
+ * @nr_requeue: most further waiters of the source to move to the target
+ *
+ * If *waiters[0].uaddr == waiters[0].val (compared with both queues locked), wakes up to
+ * @nr_wake waiters of the source, oldest first, and moves up to @nr_requeue more behind the
+ * target's waiters. The target word is never read.
+ *
+ * Return: woken + moved; -1 and errno:
+ *  - EINVAL: @flags != 0; @waiters NULL; an entry with unknown flag bits, a non-zero
+ *    __reserved or a val wider than its size; entries' flags differ; @nr_wake < 0 or
+ *    @nr_requeue < 0; a misaligned uaddr;
+ *  - EFAULT: @waiters not mapped; a uaddr NULL or in the kernel's half; the source word not
+ *    mapped;
+ *  - EOPNOTSUPP: no UFUTEX_PRIVATE, or UFUTEX_NUMA/UFUTEX_MPOL (not yet);
+ *  - EAGAIN: the source word does not hold waiters[0].val.
+ */
+long ufutex_requeue(struct ufutex_waitv *waiters, unsigned int flags, int nr_wake, int nr_requeue);
+
+/**
+ * ufutex_hash_set_slots() - size the process default wait-queue table.
+ * @slots: 0 for one large fixed table (final); a power of two >= 2 for that many buckets
+ * @flags: must be 0
+ *
+ * The analogue of prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, slots, flags). By default the
+ * table sizes itself to the number of threads that wait; a fixed size stops that. Switching to
+ * the large table is final. Queued waiters move to the new table.
+ *
+ * Return: 0; -1 and errno:
+ *  - EINVAL: @flags != 0; @slots neither 0 nor a power of two >= 2;
+ *  - EBUSY: the large table was chosen before;
+ *  - ENOMEM: @slots is above 2^20 (a table of 64 MiB).
+ */
+long ufutex_hash_set_slots(unsigned long slots, unsigned long flags);
+
+/**
+ * ufutex_hash_get_slots() - the process default table's size.
+ *
+ * The analogue of prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_GET_SLOTS).
+ *
+ * Return: the number of buckets, or 0 for the large fixed table. Does not fail.
+ */
+long ufutex_hash_get_slots(void);
+
+/*
+ * The handoff mutex and the requeueing condition variable (ufutex::sync).
+ *
+ * pthread-like, unlike the calls above: every function returns 0 on success or an errno value
+ * (it never returns -1 and never sets errno). Deadlines are absolute CLOCK_MONOTONIC times.
+ * Objects are private to the process (no process-shared variant).
+ */
+
+/**
+ * typedef ufutex_mutex_t - a mutex in one byte.
+ *
+ * Uncontended lock and unlock are one atomic instruction each. A contended lock spins briefly,
+ * then sleeps on the lock byte itself (an 8-bit ufutex word). A waiter that keeps losing the
+ * lock to other threads asks for a handoff, and the next unlock passes the lock to it
+ * directly. Initialise with UFUTEX_MUTEX_INIT (all zero); no destroy is needed. Not
+ * recursive; the owner is not recorded, so unlocking a mutex another thread holds is not
+ * detected.
+ */
+typedef struct ufutex_mutex {
+	uint8_t __state;
+} ufutex_mutex_t;
+
+/**
+ * typedef ufutex_cond_t - a condition variable whose broadcast requeues.
+ *
+ * ufutex_cond_broadcast() wakes one waiter and moves the others onto the mutex, so each
+ * unlock releases the next instead of all of them racing for the lock. Use one mutex with a
+ * condition variable; with several it still works, but broadcasts then wake everyone at once.
+ * Initialise with UFUTEX_COND_INIT (all zero); no destroy is needed.
+ */
+typedef struct ufutex_cond {
+	uint32_t __seq;
+	uintptr_t __mutex;
+} ufutex_cond_t;
+
+#define UFUTEX_MUTEX_INIT { 0 }
+#define UFUTEX_COND_INIT { 0, 0 }
+
+/**
+ * ufutex_mutex_lock() - lock @m, waiting as long as it takes.
+ * @m: the mutex.
+ *
+ * Return: 0, or EINVAL if @m is NULL.
+ */
+int ufutex_mutex_lock(ufutex_mutex_t *m);
+
+/**
+ * ufutex_mutex_trylock() - lock @m only if it is free.
+ * @m: the mutex.
+ *
+ * Return: 0; EBUSY if @m is held (or being handed over); EINVAL if @m is NULL.
+ */
+int ufutex_mutex_trylock(ufutex_mutex_t *m);
+
+/**
+ * ufutex_mutex_timedlock() - lock @m, giving up at an absolute time.
+ * @m: the mutex.
+ * @abs_monotonic: the deadline, an absolute CLOCK_MONOTONIC time.
+ *
+ * The deadline is validated even when @m is free. A free mutex is taken even if the deadline
+ * has passed.
+ *
+ * Return: 0; ETIMEDOUT if the deadline passed first; EINVAL if @m or @abs_monotonic is NULL,
+ * or tv_nsec is outside [0, 999999999], or tv_sec is negative.
+ */
+int ufutex_mutex_timedlock(ufutex_mutex_t *m, const struct timespec *abs_monotonic);
+
+/**
+ * ufutex_mutex_unlock() - unlock @m, waking one waiter if any sleeps.
+ * @m: the mutex, held by the caller.
+ *
+ * Return: 0; EPERM if @m is not locked; EINVAL if @m is NULL.
+ */
+int ufutex_mutex_unlock(ufutex_mutex_t *m);
+
+/**
+ * ufutex_cond_wait() - atomically unlock @m and wait on @c; relock @m before returning.
+ * @c: the condition variable.
+ * @m: the mutex, held by the caller.
+ *
+ * Wakeups may be spurious: wait in a loop that checks the condition.
+ *
+ * Return: 0; EPERM if @m is not locked; EINVAL if @c or @m is NULL.
+ */
+int ufutex_cond_wait(ufutex_cond_t *c, ufutex_mutex_t *m);
+
+/**
+ * ufutex_cond_timedwait() - ufutex_cond_wait(), giving up at an absolute time.
+ * @c: the condition variable.
+ * @m: the mutex, held by the caller.
+ * @abs_monotonic: the deadline, an absolute CLOCK_MONOTONIC time.
+ *
+ * Return: 0; ETIMEDOUT if the deadline passed (@m is relocked either way); EPERM if @m is not
+ * locked; EINVAL for a NULL pointer or a bad timespec (as ufutex_mutex_timedlock()).
+ */
+int ufutex_cond_timedwait(ufutex_cond_t *c, ufutex_mutex_t *m, const struct timespec *abs_monotonic);
+
+/**
+ * ufutex_cond_signal() - wake one waiter of @c, if any.
+ * @c: the condition variable.
+ *
+ * Return: 0, or EINVAL if @c is NULL.
+ */
+int ufutex_cond_signal(ufutex_cond_t *c);
+
+/**
+ * ufutex_cond_broadcast() - wake every waiter of @c.
+ * @c: the condition variable.
+ *
+ * One waiter is woken now; the others are requeued onto their mutex and woken one per unlock.
+ *
+ * Return: 0, or EINVAL if @c is NULL.
+ */
+int ufutex_cond_broadcast(ufutex_cond_t *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* UFUTEX_H */

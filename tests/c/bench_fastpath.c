@@ -1,0 +1,85 @@
+/*
+ * The C ABI's no-syscall paths against the kernel's, in one run, interleaved: a wait whose
+ * value differs and a wake with no waiters, plus the cost of the probe syscall
+ * (process_vm_readv of 4 bytes) that the portable read path adds to every read, and the EFAULT
+ * path (a caught SIGSEGV for ufutex). Prints medians in ns per call and ratios to the kernel.
+ * Not a test: no assertion.
+ *
+ *     bench_fastpath [ROUNDS [CALLS]]      (default 15 rounds of 200000 calls)
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <ufutex.h>
+#include <unistd.h>
+
+enum { KINDS = 7 };
+static const char *names[KINDS] = {"ufutex_wait EAGAIN", "kernel futex_wait EAGAIN", "ufutex_wake (none)",
+				   "kernel futex_wake (none)", "process_vm_readv 4 B", "ufutex_wait EFAULT",
+				   "kernel futex_wait EFAULT"};
+static uint32_t word = 1;
+static void *inaccessible;
+
+static void one(int kind)
+{
+	switch (kind) {
+	case 0: ufutex_wait(&word, 0, 0xffffffffUL, UFUTEX_SIZE_U32 | UFUTEX_PRIVATE, NULL, 0); break;
+	case 1: syscall(455, &word, 0UL, 0xffffffffUL, 0x82U, NULL, 0); break;
+	case 2: ufutex_wake(&word, 0xffffffffUL, 1, UFUTEX_SIZE_U32 | UFUTEX_PRIVATE); break;
+	case 3: syscall(454, &word, 0xffffffffUL, 1, 0x82U); break;
+	case 5: ufutex_wait(inaccessible, 0, 0xffffffffUL, UFUTEX_SIZE_U32 | UFUTEX_PRIVATE, NULL, 0); break;
+	case 6: syscall(455, inaccessible, 0UL, 0xffffffffUL, 0x82U, NULL, 0); break;
+	case 4: {
+		uint32_t out;
+		struct iovec l = {&out, 4}, r = {&word, 4};
+		process_vm_readv(getpid(), &l, 1, &r, 1, 0);
+	}
+	}
+}
+
+static double now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+	int rounds = argc > 1 ? atoi(argv[1]) : 15;
+	long calls = argc > 2 ? atol(argv[2]) : 200000;
+	double *ns = calloc((size_t)rounds * KINDS, sizeof(double));
+	inaccessible = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	for (int r = 0; r < rounds; r++)
+		for (int k = 0; k < KINDS; k++) {
+			double t0 = now_ns();
+			for (long i = 0; i < calls; i++)
+				one(k);
+			ns[k * rounds + r] = (now_ns() - t0) / calls;
+		}
+	double med[KINDS];
+	for (int k = 0; k < KINDS; k++) {
+		qsort(ns + k * rounds, rounds, sizeof(double), cmp);
+		med[k] = ns[k * rounds + rounds / 2];
+	}
+	printf("%-28s %10s %10s %10s\n", "call", "median ns", "min ns", "max ns");
+	for (int k = 0; k < KINDS; k++)
+		printf("%-28s %10.1f %10.1f %10.1f\n", names[k], med[k], ns[k * rounds], ns[k * rounds + rounds - 1]);
+	printf("wait EAGAIN: ufutex/kernel = %.3f; with a probe syscall it would be %.3f\n", med[0] / med[1],
+	       (med[0] + med[4]) / med[1]);
+	printf("wake (none): ufutex/kernel = %.3f\n", med[2] / med[3]);
+	printf("wait EFAULT (caught fault): ufutex/kernel = %.3f\n", med[5] / med[6]);
+	free(ns);
+	return 0;
+}

@@ -1,0 +1,305 @@
+/*
+ * Differential test against the running kernel: the same random calls go to the futex2 system
+ * calls and to libufutex, restricted to what both support (32-bit private words, no NUMA, at
+ * most 128 waitv entries), and must give the same result or the same errno. This checks the
+ * validation order against the kernel itself rather than against our reading of it.
+ *
+ *     diff_kernel [CALLS [SEED]]      (default 200000 calls, seed 1)
+ *
+ * Single-threaded, so no call has a waiter to find; nothing can block: a NULL timeout goes
+ * only with a vector or value that is sure to mismatch, other timeouts are in the past.
+ * Where ufutex differs from the kernel on purpose, the input is not generated:
+ *  - a NULL word in a wake or as the requeue target is EFAULT for us (API.md), 0 for the kernel;
+ *  - a wake with nr < 0 is EINVAL for us (later mainline's choice), 0 for 6.18;
+ *  - words in [TASK_SIZE, 2^56): the kernel's user limit depends on the paging mode;
+ *  - sizes other than 32 bits, NUMA/MPOL flags, shared words, more than 128 waitv entries.
+ * Exits 0 when the kernel lacks the futex2 calls (ENOSYS), saying so.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ufutex.h>
+#include <unistd.h>
+
+enum { SYS_WAITV = 449, SYS_WAKE = 454, SYS_WAIT = 455, SYS_REQUEUE = 456 };
+
+static uint64_t rng = 1;
+static uint64_t rnd(void)
+{
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	return rng * 0x2545F4914F6CDD1DULL;
+}
+static uint64_t below(uint64_t n)
+{
+	return rnd() % n;
+}
+
+enum { WORDS = 64 };
+static uint32_t *arena;
+static char *inaccessible, *unmapped;
+static long calls_compared, divergences;
+
+static unsigned rand_flags(void)
+{
+	unsigned f = UFUTEX_PRIVATE | UFUTEX_SIZE_U32;
+	if (below(8) == 0) {
+		static const unsigned unknown[] = {0x10, 0x20, 0x40, 0x100, 0x8000, 0x80000000u};
+		f |= unknown[below(6)];
+		if (below(2))
+			f = (f & ~UFUTEX_SIZE_MASK) | (unsigned)below(4); /* any size: EINVAL regardless */
+	}
+	return f;
+}
+
+/* A word address both sides treat alike; `nonnull` leaves NULL out. */
+static uint64_t rand_addr(int nonnull)
+{
+	switch (below(12)) {
+	case 0: return nonnull ? (uint64_t)(uintptr_t)arena : 0;
+	case 1: return (uint64_t)(uintptr_t)inaccessible + 4 * below(1024);
+	case 2: return (uint64_t)(uintptr_t)unmapped + 4 * below(1024);
+	case 3: return 0xffff800000000000ULL + 4 * below(1 << 20);
+	case 4: return (uint64_t)(uintptr_t)arena + 1 + below(WORDS * 4 - 2); /* mostly misaligned */
+	case 5: return 4 + 4 * below(1000);                                   /* below mmap_min_addr */
+	default: return (uint64_t)(uintptr_t)&arena[below(WORDS)];
+	}
+}
+
+static int in_arena(uint64_t a)
+{
+	uintptr_t lo = (uintptr_t)arena;
+	return a >= lo && a < lo + WORDS * 4 && a % 4 == 0;
+}
+
+static uint64_t rand_val(uint64_t a)
+{
+	if (in_arena(a) && below(2))
+		return *(uint32_t *)(uintptr_t)a;
+	switch (below(4)) {
+	case 0: return rnd();
+	case 1: return 1ULL << 32 | below(4);
+	default: return below(4);
+	}
+}
+
+static unsigned long rand_mask(void)
+{
+	switch (below(6)) {
+	case 0: return 0;
+	case 1: return rnd();
+	case 2: return 1UL << 32;
+	default: return 0xffffffffUL >> below(32);
+	}
+}
+
+static struct timespec ts;
+/* A timeout that cannot block: past, invalid, unmapped, or NULL if `null_ok`. */
+static const struct timespec *rand_timeout(int null_ok, clockid_t *clk)
+{
+	static const clockid_t clocks[] = {CLOCK_MONOTONIC, CLOCK_REALTIME, CLOCK_BOOTTIME, CLOCK_TAI, -1, 99};
+	*clk = below(4) ? clocks[below(2)] : clocks[below(6)];
+	switch (below(8)) {
+	case 0: return null_ok ? NULL : &ts;
+	case 1: return (const struct timespec *)inaccessible;
+	case 2: ts = (struct timespec){0, 1000000000L}; return &ts;
+	case 3: ts = (struct timespec){-1, 0}; return &ts;
+	case 4: ts = (struct timespec){0, -5}; return &ts;
+	default: ts = (struct timespec){(time_t)below(1000), (long)below(1000000000L)}; return &ts; /* past */
+	}
+}
+
+/* Divergences grouped by (call, kernel outcome, ufutex outcome), with the first input of each. */
+static struct {
+	const char *op;
+	long rk, ru;
+	int ek, eu;
+	long count;
+	char first[200];
+} kinds[64];
+static int nkinds;
+
+/* Agreements by call and outcome: [call][0] successes, [call][errno] shared failures. */
+static long agreed[4][128];
+
+static int op_index(const char *op)
+{
+	return op[0] == 'r' ? 3 : op[0] == 'w' && op[2] == 'k' ? 1 : op[0] == 'w' && op[4] == 'v' ? 2 : 0;
+}
+
+static void compare(const char *op, long rk, int ek, long ru, int eu, const char *detail)
+{
+	calls_compared++;
+	if (rk == ru && (rk != -1 || ek == eu)) {
+		agreed[op_index(op)][rk == -1 && ek > 0 && ek < 128 ? ek : 0]++;
+		return;
+	}
+	divergences++;
+	if (rk != -1)
+		ek = 0;
+	if (ru != -1)
+		eu = 0;
+	for (int i = 0; i < nkinds; i++)
+		if (kinds[i].op == op && kinds[i].rk == rk && kinds[i].ru == ru && kinds[i].ek == ek && kinds[i].eu == eu) {
+			kinds[i].count++;
+			return;
+		}
+	if (nkinds < 64) {
+		kinds[nkinds].op = op;
+		kinds[nkinds].rk = rk;
+		kinds[nkinds].ru = ru;
+		kinds[nkinds].ek = ek;
+		kinds[nkinds].eu = eu;
+		kinds[nkinds].count = 1;
+		snprintf(kinds[nkinds].first, sizeof kinds[nkinds].first, "%s", detail);
+		nkinds++;
+	}
+}
+
+static void print_divergences(void)
+{
+	for (int i = 0; i < nkinds; i++)
+		fprintf(stderr, "diverges %ld x: %s kernel %ld/%s ufutex %ld/%s, first: %s\n", kinds[i].count, kinds[i].op,
+			kinds[i].rk, kinds[i].ek ? strerror(kinds[i].ek) : "-", kinds[i].ru,
+			kinds[i].eu ? strerror(kinds[i].eu) : "-", kinds[i].first);
+}
+
+static void one_wait(void)
+{
+	unsigned flags = rand_flags();
+	uint64_t a = rand_addr(0);
+	uint64_t val = rand_val(a);
+	/* NULL only when the value surely mismatches a valid word, or the flags are bad. */
+	int null_ok = (in_arena(a) && *(uint32_t *)(uintptr_t)a != (uint32_t)val) || flags != (UFUTEX_PRIVATE | 2);
+	clockid_t clk;
+	const struct timespec *t = rand_timeout(null_ok, &clk);
+	unsigned long mask = rand_mask();
+	char d[160];
+	snprintf(d, sizeof d, "wait a=%#llx val=%#llx mask=%#lx flags=%#x ts=%p clk=%d", (unsigned long long)a,
+		 (unsigned long long)val, mask, flags, (void *)t, clk);
+	errno = 0;
+	long rk = syscall(SYS_WAIT, (void *)(uintptr_t)a, val, mask, flags, t, clk);
+	int ek = errno;
+	errno = 0;
+	long ru = ufutex_wait((void *)(uintptr_t)a, val, mask, flags, t, clk);
+	compare("wait", rk, ek, ru, errno, d);
+}
+
+static void one_wake(void)
+{
+	unsigned flags = rand_flags();
+	uint64_t a = rand_addr(1);
+	unsigned long mask = rand_mask();
+	int nr = below(4) ? (int)below(3) : INT_MAX;
+	char d[128];
+	snprintf(d, sizeof d, "wake a=%#llx mask=%#lx nr=%d flags=%#x", (unsigned long long)a, mask, nr, flags);
+	errno = 0;
+	long rk = syscall(SYS_WAKE, (void *)(uintptr_t)a, mask, nr, flags);
+	int ek = errno;
+	errno = 0;
+	long ru = ufutex_wake((void *)(uintptr_t)a, mask, nr, flags);
+	compare("wake", rk, ek, ru, errno, d);
+}
+
+static struct ufutex_waitv vec[129];
+
+static void one_waitv(void)
+{
+	unsigned n = below(16) ? 1 + (unsigned)below(6) : (unsigned)below(129);
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t a = rand_addr(0);
+		vec[i] = (struct ufutex_waitv){.val = rand_val(a), .uaddr = a, .flags = rand_flags(),
+					       .__reserved = below(16) ? 0 : 1};
+	}
+	clockid_t clk;
+	const struct timespec *t = rand_timeout(1, &clk);
+	if (!t && n) { /* the last entry surely mismatches: nothing can block */
+		vec[n - 1] = (struct ufutex_waitv){.val = arena[0] + 1ULL, .uaddr = (uintptr_t)&arena[0],
+						   .flags = UFUTEX_PRIVATE | UFUTEX_SIZE_U32};
+		vec[n - 1].val &= 0xffffffffULL;
+	}
+	unsigned flags = below(16) ? 0 : 1;
+	struct ufutex_waitv *v = below(16) ? vec : (below(2) ? NULL : (struct ufutex_waitv *)inaccessible);
+	if (!t && flags == 0 && v != vec)
+		flags = 1; /* a NULL or unreadable array with NULL timeout: keep it non-blocking anyway */
+	char d[128];
+	snprintf(d, sizeof d, "waitv n=%u flags=%u v=%p ts=%p clk=%d e0={%#llx,%#llx,%#x,%u}", n, flags, (void *)v,
+		 (void *)t, clk, (unsigned long long)vec[0].val, (unsigned long long)vec[0].uaddr, vec[0].flags,
+		 vec[0].__reserved);
+	errno = 0;
+	long rk = syscall(SYS_WAITV, v, n, flags, t, clk);
+	int ek = errno;
+	errno = 0;
+	long ru = ufutex_waitv(v, n, flags, t, clk);
+	compare("waitv", rk, ek, ru, errno, d);
+}
+
+static void one_requeue(void)
+{
+	for (int i = 0; i < 2; i++) {
+		uint64_t a = rand_addr(i == 1);
+		vec[i] = (struct ufutex_waitv){.val = rand_val(a), .uaddr = a, .flags = rand_flags(),
+					       .__reserved = below(16) ? 0 : 1};
+	}
+	if (below(2))
+		vec[1].flags = vec[0].flags;
+	struct ufutex_waitv *v = below(16) ? vec : (below(2) ? NULL : (struct ufutex_waitv *)inaccessible);
+	unsigned flags = below(16) ? 0 : 1;
+	int nw = below(4) ? (int)below(3) : -1, nq = below(4) ? (int)below(3) : -1;
+	char d[160];
+	snprintf(d, sizeof d, "requeue flags=%u nw=%d nq=%d e0={%#llx,%#llx,%#x,%u} e1={%#llx,%#x,%u}", flags, nw, nq,
+		 (unsigned long long)vec[0].val, (unsigned long long)vec[0].uaddr, vec[0].flags, vec[0].__reserved,
+		 (unsigned long long)vec[1].uaddr, vec[1].flags, vec[1].__reserved);
+	errno = 0;
+	long rk = syscall(SYS_REQUEUE, v, flags, nw, nq);
+	int ek = errno;
+	errno = 0;
+	long ru = ufutex_requeue(v, flags, nw, nq);
+	compare("requeue", rk, ek, ru, errno, d);
+}
+
+int main(int argc, char **argv)
+{
+	long calls = argc > 1 ? atol(argv[1]) : 200000;
+	rng = argc > 2 ? strtoull(argv[2], NULL, 0) : 1;
+	if (!rng)
+		rng = 1;
+	if (syscall(SYS_WAKE, &rng, 1UL, 0, UFUTEX_PRIVATE | UFUTEX_SIZE_U32) == -1 && errno == ENOSYS) {
+		puts("diff_kernel: this kernel has no futex2 calls; skipped");
+		return 0;
+	}
+	arena = aligned_alloc(64, WORDS * 4);
+	for (int i = 0; i < WORDS; i++)
+		arena[i] = (uint32_t)below(3);
+	inaccessible = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	unmapped = (char *)0x8000; /* never mapped: below mmap_min_addr */
+	if (!arena || inaccessible == MAP_FAILED)
+		return 2;
+	for (long i = 0; i < calls; i++) {
+		switch (below(4)) {
+		case 0: one_wait(); break;
+		case 1: one_wake(); break;
+		case 2: one_waitv(); break;
+		default: one_requeue(); break;
+		}
+	}
+	print_divergences();
+	static const char *ops[4] = {"wait", "wake", "waitv", "requeue"};
+	static const int errs[] = {EINVAL, EFAULT, EAGAIN, ETIMEDOUT};
+	for (int o = 0; o < 4; o++) {
+		printf("  %-8s agreed: ok %ld", ops[o], agreed[o][0]);
+		for (int i = 0; i < 4; i++)
+			printf("  %s %ld", strerror(errs[i]), agreed[o][errs[i]]);
+		printf("\n");
+	}
+	printf("diff_kernel: %ld calls compared, %ld divergences\n", calls_compared, divergences);
+	return divergences ? 1 : 0;
+}

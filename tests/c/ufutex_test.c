@@ -1,0 +1,633 @@
+/*
+ * The C ABI test suite: every call, every word size, every errno of the header, timeouts on
+ * both clocks, a 1024-entry waitv, requeue counts, the hash-slot calls. Built against the
+ * *installed* header and library:
+ *
+ *     cc -O1 -g -pthread ufutex_test.c $(pkg-config --cflags --libs ufutex)
+ *
+ * No assertion depends on timing: threads that must be asleep before a wake are found by
+ * waking until the wake reports one (a wake never reads or changes the word).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <setjmp.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <ufutex.h>
+#include <unistd.h>
+
+static int failures;
+
+#define CHECK(cond)                                                                      \
+	do {                                                                                 \
+		if (!(cond)) {                                                                   \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+			failures++;                                                              \
+		}                                                                                \
+	} while (0)
+
+/* A call must fail with -1 and this errno. */
+#define FAILS(call, err)                                                                          \
+	do {                                                                                          \
+		errno = 0;                                                                                \
+		long r_ = (call);                                                                         \
+		int e_ = errno;                                                                           \
+		if (r_ != -1 || e_ != (err)) {                                                            \
+			fprintf(stderr, "%s:%d: %s: got %ld errno %d (%s), want -1 errno %d (%s)\n", __FILE__, \
+				__LINE__, #call, r_, e_, strerror(e_), (err), strerror(err));                \
+			failures++;                                                                       \
+		}                                                                                         \
+	} while (0)
+
+#define P(size) (UFUTEX_PRIVATE | (size))
+static const unsigned sizes[4] = {UFUTEX_SIZE_U8, UFUTEX_SIZE_U16, UFUTEX_SIZE_U32, UFUTEX_SIZE_U64};
+static const unsigned long maxval[4] = {0xff, 0xffff, 0xffffffffUL, ~0UL};
+
+/* A page that faults on every access (kept reserved, so nothing else is mapped there). */
+static void *inaccessible;
+/* An address that is never mapped: below mmap_min_addr, and not NULL. (A hole punched into a
+ * mapping can be refilled by any later mmap, e.g. a sanitizer's allocator.) */
+static void *const unmapped = (void *)0x8000;
+/* The end of a writable page that is followed by an inaccessible one. */
+static char *edge;
+
+static void make_bad_pages(void)
+{
+	inaccessible = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(inaccessible != MAP_FAILED);
+	char *two = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(two != MAP_FAILED && mprotect(two + 4096, 4096, PROT_NONE) == 0);
+	edge = two + 4096;
+}
+
+static struct timespec at(clockid_t clk, long ns_from_now)
+{
+	struct timespec t;
+	clock_gettime(clk, &t);
+	t.tv_nsec += ns_from_now % 1000000000L;
+	t.tv_sec += ns_from_now / 1000000000L + t.tv_nsec / 1000000000L;
+	t.tv_nsec %= 1000000000L;
+	return t;
+}
+
+static int not_before(clockid_t clk, struct timespec deadline)
+{
+	struct timespec now;
+	clock_gettime(clk, &now);
+	return now.tv_sec > deadline.tv_sec || (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec);
+}
+
+/* Wake `uaddr` until a waiter is woken (it may not have queued yet); returns what was woken. */
+static long wake_one_eventually(void *uaddr, unsigned long mask, unsigned flags)
+{
+	long r;
+	while ((r = ufutex_wake(uaddr, mask, 1, flags)) == 0)
+		sched_yield();
+	return r;
+}
+
+/* ---- the fault handler chains to the program's (run first: before any call installs it) ---- */
+
+static sigjmp_buf jump;
+static volatile sig_atomic_t handled;
+static void *volatile fault_addr;
+
+static void on_segv(int sig, siginfo_t *info, void *ctx)
+{
+	(void)sig;
+	(void)ctx;
+	handled++;
+	fault_addr = info->si_addr;
+	siglongjmp(jump, 1);
+}
+
+/* Run `child` in a fresh process; returns its wait status. */
+static int in_child(int (*child)(void))
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct rlimit no_core = {0, 0};
+		setrlimit(RLIMIT_CORE, &no_core);
+		_exit(child());
+	}
+	int status = 0;
+	waitpid(pid, &status, 0);
+	return status;
+}
+
+/* A handler installed before ufutex's: ufutex's faults do not reach it, the program's do. */
+static int child_with_handler(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_segv;
+	sa.sa_flags = SA_SIGINFO;
+	sigaction(SIGSEGV, &sa, NULL);
+	errno = 0;
+	if (ufutex_wait(inaccessible, 0, 1, P(UFUTEX_SIZE_U32), NULL, 0) != -1 || errno != EFAULT || handled)
+		return 2;
+	if (sigsetjmp(jump, 1) == 0) {
+		(void)*(volatile int *)inaccessible;
+		return 3;
+	}
+	return handled == 1 && fault_addr == inaccessible ? 0 : 4;
+}
+
+/* No handler before: the program's own fault still kills it with SIGSEGV. */
+static int child_default(void)
+{
+	errno = 0;
+	if (ufutex_wait(unmapped, 0, 1, P(UFUTEX_SIZE_U64), NULL, 0) != -1 || errno != EFAULT)
+		return 2;
+	(void)*(volatile int *)inaccessible;
+	return 3;
+}
+
+/* A SIGSEGV sent by kill() is delivered as before, not swallowed. */
+static int child_sent(void)
+{
+	errno = 0;
+	if (ufutex_wait(unmapped, 0, 1, P(UFUTEX_SIZE_U64), NULL, 0) != -1 || errno != EFAULT)
+		return 2;
+	kill(getpid(), SIGSEGV);
+	return 3;
+}
+
+static void test_fault_chaining(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	fprintf(stderr, "   skipped (AddressSanitizer reports the deliberate faults)\n");
+	return;
+#endif
+	if (getenv("UFUTEX_TEST_VALGRIND")) { /* memcheck reports the deliberate faults */
+		fprintf(stderr, "   skipped (UFUTEX_TEST_VALGRIND)\n");
+		return;
+	}
+	CHECK(in_child(child_with_handler) == 0);
+	int st = in_child(child_default);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
+	st = in_child(child_sent);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
+}
+
+/* ---- errno tables ---------------------------------------------------------------------- */
+
+static void test_wait_errors(void)
+{
+	uint64_t w = 0;
+	struct timespec past = {0, 0}, bad_ns = {0, 1000000000L}, neg_ns = {0, -1}, neg_s = {-1, 0};
+	char *mis = (char *)&w + 1;
+
+	FAILS(ufutex_wait(&w, 0, 1, P(UFUTEX_SIZE_U32) | 0x10, NULL, 0), EINVAL);   /* unknown bit */
+	FAILS(ufutex_wait(&w, 0, 1, P(UFUTEX_SIZE_U32) | 0x100, NULL, 0), EINVAL);  /* unknown bit */
+	for (int s = 0; s < 3; s++) {
+		FAILS(ufutex_wait(&w, maxval[s] + 1, 1, P(sizes[s]), NULL, 0), EINVAL); /* val too wide */
+		FAILS(ufutex_wait(&w, 0, maxval[s] + 1, P(sizes[s]), NULL, 0), EINVAL); /* mask too wide */
+	}
+	FAILS(ufutex_wait(&w, 0, 0, P(UFUTEX_SIZE_U64), NULL, 0), EINVAL);                 /* mask 0 */
+	/* As the kernel, the timeout is set up before the mask is looked at. */
+	FAILS(ufutex_wait(&w, 0, 0, P(UFUTEX_SIZE_U64), inaccessible, CLOCK_MONOTONIC), EFAULT);
+	FAILS(ufutex_wait(&w, 0, 1, P(UFUTEX_SIZE_U64), &past, CLOCK_BOOTTIME), EINVAL);   /* clock */
+	FAILS(ufutex_wait(&w, 0, 1, P(UFUTEX_SIZE_U64), &past, CLOCK_PROCESS_CPUTIME_ID), EINVAL);
+	FAILS(ufutex_wait(&w, 0, 1, P(UFUTEX_SIZE_U64), &bad_ns, CLOCK_MONOTONIC), EINVAL);
+	FAILS(ufutex_wait(&w, 0, 1, P(UFUTEX_SIZE_U64), &neg_ns, CLOCK_REALTIME), EINVAL);
+	FAILS(ufutex_wait(&w, 0, 1, P(UFUTEX_SIZE_U64), &neg_s, CLOCK_MONOTONIC), EINVAL);
+	FAILS(ufutex_wait(&w, 0, 1, P(UFUTEX_SIZE_U64), inaccessible, CLOCK_MONOTONIC), EFAULT);
+	for (int s = 1; s < 4; s++)
+		FAILS(ufutex_wait(mis, 0, 1, P(sizes[s]), NULL, 0), EINVAL);            /* misaligned */
+	FAILS(ufutex_wait(NULL, 0, 1, P(UFUTEX_SIZE_U32), NULL, 0), EFAULT);             /* NULL */
+	FAILS(ufutex_wait(NULL, 0, 1, P(UFUTEX_SIZE_U8), NULL, 0), EFAULT);
+	FAILS(ufutex_wait(inaccessible, 0, 1, P(UFUTEX_SIZE_U32), NULL, 0), EFAULT);     /* unmapped */
+	FAILS(ufutex_wait(unmapped, 0, 1, P(UFUTEX_SIZE_U16), NULL, 0), EFAULT);
+	FAILS(ufutex_wait((void *)0xffff800000000000UL, 0, 1, P(UFUTEX_SIZE_U64), NULL, 0), EFAULT);
+	FAILS(ufutex_wait(&w, 0, 1, UFUTEX_SIZE_U32, NULL, 0), EOPNOTSUPP);              /* shared */
+	FAILS(ufutex_wait((char *)&w + 4, 0, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA, NULL, 0), EINVAL);
+	FAILS(ufutex_wait(&w, 0, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA, NULL, 0), EOPNOTSUPP);
+	FAILS(ufutex_wait(&w, 0, 1, P(UFUTEX_SIZE_U32) | UFUTEX_MPOL, NULL, 0), EOPNOTSUPP);
+	w = 5;
+	FAILS(ufutex_wait(&w, 4, 1, P(UFUTEX_SIZE_U64), NULL, 0), EAGAIN);                /* mismatch */
+	FAILS(ufutex_wait(&w, 5, 1, P(UFUTEX_SIZE_U64), &past, CLOCK_MONOTONIC), ETIMEDOUT);
+	/* The clock is not looked at without a timeout: a mismatch still says EAGAIN. */
+	FAILS(ufutex_wait(&w, 4, 1, P(UFUTEX_SIZE_U64), NULL, 12345), EAGAIN);
+}
+
+static void test_wake_errors(void)
+{
+	uint32_t w = 0;
+	FAILS(ufutex_wake(&w, 1, 1, P(UFUTEX_SIZE_U32) | 0x40), EINVAL);
+	FAILS(ufutex_wake(&w, 0x100, 1, P(UFUTEX_SIZE_U8)), EINVAL);
+	FAILS(ufutex_wake(&w, 0x10000, 1, P(UFUTEX_SIZE_U16)), EINVAL);
+	FAILS(ufutex_wake(&w, 0x100000000UL, 1, P(UFUTEX_SIZE_U32)), EINVAL);
+	FAILS(ufutex_wake(&w, 0, 1, P(UFUTEX_SIZE_U32)), EINVAL);
+	FAILS(ufutex_wake(&w, 1, -1, P(UFUTEX_SIZE_U32)), EINVAL);
+	FAILS(ufutex_wake(&w, 1, INT_MIN, P(UFUTEX_SIZE_U32)), EINVAL);
+	FAILS(ufutex_wake((char *)&w + 2, 1, 1, P(UFUTEX_SIZE_U32)), EINVAL);
+	FAILS(ufutex_wake(NULL, 1, 1, P(UFUTEX_SIZE_U32)), EFAULT);
+	FAILS(ufutex_wake(&w, 1, 1, UFUTEX_SIZE_U32), EOPNOTSUPP);
+	uint64_t pair = 0;
+	FAILS(ufutex_wake((char *)&pair + 4, 1, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA), EINVAL); /* pair misaligned */
+	FAILS(ufutex_wake(&pair, 1, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA), EOPNOTSUPP);
+	CHECK(ufutex_wake(&w, 1, 0, P(UFUTEX_SIZE_U32)) == 0);
+	/* A private wake never reads the word: waking unmapped memory is fine, as in the kernel. */
+	CHECK(ufutex_wake(unmapped, 1, INT_MAX, P(UFUTEX_SIZE_U64)) == 0);
+	CHECK(ufutex_wake(inaccessible, ~0UL, 1, P(UFUTEX_SIZE_U64)) == 0);
+}
+
+static void test_waitv_errors(void)
+{
+	uint32_t a = 1, b = 2;
+	struct ufutex_waitv v[2] = {
+		{.val = 1, .uaddr = (uintptr_t)&a, .flags = P(UFUTEX_SIZE_U32)},
+		{.val = 2, .uaddr = (uintptr_t)&b, .flags = P(UFUTEX_SIZE_U32)},
+	};
+	struct ufutex_waitv e[2];
+	struct timespec past = {0, 0}, bad = {-1, 0};
+
+	FAILS(ufutex_waitv(v, 2, 1, NULL, 0), EINVAL);                           /* call flags */
+	FAILS(ufutex_waitv(v, 0, 0, NULL, 0), EINVAL);                           /* 0 entries */
+	FAILS(ufutex_waitv(v, UFUTEX_WAITV_MAX + 1, 0, NULL, 0), EINVAL);        /* too many */
+	FAILS(ufutex_waitv(NULL, 1, 0, NULL, 0), EINVAL);                        /* NULL array */
+	FAILS(ufutex_waitv(v, 2, 0, &past, CLOCK_TAI), EINVAL);                  /* clock */
+	FAILS(ufutex_waitv(v, 2, 0, &bad, CLOCK_REALTIME), EINVAL);              /* timespec */
+	FAILS(ufutex_waitv(v, 2, 0, unmapped, CLOCK_REALTIME), EFAULT);          /* timespec */
+	FAILS(ufutex_waitv(inaccessible, 2, 0, NULL, 0), EFAULT);                /* array */
+	/* Entry by entry, as the kernel: entry 0 is checked before entry 1 is read. */
+	struct ufutex_waitv *last = (struct ufutex_waitv *)(edge - sizeof(struct ufutex_waitv));
+	*last = v[0];
+	FAILS(ufutex_waitv(last, 2, 0, NULL, 0), EFAULT);
+	FAILS(ufutex_requeue(last, 0, 1, 1), EFAULT);
+	last->__reserved = 1;
+	FAILS(ufutex_waitv(last, 2, 0, NULL, 0), EINVAL);
+	FAILS(ufutex_requeue(last, 0, 1, 1), EINVAL);
+	memcpy(e, v, sizeof(v)); e[1].__reserved = 1;
+	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EINVAL);
+	memcpy(e, v, sizeof(v)); e[1].flags |= 0x20;
+	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EINVAL);
+	memcpy(e, v, sizeof(v)); e[1].val = 0x100000000ULL;
+	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EINVAL);
+	memcpy(e, v, sizeof(v)); e[1].uaddr += 1;
+	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EINVAL);
+	memcpy(e, v, sizeof(v)); e[1].uaddr = 0;
+	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EFAULT);
+	memcpy(e, v, sizeof(v)); e[1].uaddr = (uintptr_t)inaccessible;
+	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EFAULT);
+	memcpy(e, v, sizeof(v)); e[1].flags = UFUTEX_SIZE_U32;
+	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EOPNOTSUPP);
+	memcpy(e, v, sizeof(v)); e[1].flags |= UFUTEX_NUMA; e[1].uaddr = (uintptr_t)&b & ~7UL;
+	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EOPNOTSUPP);
+	/* Values in index order: a mismatch at 0 is found before the fault at 1. */
+	memcpy(e, v, sizeof(v)); e[0].val = 9; e[1].uaddr = (uintptr_t)inaccessible;
+	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EAGAIN);
+	memcpy(e, v, sizeof(v)); e[1].val = 3;
+	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EAGAIN);
+	FAILS(ufutex_waitv(v, 2, 0, &past, CLOCK_MONOTONIC), ETIMEDOUT);
+	FAILS(ufutex_waitv(v, 2, 0, &past, CLOCK_REALTIME), ETIMEDOUT);
+}
+
+static void test_requeue_errors(void)
+{
+	uint16_t a = 7, b = 0;
+	struct ufutex_waitv v[2] = {
+		{.val = 7, .uaddr = (uintptr_t)&a, .flags = P(UFUTEX_SIZE_U16)},
+		{.val = 0, .uaddr = (uintptr_t)&b, .flags = P(UFUTEX_SIZE_U16)},
+	};
+	struct ufutex_waitv e[2];
+
+	FAILS(ufutex_requeue(v, 1, 1, 1), EINVAL);
+	FAILS(ufutex_requeue(NULL, 0, 1, 1), EINVAL);
+	FAILS(ufutex_requeue(inaccessible, 0, 1, 1), EFAULT);
+	memcpy(e, v, sizeof(v)); e[0].__reserved = 3;
+	FAILS(ufutex_requeue(e, 0, 1, 1), EINVAL);
+	memcpy(e, v, sizeof(v)); e[0].val = 0x10000;
+	FAILS(ufutex_requeue(e, 0, 1, 1), EINVAL);
+	memcpy(e, v, sizeof(v)); e[1].flags = P(UFUTEX_SIZE_U32);
+	FAILS(ufutex_requeue(e, 0, 1, 1), EINVAL);                                  /* flags differ */
+	FAILS(ufutex_requeue(v, 0, -1, 1), EINVAL);
+	FAILS(ufutex_requeue(v, 0, 1, -1), EINVAL);
+	memcpy(e, v, sizeof(v)); e[1].uaddr += 1;
+	FAILS(ufutex_requeue(e, 0, 1, 1), EINVAL);
+	memcpy(e, v, sizeof(v)); e[0].uaddr = 0;
+	FAILS(ufutex_requeue(e, 0, 1, 1), EFAULT);
+	memcpy(e, v, sizeof(v)); e[0].flags = e[1].flags = UFUTEX_SIZE_U16;
+	FAILS(ufutex_requeue(e, 0, 1, 1), EOPNOTSUPP);
+	memcpy(e, v, sizeof(v)); e[0].uaddr = (uintptr_t)unmapped;
+	FAILS(ufutex_requeue(e, 0, 1, 1), EFAULT);
+	memcpy(e, v, sizeof(v)); e[0].val = 6;
+	FAILS(ufutex_requeue(e, 0, 1, 1), EAGAIN);
+	/* The target is never read. */
+	memcpy(e, v, sizeof(v)); e[1].uaddr = (uintptr_t)inaccessible;
+	CHECK(ufutex_requeue(e, 0, 1, 1) == 0);
+	CHECK(ufutex_requeue(v, 0, 0, 0) == 0);
+}
+
+static void test_slots_errors(void)
+{
+	FAILS(ufutex_hash_set_slots(64, 1), EINVAL);
+	FAILS(ufutex_hash_set_slots(1, 0), EINVAL);
+	FAILS(ufutex_hash_set_slots(3, 0), EINVAL);
+	FAILS(ufutex_hash_set_slots(96, 0), EINVAL);
+	FAILS(ufutex_hash_set_slots(1UL << 40, 0), ENOMEM);
+}
+
+/* ---- every size, for real ---------------------------------------------------------------- */
+
+struct waiter {
+	void *uaddr;
+	unsigned long val, mask;
+	unsigned flags;
+	long ret;
+	int err;
+};
+
+static void *wait_thread(void *p)
+{
+	struct waiter *w = p;
+	errno = 0;
+	w->ret = ufutex_wait(w->uaddr, w->val, w->mask, w->flags, NULL, 0);
+	w->err = errno;
+	return NULL;
+}
+
+static void test_every_size(void)
+{
+	/* Words packed together: a wait compares only its own bytes. */
+	union {
+		uint64_t all;
+		uint8_t b[8];
+	} mem = {.all = 0};
+	for (int s = 0; s < 4; s++) {
+		unsigned long top = maxval[s];
+		unsigned flags = P(sizes[s]);
+		void *word = &mem;
+		mem.all = ~0ULL;
+		/* The value is compared at the word's width: the same value at 8 bytes mismatches. */
+		struct timespec past = {0, 0};
+		FAILS(ufutex_wait(word, top, 1, flags, &past, CLOCK_MONOTONIC), ETIMEDOUT);
+		FAILS(ufutex_wait(word, top - 1, 1, flags, &past, CLOCK_MONOTONIC), EAGAIN);
+		if (s < 3)
+			FAILS(ufutex_wait(word, top + 1, 1, flags, &past, CLOCK_MONOTONIC), EINVAL);
+
+		/* A thread sleeps on the word; masks that share no bit do not wake it. */
+		struct waiter w = {.uaddr = word, .val = top, .mask = 0x3, .flags = flags};
+		pthread_t t;
+		pthread_create(&t, NULL, wait_thread, &w);
+		CHECK(ufutex_wake(word, 0x4, INT_MAX, flags) == 0);
+		CHECK(wake_one_eventually(word, 0x2, flags) == 1);
+		pthread_join(t, NULL);
+		CHECK(w.ret == 0);
+		CHECK(ufutex_wake(word, 0x3, INT_MAX, flags) == 0);
+	}
+	/* A byte word beside other bytes: only its own byte matters. */
+	mem.all = 0;
+	mem.b[3] = 9;
+	FAILS(ufutex_wait(&mem.b[3], 0, 1, P(UFUTEX_SIZE_U8), NULL, 0), EAGAIN);
+	struct timespec past = {0, 0};
+	FAILS(ufutex_wait(&mem.b[2], 0, 1, P(UFUTEX_SIZE_U8), &past, CLOCK_REALTIME), ETIMEDOUT);
+}
+
+/* ---- timeouts on both clocks -------------------------------------------------------------- */
+
+static void test_timeouts(void)
+{
+	static const clockid_t clocks[2] = {CLOCK_MONOTONIC, CLOCK_REALTIME};
+	for (int c = 0; c < 2; c++) {
+		uint32_t w = 0;
+		struct timespec d = at(clocks[c], 20 * 1000 * 1000);
+		FAILS(ufutex_wait(&w, 0, ~0U, P(UFUTEX_SIZE_U32), &d, clocks[c]), ETIMEDOUT);
+		CHECK(not_before(clocks[c], d)); /* never early */
+		uint8_t x = 1;
+		uint64_t y = 2;
+		struct ufutex_waitv v[2] = {
+			{.val = 1, .uaddr = (uintptr_t)&x, .flags = P(UFUTEX_SIZE_U8)},
+			{.val = 2, .uaddr = (uintptr_t)&y, .flags = P(UFUTEX_SIZE_U64)},
+		};
+		d = at(clocks[c], 10 * 1000 * 1000);
+		FAILS(ufutex_waitv(v, 2, 0, &d, clocks[c]), ETIMEDOUT);
+		CHECK(not_before(clocks[c], d));
+	}
+}
+
+/* ---- signals: EINTR without SA_RESTART ---------------------------------------------------- */
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+static void test_eintr(void)
+{
+	/* The portable parker (a library built with the fallback-parker feature, as CI does for
+	 * valgrind, which lacks the futex_wait syscall) sleeps in a condition variable that
+	 * resumes after a signal: it cannot report EINTR. */
+	if (getenv("UFUTEX_TEST_VALGRIND")) {
+		fprintf(stderr, "   skipped (UFUTEX_TEST_VALGRIND)\n");
+		return;
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1; /* no SA_RESTART */
+	sigaction(SIGUSR1, &sa, NULL);
+	uint32_t word = 0;
+	struct waiter w = {.uaddr = &word, .val = 0, .mask = ~0U, .flags = P(UFUTEX_SIZE_U32), .ret = 1};
+	pthread_t t;
+	pthread_create(&t, NULL, wait_thread, &w);
+	/* Signal until the wait returns (a signal that lands before it queues is just lost). */
+	for (;;) {
+		pthread_kill(t, SIGUSR1);
+		struct timespec ms = {0, 1000000};
+		nanosleep(&ms, NULL);
+		if (pthread_tryjoin_np(t, NULL) == 0)
+			break;
+	}
+	CHECK(w.ret == -1 && w.err == EINTR);
+}
+
+/* With SA_RESTART the wait goes on through signals and ends only in the wake. */
+static void test_sa_restart(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR2, &sa, NULL);
+	uint16_t word = 0;
+	struct waiter w = {.uaddr = &word, .val = 0, .mask = 1, .flags = P(UFUTEX_SIZE_U16), .ret = 1};
+	pthread_t t;
+	pthread_create(&t, NULL, wait_thread, &w);
+	for (int i = 0; i < 5; i++) {
+		pthread_kill(t, SIGUSR2);
+		struct timespec ms = {0, 1000000};
+		nanosleep(&ms, NULL);
+	}
+	int joined = 0;
+	while (!joined && ufutex_wake(&word, 1, 1, P(UFUTEX_SIZE_U16)) == 0)
+		joined = pthread_tryjoin_np(t, NULL) == 0; /* a wrong EINTR must not hang the test */
+	if (!joined)
+		pthread_join(t, NULL);
+	CHECK(w.ret == 0);
+}
+
+/* ---- waitv with 1024 entries -------------------------------------------------------------- */
+
+struct vwaiter {
+	struct ufutex_waitv *v;
+	unsigned n;
+	long ret;
+	int err;
+};
+
+static void *waitv_thread(void *p)
+{
+	struct vwaiter *w = p;
+	errno = 0;
+	w->ret = ufutex_waitv(w->v, w->n, 0, NULL, 0);
+	w->err = errno;
+	return NULL;
+}
+
+static void test_waitv_1024(void)
+{
+	enum { N = UFUTEX_WAITV_MAX };
+	uint64_t *words = calloc(N, sizeof(uint64_t));
+	struct ufutex_waitv *v = calloc(N, sizeof(*v));
+	for (unsigned i = 0; i < N; i++) {
+		unsigned s = i % 4;
+		words[i] = i & maxval[s];
+		v[i] = (struct ufutex_waitv){.val = i & maxval[s], .uaddr = (uintptr_t)&words[i], .flags = P(sizes[s])};
+	}
+	static const unsigned ks[] = {0, 1, 2, 3, 511, 1021, 1022, N - 1};
+	for (unsigned j = 0; j < sizeof(ks) / sizeof(ks[0]); j++) {
+		unsigned k = ks[j];
+		struct vwaiter w = {.v = v, .n = N};
+		pthread_t t;
+		pthread_create(&t, NULL, waitv_thread, &w);
+		CHECK(wake_one_eventually(&words[k], ~0UL >> (64 - 8 * (1u << (k % 4))), P(sizes[k % 4])) == 1);
+		pthread_join(t, NULL);
+		CHECK(w.ret == (long)k);
+		if (w.ret != (long)k)
+			fprintf(stderr, "waitv woken on %u returned %ld (errno %d)\n", k, w.ret, w.err);
+	}
+	/* The last entry mismatching, or unmapped. */
+	v[N - 1].val ^= 1;
+	FAILS(ufutex_waitv(v, N, 0, NULL, 0), EAGAIN);
+	v[N - 1].val ^= 1;
+	v[N - 1].uaddr = (uintptr_t)inaccessible;
+	FAILS(ufutex_waitv(v, N, 0, NULL, 0), EFAULT);
+	free(v);
+	free(words);
+}
+
+/* ---- requeue counts ----------------------------------------------------------------------- */
+
+static void test_requeue_counts(void)
+{
+	enum { T = 5 };
+	for (int s = 0; s < 4; s++) {
+		uint64_t a = 0, b = 0, c = 0;
+		unsigned flags = P(sizes[s]);
+		struct waiter w[T];
+		pthread_t t[T];
+		for (int i = 0; i < T; i++) {
+			w[i] = (struct waiter){.uaddr = &a, .val = 0, .mask = 1, .flags = flags, .ret = 1};
+			pthread_create(&t[i], NULL, wait_thread, &w[i]);
+		}
+		struct ufutex_waitv ab[2] = {{.val = 0, .uaddr = (uintptr_t)&a, .flags = flags},
+					     {.val = 0, .uaddr = (uintptr_t)&b, .flags = flags}};
+		struct ufutex_waitv bc[2] = {{.val = 0, .uaddr = (uintptr_t)&b, .flags = flags},
+					     {.val = 0, .uaddr = (uintptr_t)&c, .flags = flags}};
+		/* Move everyone to b as they arrive: each call returns how many it moved. */
+		long moved = 0;
+		while (moved < T) {
+			long r = ufutex_requeue(ab, 0, 0, INT_MAX);
+			CHECK(r >= 0);
+			moved += r;
+			if (r == 0)
+				sched_yield();
+		}
+		CHECK(moved == T);
+		CHECK(ufutex_wake(&a, 1, INT_MAX, flags) == 0);
+		/* Wake 2 of b, move 2 more to c: 4; one stays on b. */
+		CHECK(ufutex_requeue(bc, 0, 2, 2) == 4);
+		CHECK(ufutex_wake(&b, 1, INT_MAX, flags) == 1);
+		CHECK(ufutex_wake(&c, 1, 1, flags) == 1);
+		CHECK(ufutex_wake(&c, 1, INT_MAX, flags) == 1);
+		CHECK(ufutex_wake(&c, 1, INT_MAX, flags) == 0);
+		for (int i = 0; i < T; i++) {
+			pthread_join(t[i], NULL);
+			CHECK(w[i].ret == 0);
+		}
+	}
+}
+
+/* ---- hash slots (last: the large table is final) ----------------------------------------- */
+
+static void test_slots(void)
+{
+	CHECK(ufutex_hash_get_slots() >= 2);
+	CHECK(ufutex_hash_set_slots(64, 0) == 0);
+	CHECK(ufutex_hash_get_slots() == 64);
+	/* Waiters survive a resize. */
+	uint32_t word = 0;
+	struct waiter w = {.uaddr = &word, .val = 0, .mask = ~0U, .flags = P(UFUTEX_SIZE_U32)};
+	pthread_t t;
+	pthread_create(&t, NULL, wait_thread, &w);
+	struct ufutex_waitv probe[2] = {{.val = 0, .uaddr = (uintptr_t)&word, .flags = P(UFUTEX_SIZE_U32)},
+					{.val = 0, .uaddr = (uintptr_t)&word, .flags = P(UFUTEX_SIZE_U32)}};
+	while (ufutex_requeue(probe, 0, 0, INT_MAX) == 0) /* requeue onto itself: finds it queued */
+		sched_yield();
+	CHECK(ufutex_hash_set_slots(2, 0) == 0);
+	CHECK(ufutex_hash_get_slots() == 2);
+	CHECK(ufutex_wake(&word, 1, 1, P(UFUTEX_SIZE_U32)) == 1);
+	pthread_join(t, NULL);
+	CHECK(w.ret == 0);
+	CHECK(ufutex_hash_set_slots(0, 0) == 0);
+	CHECK(ufutex_hash_get_slots() == 0);
+	FAILS(ufutex_hash_set_slots(64, 0), EBUSY);
+	FAILS(ufutex_hash_set_slots(0, 0), EBUSY);
+	FAILS(ufutex_hash_set_slots(3, 0), EINVAL); /* checked before the large table's finality */
+	CHECK(ufutex_hash_get_slots() == 0);
+	word = 1;
+	FAILS(ufutex_wait(&word, 0, 1, P(UFUTEX_SIZE_U32), NULL, 0), EAGAIN);
+}
+
+/* Each test says its name first, so a hang or a crash points at it. */
+#define RUN(test)                              \
+	do {                                   \
+		fprintf(stderr, "-- %s\n", #test); \
+		test();                        \
+	} while (0)
+
+int main(void)
+{
+	make_bad_pages();
+	RUN(test_fault_chaining);
+	RUN(test_wait_errors);
+	RUN(test_wake_errors);
+	RUN(test_waitv_errors);
+	RUN(test_requeue_errors);
+	RUN(test_slots_errors);
+	RUN(test_every_size);
+	RUN(test_timeouts);
+	RUN(test_eintr);
+	RUN(test_sa_restart);
+	RUN(test_waitv_1024);
+	RUN(test_requeue_counts);
+	RUN(test_slots);
+	if (failures) {
+		fprintf(stderr, "ufutex_test: %d failure(s)\n", failures);
+		return 1;
+	}
+	puts("ufutex_test: ok");
+	return 0;
+}
