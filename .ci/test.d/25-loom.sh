@@ -1,5 +1,6 @@
 # loom models of the core protocol (bounded preemptions; a separate target dir keeps the
 # loom-cfg build from invalidating the normal one).
+set -euo pipefail
 export RUSTFLAGS="--cfg ufutex_loom"
 # The three-thread resize+requeue model's state space is explored with one preemption; the
 # others with two.
