@@ -22,10 +22,17 @@
  * 6.18 returns 0), and a NULL word is EFAULT even where the kernel would not read it (a wake,
  * a requeue target).
  *
- * Not yet (each is its own piece of work; the flags are accepted as valid and the call fails):
- *  - process-shared words: a word without UFUTEX_PRIVATE fails with EOPNOTSUPP;
- *  - UFUTEX_NUMA and UFUTEX_MPOL: after the alignment (twice the size for a NUMA pair) and NULL
- *    checks, the call fails with EOPNOTSUPP.
+ * NUMA (UFUTEX_NUMA): the word is followed by a node word of the same size, the pair aligned to
+ * twice the size. A node word of -1 (all ones at the size) is replaced by the caller's current
+ * node — or, with UFUTEX_MPOL, the node of a preferred memory policy covering the word — and
+ * written back by every call, a wake with @nr 0 and a wait that fails EAGAIN included; a node
+ * that does not exist is EINVAL. The node picks one of the per-node wait tables (placed on
+ * that node): waiters and wakers meet only through the same node. UFUTEX_MPOL without
+ * UFUTEX_NUMA uses the policy's node when there is one. The node count comes from sysfs;
+ * UFUTEX_NUMA_NODES=N in the environment makes N virtual nodes (for tests). A node word in
+ * read-only memory cannot be written back: keep pairs in writable memory.
+ *
+ * Not yet: process-shared words — a word without UFUTEX_PRIVATE fails with EOPNOTSUPP.
  *
  * Unmapped memory: a call that must read a word, a timespec or a ufutex_waitv array that is
  * not mapped fails with EFAULT instead of crashing. On x86_64 the read is a single load whose
@@ -62,9 +69,9 @@ extern "C" {
 #define UFUTEX_SIZE_U32 0x02
 #define UFUTEX_SIZE_U64 0x03
 #define UFUTEX_SIZE_MASK 0x03
-/* Word followed by a same-size node word, the pair aligned to twice the size. Not yet: EOPNOTSUPP. */
+/* Word followed by a same-size node word, the pair aligned to twice the size (see above). */
 #define UFUTEX_NUMA 0x04
-/* Node from the memory policy covering the word. Not yet: EOPNOTSUPP. */
+/* Node from the preferred memory policy covering the word, where there is one. */
 #define UFUTEX_MPOL 0x08
 /* Process-private word. Required for now: without it a call fails with EOPNOTSUPP. */
 #define UFUTEX_PRIVATE 0x80
@@ -116,9 +123,10 @@ _Static_assert(__builtin_offsetof(struct ufutex_waitv, __reserved) == 20, "__res
  * Return: 0 when woken; -1 and errno:
  *  - EINVAL: unknown flag bits; @val or @mask wider than the size; @mask is 0; @clockid not
  *    CLOCK_MONOTONIC/CLOCK_REALTIME with a @timeout; tv_sec < 0 or tv_nsec outside [0, 1e9);
- *    @uaddr misaligned (for UFUTEX_NUMA: to twice the size);
- *  - EFAULT: @timeout not mapped; @uaddr NULL, not mapped or in the kernel's half;
- *  - EOPNOTSUPP: no UFUTEX_PRIVATE, or UFUTEX_NUMA/UFUTEX_MPOL (not yet);
+ *    @uaddr misaligned (for UFUTEX_NUMA: to twice the size); a node word naming no node;
+ *  - EFAULT: @timeout not mapped; @uaddr (or its node word) NULL, not mapped or in the
+ *    kernel's half;
+ *  - EOPNOTSUPP: no UFUTEX_PRIVATE (process-shared words: not yet);
  *  - EAGAIN: *@uaddr != @val;
  *  - ETIMEDOUT: @timeout passed;
  *  - EINTR: a signal handler without SA_RESTART ran.
@@ -138,8 +146,10 @@ long ufutex_wait(void *uaddr, unsigned long val, unsigned long mask, unsigned in
  *
  * Return: the number woken; -1 and errno:
  *  - EINVAL: unknown flag bits; @mask wider than the size or 0; @nr < 0; @uaddr misaligned;
- *  - EFAULT: @uaddr NULL or in the kernel's half (the word itself is never read);
- *  - EOPNOTSUPP: no UFUTEX_PRIVATE, or UFUTEX_NUMA/UFUTEX_MPOL (not yet).
+ *    a node word naming no node;
+ *  - EFAULT: @uaddr NULL or in the kernel's half (the word itself is never read; a NUMA
+ *    node word is, and not mapped is EFAULT);
+ *  - EOPNOTSUPP: no UFUTEX_PRIVATE (process-shared words: not yet).
  */
 long ufutex_wake(void *uaddr, unsigned long mask, int nr, unsigned int flags);
 
@@ -158,10 +168,10 @@ long ufutex_wake(void *uaddr, unsigned long mask, int nr, unsigned int flags);
  * Return: the index of a woken entry (the highest among those a waker dequeued); -1 and errno:
  *  - EINVAL: @flags != 0; @nr_futexes 0 or above UFUTEX_WAITV_MAX; @waiters NULL; bad clock
  *    or timespec; an entry with unknown flag bits, a non-zero __reserved, a val wider than its
- *    size, or a misaligned uaddr;
- *  - EFAULT: @waiters or @timeout not mapped; an entry's uaddr NULL, not mapped or in the
- *    kernel's half;
- *  - EOPNOTSUPP: an entry without UFUTEX_PRIVATE, or with UFUTEX_NUMA/UFUTEX_MPOL (not yet);
+ *    size, or a misaligned uaddr; a node word naming no node;
+ *  - EFAULT: @waiters or @timeout not mapped; an entry's uaddr (or node word) NULL, not mapped
+ *    or in the kernel's half;
+ *  - EOPNOTSUPP: an entry without UFUTEX_PRIVATE (process-shared words: not yet);
  *  - EAGAIN: some entry's word does not hold its val (unless an earlier entry was woken
  *    meanwhile: its index is returned);
  *  - ETIMEDOUT, EINTR: as ufutex_wait();
@@ -185,10 +195,10 @@ long ufutex_waitv(struct ufutex_waitv *waiters, unsigned int nr_futexes, unsigne
  * Return: woken + moved; -1 and errno:
  *  - EINVAL: @flags != 0; @waiters NULL; an entry with unknown flag bits, a non-zero
  *    __reserved or a val wider than its size; entries' flags differ; @nr_wake < 0 or
- *    @nr_requeue < 0; a misaligned uaddr;
- *  - EFAULT: @waiters not mapped; a uaddr NULL or in the kernel's half; the source word not
- *    mapped;
- *  - EOPNOTSUPP: no UFUTEX_PRIVATE, or UFUTEX_NUMA/UFUTEX_MPOL (not yet);
+ *    @nr_requeue < 0; a misaligned uaddr; a node word naming no node;
+ *  - EFAULT: @waiters not mapped; a uaddr NULL or in the kernel's half; the source word (or a
+ *    node word) not mapped;
+ *  - EOPNOTSUPP: no UFUTEX_PRIVATE (process-shared words: not yet);
  *  - EAGAIN: the source word does not hold waiters[0].val.
  */
 long ufutex_requeue(struct ufutex_waitv *waiters, unsigned int flags, int nr_wake, int nr_requeue);

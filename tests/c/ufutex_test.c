@@ -213,8 +213,7 @@ static void test_wait_errors(void)
 	FAILS(ufutex_wait((void *)0xffff800000000000UL, 0, 1, P(UFUTEX_SIZE_U64), NULL, 0), EFAULT);
 	FAILS(ufutex_wait(&w, 0, 1, UFUTEX_SIZE_U32, NULL, 0), EOPNOTSUPP);              /* shared */
 	FAILS(ufutex_wait((char *)&w + 4, 0, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA, NULL, 0), EINVAL);
-	FAILS(ufutex_wait(&w, 0, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA, NULL, 0), EOPNOTSUPP);
-	FAILS(ufutex_wait(&w, 0, 1, P(UFUTEX_SIZE_U32) | UFUTEX_MPOL, NULL, 0), EOPNOTSUPP);
+	FAILS(ufutex_wait(NULL, 0, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA, NULL, 0), EFAULT);
 	w = 5;
 	FAILS(ufutex_wait(&w, 4, 1, P(UFUTEX_SIZE_U64), NULL, 0), EAGAIN);                /* mismatch */
 	FAILS(ufutex_wait(&w, 5, 1, P(UFUTEX_SIZE_U64), &past, CLOCK_MONOTONIC), ETIMEDOUT);
@@ -237,7 +236,7 @@ static void test_wake_errors(void)
 	FAILS(ufutex_wake(&w, 1, 1, UFUTEX_SIZE_U32), EOPNOTSUPP);
 	uint64_t pair = 0;
 	FAILS(ufutex_wake((char *)&pair + 4, 1, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA), EINVAL); /* pair misaligned */
-	FAILS(ufutex_wake(&pair, 1, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA), EOPNOTSUPP);
+	CHECK(ufutex_wake(&pair, 1, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA) == 0);          /* node 0 */
 	CHECK(ufutex_wake(&w, 1, 0, P(UFUTEX_SIZE_U32)) == 0);
 	/* A private wake never reads the word: waking unmapped memory is fine, as in the kernel. */
 	CHECK(ufutex_wake(unmapped, 1, INT_MAX, P(UFUTEX_SIZE_U64)) == 0);
@@ -283,8 +282,6 @@ static void test_waitv_errors(void)
 	memcpy(e, v, sizeof(v)); e[1].uaddr = (uintptr_t)inaccessible;
 	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EFAULT);
 	memcpy(e, v, sizeof(v)); e[1].flags = UFUTEX_SIZE_U32;
-	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EOPNOTSUPP);
-	memcpy(e, v, sizeof(v)); e[1].flags |= UFUTEX_NUMA; e[1].uaddr = (uintptr_t)&b & ~7UL;
 	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EOPNOTSUPP);
 	/* Values in index order: a mismatch at 0 is found before the fault at 1. */
 	memcpy(e, v, sizeof(v)); e[0].val = 9; e[1].uaddr = (uintptr_t)inaccessible;
@@ -608,6 +605,70 @@ static void test_slots(void)
 		test();                        \
 	} while (0)
 
+/* UFUTEX_NUMA: the word is followed by a node word of its size; -1 is resolved to the caller's
+ * node and written back by every call (a failing wait and a wake of 0 included); an impossible
+ * node is EINVAL; the node picks the table, so a waiter is found through the same pair. */
+struct numa_pair32 {
+	uint32_t word, node;
+} __attribute__((aligned(8)));
+
+static void *numa_waiter(void *arg)
+{
+	struct numa_pair32 *p = arg;
+	long r = ufutex_wait(p, 0, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA, NULL, 0);
+	return (void *)(intptr_t)(r == 0 ? 0 : errno);
+}
+
+static void test_numa(void)
+{
+	struct timespec past = {0, 0};
+	struct numa_pair32 p = {5, UINT32_MAX};
+	FAILS(ufutex_wait(&p, 4, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA, NULL, 0), EAGAIN);
+	CHECK(p.node != UINT32_MAX);                                  /* written back on EAGAIN */
+	p.node = UINT32_MAX;
+	CHECK(ufutex_wake(&p, 1, 0, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA) == 0);
+	CHECK(p.node != UINT32_MAX);                                  /* and by a wake of 0 */
+	p.node = UINT32_MAX;
+	FAILS(ufutex_wait(&p, 5, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA, &past, CLOCK_MONOTONIC), ETIMEDOUT);
+	CHECK(p.node != UINT32_MAX);
+	p.node = 1u << 20;                                            /* no such node */
+	FAILS(ufutex_wait(&p, 5, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA, NULL, 0), EINVAL);
+	FAILS(ufutex_wake(&p, 1, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA), EINVAL);
+
+	struct {
+		uint8_t word, node;
+	} __attribute__((aligned(2))) q = {1, 0xff};
+	FAILS(ufutex_wait(&q, 0, 1, P(UFUTEX_SIZE_U8) | UFUTEX_NUMA, NULL, 0), EAGAIN);
+	CHECK(q.node != 0xff);
+
+	/* waitv resolves every entry's node before it compares any value. */
+	uint32_t plain = 1;
+	p.node = UINT32_MAX;
+	struct ufutex_waitv v[2] = {
+		{.val = 5, .uaddr = (uintptr_t)&p, .flags = P(UFUTEX_SIZE_U32) | UFUTEX_NUMA},
+		{.val = 0, .uaddr = (uintptr_t)&plain, .flags = P(UFUTEX_SIZE_U32)},
+	};
+	FAILS(ufutex_waitv(v, 2, 0, NULL, 0), EAGAIN);
+	CHECK(p.node != UINT32_MAX);
+
+	/* UFUTEX_MPOL alone: the policy's node where one covers the word, else a private word. */
+	FAILS(ufutex_wait(&plain, 0, 1, P(UFUTEX_SIZE_U32) | UFUTEX_MPOL, NULL, 0), EAGAIN);
+
+	/* A sleeper on a NUMA pair is woken through the same pair. */
+	struct numa_pair32 s = {0, UINT32_MAX};
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, numa_waiter, &s) == 0);
+	long woken = 0;
+	for (int i = 0; i < 20000 && woken == 0; i++) {
+		woken = ufutex_wake(&s, 1, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA);
+		if (woken == 0)
+			usleep(100);
+	}
+	void *ret;
+	CHECK(pthread_join(t, &ret) == 0);
+	CHECK(woken == 1 && ret == NULL);
+}
+
 int main(void)
 {
 	make_bad_pages();
@@ -624,6 +685,7 @@ int main(void)
 	RUN(test_waitv_1024);
 	RUN(test_requeue_counts);
 	RUN(test_slots);
+	RUN(test_numa);
 	if (failures) {
 		fprintf(stderr, "ufutex_test: %d failure(s)\n", failures);
 		return 1;

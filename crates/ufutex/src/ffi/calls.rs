@@ -11,10 +11,12 @@ use super::abi::{UfutexWaitv, UFUTEX_WAITV_MAX};
 use super::validate::{self, WordFlags};
 use super::Errno;
 use crate::domain::{default_domain, Slots};
-use crate::requeue::requeue_words;
-use crate::wait::wait_word;
+use crate::key::Key;
+use crate::numa::resolve;
+use crate::requeue::requeue_keys;
+use crate::wait::wait_key;
 use crate::waitv::{waitv_entries, WaitEntry};
-use crate::wake::wake_word;
+use crate::wake::wake_key;
 use crate::word::WordRef;
 use libc::{c_int, c_long, c_uint, c_ulong, c_void, clockid_t, timespec};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -48,15 +50,37 @@ unsafe fn loadable(addr: usize, f: WordFlags) -> WordRef {
     unsafe { WordRef::from_raw(addr, f.size) }
 }
 
-/// A word the core only hashes by address (a wake, a requeue target): never loaded.
+/// A word the core only uses by address (NUMA resolution): never loaded.
 ///
 /// # Safety
-/// - `addr` is aligned to the size; the returned word is passed only to `wake_word` or as the
-///   target of `requeue_words`, which use its address and never load through it.
+/// - `addr` is aligned to the size; the returned word is passed only to `numa::resolve`, which
+///   uses its address and size and never loads through it.
 unsafe fn address_only(addr: usize, f: WordFlags) -> WordRef {
     // SAFETY: alignment holds; the readability clause of `from_raw` is not exercised, as the
     // core never loads these words (see this function's contract).
     unsafe { WordRef::from_raw(addr, f.size) }
+}
+
+/// The key of a validated word (the kernel's `get_futex_key`): its address; with `UFUTEX_NUMA`
+/// also its node — the node word after it is read through the fault-safe path (`EFAULT`), an
+/// impossible node is `EINVAL`, and -1 is replaced by the memory policy's node (`UFUTEX_MPOL`)
+/// or the caller's and written back; with `UFUTEX_MPOL` alone, the policy's node if any.
+fn key_of(addr: usize, f: WordFlags) -> Result<Key, Errno> {
+    if !f.numa && !f.mpol {
+        return Ok(Key::private(addr));
+    }
+    let node_word = if f.numa {
+        let at = addr + f.size.bytes();
+        validate::current(at, f.size)?;
+        // SAFETY: the pair is aligned to twice the size, so the node word is aligned; it was just
+        // read; the caller keeps it mapped for the call.
+        Some(unsafe { loadable(at, f) })
+    } else {
+        None
+    };
+    // SAFETY: `addr` is aligned; `resolve` uses the word's address and size, never loads it.
+    let word = unsafe { address_only(addr, f) };
+    resolve(default_domain(), word, node_word, f.mpol).map_err(|e| Errno(e.errno()))
 }
 
 /// Wait while `*uaddr == val`: the `futex_wait` syscall. See `include/ufutex.h`.
@@ -80,12 +104,13 @@ pub unsafe extern "C" fn ufutex_wait(
         let timeout = validate::timeout(timeout as usize, clockid)?;
         let mask = validate::mask(ulong(mask))?;
         let addr = validate::address(uaddr as u64, f)?;
+        let key = key_of(addr, f)?;
         if validate::current(addr, f.size)? != ulong(val) {
             return Err(Errno::EAGAIN); // no queueing, no syscall
         }
         // SAFETY: `addr` is aligned and was just read; the caller keeps it mapped.
         let word = unsafe { loadable(addr, f) };
-        wait_word(default_domain(), word, ulong(val), mask, timeout)?;
+        wait_key(default_domain(), word, key, ulong(val), mask, timeout)?;
         Ok(0)
     })
 }
@@ -102,9 +127,9 @@ pub unsafe extern "C" fn ufutex_wake(uaddr: *mut c_void, mask: c_ulong, nr: c_in
         let mask = validate::mask(ulong(mask))?;
         let nr = validate::count(nr)?;
         let addr = validate::nonnull(validate::address(uaddr as u64, f)?)?;
-        // SAFETY: `addr` is aligned; `wake_word` never loads the word.
-        let word = unsafe { address_only(addr, f) };
-        Ok(wake_word(default_domain(), word, nr, mask) as c_long)
+        // A NUMA node word is resolved (and -1 written back) even when `nr` is 0.
+        let key = key_of(addr, f)?;
+        Ok(wake_key(default_domain(), key, nr, mask) as c_long)
     })
 }
 
@@ -136,15 +161,20 @@ pub unsafe extern "C" fn ufutex_waitv(
         for (e, f) in &parsed {
             addrs.push(validate::address(e.uaddr, *f)?);
         }
+        let mut keys = Vec::new();
+        keys.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
+        for ((_, f), &addr) in parsed.iter().zip(&addrs) {
+            keys.push(key_of(addr, *f)?);
+        }
         let mut entries = Vec::new();
         entries.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
-        for ((e, f), &addr) in parsed.iter().zip(&addrs) {
+        for (((e, f), &addr), &key) in parsed.iter().zip(&addrs).zip(&keys) {
             if validate::current(addr, f.size)? != e.val {
                 return Err(Errno::EAGAIN);
             }
             // SAFETY: `addr` is aligned and was just read; the caller keeps it mapped.
             let word = unsafe { loadable(addr, *f) };
-            entries.push(WaitEntry::from_raw(word, e.val, crate::MATCH_ANY));
+            entries.push(WaitEntry::from_raw(word, e.val, crate::MATCH_ANY).with_key(key));
         }
         Ok(waitv_entries(default_domain(), &entries, timeout)? as c_long)
     })
@@ -174,13 +204,13 @@ pub unsafe extern "C" fn ufutex_requeue(
         let (nr_wake, nr_requeue) = (validate::count(nr_wake)?, validate::count(nr_requeue)?);
         let from = validate::address(src.uaddr, fs)?;
         let to = validate::nonnull(validate::address(dst.uaddr, fd)?)?;
+        let (k1, k2) = (key_of(from, fs)?, key_of(to, fd)?);
         if validate::current(from, fs.size)? != src.val {
             return Err(Errno::EAGAIN);
         }
-        // SAFETY: `from` is aligned and was just read; the caller keeps it mapped. `to` is
-        // aligned and `requeue_words` never loads the target word.
-        let (from, to) = unsafe { (loadable(from, fs), address_only(to, fd)) };
-        Ok(requeue_words(default_domain(), from, src.val, to, nr_wake, nr_requeue)? as c_long)
+        // SAFETY: `from` is aligned and was just read; the caller keeps it mapped.
+        let from = unsafe { loadable(from, fs) };
+        Ok(requeue_keys(default_domain(), from, k1, src.val, k2, nr_wake, nr_requeue)? as c_long)
     })
 }
 

@@ -73,7 +73,7 @@ fn wait_rejects_in_the_kernels_order() {
         ("misaligned shared",         mis,        0,       1, UFUTEX_SIZE_U32,            null(),        0,                EINVAL),
         ("shared",                    a,          0,       1, UFUTEX_SIZE_U32,            null(),        0,                EOPNOTSUPP),
         ("NUMA pair misaligned",      (a as usize + 4) as *mut _, 0, 1, P32 | UFUTEX_NUMA, null(),       0,                EINVAL),
-        ("NUMA",                      a,          0,       1, P32 | UFUTEX_NUMA,          null(),        0,                EOPNOTSUPP),
+        ("NUMA pair, mismatch",       a,          1,       1, P32 | UFUTEX_NUMA,          null(),        0,                EAGAIN),
         ("unmapped",                  h,          0,       1, P32,                        null(),        0,                EFAULT),
         ("mismatch",                  a,          1,       1, UFUTEX_PRIVATE | UFUTEX_SIZE_U64, null(),  0,                EAGAIN),
         ("timeout",                   a,          0,       1, UFUTEX_PRIVATE | UFUTEX_SIZE_U64, &GOOD_TS, CLOCK_MONOTONIC, ETIMEDOUT),

@@ -88,8 +88,8 @@ pub(crate) fn timeout(ts: usize, clockid: libc::clockid_t) -> Result<Option<Time
 const USER_END: usize = (1 << 56) - 4096;
 
 /// The word's address (`get_futex_key`): misaligned → `EINVAL` (a NUMA pair must be aligned to
-/// twice the size); in the kernel's half → `EFAULT`; process-shared or NUMA words →
-/// `EOPNOTSUPP` (not yet), or `EFAULT` if NULL (the kernel faults resolving such a key).
+/// twice the size); in the kernel's half → `EFAULT`; process-shared words → `EOPNOTSUPP` (not
+/// yet), or `EFAULT` if NULL (the kernel faults resolving such a key), as NUMA/MPOL words are.
 ///
 /// A NULL private word passes, as in the kernel: the call that reads it fails there with
 /// `EFAULT` (which keeps the kernel's order in `waitv`); calls that never read the word check
@@ -103,8 +103,11 @@ pub(crate) fn address(addr: u64, f: WordFlags) -> Result<usize, Errno> {
     if addr > USER_END - align {
         return Err(Errno::EFAULT);
     }
-    if !f.private || f.numa || f.mpol {
+    if !f.private {
         return Err(if addr == 0 { Errno::EFAULT } else { Errno::EOPNOTSUPP });
+    }
+    if (f.numa || f.mpol) && addr == 0 {
+        return Err(Errno::EFAULT); // the kernel faults reading the node word / the policy
     }
     Ok(addr)
 }
@@ -191,7 +194,8 @@ mod tests {
         assert_eq!(address(0xffff_8000_0000_0000, p), Err(Errno::EFAULT));
         assert_eq!(address(USER_END as u64 - 4, p), Ok(USER_END - 4));
         assert_eq!(address(0x1004, numa), Err(Errno::EINVAL)); // a pair needs 8-byte alignment
-        assert_eq!(address(0x1008, numa), Err(Errno::EOPNOTSUPP));
+        assert_eq!(address(0x1008, numa), Ok(0x1008));
+        assert_eq!(address(0, numa), Err(Errno::EFAULT)); // the kernel faults on the node word
         assert_eq!(address(0x1002, shared), Err(Errno::EINVAL)); // alignment before sharing
         assert_eq!(address(0, shared), Err(Errno::EFAULT));
         assert_eq!(address(0x1000, shared), Err(Errno::EOPNOTSUPP));
