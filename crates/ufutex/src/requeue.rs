@@ -91,7 +91,10 @@ pub(crate) fn requeue_keys(
         // SAFETY: `src` holds the source bucket's lock; taken nodes go to `wake` or `moved`.
         unsafe { src.queue().take(pick, |node| if wake.len() < nr_wake { wake.push(node) } else { moved.push(node) }) };
         let (nw, nm) = (wake.len() as u32, moved.len() as u32);
-        // Counts: the target first, so no bucket ever under-counts its waiters.
+        // Counts: the target first, so no bucket ever under-counts its waiters. Relaxed under
+        // both locks: lock-free readers only compare a count with zero, and a waker on the
+        // target that reads it before this increment raced the requeue itself (the moved
+        // waiters were not yet on its word) — the kernel's requeue has the same window.
         match &mut pair {
             PairGuard::One(g) => {
                 // SAFETY: source and target are this one locked bucket.

@@ -35,6 +35,7 @@ impl ThreadData {
         // a long-lived thread that waits on many short-lived domains does not accumulate them.
         domains.retain(|d| Arc::strong_count(d) > 1);
         domains.push(threads.clone());
+        // Relaxed: a sizing hint; the resize it may trigger is serialised by the domain's lock.
         Some(threads.fetch_add(1, Ordering::Relaxed) + 1)
     }
 

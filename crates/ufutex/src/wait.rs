@@ -210,6 +210,7 @@ pub(crate) fn dequeue_self(node: &Node) -> bool {
             NodeState::Queued => {
                 // SAFETY: as above; the node is Queued here.
                 unsafe { g.queue().cancel(node) };
+                // Relaxed under the lock: the dequeuer drops the count for the node it took.
                 g.waiters().fetch_sub(1, Ordering::Relaxed);
                 return false;
             }
