@@ -50,22 +50,37 @@ fn soon() -> Option<Deadline> {
     Some(Duration::from_secs(1).into())
 }
 
+/// A thread that waits on `a` until it changes; returns how many of its waits returned Ok.
+fn wait_until_changed(d: &Arc<Domain>, w: &Arc<Words>) -> thread::JoinHandle<usize> {
+    let (d, w) = (d.clone(), w.clone());
+    thread::spawn(move || {
+        let mut oks = 0;
+        while w.a.load(Ordering::Acquire) == 0 {
+            if d.wait(&w.a, 0, None).is_ok() {
+                oks += 1;
+            }
+        }
+        oks
+    })
+}
+
+/// A timed wait ends Ok exactly when a waker counted it; a timeout (or a value already
+/// changed) exactly when none did.
+fn check_timed(r: Result<(), WaitError>, woken: usize) {
+    match r {
+        Ok(()) => assert_eq!(woken, 1),
+        Err(WaitError::TimedOut) | Err(WaitError::WouldBlock) => assert_eq!(woken, 0),
+        Err(e) => panic!("unexpected {e:?}"),
+    }
+}
+
 /// (A)/(B): a waiter that saw the old value is either woken or sees the new value.
 #[test]
 fn no_lost_wakeup() {
     model(|| {
         let d = domain(2);
         let w = words();
-        let (d2, w2) = (d.clone(), w.clone());
-        let waiter = thread::spawn(move || {
-            let mut oks = 0;
-            while w2.a.load(Ordering::Acquire) == 0 {
-                if d2.wait(&w2.a, 0, None).is_ok() {
-                    oks += 1;
-                }
-            }
-            oks
-        });
+        let waiter = wait_until_changed(&d, &w);
         w.a.store(1, Ordering::Release);
         let woken = d.wake(&w.a, 1);
         let oks = waiter.join().unwrap();
@@ -84,11 +99,7 @@ fn timeout_races_wake() {
         let waiter = thread::spawn(move || d2.wait(&w2.a, 0, soon()));
         w.a.store(1, Ordering::Release);
         let woken = d.wake(&w.a, 1);
-        match waiter.join().unwrap() {
-            Ok(()) => assert_eq!(woken, 1),
-            Err(WaitError::TimedOut) | Err(WaitError::WouldBlock) => assert_eq!(woken, 0),
-            Err(e) => panic!("unexpected {e:?}"),
-        }
+        check_timed(waiter.join().unwrap(), woken);
         assert_eq!(d.queued_waiters(), 0);
     });
 }
@@ -105,11 +116,7 @@ fn timeout_races_requeue() {
         let moved = d.requeue(&w.a, 0, &w.b, 0, 1).unwrap();
         let woken = d.wake(&w.b, 1);
         assert!(moved <= 1 && woken <= moved);
-        match waiter.join().unwrap() {
-            Ok(()) => assert_eq!(woken, 1),
-            Err(WaitError::TimedOut) => assert_eq!(woken, 0),
-            Err(e) => panic!("unexpected {e:?}"),
-        }
+        check_timed(waiter.join().unwrap(), woken);
         assert_eq!(d.queued_waiters(), 0);
     });
 }
@@ -153,16 +160,7 @@ fn resize_races_wait_and_wake() {
     model(|| {
         let d = domain(2);
         let w = words();
-        let (d2, w2) = (d.clone(), w.clone());
-        let waiter = thread::spawn(move || {
-            let mut oks = 0;
-            while w2.a.load(Ordering::Acquire) == 0 {
-                if d2.wait(&w2.a, 0, None).is_ok() {
-                    oks += 1;
-                }
-            }
-            oks
-        });
+        let waiter = wait_until_changed(&d, &w);
         let d3 = d.clone();
         let resizer = thread::spawn(move || d3.set_slots(Slots::Fixed(4)).unwrap());
         w.a.store(1, Ordering::Release);
@@ -187,11 +185,7 @@ fn resize_back_races_timeout() {
         d.set_slots(Slots::Fixed(2)).unwrap(); // reuse the retired table
         w.a.store(1, Ordering::Release);
         let woken = d.wake(&w.a, 1);
-        match waiter.join().unwrap() {
-            Ok(()) => assert_eq!(woken, 1),
-            Err(WaitError::TimedOut) | Err(WaitError::WouldBlock) => assert_eq!(woken, 0),
-            Err(e) => panic!("unexpected {e:?}"),
-        }
+        check_timed(waiter.join().unwrap(), woken);
         assert_eq!(d.queued_waiters(), 0);
     });
 }
@@ -210,11 +204,7 @@ fn resize_races_requeue() {
         let woken = d.wake(&w.b, 1);
         resizer.join().unwrap();
         assert!(moved <= 1 && woken <= moved);
-        match waiter.join().unwrap() {
-            Ok(()) => assert_eq!(woken, 1),
-            Err(WaitError::TimedOut) => assert_eq!(woken, 0),
-            Err(e) => panic!("unexpected {e:?}"),
-        }
+        check_timed(waiter.join().unwrap(), woken);
         assert_eq!(d.queued_waiters(), 0);
     });
 }
