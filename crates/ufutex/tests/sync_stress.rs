@@ -88,8 +88,12 @@ fn run(secs: f64) {
         std::thread::sleep(Duration::from_millis(10));
     }
     s.stop.store(true, Ordering::Relaxed);
-    // Wake anyone still in an untimed wait until every worker has left.
+    // Wake anyone still in an untimed wait until every worker has left. A worker that is
+    // still there long after (a lost wakeup, or one that panicked holding the lock) fails the
+    // test instead of hanging it; the bound is a hang guard, not a speed check.
+    let guard = Instant::now() + Duration::from_secs(120);
     while workers.iter().any(|w| !w.is_finished()) {
+        assert!(Instant::now() < guard, "workers still running 120 s after stop: lost wakeup or a dead worker");
         s.cv.notify_all();
         std::thread::yield_now();
     }

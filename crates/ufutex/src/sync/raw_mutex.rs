@@ -34,7 +34,8 @@
 //! How each waiter learns what happened: a normal waiter never assumes ownership — after any
 //! wakeup it competes again with (1). The requester owns the lock exactly when it sees
 //! `GRANTED`, which only transition (6) sets and only it clears; the wake of (6) just makes
-//! sure it looks. So a handoff transfers ownership exactly once, whether the requester is
+//! sure it looks (and may come late, reaching the next requester, which then just looks
+//! again and finds no grant). So a handoff transfers ownership exactly once, whether the requester is
 //! asleep, about to sleep, or timing out when it happens.
 //!
 //! **The baton rule.** Transition (5) clears `PARKED` although more waiters may still be
@@ -299,11 +300,11 @@ impl RawMutex {
             }
             debug_assert!(s & HANDOFF != 0 && s & LOCKED != 0, "only we clear HANDOFF: {s:#b}");
             match wait_word(domain, self.word(), u64::from(s), HANDOFF_MASK, timeout) {
-                Ok(()) => {
-                    // Only a granting unlock (6) wakes HANDOFF_MASK, after setting GRANTED.
-                    s = self.state.load(Ordering::Relaxed);
-                    debug_assert!(s & GRANTED != 0, "woken for a handoff without GRANTED: {s:#b}");
-                }
+                // Only a granting unlock (6) wakes HANDOFF_MASK, after setting GRANTED — but not
+                // necessarily for us: its requester may have seen GRANTED and claimed before
+                // that unlock got to its wake, and the wake then finds the *next* requester
+                // (us) queued. So a wake is only a reason to look again, never proof of a grant.
+                Ok(()) => s = self.state.load(Ordering::Relaxed),
                 Err(WaitError::TimedOut) => return self.withdraw(domain, woken),
                 Err(_) => s = self.state.load(Ordering::Relaxed),
             }
