@@ -219,8 +219,11 @@ impl Domain {
         };
         let d = Domain::empty(Slots::Auto, numa);
         d.apply(config.slots, false)?;
-        // Set up the node pointers now, outside any race (the default domain does it lazily).
+        // Set up the node pointers and the thread counter now, outside any race (the default
+        // domain does both lazily; loom cannot see a std `OnceLock`'s synchronisation, so
+        // models that use their own domain never race on these).
         let _ = d.numa_nodes();
+        let _ = d.threads();
         Ok(d)
     }
 
