@@ -110,20 +110,9 @@ fn resize_storm_loses_no_wakeup() {
                 thread::yield_now();
             }
         });
-        // The resizer.
-        s.spawn(|| {
-            for i in 0..resizes() {
-                d.set_slots(SIZES[i % SIZES.len()]).unwrap();
-                if i % 16 == 0 {
-                    thread::yield_now();
-                }
-            }
-            stop.store(true, Ordering::Relaxed);
-        });
+        s.spawn(|| resize_then_stop(&d, &stop));
     });
-    eprintln!("oks {} counted {}", tally.oks.load(Ordering::Relaxed), tally.counted.load(Ordering::Relaxed));
-    assert_eq!(tally.oks.load(Ordering::Relaxed), tally.counted.load(Ordering::Relaxed));
-    assert_eq!(d.queued_waiters(), 0);
+    tally.check(&d);
 }
 
 /// The same storm over NUMA pairs on 3 virtual nodes: pairs bound to different nodes, a
@@ -192,20 +181,31 @@ fn numa_resize_storm_loses_no_wakeup() {
                 thread::yield_now();
             }
         });
-        s.spawn(|| {
-            for i in 0..resizes() {
-                d.set_slots(SIZES[i % SIZES.len()]).unwrap();
-                if i % 16 == 0 {
-                    thread::yield_now();
-                }
-            }
-            stop.store(true, Ordering::Relaxed);
-        });
+        s.spawn(|| resize_then_stop(&d, &stop));
     });
-    eprintln!("oks {} counted {}", tally.oks.load(Ordering::Relaxed), tally.counted.load(Ordering::Relaxed));
-    assert_eq!(tally.oks.load(Ordering::Relaxed), tally.counted.load(Ordering::Relaxed));
-    assert_eq!(d.queued_waiters(), 0);
+    tally.check(&d);
     assert_eq!(d.tables_in_use(), 4, "the plain table and one per virtual node");
+}
+
+/// The resizer: cycles through the sizes, then ends the storm.
+fn resize_then_stop(d: &Domain, stop: &AtomicBool) {
+    for i in 0..resizes() {
+        d.set_slots(SIZES[i % SIZES.len()]).unwrap();
+        if i % 16 == 0 {
+            thread::yield_now();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+}
+
+impl Tally {
+    /// Every wait that returned Ok was counted by exactly one waker; nothing is left queued.
+    fn check(&self, d: &Domain) {
+        let (oks, counted) = (self.oks.load(Ordering::Relaxed), self.counted.load(Ordering::Relaxed));
+        eprintln!("oks {oks} counted {counted}");
+        assert_eq!(oks, counted);
+        assert_eq!(d.queued_waiters(), 0);
+    }
 }
 
 fn thread_id() -> u64 {
