@@ -44,7 +44,6 @@ impl<'a> WaitEntry<'a> {
     }
 
     /// An entry from validated raw parts (the C ABI).
-    #[allow(dead_code)] // used by the C ABI
     pub(crate) fn from_raw(word: WordRef, expected: u64, mask: u64) -> WaitEntry<'static> {
         WaitEntry { word, key: Key::private(word.addr()), expected, mask, _borrow: PhantomData }
     }

@@ -23,7 +23,6 @@ impl Size {
     }
 
     /// The largest value a word of this size holds.
-    #[allow(dead_code)] // the C ABI's width checks
     pub(crate) const fn max(self) -> u64 {
         match self {
             Size::U8 => u8::MAX as u64,
@@ -58,7 +57,6 @@ impl WordRef {
         self.addr
     }
 
-    #[allow(dead_code)] // the C ABI
     pub(crate) fn size(self) -> Size {
         self.size
     }
