@@ -2,10 +2,11 @@
 //! std in one process run, interleaved over repetitions (medians reported). It backs the
 //! choices documented in `src/sync/raw_mutex.rs`; `ufutex-bench lock` is the full tool.
 //!
-//! `cargo run --release -p ufutex --example lock_bench -- [uncontended|contended|fairness|all] [secs]`
+//! `cargo run --release -p ufutex --example lock_bench -- [uncontended|spin|fairness|all] [secs]`
 //!
 //! - uncontended: one thread, lock + unlock, ns per pair;
-//! - contended: 2 and 8 threads, critical sections of 5 and 50 work units, total Mops/s;
+//! - spin: 2 and 8 threads, critical sections of 5 and 50 work units, total Mops/s, for the
+//!   default spin policy, others, and the peers;
 //! - fairness: 8 threads, a ~1 µs critical section: total ops/s and per-thread min/max, for
 //!   the lock with handoff, without it (`Starvation::Never`), other thresholds, and the peers.
 
@@ -14,7 +15,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
-use ufutex::sync::{set_starvation_policy, Starvation};
+use ufutex::sync::{set_spin_policy, set_starvation_policy, SpinPolicy, Starvation};
 
 /// A lock under test: run `f` with the lock held.
 trait Lock: Send + Sync + 'static {
@@ -67,8 +68,8 @@ impl Lock for Pthread {
 
 #[derive(Clone, Copy)]
 enum Impl {
-    /// `None`: the default policy.
-    Ufutex(Option<Starvation>),
+    /// `None`s: the defaults.
+    Ufutex(Option<Starvation>, Option<SpinPolicy>),
     ParkingLot,
     Std,
     Pthread,
@@ -77,10 +78,20 @@ enum Impl {
 impl Impl {
     fn name(self) -> String {
         match self {
-            Impl::Ufutex(None) => "ufutex (default)".into(),
-            Impl::Ufutex(Some(Starvation::Never)) => "ufutex (no handoff)".into(),
-            Impl::Ufutex(Some(Starvation::Wakeups(n))) => format!("ufutex (handoff, {n} wakeups)"),
-            Impl::Ufutex(Some(Starvation::After(d))) => format!("ufutex (handoff, {d:?})"),
+            Impl::Ufutex(starve, spin) => {
+                let starve = match starve {
+                    None => "default".to_string(),
+                    Some(Starvation::Never) => "no handoff".into(),
+                    Some(Starvation::Wakeups(n)) => format!("handoff {n} wakeups"),
+                    Some(Starvation::After(d)) => format!("handoff {d:?}"),
+                };
+                match spin {
+                    None => format!("ufutex ({starve})"),
+                    Some(p) => {
+                        format!("ufutex ({starve}; spin 2^{}x{}+{}y)", p.first_shift, p.busy_rounds, p.yield_rounds)
+                    }
+                }
+            }
             Impl::ParkingLot => "parking_lot".into(),
             Impl::Std => "std".into(),
             Impl::Pthread => "pthread".into(),
@@ -88,11 +99,12 @@ impl Impl {
     }
 
     fn make(self) -> Arc<dyn Lock> {
-        if let Impl::Ufutex(s) = self {
-            set_starvation_policy(s);
+        if let Impl::Ufutex(starve, spin) = self {
+            set_starvation_policy(starve);
+            set_spin_policy(spin);
         }
         match self {
-            Impl::Ufutex(_) => Arc::new(Ufutex(ufutex::sync::Mutex::new(()))),
+            Impl::Ufutex(..) => Arc::new(Ufutex(ufutex::sync::Mutex::new(()))),
             Impl::ParkingLot => Arc::new(ParkingLot(parking_lot::Mutex::new(()))),
             Impl::Std => Arc::new(Std(std::sync::Mutex::new(()))),
             Impl::Pthread => Arc::new(Pthread(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER))),
@@ -170,7 +182,7 @@ const PEERS: [Impl; 3] = [Impl::ParkingLot, Impl::Std, Impl::Pthread];
 const REPS: usize = 5;
 
 fn run_uncontended() {
-    let imps = [Impl::Ufutex(None), Impl::ParkingLot, Impl::Std, Impl::Pthread];
+    let imps = [Impl::Ufutex(None, None), Impl::ParkingLot, Impl::Std, Impl::Pthread];
     let mut res = vec![Vec::new(); imps.len()];
     for rep in 0..REPS {
         // Rotate the order each repetition, so no lock always runs first (or warm).
@@ -183,27 +195,59 @@ fn run_uncontended() {
     println!("## uncontended lock+unlock (ns/op, median of {REPS}; ratio vs pthread)");
     for (imp, r) in imps.iter().zip(res) {
         let m = median(r);
-        println!("{:<32} {:>7.2} ns  {:>5.2}x", imp.name(), m, m / base);
+        println!("{:<44} {:>7.2} ns  {:>5.2}x", imp.name(), m, m / base);
     }
 }
 
-fn run_contended(secs: f64) {
-    let mut imps = vec![Impl::Ufutex(None), Impl::Ufutex(Some(Starvation::Never))];
-    imps.extend(PEERS);
-    println!("## contended throughput (Mops/s, median of {REPS} runs of {secs}s)");
+/// `LOCK_BENCH_ONLY=0,5,8` picks entries of `all` (for quick experiments).
+fn pick(all: &[Impl]) -> Vec<Impl> {
+    match std::env::var("LOCK_BENCH_ONLY") {
+        Ok(v) => {
+            v.split(',').filter_map(|i| i.trim().parse::<usize>().ok()).filter_map(|i| all.get(i).copied()).collect()
+        }
+        Err(_) => all.to_vec(),
+    }
+}
+
+/// Run every lock `REPS` times in rotating order; per lock, the per-thread counts of each run.
+fn interleaved(imps: &[Impl], threads: usize, cs: u32, secs: f64) -> Vec<Vec<Vec<u64>>> {
+    let mut res = vec![Vec::new(); imps.len()];
+    for rep in 0..REPS {
+        for k in 0..imps.len() {
+            let i = (k + rep) % imps.len();
+            res[i].push(hammer(imps[i], threads, cs, secs));
+        }
+    }
+    res
+}
+
+/// Contended throughput of spin policies against the peers: 2 and 8 threads × 5 and 50 work
+/// units, with each lock's ratio to the best peer of the same repetition round.
+fn run_spin(secs: f64) {
+    let policy = |first_shift, busy_rounds, yield_rounds| SpinPolicy { first_shift, busy_rounds, yield_rounds };
+    let mut all = vec![
+        Impl::Ufutex(None, None),
+        Impl::Ufutex(None, Some(policy(0, 6, 0))),
+        Impl::Ufutex(None, Some(policy(1, 3, 7))),
+        Impl::Ufutex(None, Some(policy(4, 4, 0))),
+        Impl::Ufutex(None, Some(policy(5, 1, 7))),
+    ];
+    all.extend(PEERS);
+    let imps = pick(&all);
+    println!("## contended throughput (Mops/s, median of {REPS} runs of {secs}s; x = ratio to the best peer)");
     for threads in [2, 8] {
         for cs in [5, 50] {
-            let mut res = vec![Vec::new(); imps.len()];
-            for rep in 0..REPS {
-                for k in 0..imps.len() {
-                    let i = (k + rep) % imps.len();
-                    let ops: u64 = hammer(imps[i], threads, cs, secs).iter().sum();
-                    res[i].push(ops as f64 / secs / 1e6);
-                }
-            }
+            let res = interleaved(&imps, threads, cs, secs);
+            let mops: Vec<Vec<f64>> = res
+                .iter()
+                .map(|runs| runs.iter().map(|r| r.iter().sum::<u64>() as f64 / secs / 1e6).collect())
+                .collect();
+            let peers: Vec<usize> = (0..imps.len()).filter(|&i| !matches!(imps[i], Impl::Ufutex(..))).collect();
+            let best = (!peers.is_empty()).then(|| peers.iter().map(|&i| median(mops[i].clone())).fold(0.0, f64::max));
             println!("threads={threads} cs={cs}");
-            for (imp, r) in imps.iter().zip(res) {
-                println!("  {:<32} {:>7.2}", imp.name(), median(r));
+            for (imp, m) in imps.iter().zip(&mops) {
+                let x = best.map_or(String::new(), |b| format!("{:>6.2}x", median(m.clone()) / b));
+                println!("  {:<44} {:>7.2} {x}", imp.name(), median(m.clone()));
             }
         }
     }
@@ -216,38 +260,27 @@ fn run_fairness(secs: f64) {
         Err(_) => calibrate(Duration::from_micros(1)),
     };
     let all = [
-        Impl::Ufutex(Some(Starvation::Wakeups(1))),
-        Impl::Ufutex(Some(Starvation::Wakeups(2))),
-        Impl::Ufutex(Some(Starvation::Wakeups(4))),
-        Impl::Ufutex(Some(Starvation::After(Duration::from_micros(100)))),
-        Impl::Ufutex(Some(Starvation::After(Duration::from_millis(1)))),
-        Impl::Ufutex(Some(Starvation::Never)),
+        Impl::Ufutex(Some(Starvation::Wakeups(1)), None),
+        Impl::Ufutex(Some(Starvation::After(Duration::from_micros(50))), None),
+        Impl::Ufutex(Some(Starvation::After(Duration::from_micros(200))), None),
+        Impl::Ufutex(Some(Starvation::After(Duration::from_millis(1))), None),
+        Impl::Ufutex(Some(Starvation::Never), None),
         Impl::ParkingLot,
         Impl::Std,
         Impl::Pthread,
     ];
-    // LOCK_BENCH_ONLY=0,5,8 picks entries of `all` (for quick experiments).
-    let imps: Vec<Impl> = match std::env::var("LOCK_BENCH_ONLY") {
-        Ok(v) => {
-            v.split(',').filter_map(|i| i.trim().parse::<usize>().ok()).filter_map(|i| all.get(i).copied()).collect()
-        }
-        Err(_) => all.to_vec(),
-    };
-    let mut tot = vec![Vec::new(); imps.len()];
-    let mut fair = vec![Vec::new(); imps.len()];
-    for rep in 0..REPS {
-        for k in 0..imps.len() {
-            let i = (k + rep) % imps.len();
-            let per = hammer(imps[i], 8, cs, secs);
-            let (min, max) = (*per.iter().min().unwrap(), *per.iter().max().unwrap());
-            tot[i].push(per.iter().sum::<u64>() as f64 / secs / 1e6);
-            fair[i].push(min as f64 / max.max(1) as f64);
-        }
-    }
-    println!("## fairness: 8 threads, ~1 us critical section ({cs} units), median of {REPS} runs of {secs}s");
-    println!("{:<32} {:>9} {:>12}", "impl", "Mops/s", "min/max");
-    for (i, imp) in imps.iter().enumerate() {
-        println!("{:<32} {:>9.3} {:>12.3}", imp.name(), median(tot[i].clone()), median(fair[i].clone()));
+    let imps = pick(&all);
+    let res = interleaved(&imps, 8, cs, secs);
+    println!(
+        "## fairness: 8 threads, ~1 us critical section ({cs} units), median [min..max] of {REPS} runs of {secs}s"
+    );
+    println!("{:<44} {:>9} {:>20}", "impl", "Mops/s", "min/max");
+    for (imp, runs) in imps.iter().zip(res) {
+        let tot: Vec<f64> = runs.iter().map(|r| r.iter().sum::<u64>() as f64 / secs / 1e6).collect();
+        let fair: Vec<f64> =
+            runs.iter().map(|r| *r.iter().min().unwrap() as f64 / (*r.iter().max().unwrap()).max(1) as f64).collect();
+        let (lo, hi) = (fair.iter().copied().fold(f64::INFINITY, f64::min), fair.iter().copied().fold(0.0, f64::max));
+        println!("{:<44} {:>9.3} {:>8.3} [{lo:.2}..{hi:.2}]", imp.name(), median(tot), median(fair));
     }
 }
 
@@ -258,8 +291,8 @@ fn main() {
     if matches!(what, "uncontended" | "all") {
         run_uncontended();
     }
-    if matches!(what, "contended" | "all") {
-        run_contended(secs);
+    if matches!(what, "spin" | "all") {
+        run_spin(secs);
     }
     if matches!(what, "fairness" | "all") {
         run_fairness(secs);

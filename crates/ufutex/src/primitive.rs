@@ -34,7 +34,6 @@ pub(crate) fn spin_hint() {
 }
 
 /// Give up the CPU (a loom scheduling point under loom).
-#[cfg_attr(not(ufutex_loom), allow(dead_code))] // the loom lock and parker models'
 #[inline]
 pub(crate) fn yield_now() {
     #[cfg(ufutex_loom)]

@@ -39,6 +39,9 @@ mod starvation;
 pub use condvar::{Condvar, WaitTimeoutResult};
 pub use raw_mutex::RawMutex;
 #[doc(hidden)]
+#[cfg(not(ufutex_loom))]
+pub use spin::{set_spin_policy, SpinPolicy};
+#[doc(hidden)]
 pub use starvation::{set_starvation_policy, Starvation};
 
 /// A mutual-exclusion lock over a `T`, on a one-byte [`RawMutex`].

@@ -20,7 +20,8 @@
 //! 2. **park**: `s` with `LOCKED` → `s | PARKED`, then wait on the word for `s | PARKED` with
 //!    [`NORMAL_MASK`].
 //! 3. **request**: a starving waiter, `s` with `LOCKED`, without `HANDOFF`/`GRANTED` →
-//!    `s | HANDOFF`, then wait for the current value with [`HANDOFF_MASK`].
+//!    `s | HANDOFF`, then spin a little watching for `GRANTED`, then wait for the current
+//!    value with [`HANDOFF_MASK`].
 //! 4. **unlock**: `LOCKED → 0` (Release); the uncontended case.
 //! 5. **unlock, waking**: `LOCKED | PARKED → 0` (Release), then wake one [`NORMAL_MASK`] waiter.
 //! 6. **unlock, handing off**: `s | HANDOFF → s | GRANTED` (Release; `LOCKED` stays), then wake
@@ -47,21 +48,22 @@
 //!
 //! # Choices, by measurement (`cargo run --release -p ufutex --example lock_bench`)
 //!
-//! Measured on the 2-vCPU target (AMD EPYC VM, a `pause` costs ~40 ns), under load from other
+//! Measured on the 2-vCPU target (AMD EPYC VM, a `pause` costs ~70 ns), under load from other
 //! jobs, so only ratios within one interleaved run mean anything:
 //! - One byte rather than 32 bits: uncontended lock+unlock compile to the same two
 //!   `lock cmpxchg` (8 vs 32-bit operands) and measured the same (medians of 8 alternating
 //!   runs: 11.7 ns vs 11.9 ns; contended runs moved together), while `Mutex<u8>` is 2 bytes
 //!   instead of 8 and the word shows off 8-bit futex words.
-//! - Starvation threshold: parked for 1 ms (and woken at least once) without getting the
-//!   lock — Go's starvation threshold (see [`super::Starvation`]). With 8 threads and a ~1 µs
-//!   critical section it kept the per-thread min/max at 0.57–0.59 in three interleaved runs,
-//!   the best and steadiest of the thresholds tried (1, 2, 4 lost wakeups: 0.44–0.50;
-//!   100 µs: 0.35–0.51; no handoff: 0.15–0.42), at the same total throughput within noise.
-//!   A time threshold also bounds how often the lock pays a handoff's wake-up hop (the lock
-//!   stays held while the requester wakes). Under loom, where there is no time, the threshold
-//!   is one lost wakeup.
-//! - The spin: busy rounds only (see `spin.rs`).
+//! - Starvation threshold: trying for 1 ms (from the first failed CAS: spinning, yielding or
+//!   parked) without getting the lock — Go's starvation threshold (see [`super::Starvation`]).
+//!   With 8 threads and a ~1 µs critical section (`lock_bench fairness`, 5 interleaved runs)
+//!   it kept the per-thread min/max at 0.63 [0.53..0.72], against 0.37 [0.25..0.61] with no
+//!   handoff, at the same throughput within noise. Shorter thresholds were no fairer and
+//!   spread more (50 µs: 0.60 [0.35..0.79]; 200 µs: 0.57; one lost wakeup: 0.58). A time
+//!   threshold also bounds how often the lock pays for a handoff, during which it stays held
+//!   until the requester runs; the requester spins before it parks to keep that short. Under
+//!   loom, where there is no time, the threshold is one lost wakeup.
+//! - The spin: two long busy rounds, then `sched_yield` rounds (see `spin.rs`).
 
 use super::spin::Spin;
 use super::starvation::Patience;
@@ -272,7 +274,6 @@ impl RawMutex {
             // The value we sleep on has PARKED and LOCKED: the owner's unlock will wake someone,
             // so the baton is passed on.
             woken = false;
-            patience.parking();
             match wait_word(domain, self.word(), u64::from(s), NORMAL_MASK, timeout) {
                 Ok(()) => {
                     woken = true;
@@ -292,6 +293,9 @@ impl RawMutex {
     /// The requester's side: wait until an unlock grants the lock (7), or time out and
     /// withdraw (8). `s` is the value that our request CAS stored.
     fn await_handoff(&self, domain: &Domain, timeout: Option<Timeout>, mut s: State, woken: bool) -> Acquired {
+        // The grant may be near (the owner may be running): spin before parking, so the lock
+        // does not stay held, unused, through a wake-up hop.
+        let mut spin = Spin::for_grant();
         loop {
             debug_assert!(valid(s), "state {s:#b}");
             if s & GRANTED != 0 {
@@ -299,6 +303,10 @@ impl RawMutex {
                 return Acquired::Yes;
             }
             debug_assert!(s & HANDOFF != 0 && s & LOCKED != 0, "only we clear HANDOFF: {s:#b}");
+            if spin.spin() {
+                s = self.state.load(Ordering::Relaxed);
+                continue;
+            }
             match wait_word(domain, self.word(), u64::from(s), HANDOFF_MASK, timeout) {
                 // Only a granting unlock (6) wakes HANDOFF_MASK, after setting GRANTED — but not
                 // necessarily for us: its requester may have seen GRANTED and claimed before

@@ -1,41 +1,113 @@
 //! The bounded spin of a contended lock, before it parks.
 //!
-//! Exponential backoff: round `i` busy-waits `2^i` CPU hints, for [`ROUNDS`] rounds (63 hints;
-//! a `pause` costs ~40 ns on the target, so about 2.5 µs). The lock only spins while nobody is
-//! parked: once a thread sleeps, newcomers queue behind it instead of burning time the owner
-//! could use.
+//! A few busy rounds that start long, then rounds of `sched_yield`, then the caller parks. The
+//! default (see [`SpinPolicy::DEFAULT`]): two busy rounds of 16 and 32 CPU hints (a `pause`
+//! costs ~70 ns on the 2-vCPU target, so ~1 µs and ~2 µs), then 7 yields.
 //!
-//! No `sched_yield` rounds: on the 2-CPU machine with 8 threads and a ~1 µs critical section,
-//! three yielding rounds after four busy ones cost 10–50% of total throughput against busy-only
-//! rounds (`examples/lock_bench.rs` fairness workload, interleaved A/B runs).
+//! Why, by measurement (`lock_bench spin`, interleaved in one process; BENCHMARKS.md has the
+//! table): a spinning waiter's every look at the lock word pulls its cache line away from the
+//! owner, whose next lock then misses. With a tiny critical section the owner re-locks within
+//! nanoseconds, so a waiter that looks often costs the owner far more than it gains. Starting
+//! at 1 hint and doubling for 6 rounds (the previous policy, 63 hints) gave 0.75–0.87× of
+//! parking_lot's throughput at 2 and 8 threads × 5…50 increments; starting at 16 hints and
+//! then yielding gave 1.03–1.8×. A yield is a long, quiet backoff when a CPU has nothing else
+//! to run, and hands the CPU to the lock owner (or another waiter) when it has — on an
+//! oversubscribed machine that keeps the waiters runnable instead of asleep, which also keeps
+//! their shares of the lock even.
 
 use crate::primitive::spin_hint;
-
-/// Rounds of busy-waiting before the lock parks.
 #[cfg(not(ufutex_loom))]
-const ROUNDS: u32 = 6;
-/// Under loom every hint is a scheduling point: one round keeps the models small while still
-/// exploring "spin, then park".
-#[cfg(ufutex_loom)]
-const ROUNDS: u32 = 1;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// How a contended lock spins before it parks (a measurement knob, hidden from the docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpinPolicy {
+    /// The first busy round waits `2^first_shift` CPU hints; each further round doubles it.
+    pub first_shift: u8,
+    /// Busy rounds.
+    pub busy_rounds: u8,
+    /// `sched_yield` rounds after the busy ones.
+    pub yield_rounds: u8,
+}
+
+impl SpinPolicy {
+    /// The policy chosen by measurement (module docs).
+    #[cfg_attr(ufutex_loom, allow(dead_code))] // loom runs its own, smaller policy
+    pub const DEFAULT: SpinPolicy = SpinPolicy { first_shift: 4, busy_rounds: 2, yield_rounds: 7 };
+
+    /// Under loom every hint is a scheduling point: one round of one hint keeps the models
+    /// small while still exploring "spin, then park".
+    #[cfg(ufutex_loom)]
+    const LOOM: SpinPolicy = SpinPolicy { first_shift: 0, busy_rounds: 1, yield_rounds: 0 };
+
+    #[cfg(not(ufutex_loom))]
+    const fn bits(self) -> u32 {
+        (self.first_shift as u32) | (self.busy_rounds as u32) << 8 | (self.yield_rounds as u32) << 16
+    }
+
+    #[cfg(not(ufutex_loom))]
+    const fn from_bits(b: u32) -> SpinPolicy {
+        SpinPolicy { first_shift: b as u8, busy_rounds: (b >> 8) as u8, yield_rounds: (b >> 16) as u8 }
+    }
+
+    /// The process-wide policy now in force.
+    fn current() -> SpinPolicy {
+        #[cfg(ufutex_loom)]
+        return SpinPolicy::LOOM;
+        // Relaxed: a tuning value; no data is published with it.
+        #[cfg(not(ufutex_loom))]
+        SpinPolicy::from_bits(POLICY.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(not(ufutex_loom))]
+static POLICY: AtomicU32 = AtomicU32::new(SpinPolicy::DEFAULT.bits());
+
+/// Set the process-wide spin policy of every [`super::RawMutex`] (a benchmarking knob; `None`
+/// restores the default). A busy round never waits more than 2^20 hints. Lock calls already
+/// spinning keep the policy they started with.
+#[cfg(not(ufutex_loom))]
+pub fn set_spin_policy(policy: Option<SpinPolicy>) {
+    let p = policy.unwrap_or(SpinPolicy::DEFAULT);
+    // Relaxed: see `SpinPolicy::current`.
+    POLICY.store(p.bits(), Ordering::Relaxed);
+}
 
 pub(crate) struct Spin {
+    policy: SpinPolicy,
     round: u32,
 }
 
 impl Spin {
     pub(crate) fn new() -> Spin {
-        Spin { round: 0 }
+        Spin { policy: SpinPolicy::current(), round: 0 }
+    }
+
+    /// The spin of a handoff requester waiting for its grant. Under loom it has no rounds:
+    /// looking again is what a wakeup that finds no grant already does, and the extra
+    /// scheduling points put the handoff and condvar models past loom's branch budget.
+    pub(crate) fn for_grant() -> Spin {
+        #[cfg(ufutex_loom)]
+        return Spin { policy: SpinPolicy { first_shift: 0, busy_rounds: 0, yield_rounds: 0 }, round: 0 };
+        #[cfg(not(ufutex_loom))]
+        Spin::new()
     }
 
     /// Spin one round; `false` once the budget is spent (then the caller parks).
     #[inline]
     pub(crate) fn spin(&mut self) -> bool {
-        if self.round >= ROUNDS {
+        let p = self.policy;
+        let busy = u32::from(p.busy_rounds);
+        if self.round < busy {
+            // Capped at 2^20 hints (~70 ms) a round, whatever the knob says.
+            let hints = 1u32 << (u32::from(p.first_shift) + self.round).min(20);
+            for _ in 0..hints {
+                spin_hint();
+            }
+        } else if self.round < busy + u32::from(p.yield_rounds) {
+            crate::primitive::yield_now();
+        } else {
             return false;
-        }
-        for _ in 0..(1u32 << self.round) {
-            spin_hint();
         }
         self.round += 1;
         true
@@ -44,5 +116,24 @@ impl Spin {
     /// Start a fresh budget (after a wakeup).
     pub(crate) fn reset(&mut self) {
         self.round = 0;
+    }
+}
+
+#[cfg(all(test, not(ufutex_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_is_busy_then_yield_rounds() {
+        let mut s = Spin { policy: SpinPolicy { first_shift: 0, busy_rounds: 2, yield_rounds: 3 }, round: 0 };
+        assert_eq!((0..10).filter(|_| s.spin()).count(), 5);
+        s.reset();
+        assert!(s.spin());
+    }
+
+    #[test]
+    fn policy_bits_round_trip() {
+        let p = SpinPolicy { first_shift: 7, busy_rounds: 3, yield_rounds: 200 };
+        assert_eq!(SpinPolicy::from_bits(p.bits()), p);
     }
 }

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 pub enum Starvation {
     /// Never: a plain barging lock (the "unfair variant" the benchmarks compare against).
     Never,
-    /// After it has been parked this long without getting the lock (Go's starvation mode uses
-    /// 1 ms).
+    /// After it has been trying this long (spinning, yielding or parked) without getting the
+    /// lock (Go's starvation mode uses 1 ms).
     After(Duration),
     /// After this many wakeups that ended with someone else holding the lock (the kernel's TP
     /// futex handoff counts spins and sleeps the same way).
@@ -25,8 +25,8 @@ const NEVER: u64 = 0;
 const AFTER: u64 = 1 << KIND_SHIFT;
 const WAKEUPS: u64 = 2 << KIND_SHIFT;
 
-/// The default, chosen by measurement (see `raw_mutex.rs`): parked for 1 ms (and woken at
-/// least once) without getting the lock.
+/// The default, chosen by measurement (see `raw_mutex.rs`): trying for 1 ms without getting
+/// the lock.
 #[cfg(not(ufutex_loom))]
 const DEFAULT: u64 = AFTER | 1_000_000;
 /// Under loom there is no time: one lost wakeup, so the models reach a handoff in few steps.
@@ -57,16 +57,12 @@ pub(crate) struct Patience {
 }
 
 impl Patience {
+    /// The waiter starts trying (the clock of `After` starts now).
     pub(crate) fn new() -> Patience {
         // Relaxed: see `set_starvation_policy`.
-        Patience { policy: POLICY.load(Ordering::Relaxed), since: None, wakeups: 0 }
-    }
-
-    /// The waiter is about to park for the first time (starts the clock of `After`).
-    pub(crate) fn parking(&mut self) {
-        if self.since.is_none() && self.policy & !VALUE == AFTER {
-            self.since = Some(Instant::now());
-        }
+        let policy = POLICY.load(Ordering::Relaxed);
+        let since = (policy & !VALUE == AFTER).then(Instant::now);
+        Patience { policy, since, wakeups: 0 }
     }
 
     /// The waiter was woken and found the lock taken.
@@ -78,7 +74,7 @@ impl Patience {
     pub(crate) fn starving(&self) -> bool {
         let value = self.policy & VALUE;
         match self.policy & !VALUE {
-            AFTER => self.wakeups > 0 && self.since.is_some_and(|t| t.elapsed().as_nanos() >= u128::from(value)),
+            AFTER => self.since.is_some_and(|t| t.elapsed().as_nanos() >= u128::from(value)),
             WAKEUPS => u64::from(self.wakeups) >= value,
             _ => false,
         }
