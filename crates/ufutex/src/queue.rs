@@ -15,7 +15,7 @@
 //! unparked its thread — the thread waits for that unpark before it reuses or frees the node.
 
 use crate::key::Key;
-use crate::parker::{Parker, UnparkHandle};
+use crate::parker::{Bell, Parker, UnparkHandle, WakeBatch};
 use crate::primitive::{AtomicPtr, Ordering};
 use crate::table::Bucket;
 use std::cell::UnsafeCell;
@@ -37,6 +37,9 @@ struct Locked {
     state: NodeState,
     /// The waker's chain of nodes to unpark, used only after `Queued → Woken`.
     wake_next: *const Node,
+    /// The bell of the bucket the node was first queued in (`Idle → Queued`), which a plain
+    /// wait sleeps on too (`parker::Bell`); a requeue or resize that moves the node keeps it.
+    bell: *const Bell,
 }
 
 /// One thread waiting on one word.
@@ -69,6 +72,7 @@ impl Node {
                 mask: 0,
                 state: NodeState::Idle,
                 wake_next: ptr::null(),
+                bell: ptr::null(),
             }),
             bucket: AtomicPtr::new(ptr::null_mut()),
             parker,
@@ -153,6 +157,9 @@ impl Queue {
         // SAFETY: exclusive access to the node per this function's contract.
         let l = unsafe { node.locked() };
         debug_assert!(l.state != NodeState::Woken, "a woken node is never re-queued");
+        if l.state == NodeState::Idle {
+            l.bell = bucket.bell();
+        }
         l.key = key;
         l.mask = mask;
         l.state = NodeState::Queued;
@@ -245,6 +252,27 @@ impl Queue {
         taken
     }
 
+    /// Whether some node among the first `limit` queued here has `bell` as its home bell, or
+    /// the queue is longer than that (so a ring of `bell` might wake a thread it should not).
+    ///
+    /// # Safety
+    /// The caller holds this queue's bucket lock.
+    pub(crate) unsafe fn may_hold_bell(&self, bell: &Bell, limit: usize) -> bool {
+        let mut cur = self.head;
+        for _ in 0..limit {
+            if cur.is_null() {
+                return false;
+            }
+            // SAFETY: a queued node of this locked queue.
+            let l = unsafe { (*cur).locked() };
+            if ptr::eq(l.bell, bell) {
+                return true;
+            }
+            cur = l.next;
+        }
+        !cur.is_null()
+    }
+
     /// Every node, for migration by a resize: unlinked in FIFO order.
     ///
     /// # Safety
@@ -297,21 +325,24 @@ impl WakeList {
         self.len += 1;
     }
 
-    /// Unpark every node, oldest first. Call with no bucket lock held.
-    pub(crate) fn unpark_all(mut self) {
+    /// Unpark every node, oldest first. Call with no bucket lock held. `bell`: a bell the
+    /// caller may ring for the nodes whose home it is (see `parker::Bell`), or none.
+    pub(crate) fn unpark_all(mut self, bell: Option<&Bell>) {
+        let mut batch = WakeBatch::new(bell);
         let mut cur = std::mem::replace(&mut self.head, ptr::null());
         while !cur.is_null() {
             // SAFETY:
             // - a Woken node stays alive until its thread receives our unpark, which has not
             //   happened yet for `cur`;
-            // - nobody else writes `wake_next` of a Woken node.
-            let (next, handle): (*const Node, UnparkHandle) = unsafe {
+            // - nobody else writes `wake_next` or `bell` of a Woken node.
+            let (next, handle, home): (*const Node, UnparkHandle, *const Bell) = unsafe {
                 let node = &*cur;
-                (node.locked().wake_next, (*node.parker).handle())
+                (node.locked().wake_next, (*node.parker).handle(), node.locked().bell)
             };
-            handle.unpark(); // `cur` may be freed from here on
+            batch.unpark(handle, bell.is_some_and(|b| ptr::eq(b, home))); // `cur` may be freed from here on
             cur = next;
         }
+        batch.finish();
     }
 }
 

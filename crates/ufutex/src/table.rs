@@ -42,6 +42,7 @@
 
 use crate::key::{Key, NO_NODE};
 use crate::lock::RawLock;
+use crate::parker::Bell;
 use crate::primitive::{AtomicU32, Ordering};
 use crate::queue::{Node, Queue};
 use std::cell::UnsafeCell;
@@ -50,12 +51,13 @@ use std::ptr::NonNull;
 /// Added to every count of a table while it is not current.
 pub(crate) const RETIRED: u32 = 1 << 30;
 
-/// One cache line: lock, waiter count, queue.
+/// One cache line: lock, waiter count, queue, bell.
 #[repr(C, align(64))]
 pub(crate) struct Bucket {
     lock: RawLock,
     waiters: AtomicU32,
     queue: UnsafeCell<Queue>,
+    bell: Bell,
 }
 
 // SAFETY: the queue is only reached through a `BucketGuard`, i.e. with the lock held.
@@ -65,7 +67,18 @@ const _: () = assert!(std::mem::size_of::<Bucket>() == 64 || cfg!(ufutex_loom));
 
 impl Bucket {
     fn new(waiters: u32) -> Bucket {
-        Bucket { lock: RawLock::new(), waiters: AtomicU32::new(waiters), queue: UnsafeCell::new(Queue::new()) }
+        Bucket {
+            lock: RawLock::new(),
+            waiters: AtomicU32::new(waiters),
+            queue: UnsafeCell::new(Queue::new()),
+            bell: Bell::new(),
+        }
+    }
+
+    /// The bell threads parked from this bucket also sleep on (`parker::Bell`).
+    #[inline]
+    pub(crate) fn bell(&self) -> &Bell {
+        &self.bell
     }
 
     /// The waiter count; see the module invariant and the (A)/(B) protocol in `wait.rs`.

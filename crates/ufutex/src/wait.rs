@@ -137,8 +137,8 @@ fn wait_queued(
 ) -> Result<(), WaitError> {
     register(domain, td);
     let node = Node::new(&td.parker, 0);
-    enqueue(domain, &node, word, expected, key, mask)?;
-    match td.parker.park(1, timeout.as_ref()) {
+    let bell = enqueue(domain, &node, word, expected, key, mask)?.bell();
+    match td.parker.park(1, timeout.as_ref(), Some(bell)) {
         Ok(()) => {
             td.parker.reset();
             Ok(())
@@ -159,15 +159,15 @@ pub(crate) fn register(domain: &Domain, td: &ThreadData) {
     }
 }
 
-/// Queue `node` on `key` if `*word == expected`, retrying across resizes.
-pub(crate) fn enqueue(
-    domain: &Domain,
+/// Queue `node` on `key` if `*word == expected`, retrying across resizes; the bucket it went in.
+pub(crate) fn enqueue<'d>(
+    domain: &'d Domain,
     node: &Node,
     word: WordRef,
     expected: u64,
     key: Key,
     mask: u64,
-) -> Result<(), WaitError> {
+) -> Result<&'d Bucket, WaitError> {
     loop {
         let table = domain.table(&key);
         let bucket = table.bucket(&key);
@@ -189,7 +189,7 @@ pub(crate) fn enqueue(
         // - the node outlives its time in the queue: the caller dequeues it (or awaits the
         //   waker's unpark) before returning.
         unsafe { g.queue().push_back(node, key, mask, bucket) };
-        return Ok(());
+        return Ok(bucket);
     }
 }
 
@@ -223,6 +223,6 @@ pub(crate) fn dequeue_self(node: &Node) -> bool {
 /// Wait, without a deadline, until `n` unparks of this episode arrived; then end the episode.
 pub(crate) fn await_unparks(parker: &Parker, n: u32) {
     // The unparks are owed by wakers that already dequeued our nodes: they arrive promptly.
-    while parker.park(n, None).is_err() {}
+    while parker.park(n, None, None).is_err() {}
     parker.reset();
 }

@@ -19,7 +19,13 @@ impl Parker {
         Parker { inner: Arc::new(Inner { count: Mutex::new(0), cv: Condvar::new() }) }
     }
 
-    pub(crate) fn park(&self, need: u32, timeout: Option<&Timeout>) -> Result<(), ParkTimeout> {
+    /// `_bell`: this backend sleeps on its own state only (see [`super::Bell`]).
+    pub(crate) fn park(
+        &self,
+        need: u32,
+        timeout: Option<&Timeout>,
+        _bell: Option<&super::Bell>,
+    ) -> Result<(), ParkTimeout> {
         let mut count = self.inner.count.lock().unwrap_or_else(|e| e.into_inner());
         while *count < need {
             count = match timeout {

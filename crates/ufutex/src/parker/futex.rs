@@ -1,6 +1,7 @@
 //! The kernel futex, used by the parker and the bucket lock: futex2 `futex_wait` (455) with an
 //! absolute deadline — restarted by the kernel under `SA_RESTART` with the same deadline, and
-//! `EINTR` otherwise — and the legacy `FUTEX_WAKE` (no futex2 wake is needed for a u32).
+//! `EINTR` otherwise — `futex_waitv` (449) for a sleep on two words (the parker's bell), and
+//! the legacy `FUTEX_WAKE` (no futex2 wake is needed for a u32).
 //!
 //! Where `futex_wait` does not exist (`ENOSYS`: kernels before 6.7, valgrind, some seccomp
 //! sandboxes) the legacy `FUTEX_WAIT_BITSET` takes over with the same absolute deadline. It
@@ -8,20 +9,17 @@
 //! `Interrupted`: the one difference, and only on such systems.
 
 use crate::deadline::Timeout;
+#[cfg(not(feature = "fallback-parker"))]
+use std::sync::atomic::AtomicU8;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 const SYS_FUTEX_WAIT: libc::c_long = 455;
+#[cfg(not(feature = "fallback-parker"))] // the Linux parker's bell only
+const SYS_FUTEX_WAITV: libc::c_long = 449;
 const FUTEX2_SIZE_U32: libc::c_ulong = 0x02;
 const FUTEX2_PRIVATE: libc::c_ulong = 128;
 
-/// How a kernel wait ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum KernelWait {
-    /// Woken, or the value had already changed, or a spurious return: re-check and retry.
-    Retry,
-    TimedOut,
-    Interrupted,
-}
+pub(crate) use super::KernelWait;
 
 /// Whether `futex_wait` (455) answered ENOSYS once: then every wait uses the legacy call.
 static NO_FUTEX2: AtomicBool = AtomicBool::new(false);
@@ -60,10 +58,68 @@ pub(crate) fn wait(word: &AtomicU32, val: u32, timeout: Option<&Timeout>) -> Ker
     if r == 0 {
         return KernelWait::Retry;
     }
+    outcome(timeout)
+}
+
+#[cfg(not(feature = "fallback-parker"))] // the Linux parker's bell only
+/// One entry of `futex_waitv` (the kernel's `struct futex_waitv`).
+#[repr(C)]
+struct WaitvEntry {
+    val: u64,
+    uaddr: u64,
+    flags: u32,
+    reserved: u32,
+}
+
+#[cfg(not(feature = "fallback-parker"))] // the Linux parker's bell only
+/// Whether the kernel has `futex_waitv` (449): 0 not asked yet, 1 yes, 2 no.
+static WAITV: AtomicU8 = AtomicU8::new(0);
+
+#[cfg(not(feature = "fallback-parker"))] // the Linux parker's bell only
+/// Whether [`wait2`] can be used (asked once: an empty vector is EINVAL where the call exists).
+pub(crate) fn has_waitv() -> bool {
+    // Relaxed: a cached answer; two threads that both ask get the same one.
+    match WAITV.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            // SAFETY: a null vector of length 0 is rejected before anything is read.
+            let r = unsafe { libc::syscall(SYS_FUTEX_WAITV, std::ptr::null::<WaitvEntry>(), 0, 0, 0, 0) };
+            let yes = r != 0 && errno() == libc::EINVAL;
+            WAITV.store(if yes { 1 } else { 2 }, Ordering::Relaxed);
+            yes
+        }
+    }
+}
+
+#[cfg(not(feature = "fallback-parker"))] // the Linux parker's bell only
+/// Sleep while `*a == va` and `*b == vb`, until either is woken or `timeout` passes
+/// (`futex_waitv`, whose deadline is absolute on `clock` like `futex_wait`'s). Only after
+/// [`has_waitv`] said yes.
+pub(crate) fn wait2(a: &AtomicU32, va: u32, b: &AtomicU32, vb: u32, timeout: Option<&Timeout>) -> KernelWait {
+    let ts = timeout.map(|t| t.at.to_libc());
+    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |ts| ts as *const libc::timespec);
+    let clock = timeout.map_or(libc::CLOCK_MONOTONIC, |t| t.clock.id());
+    let flags = (FUTEX2_SIZE_U32 | FUTEX2_PRIVATE) as u32;
+    let entry = |w: &AtomicU32, v: u32| WaitvEntry { val: u64::from(v), uaddr: w.as_ptr() as u64, flags, reserved: 0 };
+    let v = [entry(a, va), entry(b, vb)];
+    // SAFETY:
+    // - both words are live, aligned u32s for the whole call (borrowed);
+    // - `v` and `ts` outlive the call; futex_waitv(waiters, nr, flags, timeout, clockid) only
+    //   reads them.
+    let r = unsafe { libc::syscall(SYS_FUTEX_WAITV, v.as_ptr(), 2, 0, ts_ptr, clock) };
+    if r >= 0 {
+        return KernelWait::Retry; // woken on either word
+    }
+    outcome(timeout)
+}
+
+/// What a failed kernel wait means.
+fn outcome(timeout: Option<&Timeout>) -> KernelWait {
     match errno() {
         libc::ETIMEDOUT => KernelWait::TimedOut,
         libc::EINTR => KernelWait::Interrupted,
-        libc::EAGAIN => KernelWait::Retry, // the value changed
+        libc::EAGAIN => KernelWait::Retry, // a value changed
         // Anything else (no futex at all): never sleep in a busy loop past the deadline.
         _ if timeout.is_some_and(|t| t.expired()) => KernelWait::TimedOut,
         _ => {

@@ -2,16 +2,34 @@
 //!
 //! | bits | meaning |
 //! |---|---|
-//! | 0..31 | unparks received this episode |
-//! | 31 | SLEEPING: the thread is (about to be) in `futex_wait`; an unpark must call `futex_wake` |
+//! | 0..30 | unparks received this episode |
+//! | 30 | BELLED: the sleep (with SLEEPING) also listens to the bell of the thread's bucket |
+//! | 31 | SLEEPING: the thread is (about to be) in the kernel; an unpark must wake it |
+//!
+//! # The bell (see [`super::Bell`])
+//!
+//! A thread that parks from a bucket sleeps with `futex_waitv` on two words: its own (expecting
+//! its current value) and the bucket's bell (expecting the sequence it read). An unpark always
+//! increments the thread's own word first; then, if the word said SLEEPING, it wakes the thread
+//! either by `futex_wake` on the own word or — only if the word also said BELLED and the waker
+//! knows the thread's node came from that very bucket — by ringing the bell: bump the sequence,
+//! `futex_wake` it for everyone. Why no wakeup is lost: the kernel compares *both* words under
+//! its locks before sleeping, so a waiter whose own word changed after it read it does not
+//! sleep; one already asleep is queued on both words and either wake reaches it. Why a ring
+//! wakes the right thread: the thread set BELLED for this bell (its node's home bucket) in the
+//! same CAS as SLEEPING, and the waker sees both bits in the value its increment replaced. A
+//! ring also wakes other threads asleep on the same bell; each finds its own count short and
+//! sleeps again, so a waker rings only when no other node from that bucket is still queued
+//! there (wake.rs), and otherwise wakes each thread on its own word.
 
 use super::futex::{self, KernelWait};
-use super::ParkTimeout;
+use super::{Bell, ParkTimeout};
 use crate::deadline::Timeout;
-use std::sync::atomic::{AtomicU32, Ordering};
+use crate::primitive::{spin_hint, yield_now, AtomicU32, Ordering};
 
 const SLEEPING: u32 = 1 << 31;
-const COUNT: u32 = SLEEPING - 1;
+const BELLED: u32 = 1 << 30;
+const COUNT: u32 = BELLED - 1;
 
 /// The adaptive spin, in PAUSEs (~70 ns each on the target AMD EPYC machines). A cross-CPU
 /// sleep/wake costs 15–55 µs there, a spin round trip ~40 ns. Spinning pays when the partner
@@ -22,8 +40,9 @@ const COUNT: u32 = SLEEPING - 1;
 /// the thread spins up to `SPIN_LONG`, else only `SPIN_SHORT` — enough to notice a partner that
 /// is already answering, and to climb back when the workload changes. Spinning stays on while
 /// more than one park in `SCORE_WIN + 1` succeeds by spinning. BENCHMARKS.md has the numbers.
-const SPIN_SHORT: u32 = 8;
-const SPIN_LONG: u32 = 128;
+/// (Under loom, where every look is a scheduling point, one of each.)
+const SPIN_SHORT: u32 = if cfg!(ufutex_loom) { 1 } else { 8 };
+const SPIN_LONG: u32 = if cfg!(ufutex_loom) { 1 } else { 128 };
 const SCORE_WIN: u32 = 3;
 const SCORE_MAX: u32 = 32;
 const SCORE_START: u32 = 8;
@@ -49,8 +68,10 @@ impl Parker {
         self.word.load(Ordering::Acquire) & COUNT >= need
     }
 
-    /// Wait until `need` unparks of this episode have arrived, or `timeout` passes.
-    pub(crate) fn park(&self, need: u32, timeout: Option<&Timeout>) -> Result<(), ParkTimeout> {
+    /// Wait until `need` unparks of this episode have arrived, or `timeout` passes. `bell`: the
+    /// bell of the bucket the thread's one node was queued in (none for waitv), slept on too
+    /// when the kernel has `futex_waitv`.
+    pub(crate) fn park(&self, need: u32, timeout: Option<&Timeout>, bell: Option<&Bell>) -> Result<(), ParkTimeout> {
         let score = self.score.load(Ordering::Relaxed);
         let budget = if score > 0 { SPIN_LONG } else { SPIN_SHORT };
         for _ in 0..budget {
@@ -58,29 +79,37 @@ impl Parker {
                 self.score.store((score + SCORE_WIN).min(SCORE_MAX), Ordering::Relaxed);
                 return Ok(());
             }
-            std::hint::spin_loop();
+            spin_hint();
         }
         self.score.store(score.saturating_sub(1), Ordering::Relaxed);
         for _ in 0..YIELDS {
             if self.reached(need) {
                 return Ok(());
             }
-            std::thread::yield_now();
+            yield_now();
         }
+        let bell = bell.filter(|_| futex::has_waitv());
+        let flags = SLEEPING | if bell.is_some() { BELLED } else { 0 };
         loop {
             let v = self.word.load(Ordering::Acquire);
             if v & COUNT >= need {
                 return Ok(());
             }
-            // Relaxed: SLEEPING only tells an unpark to call futex_wake; the kernel compares the
+            // Relaxed: the flags only tell an unpark how to wake us; the kernel compares the
             // whole word again under its own lock, so an unpark that lands in between makes
-            // futex_wait return EAGAIN instead of sleeping.
-            if v & SLEEPING == 0
-                && self.word.compare_exchange(v, v | SLEEPING, Ordering::Relaxed, Ordering::Relaxed).is_err()
+            // the kernel wait return EAGAIN instead of sleeping.
+            if v & (SLEEPING | BELLED) != flags
+                && self.word.compare_exchange(v, (v & COUNT) | flags, Ordering::Relaxed, Ordering::Relaxed).is_err()
             {
                 continue; // an unpark arrived: re-check
             }
-            match futex::wait(&self.word, v | SLEEPING, timeout) {
+            let v = (v & COUNT) | flags;
+            let slept = match bell {
+                // Relaxed: the sequence only has to be one the bell had; the own word decides.
+                Some(b) => futex::wait2(&self.word, v, &b.seq, b.seq.load(Ordering::Relaxed), timeout),
+                None => futex::wait(&self.word, v, timeout),
+            };
+            match slept {
                 KernelWait::Retry => {}
                 KernelWait::TimedOut if !self.reached(need) => return Err(ParkTimeout::TimedOut),
                 KernelWait::Interrupted if !self.reached(need) => return Err(ParkTimeout::Interrupted),
@@ -90,6 +119,7 @@ impl Parker {
     }
 
     /// End the episode. Only once every unpark owed to it has arrived.
+    #[cfg_attr(ufutex_loom, allow(dead_code))] // the bell models use one episode each
     pub(crate) fn reset(&self) {
         // Relaxed: no unpark of this episode is in flight any more, and the first waker of the
         // next one reaches this thread's node only through a bucket lock taken after this.
@@ -107,15 +137,168 @@ pub(crate) struct UnparkHandle {
 }
 
 impl UnparkHandle {
-    pub(crate) fn unpark(self) {
+    /// Count the unpark; the word's flags before it. From the increment on, the parker's
+    /// memory may be gone: only its address may still be used (for `futex_wake`).
+    fn count(&self) -> u32 {
         // SAFETY:
         // - the parked thread cannot end its episode (nor return, nor exit) before this
         //   increment, because it waits for the count to include it: the word is alive here.
         // Release: publishes the dequeue to the woken thread's Acquire load.
-        let prev = unsafe { &*self.word }.fetch_add(1, Ordering::Release);
-        if prev & SLEEPING != 0 {
-            // From here on the memory may be gone: only its address is used.
-            futex::wake_addr(self.word, 1);
+        unsafe { &*self.word }.fetch_add(1, Ordering::Release)
+    }
+}
+
+/// One waker's unparks, with the kernel wakes batched into one ring of `bell` when two or more
+/// of the threads sleep on it (module docs).
+pub(crate) struct WakeBatch<'b> {
+    bell: Option<&'b Bell>,
+    /// The first thread found asleep on the bell, woken alone if it stays the only one.
+    first: *const AtomicU32,
+    on_bell: usize,
+}
+
+impl<'b> WakeBatch<'b> {
+    /// `bell`: the bell the waker may ring (no other node from its bucket is still queued
+    /// there), or none.
+    pub(crate) fn new(bell: Option<&'b Bell>) -> WakeBatch<'b> {
+        WakeBatch { bell, first: std::ptr::null(), on_bell: 0 }
+    }
+
+    /// Unpark one thread. `on_bell`: its node's home bucket is the one of `bell`.
+    pub(crate) fn unpark(&mut self, handle: UnparkHandle, on_bell: bool) {
+        let prev = handle.count();
+        if prev & SLEEPING == 0 {
+            return;
         }
+        if on_bell && self.bell.is_some() && prev & BELLED != 0 {
+            if self.on_bell == 0 {
+                self.first = handle.word;
+            }
+            self.on_bell += 1;
+        } else {
+            futex::wake_addr(handle.word, 1);
+        }
+    }
+
+    /// Make the batched kernel wakes: one `futex_wake` either way.
+    pub(crate) fn finish(self) {
+        match (self.on_bell, self.bell) {
+            (0, _) | (_, None) => {}
+            (1, _) => futex::wake_addr(self.first, 1),
+            (_, Some(bell)) => {
+                // Relaxed: every thread to wake already has its count (Release, above); a
+                // sleeper woken by the ring re-reads its own word. The bump makes a waiter
+                // that read the old sequence fail its compare instead of sleeping.
+                bell.seq.fetch_add(1, Ordering::Relaxed);
+                futex::wake(&bell.seq, i32::MAX);
+            }
+        }
+    }
+}
+
+/// The bell protocol, model-checked on the kernel model (`kernel_model.rs`). Run with
+/// `RUSTFLAGS="--cfg ufutex_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p ufutex --lib`.
+/// A thread left asleep shows up as a loom deadlock: a lost wakeup.
+#[cfg(all(test, ufutex_loom))]
+mod loom_models {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    fn spawn_parker(bell: &Arc<Bell>, use_bell: bool) -> (Arc<Parker>, thread::JoinHandle<u32>) {
+        let p = Arc::new(Parker::new());
+        let (p2, bell) = (p.clone(), bell.clone());
+        let h = thread::spawn(move || {
+            p2.park(1, None, use_bell.then_some(&*bell)).expect("an untimed park only returns when unparked");
+            p2.word.load(Ordering::Acquire) & COUNT
+        });
+        (p, h)
+    }
+
+    /// Two threads asleep on the same bell, one ring: both wake, each counted once.
+    #[test]
+    fn one_ring_wakes_every_belled_sleeper() {
+        loom::model(|| {
+            let bell = Arc::new(Bell::new());
+            let (p1, h1) = spawn_parker(&bell, true);
+            let (p2, h2) = spawn_parker(&bell, true);
+            let mut batch = WakeBatch::new(Some(&bell));
+            batch.unpark(p1.handle(), true);
+            batch.unpark(p2.handle(), true);
+            batch.finish();
+            assert_eq!(h1.join().unwrap(), 1);
+            assert_eq!(h2.join().unwrap(), 1);
+        });
+    }
+
+    /// A waker ringing one bell still reaches, on its own word, a thread asleep on another bell
+    /// (a node requeued from elsewhere) and one whose node's home is the rung bell but which
+    /// sleeps on no bell (a waitv thread).
+    #[test]
+    fn threads_not_on_the_rung_bell_get_their_own_wake() {
+        loom::model(|| {
+            let (b1, b2) = (Arc::new(Bell::new()), Arc::new(Bell::new()));
+            let (p1, h1) = spawn_parker(&b1, true);
+            let (p2, h2) = spawn_parker(&b2, false);
+            let (p3, h3) = spawn_parker(&b2, true);
+            let mut batch = WakeBatch::new(Some(&b2));
+            batch.unpark(p1.handle(), false);
+            batch.unpark(p2.handle(), true);
+            batch.unpark(p3.handle(), true);
+            batch.finish();
+            assert_eq!(h1.join().unwrap(), 1);
+            assert_eq!(h2.join().unwrap(), 1);
+            assert_eq!(h3.join().unwrap(), 1);
+        });
+    }
+
+    /// A ring also wakes a thread on the bell that nobody unparked: it must go back to sleep
+    /// (not return), and still wake for its own unpark later.
+    #[test]
+    fn a_ring_for_others_is_spurious_and_harmless() {
+        loom::model(|| {
+            let bell = Arc::new(Bell::new());
+            let (p1, h1) = spawn_parker(&bell, true);
+            let (p2, h2) = spawn_parker(&bell, true);
+            let (p3, h3) = spawn_parker(&bell, true);
+            let mut batch = WakeBatch::new(Some(&bell));
+            batch.unpark(p1.handle(), true);
+            batch.unpark(p2.handle(), true);
+            batch.finish();
+            assert_eq!(h1.join().unwrap(), 1);
+            assert_eq!(h2.join().unwrap(), 1);
+            // p3 may have been rung; its count is still 0 until now.
+            assert_eq!(p3.word.load(Ordering::Acquire) & COUNT, 0);
+            let mut batch = WakeBatch::new(None);
+            batch.unpark(p3.handle(), true);
+            batch.finish();
+            assert_eq!(h3.join().unwrap(), 1);
+        });
+    }
+
+    /// A timed park that gives up while a ring is on its way, then waits (with no bell, as
+    /// `wait.rs` does) for the unpark it is owed: it must arrive, whichever way it is sent.
+    #[test]
+    fn a_timed_out_sleeper_still_gets_its_owed_unpark() {
+        loom::model(|| {
+            let bell = Arc::new(Bell::new());
+            let p1 = Arc::new(Parker::new());
+            let (p1b, bell1) = (p1.clone(), bell.clone());
+            let h1 = thread::spawn(move || {
+                let t = Timeout::from(crate::Deadline::from(std::time::Duration::from_secs(1)));
+                let first = p1b.park(1, Some(&t), Some(&*bell1));
+                if first.is_err() {
+                    while p1b.park(1, None, None).is_err() {}
+                }
+                p1b.word.load(Ordering::Acquire) & COUNT
+            });
+            let (p2, h2) = spawn_parker(&bell, true);
+            let mut batch = WakeBatch::new(Some(&bell));
+            batch.unpark(p1.handle(), true);
+            batch.unpark(p2.handle(), true);
+            batch.finish();
+            assert_eq!(h1.join().unwrap(), 1);
+            assert_eq!(h2.join().unwrap(), 1);
+        });
     }
 }

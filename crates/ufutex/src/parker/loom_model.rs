@@ -19,7 +19,13 @@ impl Parker {
         Parker { count: Arc::new(AtomicU32::new(0)), thread: loom::thread::current() }
     }
 
-    pub(crate) fn park(&self, need: u32, timeout: Option<&Timeout>) -> Result<(), ParkTimeout> {
+    /// `_bell`: this backend sleeps on its own state only (see [`super::Bell`]).
+    pub(crate) fn park(
+        &self,
+        need: u32,
+        timeout: Option<&Timeout>,
+        _bell: Option<&super::Bell>,
+    ) -> Result<(), ParkTimeout> {
         loop {
             if self.count.load(Ordering::Acquire) >= need {
                 return Ok(());

@@ -14,6 +14,14 @@
 #[cfg(all(target_os = "linux", not(ufutex_loom)))]
 pub(crate) mod futex;
 
+// Under loom's unit tests, the Linux parker runs on a model of the kernel futex.
+#[cfg(all(ufutex_loom, test))]
+mod kernel_model;
+#[cfg(all(ufutex_loom, test))]
+use kernel_model as futex;
+#[cfg(all(ufutex_loom, test))]
+mod linux;
+
 #[cfg(ufutex_loom)]
 mod loom_model;
 #[cfg(ufutex_loom)]
@@ -27,7 +35,55 @@ pub(crate) use fallback::{Parker, UnparkHandle};
 #[cfg(all(not(ufutex_loom), not(feature = "fallback-parker"), target_os = "linux"))]
 mod linux;
 #[cfg(all(not(ufutex_loom), not(feature = "fallback-parker"), target_os = "linux"))]
-pub(crate) use linux::{Parker, UnparkHandle};
+pub(crate) use linux::{Parker, UnparkHandle, WakeBatch};
+
+/// A bucket's *bell*: one kernel futex word that a thread parked from that bucket also sleeps
+/// on (with `futex_waitv`, next to its own word), so that a waker waking many of them enters
+/// the kernel once — the kernel then wakes them all in one call, as it does for threads that
+/// share a futex word — instead of once per thread.
+///
+/// Only the Linux parker rings it; a ring is a hint on top of the per-thread words, never the
+/// only way a wake arrives (see `linux.rs`). Lives in the bucket, so it stays at one address
+/// for as long as the domain lives (tables are never freed while it does).
+pub(crate) struct Bell {
+    #[cfg_attr(any(ufutex_loom, feature = "fallback-parker", not(target_os = "linux")), allow(dead_code))]
+    seq: crate::primitive::AtomicU32,
+}
+
+impl Bell {
+    pub(crate) fn new() -> Bell {
+        Bell { seq: crate::primitive::AtomicU32::new(0) }
+    }
+}
+
+/// How a kernel wait ended.
+#[cfg(any(all(target_os = "linux", not(ufutex_loom)), all(ufutex_loom, test)))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KernelWait {
+    /// Woken, or a value had already changed, or a spurious return: re-check and retry.
+    Retry,
+    TimedOut,
+    #[cfg_attr(ufutex_loom, allow(dead_code))] // the kernel model has no signals
+    Interrupted,
+}
+
+/// The unparks of one waker, with the kernel wakes they need batched where the backend can.
+/// Backends without a bell unpark each thread at once.
+#[cfg(any(ufutex_loom, feature = "fallback-parker", not(target_os = "linux")))]
+pub(crate) struct WakeBatch;
+
+#[cfg(any(ufutex_loom, feature = "fallback-parker", not(target_os = "linux")))]
+impl WakeBatch {
+    pub(crate) fn new(_bell: Option<&Bell>) -> WakeBatch {
+        WakeBatch
+    }
+
+    pub(crate) fn unpark(&mut self, handle: UnparkHandle, _on_bell: bool) {
+        handle.unpark();
+    }
+
+    pub(crate) fn finish(self) {}
+}
 
 /// How a park ended without reaching its count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

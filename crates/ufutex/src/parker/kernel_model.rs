@@ -1,0 +1,97 @@
+//! The kernel futex as loom sees it, so that the Linux parker (`linux.rs`) — its SLEEPING and
+//! BELLED flags and the bell ring — is model-checked unchanged (the models are at the end of
+//! `linux.rs`).
+//!
+//! One loom mutex stands for the kernel's hash-bucket locks: a wait compares every word and
+//! queues itself in one critical section, a wake dequeues and unparks in another, which is the
+//! guarantee the real futex gives (its compare happens under the bucket lock, ordered with the
+//! waker by the kernel's barriers). A timed wait that would sleep times out at once instead:
+//! loom picks every point where that can happen, as with the crate's loom parker.
+
+use crate::deadline::Timeout;
+use crate::primitive::AtomicU32;
+use loom::sync::Mutex;
+use loom::thread::Thread;
+use std::sync::atomic::Ordering;
+
+pub(crate) use super::KernelWait;
+
+struct Sleeper {
+    id: usize,
+    words: [usize; 2],
+    thread: Thread,
+}
+
+#[derive(Default)]
+struct Kernel {
+    next_id: usize,
+    sleepers: Vec<Sleeper>,
+}
+
+loom::lazy_static! {
+    static ref KERNEL: Mutex<Kernel> = Mutex::new(Kernel::default());
+}
+
+fn addr(w: *const AtomicU32) -> usize {
+    w as usize
+}
+
+/// Sleep while every `(word, value)` still matches, until a wake names one of the words.
+fn wait_all(words: &[(&AtomicU32, u32)], timeout: Option<&Timeout>) -> KernelWait {
+    let id = {
+        let mut k = KERNEL.lock().unwrap();
+        // Relaxed under the kernel lock: the lock orders this compare with every wake.
+        if words.iter().any(|(w, v)| w.load(Ordering::Relaxed) != *v) {
+            return KernelWait::Retry; // EAGAIN
+        }
+        if timeout.is_some() {
+            return KernelWait::TimedOut;
+        }
+        let id = k.next_id;
+        k.next_id += 1;
+        let mut a = [0; 2];
+        for (slot, (w, _)) in a.iter_mut().zip(words) {
+            *slot = addr(*w);
+        }
+        k.sleepers.push(Sleeper { id, words: a, thread: loom::thread::current() });
+        id
+    };
+    loop {
+        loom::thread::park();
+        if !KERNEL.lock().unwrap().sleepers.iter().any(|s| s.id == id) {
+            return KernelWait::Retry; // woken
+        }
+    }
+}
+
+pub(crate) fn has_waitv() -> bool {
+    true
+}
+
+pub(crate) fn wait(word: &AtomicU32, val: u32, timeout: Option<&Timeout>) -> KernelWait {
+    wait_all(&[(word, val)], timeout)
+}
+
+pub(crate) fn wait2(a: &AtomicU32, va: u32, b: &AtomicU32, vb: u32, timeout: Option<&Timeout>) -> KernelWait {
+    wait_all(&[(a, va), (b, vb)], timeout)
+}
+
+/// Wake up to `n` sleepers that listen to `word`, oldest first.
+pub(crate) fn wake_addr(word: *const AtomicU32, n: i32) {
+    let mut k = KERNEL.lock().unwrap();
+    let mut left = n;
+    let a = addr(word);
+    k.sleepers.retain(|s| {
+        if left > 0 && s.words.contains(&a) {
+            left -= 1;
+            s.thread.unpark();
+            false
+        } else {
+            true
+        }
+    });
+}
+
+pub(crate) fn wake(word: &AtomicU32, n: i32) {
+    wake_addr(word, n)
+}
