@@ -81,7 +81,8 @@ fn mutual_exclusion() {
 
 /// A thread that parks behind the owner is woken by the owner's unlock (the run finishes),
 /// including when the owner unlocks while the waiter is between setting PARKED and queueing.
-/// Two waiters: the baton rule (a woken thread re-sets PARKED) keeps the second one reachable.
+/// Two waiters: the unlock re-setting PARKED when its wake saw the other still queued (5b), and
+/// the baton rule (a woken thread re-sets PARKED), keep the second one reachable.
 #[test]
 fn no_lost_wakeup_on_unlock() {
     set_starvation_policy(Some(Starvation::Never));
