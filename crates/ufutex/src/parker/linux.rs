@@ -215,6 +215,23 @@ mod loom_models {
         (p, h)
     }
 
+    /// One waker: unpark each `(parker, its node's home is the bell)` in one batch that may
+    /// ring `bell`.
+    fn wake(bell: Option<&Bell>, who: &[(&Arc<Parker>, bool)]) {
+        let mut batch = WakeBatch::new(bell);
+        for (p, on_bell) in who {
+            batch.unpark(p.handle(), *on_bell);
+        }
+        batch.finish();
+    }
+
+    /// Every thread returned, having received exactly one unpark.
+    fn each_woke_once(hs: Vec<thread::JoinHandle<u32>>) {
+        for h in hs {
+            assert_eq!(h.join().unwrap(), 1);
+        }
+    }
+
     /// Two threads asleep on the same bell, one ring: both wake, each counted once.
     #[test]
     fn one_ring_wakes_every_belled_sleeper() {
@@ -222,12 +239,8 @@ mod loom_models {
             let bell = Arc::new(Bell::new());
             let (p1, h1) = spawn_parker(&bell, true);
             let (p2, h2) = spawn_parker(&bell, true);
-            let mut batch = WakeBatch::new(Some(&bell));
-            batch.unpark(p1.handle(), true);
-            batch.unpark(p2.handle(), true);
-            batch.finish();
-            assert_eq!(h1.join().unwrap(), 1);
-            assert_eq!(h2.join().unwrap(), 1);
+            wake(Some(&bell), &[(&p1, true), (&p2, true)]);
+            each_woke_once(vec![h1, h2]);
         });
     }
 
@@ -241,14 +254,8 @@ mod loom_models {
             let (p1, h1) = spawn_parker(&b1, true);
             let (p2, h2) = spawn_parker(&b2, false);
             let (p3, h3) = spawn_parker(&b2, true);
-            let mut batch = WakeBatch::new(Some(&b2));
-            batch.unpark(p1.handle(), false);
-            batch.unpark(p2.handle(), true);
-            batch.unpark(p3.handle(), true);
-            batch.finish();
-            assert_eq!(h1.join().unwrap(), 1);
-            assert_eq!(h2.join().unwrap(), 1);
-            assert_eq!(h3.join().unwrap(), 1);
+            wake(Some(&b2), &[(&p1, false), (&p2, true), (&p3, true)]);
+            each_woke_once(vec![h1, h2, h3]);
         });
     }
 
@@ -261,18 +268,12 @@ mod loom_models {
             let (p1, h1) = spawn_parker(&bell, true);
             let (p2, h2) = spawn_parker(&bell, true);
             let (p3, h3) = spawn_parker(&bell, true);
-            let mut batch = WakeBatch::new(Some(&bell));
-            batch.unpark(p1.handle(), true);
-            batch.unpark(p2.handle(), true);
-            batch.finish();
-            assert_eq!(h1.join().unwrap(), 1);
-            assert_eq!(h2.join().unwrap(), 1);
+            wake(Some(&bell), &[(&p1, true), (&p2, true)]);
+            each_woke_once(vec![h1, h2]);
             // p3 may have been rung; its count is still 0 until now.
             assert_eq!(p3.word.load(Ordering::Acquire) & COUNT, 0);
-            let mut batch = WakeBatch::new(None);
-            batch.unpark(p3.handle(), true);
-            batch.finish();
-            assert_eq!(h3.join().unwrap(), 1);
+            wake(None, &[(&p3, true)]);
+            each_woke_once(vec![h3]);
         });
     }
 
@@ -293,12 +294,8 @@ mod loom_models {
                 p1b.word.load(Ordering::Acquire) & COUNT
             });
             let (p2, h2) = spawn_parker(&bell, true);
-            let mut batch = WakeBatch::new(Some(&bell));
-            batch.unpark(p1.handle(), true);
-            batch.unpark(p2.handle(), true);
-            batch.finish();
-            assert_eq!(h1.join().unwrap(), 1);
-            assert_eq!(h2.join().unwrap(), 1);
+            wake(Some(&bell), &[(&p1, true), (&p2, true)]);
+            each_woke_once(vec![h1, h2]);
         });
     }
 }
