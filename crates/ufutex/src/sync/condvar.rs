@@ -278,7 +278,8 @@ mod tests {
         for h in hs {
             h.join().unwrap();
         }
-        assert_eq!(m.state(), 0);
+        // Free; PARKED may be left as a stale hint by a late (5b) (raw_mutex.rs).
+        assert_eq!(m.state() & !PARKED, 0);
         assert_eq!(d.queued_waiters(), 0);
     }
 }

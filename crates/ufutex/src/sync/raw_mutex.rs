@@ -25,7 +25,8 @@
 //! 4. **unlock**: `LOCKED → 0` (Release); the uncontended case.
 //! 5. **unlock, waking**: `LOCKED | PARKED → 0` (Release), then wake one [`NORMAL_MASK`] waiter.
 //!    (5b) If that wake saw another such waiter still queued: `s → s | PARKED` (the word may
-//!    be free, or already taken again, by then).
+//!    be free, or already taken again, by then). If the queue emptied in between, the bit is
+//!    stale: the next unlock takes its slow path and finds the bucket empty (no syscall).
 //! 6. **unlock, handing off**: `s | HANDOFF → s | GRANTED` (Release; `LOCKED` stays), then wake
 //!    the [`HANDOFF_MASK`] waiter. Ownership passes to the requester at this CAS.
 //! 7. **claim**: the requester, seeing `GRANTED`: `s → s & !GRANTED` (Acquire), adding `PARKED`
@@ -75,7 +76,9 @@
 //!   --runtime 0.3`), with throughput within noise (5 increments: 116–127 vs 116–134 M ops/s;
 //!   50: 17.9–18.3 vs 19.7–21.7 M; ~1 µs: 838–919 vs 904–973 k) and still above parking_lot's
 //!   in the same runs. (With the previous busy-only spin it had cost a third of the
-//!   short-section throughput; the yields changed that.)
+//!   short-section throughput; the yields changed that.) Setting it only on a word that is
+//!   held again lost the gain (min/max 0.34–0.35 in two runs): it is the next holder of a
+//!   *free* word, a barging newcomer, that must wake the next waiter.
 
 use super::spin::Spin;
 use super::starvation::Patience;
@@ -401,7 +404,9 @@ impl RawMutex {
                             let (_, more) = wake_word_more(domain, self.word(), 1, NORMAL_MASK);
                             if more {
                                 // (5b) Relaxed RMW: PARKED only says "unlock must wake"; the
-                                // woken thread restores it too (the baton rule).
+                                // woken thread restores it too (the baton rule). Also on a
+                                // free word: whoever takes it next then wakes the next
+                                // waiter at its unlock, which is what keeps the queue moving.
                                 self.state.fetch_or(PARKED, Ordering::Relaxed);
                             }
                         }
