@@ -29,8 +29,8 @@
  * that does not exist is EINVAL. The node picks one of the per-node wait tables (placed on
  * that node): waiters and wakers meet only through the same node. UFUTEX_MPOL without
  * UFUTEX_NUMA uses the policy's node when there is one. The node count comes from sysfs;
- * UFUTEX_NUMA_NODES=N in the environment makes N virtual nodes (for tests). A node word in
- * read-only memory cannot be written back: keep pairs in writable memory.
+ * UFUTEX_NUMA_NODES=N in the environment makes N virtual nodes (for tests). A node word of -1
+ * in memory that cannot be written fails with EFAULT, as the kernel's write-back does.
  *
  * Not yet: process-shared words — a word without UFUTEX_PRIVATE fails with EOPNOTSUPP.
  *

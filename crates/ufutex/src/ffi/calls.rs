@@ -9,7 +9,7 @@
 
 use super::abi::{UfutexWaitv, UFUTEX_WAITV_MAX};
 use super::validate::{self, WordFlags};
-use super::Errno;
+use super::{fault, Errno};
 use crate::domain::{default_domain, Slots};
 use crate::key::Key;
 use crate::numa::resolve;
@@ -64,14 +64,18 @@ unsafe fn address_only(addr: usize, f: WordFlags) -> WordRef {
 /// The key of a validated word (the kernel's `get_futex_key`): its address; with `UFUTEX_NUMA`
 /// also its node — the node word after it is read through the fault-safe path (`EFAULT`), an
 /// impossible node is `EINVAL`, and -1 is replaced by the memory policy's node (`UFUTEX_MPOL`)
-/// or the caller's and written back; with `UFUTEX_MPOL` alone, the policy's node if any.
+/// or the caller's and written back (`EFAULT` if the page is not writable); with `UFUTEX_MPOL` alone, the policy's node if any.
 fn key_of(addr: usize, f: WordFlags) -> Result<Key, Errno> {
     if !f.numa && !f.mpol {
         return Ok(Key::private(addr));
     }
     let node_word = if f.numa {
         let at = addr + f.size.bytes();
-        validate::current(at, f.size)?;
+        if validate::current(at, f.size)? == f.size.max() {
+            // -1 is written back below: on a page we may not write, EFAULT as the kernel's
+            // store would give, not a crash on ours.
+            fault::check_writable(at, f.size)?;
+        }
         // SAFETY: the pair is aligned to twice the size, so the node word is aligned; it was just
         // read; the caller keeps it mapped for the call.
         Some(unsafe { loadable(at, f) })

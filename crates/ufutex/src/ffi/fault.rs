@@ -48,6 +48,19 @@ pub(crate) fn read_u64(addr: usize) -> Result<u64, Fault> {
     probe::read_bytes::<8>(addr).map(u64::from_ne_bytes)
 }
 
+/// Whether the word at `addr` of `size` may be written, without changing it: `Err(Fault)` if
+/// a store there would fault (read-only or unmapped). The kernel's write-back of a NUMA node
+/// word fails with `EFAULT` on such memory; this lets the C ABI answer the same instead of
+/// crashing on its own write. `addr` must be aligned to the size.
+pub(crate) fn check_writable(addr: usize, size: Size) -> Result<(), Fault> {
+    debug_assert_eq!(addr % size.bytes(), 0);
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    if fixup::enabled() {
+        return fixup::touch(addr, size);
+    }
+    probe::writable(addr)
+}
+
 /// The environment variable that turns the fault handler off (value `syscall`), read once at the
 /// first read of caller memory: every read is then checked with the probe syscall instead. For
 /// programs whose own SIGSEGV handling cannot chain (and to test the portable path).
@@ -76,6 +89,36 @@ pub(crate) mod probe {
         }
     }
 
+    /// `MADV_POPULATE_WRITE` (Linux 5.14).
+    const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+    /// Whether the page holding `addr` is mapped writable: `MADV_POPULATE_WRITE` faults it in
+    /// for writing, as the store that follows would (EINVAL: not writable; ENOMEM: unmapped).
+    /// Kernels without it answer EINVAL for any page; that is told apart once, on a page known
+    /// writable, and there the check passes (the store may then fault, as before).
+    pub(crate) fn writable(addr: usize) -> Result<(), Fault> {
+        use std::sync::atomic::{AtomicU8, Ordering};
+        static SUPPORTED: AtomicU8 = AtomicU8::new(0); // 0 unknown, 1 yes, 2 no
+        let page = 4096usize; // the smallest page size: any page size is a multiple of it
+        let populate = |at: usize| {
+            // SAFETY: madvise only inspects and populates the mapping at the page-aligned
+            // address; it never changes memory contents (a private page may be copied on write,
+            // keeping its contents).
+            unsafe { libc::madvise((at & !(page - 1)) as *mut libc::c_void, 1, MADV_POPULATE_WRITE) }
+        };
+        // Relaxed: a cached answer about the kernel, the same for every thread.
+        if SUPPORTED.load(Ordering::Relaxed) == 0 {
+            let probe = AtomicU8::new(0); // on this thread's stack: writable
+            let yes = populate(probe.as_ptr() as usize) == 0;
+            SUPPORTED.store(if yes { 1 } else { 2 }, Ordering::Relaxed);
+        }
+        if populate(addr) == 0 || SUPPORTED.load(Ordering::Relaxed) == 2 {
+            Ok(())
+        } else {
+            Err(Fault)
+        }
+    }
+
     /// Read a word of `size` at `addr`, zero-extended.
     pub(crate) fn read(addr: usize, size: Size) -> Result<u64, Fault> {
         Ok(match size {
@@ -96,7 +139,8 @@ mod fixup {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Once;
 
-    // Each function's first instruction is its only load; a fault there resumes at
+    // Each function's first instruction is its only memory access (a load, or for the
+    // `touch` functions an atomic add of 0: a write that changes nothing); a fault there resumes at
     // `ufutex_fx_fixup`, which returns (0, 1). The stack is untouched before the load, so the
     // fixup's `ret` returns to the caller. Symbols are hidden: every copy of the library in a
     // process has its own.
@@ -135,6 +179,42 @@ mod fixup {
         "xor edx, edx",
         "ret",
         ".size ufutex_fx_load64, . - ufutex_fx_load64",
+        ".globl ufutex_fx_touch8",
+        ".hidden ufutex_fx_touch8",
+        ".type ufutex_fx_touch8,@function",
+        "ufutex_fx_touch8:",
+        "lock add byte ptr [rdi], 0",
+        "xor eax, eax",
+        "xor edx, edx",
+        "ret",
+        ".size ufutex_fx_touch8, . - ufutex_fx_touch8",
+        ".globl ufutex_fx_touch16",
+        ".hidden ufutex_fx_touch16",
+        ".type ufutex_fx_touch16,@function",
+        "ufutex_fx_touch16:",
+        "lock add word ptr [rdi], 0",
+        "xor eax, eax",
+        "xor edx, edx",
+        "ret",
+        ".size ufutex_fx_touch16, . - ufutex_fx_touch16",
+        ".globl ufutex_fx_touch32",
+        ".hidden ufutex_fx_touch32",
+        ".type ufutex_fx_touch32,@function",
+        "ufutex_fx_touch32:",
+        "lock add dword ptr [rdi], 0",
+        "xor eax, eax",
+        "xor edx, edx",
+        "ret",
+        ".size ufutex_fx_touch32, . - ufutex_fx_touch32",
+        ".globl ufutex_fx_touch64",
+        ".hidden ufutex_fx_touch64",
+        ".type ufutex_fx_touch64,@function",
+        "ufutex_fx_touch64:",
+        "lock add qword ptr [rdi], 0",
+        "xor eax, eax",
+        "xor edx, edx",
+        "ret",
+        ".size ufutex_fx_touch64, . - ufutex_fx_touch64",
         ".globl ufutex_fx_fixup",
         ".hidden ufutex_fx_fixup",
         ".type ufutex_fx_fixup,@function",
@@ -158,6 +238,10 @@ mod fixup {
         fn ufutex_fx_load16(addr: usize) -> Loaded;
         fn ufutex_fx_load32(addr: usize) -> Loaded;
         fn ufutex_fx_load64(addr: usize) -> Loaded;
+        fn ufutex_fx_touch8(addr: usize) -> Loaded;
+        fn ufutex_fx_touch16(addr: usize) -> Loaded;
+        fn ufutex_fx_touch32(addr: usize) -> Loaded;
+        fn ufutex_fx_touch64(addr: usize) -> Loaded;
         fn ufutex_fx_fixup() -> Loaded;
     }
 
@@ -191,6 +275,32 @@ mod fixup {
         };
         if r.faulted == 0 {
             Ok(r.value)
+        } else {
+            Err(Fault)
+        }
+    }
+
+    /// One fixup write probe: an atomic add of 0 at `addr`, which needs write access and
+    /// changes nothing. Call only after [`enabled`] returned `true`.
+    #[inline]
+    pub(super) fn touch(addr: usize, size: Size) -> Result<(), Fault> {
+        debug_assert!(USE_FIXUP.load(Ordering::Relaxed));
+        // SAFETY:
+        // - each function performs one atomic read-modify-write of `addr` that stores the value
+        //   it read (adds 0), so no other thread's write is lost and no value changes; a fault
+        //   is turned into `faulted = 1` by the installed handler, as for the loads;
+        // - like the loads, it acts through registers outside the Rust abstract machine, on
+        //   memory the caller passed us as a futex word (the kernel would write it too).
+        let r = unsafe {
+            match size {
+                Size::U8 => ufutex_fx_touch8(addr),
+                Size::U16 => ufutex_fx_touch16(addr),
+                Size::U32 => ufutex_fx_touch32(addr),
+                Size::U64 => ufutex_fx_touch64(addr),
+            }
+        };
+        if r.faulted == 0 {
+            Ok(())
         } else {
             Err(Fault)
         }
@@ -247,12 +357,16 @@ mod fixup {
         });
     }
 
-    fn is_probe_load(ip: usize) -> bool {
+    fn is_probe_access(ip: usize) -> bool {
         [
             ufutex_fx_load8 as *const () as usize,
             ufutex_fx_load16 as *const () as usize,
             ufutex_fx_load32 as *const () as usize,
             ufutex_fx_load64 as *const () as usize,
+            ufutex_fx_touch8 as *const () as usize,
+            ufutex_fx_touch16 as *const () as usize,
+            ufutex_fx_touch32 as *const () as usize,
+            ufutex_fx_touch64 as *const () as usize,
         ]
         .contains(&ip)
     }
@@ -264,7 +378,7 @@ mod fixup {
         //   only the saved RIP, which sigreturn restores.
         unsafe {
             let rip = &mut (*uc).uc_mcontext.gregs[libc::REG_RIP as usize];
-            if is_probe_load(*rip as usize) {
+            if is_probe_access(*rip as usize) {
                 *rip = ufutex_fx_fixup as *const () as usize as i64;
                 return;
             }
@@ -364,6 +478,26 @@ mod tests {
         assert_eq!(read_u64(page + 1), Ok(0x0011_2233_4455_6677));
         assert_eq!(read_u64(hole - 4), Err(Fault)); // straddles into the hole
         assert_eq!(probe::read_bytes::<8>(hole - 4), Err(Fault));
+    }
+
+    #[test]
+    fn write_checks_change_nothing_and_report_read_only_pages() {
+        let (page, hole) = mapped_then_hole();
+        // SAFETY: `page` is a fresh writable page of ours.
+        unsafe { *(page as *mut u64) = 0x1122_3344_5566_7788 };
+        let fixup = |a, s| check_writable(a, s);
+        for check in [fixup as fn(usize, Size) -> Result<(), Fault>, |a, _| probe::writable(a)] {
+            for size in [Size::U8, Size::U16, Size::U32, Size::U64] {
+                assert_eq!(check(page, size), Ok(()));
+                assert_eq!(check(hole, size), Err(Fault));
+            }
+            assert_eq!(read_word(page, Size::U64), Ok(0x1122_3344_5566_7788), "unchanged");
+        }
+        // SAFETY: our own page, made read-only; it stays mapped (leaked).
+        assert_eq!(unsafe { libc::mprotect(page as *mut libc::c_void, 4096, libc::PROT_READ) }, 0);
+        assert_eq!(check_writable(page, Size::U32), Err(Fault));
+        assert_eq!(probe::writable(page), Err(Fault));
+        assert_eq!(read_word(page, Size::U64), Ok(0x1122_3344_5566_7788), "still readable");
     }
 
     #[test]

@@ -228,3 +228,39 @@ fn wait_and_wake_every_size_through_the_abi() {
         t.join().unwrap();
     }
 }
+
+/// A NUMA pair on a read-only page: a node word of -1 must be written back, which the kernel
+/// answers with EFAULT (its store faults); one that already names a node is only read.
+#[test]
+fn numa_write_back_to_a_read_only_page_is_efault() {
+    // SAFETY: a fresh private page, filled and then made read-only; leaked on purpose (no Rust
+    // object lives there).
+    let page = unsafe {
+        let p = libc::mmap(
+            null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        let w = p.cast::<u32>();
+        *w = 0; // pair 0: word 0, node -1
+        *w.add(1) = u32::MAX;
+        *w.add(2) = 0; // pair 1: word 0, node 0
+        *w.add(3) = 0;
+        assert_eq!(libc::mprotect(p, 4096, libc::PROT_READ), 0);
+        p as usize
+    };
+    let flags = P32 | UFUTEX_NUMA;
+    let (unset, set) = (page as *mut libc::c_void, (page + 8) as *mut libc::c_void);
+    // SAFETY: the page stays mapped; the calls read it and (for -1) must not write it.
+    unsafe {
+        assert_eq!(errno_of(ufutex_wake(unset, u64::from(u32::MAX), 1, flags)), EFAULT, "wake, node -1");
+        assert_eq!(errno_of(ufutex_wait(unset, 0, u64::from(u32::MAX), flags, &GOOD_TS, CLOCK_MONOTONIC)), EFAULT);
+        assert_eq!(*((page + 4) as *const u32), u32::MAX, "the node word is unchanged");
+        assert_eq!(ufutex_wake(set, u64::from(u32::MAX), 1, flags), 0, "a node already set is only read");
+        assert_eq!(errno_of(ufutex_wait(set, 1, u64::from(u32::MAX), flags, null(), 0)), EAGAIN);
+    }
+}
