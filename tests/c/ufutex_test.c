@@ -667,6 +667,20 @@ static void test_numa(void)
 	void *ret;
 	CHECK(pthread_join(t, &ret) == 0);
 	CHECK(woken == 1 && ret == NULL);
+
+	/* A node of -1 on a read-only page cannot be written back: EFAULT, as from the kernel. A
+	 * node already set is only read. */
+	struct numa_pair32 *ro = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(ro != MAP_FAILED);
+	ro[0] = (struct numa_pair32){0, UINT32_MAX};
+	ro[1] = (struct numa_pair32){0, 0};
+	CHECK(mprotect(ro, 4096, PROT_READ) == 0);
+	FAILS(ufutex_wake(&ro[0], 1, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA), EFAULT);
+	FAILS(ufutex_wait(&ro[0], 0, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA, &past, CLOCK_MONOTONIC), EFAULT);
+	CHECK(ro[0].node == UINT32_MAX);
+	CHECK(ufutex_wake(&ro[1], 1, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA) == 0);
+	FAILS(ufutex_wait(&ro[1], 1, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA, NULL, 0), EAGAIN);
+	CHECK(munmap(ro, 4096) == 0);
 }
 
 int main(void)
