@@ -454,6 +454,14 @@ impl Domain {
             .sum()
     }
 
+    /// Waiters whose home bucket (where they first queued; `parker::Bell`) is in this domain,
+    /// by the buckets' own counts, over every table, current or retired. Equals
+    /// [`Self::queued_waiters`] when no operation is in flight (for tests).
+    #[doc(hidden)]
+    pub fn homed_waiters(&self) -> usize {
+        self.lock_state().tables.iter().map(|t| t.homed()).sum()
+    }
+
     /// How many tables are current: the plain one (if allocated) and each node's in use.
     #[doc(hidden)]
     pub fn tables_in_use(&self) -> usize {

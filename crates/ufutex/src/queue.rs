@@ -159,6 +159,7 @@ impl Queue {
         debug_assert!(l.state != NodeState::Woken, "a woken node is never re-queued");
         if l.state == NodeState::Idle {
             l.bell = bucket.bell();
+            bucket.bell().homed_arrived();
         }
         l.key = key;
         l.mask = mask;
@@ -216,10 +217,13 @@ impl Queue {
     /// # Safety
     /// As `state_of`, and the node is `Queued` here.
     pub(crate) unsafe fn cancel(&mut self, node: &Node) {
-        // SAFETY: forwarded contract.
+        // SAFETY: forwarded contract; a queued node's home bell is set and lives in a bucket
+        // of the domain (never freed while it lives).
         unsafe {
             self.unlink(node);
-            node.locked().state = NodeState::Idle;
+            let l = node.locked();
+            l.state = NodeState::Idle;
+            (*l.bell).homed_left();
         }
     }
 
@@ -252,27 +256,6 @@ impl Queue {
         taken
     }
 
-    /// Whether some node among the first `limit` queued here has `bell` as its home bell, or
-    /// the queue is longer than that (so a ring of `bell` might wake a thread it should not).
-    ///
-    /// # Safety
-    /// The caller holds this queue's bucket lock.
-    pub(crate) unsafe fn may_hold_bell(&self, bell: &Bell, limit: usize) -> bool {
-        let mut cur = self.head;
-        for _ in 0..limit {
-            if cur.is_null() {
-                return false;
-            }
-            // SAFETY: a queued node of this locked queue.
-            let l = unsafe { (*cur).locked() };
-            if ptr::eq(l.bell, bell) {
-                return true;
-            }
-            cur = l.next;
-        }
-        !cur.is_null()
-    }
-
     /// Every node, for migration by a resize: unlinked in FIFO order.
     ///
     /// # Safety
@@ -295,11 +278,13 @@ pub(crate) struct WakeList {
     head: *const Node,
     tail: *const Node,
     len: usize,
+    /// The home bell of the first node: the one bell this waker may ring.
+    home: *const Bell,
 }
 
 impl WakeList {
     pub(crate) fn new() -> WakeList {
-        WakeList { head: ptr::null(), tail: ptr::null(), len: 0 }
+        WakeList { head: ptr::null(), tail: ptr::null(), len: 0, home: ptr::null() }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -314,6 +299,11 @@ impl WakeList {
         // SAFETY: the lock is held; the node is ours to mark until we unpark it.
         let l = unsafe { node.locked() };
         l.state = NodeState::Woken;
+        // SAFETY: a queued node's home bell is set and lives in a bucket of the domain.
+        unsafe { (*l.bell).homed_left() };
+        if self.head.is_null() {
+            self.home = l.bell;
+        }
         l.wake_next = ptr::null();
         if self.tail.is_null() {
             self.head = node;
@@ -325,9 +315,16 @@ impl WakeList {
         self.len += 1;
     }
 
-    /// Unpark every node, oldest first. Call with no bucket lock held. `bell`: a bell the
-    /// caller may ring for the nodes whose home it is (see `parker::Bell`), or none.
-    pub(crate) fn unpark_all(mut self, bell: Option<&Bell>) {
+    /// Unpark every node, oldest first. Call with no bucket lock held.
+    ///
+    /// The kernel wakes are batched into one ring of the first node's home bell when at least
+    /// two nodes share that home and no other node of that home is still queued anywhere
+    /// (`Bell::homed`): then every thread asleep on that bell is one we wake (`parker::Bell`).
+    /// Everyone else gets a wake of their own.
+    pub(crate) fn unpark_all(mut self) {
+        // SAFETY: the home is the bell of a bucket of the domain, which outlives this call.
+        let home = unsafe { self.home.as_ref() };
+        let bell = home.filter(|b| self.len >= 2 && b.unhomed());
         let mut batch = WakeBatch::new(bell);
         let mut cur = std::mem::replace(&mut self.head, ptr::null());
         while !cur.is_null() {
@@ -335,11 +332,11 @@ impl WakeList {
             // - a Woken node stays alive until its thread receives our unpark, which has not
             //   happened yet for `cur`;
             // - nobody else writes `wake_next` or `bell` of a Woken node.
-            let (next, handle, home): (*const Node, UnparkHandle, *const Bell) = unsafe {
+            let (next, handle, node_home): (*const Node, UnparkHandle, *const Bell) = unsafe {
                 let node = &*cur;
                 (node.locked().wake_next, (*node.parker).handle(), node.locked().bell)
             };
-            batch.unpark(handle, bell.is_some_and(|b| ptr::eq(b, home))); // `cur` may be freed from here on
+            batch.unpark(handle, bell.is_some_and(|b| ptr::eq(b, node_home))); // `cur` may be freed from here on
             cur = next;
         }
         batch.finish();

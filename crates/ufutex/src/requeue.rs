@@ -112,6 +112,6 @@ pub(crate) fn requeue_keys(
         break (wake, nm as usize);
     };
     let woken = wake.len();
-    wake.unpark_all(None);
+    wake.unpark_all();
     Ok(woken + moved)
 }

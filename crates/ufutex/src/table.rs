@@ -295,6 +295,11 @@ impl Table {
     pub(crate) fn queued(&self) -> usize {
         self.buckets().iter().map(|b| b.lock().queue().len()).sum()
     }
+
+    /// Queued nodes whose home is a bucket of this table (`Bell::homed`), wherever they are.
+    pub(crate) fn homed(&self) -> usize {
+        self.buckets().iter().map(|b| b.bell().homed() as usize).sum()
+    }
 }
 
 impl Drop for Table {

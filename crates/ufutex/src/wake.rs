@@ -72,10 +72,6 @@ fn wake_key_more(domain: &Domain, key: Key, n: usize, mask: u64, want_more: bool
     wake_locked(domain, table, key, n, mask, want_more)
 }
 
-/// How many of the nodes left queued a waker looks through before ringing a bell (bounds the
-/// time under the lock; a longer queue gets one wake per thread).
-const BELL_SCAN: usize = 32;
-
 #[inline(never)]
 fn wake_locked<'d>(
     domain: &'d Domain,
@@ -117,15 +113,9 @@ fn wake_locked<'d>(
         unsafe { g.queue().take(pick, |node| list.push(node)) };
         // Relaxed under the lock: the dequeuer drops the count for the nodes it took.
         g.waiters().fetch_sub(list.len() as u32, Ordering::Relaxed);
-        let bucket = g.bucket();
-        // Ring the bucket's bell for many sleepers only if no thread left queued here may be
-        // asleep on it too (parker::Bell): it would wake for nothing.
-        // SAFETY: `g` holds the bucket lock.
-        let ring = list.len() >= 2 && !unsafe { g.queue().may_hold_bell(bucket.bell(), BELL_SCAN) };
-        break (list, ring.then(|| bucket.bell()));
+        break list;
     };
-    let (list, bell) = list;
     let woken = list.len();
-    list.unpark_all(bell);
+    list.unpark_all();
     (woken, more)
 }

@@ -205,6 +205,7 @@ impl Tally {
         eprintln!("oks {oks} counted {counted}");
         assert_eq!(oks, counted);
         assert_eq!(d.queued_waiters(), 0);
+        assert_eq!(d.homed_waiters(), 0);
     }
 }
 

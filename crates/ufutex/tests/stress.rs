@@ -318,6 +318,7 @@ fn stress(name: &str, d: &Domain, resize: bool) {
     );
     assert_eq!(woken, oks, "{name} (seed {seed}): wakes counted vs waits that returned Ok");
     assert_eq!(d.queued_waiters(), 0, "{name} (seed {seed}): waiters left queued");
+    assert_eq!(d.homed_waiters(), 0, "{name} (seed {seed}): home counts left");
     for i in 0..LIVE {
         assert_eq!(live.wake(d, i, usize::MAX, MATCH_ANY), 0, "{name} (seed {seed}): word {i} still has waiters");
     }

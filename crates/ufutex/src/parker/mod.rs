@@ -48,26 +48,45 @@ pub(crate) use linux::{Parker, UnparkHandle, WakeBatch};
 pub(crate) struct Bell {
     #[cfg_attr(any(ufutex_loom, feature = "fallback-parker", not(target_os = "linux")), allow(dead_code))]
     seq: crate::primitive::AtomicU32,
+    /// Nodes first queued in this bucket (their *home*) that are still queued, wherever a
+    /// requeue or resize has moved them since: the threads that may be asleep on this bell.
+    /// A hint, never relied on for correctness (a std atomic even under loom, which therefore
+    /// does not explore it): a waker rings only when its own nodes were the last ones.
+    homed: std::sync::atomic::AtomicU32,
 }
 
 impl Bell {
     pub(crate) fn new() -> Bell {
-        Bell { seq: crate::primitive::AtomicU32::new(0) }
+        Bell { seq: crate::primitive::AtomicU32::new(0), homed: std::sync::atomic::AtomicU32::new(0) }
+    }
+
+    /// A node made this bucket its home (`Idle → Queued` here).
+    pub(crate) fn homed_arrived(&self) {
+        // Relaxed: a hint (see the field).
+        self.homed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A node of this home left its queue (woken or cancelled), wherever it was.
+    pub(crate) fn homed_left(&self) {
+        // Relaxed: a hint (see the field).
+        self.homed.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How many nodes of this home are queued (for tests).
+    pub(crate) fn homed(&self) -> u32 {
+        // Relaxed: a hint (see the field).
+        self.homed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether no node of this home is queued any more: a ring wakes nobody it should not
+    /// (bar threads queueing right now, which only see a spurious wakeup).
+    pub(crate) fn unhomed(&self) -> bool {
+        // Relaxed: a hint (see the field).
+        self.homed.load(std::sync::atomic::Ordering::Relaxed) == 0
     }
 }
 
-/// How a kernel wait ended.
-#[cfg(any(all(target_os = "linux", not(ufutex_loom)), all(ufutex_loom, test)))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum KernelWait {
-    /// Woken, or a value had already changed, or a spurious return: re-check and retry.
-    Retry,
-    TimedOut,
-    #[cfg_attr(ufutex_loom, allow(dead_code))] // the kernel model has no signals
-    Interrupted,
-}
-
-/// The unparks of one waker, with the kernel wakes they need batched where the backend can.
+/// The unparks of one waker, with the kernel wakes batched where the backend can.
 /// Backends without a bell unpark each thread at once.
 #[cfg(any(ufutex_loom, feature = "fallback-parker", not(target_os = "linux")))]
 pub(crate) struct WakeBatch;
@@ -83,6 +102,17 @@ impl WakeBatch {
     }
 
     pub(crate) fn finish(self) {}
+}
+
+/// How a kernel wait ended.
+#[cfg(any(all(target_os = "linux", not(ufutex_loom)), all(ufutex_loom, test)))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KernelWait {
+    /// Woken, or a value had already changed, or a spurious return: re-check and retry.
+    Retry,
+    TimedOut,
+    #[cfg_attr(ufutex_loom, allow(dead_code))] // the kernel model has no signals
+    Interrupted,
 }
 
 /// How a park ended without reaching its count.
