@@ -19,8 +19,9 @@
 //! wakes the right thread: the thread set BELLED for this bell (its node's home bucket) in the
 //! same CAS as SLEEPING, and the waker sees both bits in the value its increment replaced. A
 //! ring also wakes other threads asleep on the same bell; each finds its own count short and
-//! sleeps again, so a waker rings only when no other node from that bucket is still queued
-//! there (wake.rs), and otherwise wakes each thread on its own word.
+//! sleeps again, so a waker rings only when the nodes it took were the last queued ones whose
+//! home is that bucket (`Bell::homed`, `queue.rs`), and otherwise wakes each thread on its own
+//! word.
 
 use super::futex::{self, KernelWait};
 use super::{Bell, ParkTimeout};
@@ -158,8 +159,8 @@ pub(crate) struct WakeBatch<'b> {
 }
 
 impl<'b> WakeBatch<'b> {
-    /// `bell`: the bell the waker may ring (no other node from its bucket is still queued
-    /// there), or none.
+    /// `bell`: the bell the waker may ring (no other node whose home it is stays queued), or
+    /// none.
     pub(crate) fn new(bell: Option<&'b Bell>) -> WakeBatch<'b> {
         WakeBatch { bell, first: std::ptr::null(), on_bell: 0 }
     }
