@@ -254,25 +254,26 @@ mod fixup {
         USE_FIXUP.load(Ordering::Relaxed)
     }
 
-    /// One fixup load. Call only after [`enabled`] returned `true`.
+    /// One of the fixup functions, one per word size.
+    type Access = unsafe extern "C" fn(usize) -> Loaded;
+    const LOADS: [Access; 4] = [ufutex_fx_load8, ufutex_fx_load16, ufutex_fx_load32, ufutex_fx_load64];
+    const TOUCHES: [Access; 4] = [ufutex_fx_touch8, ufutex_fx_touch16, ufutex_fx_touch32, ufutex_fx_touch64];
+
+    /// Run the `size` member of `fns` on `addr`: the value read, or `Fault`.
     #[inline]
-    pub(super) fn load(addr: usize, size: Size) -> Result<u64, Fault> {
+    fn access(fns: &[Access; 4], addr: usize, size: Size) -> Result<u64, Fault> {
         debug_assert!(USE_FIXUP.load(Ordering::Relaxed));
+        let f = fns[size.bytes().trailing_zeros() as usize];
         // SAFETY:
-        // - each function performs one load from `addr` and nothing else; a load from any address
-        //   either succeeds or faults, and the fault is turned into `faulted = 1` by the handler
-        //   `install` put in place (it is: `enabled` returned true, so the Once ran and installed
-        //   it);
-        // - the load has no Rust-visible memory effect: it reads through a register, outside the
-        //   Rust abstract machine, as the kernel would read the word.
-        let r = unsafe {
-            match size {
-                Size::U8 => ufutex_fx_load8(addr),
-                Size::U16 => ufutex_fx_load16(addr),
-                Size::U32 => ufutex_fx_load32(addr),
-                Size::U64 => ufutex_fx_load64(addr),
-            }
-        };
+        // - each function makes one access to `addr` and nothing else: a load, or an atomic
+        //   add of 0 (it stores the value it read, so no other thread's write is lost and no
+        //   value changes); an access to any address either succeeds or faults, and the fault
+        //   is turned into `faulted = 1` by the handler `install` put in place (it is: callers
+        //   come after `enabled` returned true, so the Once ran and installed it);
+        // - the access has no Rust-visible memory effect: it goes through registers, outside
+        //   the Rust abstract machine, on memory the caller passed as a futex word, as the
+        //   kernel would read (or write back) it.
+        let r = unsafe { f(addr) };
         if r.faulted == 0 {
             Ok(r.value)
         } else {
@@ -280,30 +281,17 @@ mod fixup {
         }
     }
 
+    /// One fixup load. Call only after [`enabled`] returned `true`.
+    #[inline]
+    pub(super) fn load(addr: usize, size: Size) -> Result<u64, Fault> {
+        access(&LOADS, addr, size)
+    }
+
     /// One fixup write probe: an atomic add of 0 at `addr`, which needs write access and
     /// changes nothing. Call only after [`enabled`] returned `true`.
     #[inline]
     pub(super) fn touch(addr: usize, size: Size) -> Result<(), Fault> {
-        debug_assert!(USE_FIXUP.load(Ordering::Relaxed));
-        // SAFETY:
-        // - each function performs one atomic read-modify-write of `addr` that stores the value
-        //   it read (adds 0), so no other thread's write is lost and no value changes; a fault
-        //   is turned into `faulted = 1` by the installed handler, as for the loads;
-        // - like the loads, it acts through registers outside the Rust abstract machine, on
-        //   memory the caller passed us as a futex word (the kernel would write it too).
-        let r = unsafe {
-            match size {
-                Size::U8 => ufutex_fx_touch8(addr),
-                Size::U16 => ufutex_fx_touch16(addr),
-                Size::U32 => ufutex_fx_touch32(addr),
-                Size::U64 => ufutex_fx_touch64(addr),
-            }
-        };
-        if r.faulted == 0 {
-            Ok(())
-        } else {
-            Err(Fault)
-        }
+        access(&TOUCHES, addr, size).map(|_| ())
     }
 
     /// The previous dispositions of SIGSEGV and SIGBUS, written once before our handler is
@@ -358,17 +346,7 @@ mod fixup {
     }
 
     fn is_probe_access(ip: usize) -> bool {
-        [
-            ufutex_fx_load8 as *const () as usize,
-            ufutex_fx_load16 as *const () as usize,
-            ufutex_fx_load32 as *const () as usize,
-            ufutex_fx_load64 as *const () as usize,
-            ufutex_fx_touch8 as *const () as usize,
-            ufutex_fx_touch16 as *const () as usize,
-            ufutex_fx_touch32 as *const () as usize,
-            ufutex_fx_touch64 as *const () as usize,
-        ]
-        .contains(&ip)
+        LOADS.iter().chain(&TOUCHES).any(|&f| f as *const () as usize == ip)
     }
 
     extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {

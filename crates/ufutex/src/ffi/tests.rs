@@ -26,22 +26,23 @@ fn hole() -> usize {
     }
 }
 
+/// `len` bytes of fresh private read-write memory, leaked on purpose (tests change their
+/// protection).
+fn fresh_pages(len: usize) -> *mut libc::c_void {
+    // SAFETY: a new anonymous mapping; no Rust object lives there.
+    let p = unsafe {
+        libc::mmap(null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    p
+}
+
 /// The last `n` bytes of a writable page that is followed by a PROT_NONE page.
 fn end_of_page_before_hole(n: usize) -> usize {
-    // SAFETY: a fresh two-page mapping, the second page made inaccessible; leaked on purpose.
-    unsafe {
-        let p = libc::mmap(
-            null_mut(),
-            8192,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
-        assert_eq!(libc::mprotect(p.cast::<u8>().add(4096).cast(), 4096, libc::PROT_NONE), 0);
-        p as usize + 4096 - n
-    }
+    let p = fresh_pages(8192);
+    // SAFETY: the second page of our own fresh mapping is made inaccessible.
+    assert_eq!(unsafe { libc::mprotect(p.cast::<u8>().add(4096).cast(), 4096, libc::PROT_NONE) }, 0);
+    p as usize + 4096 - n
 }
 
 const GOOD_TS: timespec = timespec { tv_sec: 0, tv_nsec: 0 };
@@ -233,18 +234,9 @@ fn wait_and_wake_every_size_through_the_abi() {
 /// answers with EFAULT (its store faults); one that already names a node is only read.
 #[test]
 fn numa_write_back_to_a_read_only_page_is_efault() {
-    // SAFETY: a fresh private page, filled and then made read-only; leaked on purpose (no Rust
-    // object lives there).
+    let p = fresh_pages(4096);
+    // SAFETY: our own fresh page, filled and then made read-only.
     let page = unsafe {
-        let p = libc::mmap(
-            null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
         let w = p.cast::<u32>();
         *w = 0; // pair 0: word 0, node -1
         *w.add(1) = u32::MAX;
