@@ -324,7 +324,7 @@ impl WakeList {
     pub(crate) fn unpark_all(mut self) {
         // SAFETY: the home is the bell of a bucket of the domain, which outlives this call.
         let home = unsafe { self.home.as_ref() };
-        let bell = home.filter(|b| self.len >= 2 && b.unhomed());
+        let bell = home.filter(|b| self.len >= 2 && b.homed() == 0);
         let mut batch = WakeBatch::new(bell);
         let mut cur = std::mem::replace(&mut self.head, ptr::null());
         while !cur.is_null() {

@@ -72,17 +72,11 @@ impl Bell {
         self.homed.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// How many nodes of this home are queued (for tests).
+    /// How many nodes of this home are queued. At 0, a ring wakes nobody it should not (bar
+    /// threads queueing right now, which only see a spurious wakeup).
     pub(crate) fn homed(&self) -> u32 {
         // Relaxed: a hint (see the field).
         self.homed.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Whether no node of this home is queued any more: a ring wakes nobody it should not
-    /// (bar threads queueing right now, which only see a spurious wakeup).
-    pub(crate) fn unhomed(&self) -> bool {
-        // Relaxed: a hint (see the field).
-        self.homed.load(std::sync::atomic::Ordering::Relaxed) == 0
     }
 }
 

@@ -386,35 +386,33 @@ impl RawMutex {
         loop {
             debug_assert!(valid(s), "state {s:#b}");
             debug_assert!(s & LOCKED != 0 && s & GRANTED == 0, "unlock of a mutex not held: {s:#b}");
-            if s & HANDOFF != 0 {
-                // (6) Release: the requester's claim (Acquire) sees our critical section.
-                let new = (s & !HANDOFF) | GRANTED;
-                match self.state.compare_exchange_weak(s, new, Ordering::Release, Ordering::Relaxed) {
-                    Ok(_) => {
+            // (6) hands over: LOCKED stays, GRANTED replaces HANDOFF. (4)/(5) release.
+            let new = if s & HANDOFF != 0 { (s & !HANDOFF) | GRANTED } else { 0 };
+            // Release: the next owner — the requester's claim, or a locker's CAS (Acquire) —
+            // sees our critical section.
+            match self.state.compare_exchange_weak(s, new, Ordering::Release, Ordering::Relaxed) {
+                Err(now) => s = now,
+                Ok(_) => {
+                    if s & HANDOFF != 0 {
                         wake_word(domain, self.word(), 1, HANDOFF_MASK);
-                        return;
+                    } else if s & PARKED != 0 {
+                        self.wake_next(domain);
                     }
-                    Err(now) => s = now,
-                }
-            } else {
-                // (4)/(5) Release, as in `unlock_in`.
-                match self.state.compare_exchange_weak(s, 0, Ordering::Release, Ordering::Relaxed) {
-                    Ok(_) => {
-                        if s & PARKED != 0 {
-                            let (_, more) = wake_word_more(domain, self.word(), 1, NORMAL_MASK);
-                            if more {
-                                // (5b) Relaxed RMW: PARKED only says "unlock must wake"; the
-                                // woken thread restores it too (the baton rule). Also on a
-                                // free word: whoever takes it next then wakes the next
-                                // waiter at its unlock, which is what keeps the queue moving.
-                                self.state.fetch_or(PARKED, Ordering::Relaxed);
-                            }
-                        }
-                        return;
-                    }
-                    Err(now) => s = now,
+                    return;
                 }
             }
+        }
+    }
+
+    /// (5) The rest of an unlock that found PARKED: wake one waiter, and (5b) keep PARKED if
+    /// the wake saw another one still queued.
+    fn wake_next(&self, domain: &Domain) {
+        let (_, more) = wake_word_more(domain, self.word(), 1, NORMAL_MASK);
+        if more {
+            // (5b) Relaxed RMW: PARKED only says "unlock must wake"; the woken thread restores
+            // it too (the baton rule). Also on a free word: whoever takes it next then wakes the
+            // next waiter at its unlock, which is what keeps the queue moving.
+            self.state.fetch_or(PARKED, Ordering::Relaxed);
         }
     }
 }
