@@ -63,20 +63,10 @@ pub fn judge(benches: &[Bench]) -> Vec<Goal> {
     ));
     let wk = bench(benches, "wake", "waiters=128 nwake=all");
     let within = 1.0 / 1.2;
-    g.push(goal(
-        "#2",
-        "wake 128 sleepers: the call",
-        "≥ 0.83× (within 1.2×)",
-        versus(wk, "wake call(s)", "ufutex"),
-        |r| r >= within,
-    ));
-    g.push(goal(
-        "#2",
-        "wake 128 sleepers: until all ran",
-        "≥ 0.83× (within 1.2×)",
-        versus(wk, "until all ran", "ufutex"),
-        |r| r >= within,
-    ));
+    for (what, metric) in [("the call", "wake call(s)"), ("until all ran", "until all ran")] {
+        let text = format!("wake 128 sleepers: {what}");
+        g.push(goal("#2", &text, "≥ 0.83× (within 1.2×)", versus(wk, metric, "ufutex"), |r| r >= within));
+    }
     g.push(resize_goal(bench(benches, "schbench", "")));
     g.extend(lock_goals(benches));
     g

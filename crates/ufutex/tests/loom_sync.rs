@@ -53,6 +53,19 @@ impl Guarded {
         // SAFETY: called after every other thread was joined.
         self.count.with(|c| unsafe { *c })
     }
+
+    /// Lock, run the critical section, unlock.
+    fn locked(&self, d: &Domain) {
+        self.m.lock_in(d);
+        self.critical();
+        self.m.unlock_in(d);
+    }
+}
+
+/// A thread that runs [`Guarded::locked`] once.
+fn spawn_locker(d: &Arc<Domain>, g: &Arc<Guarded>) -> thread::JoinHandle<()> {
+    let (d, g) = (d.clone(), g.clone());
+    thread::spawn(move || g.locked(&d))
 }
 
 /// Two threads lock and unlock: never two owners, and no increment is lost.
@@ -62,17 +75,8 @@ fn mutual_exclusion() {
     loom::model(|| {
         let d = domain();
         let g = Guarded::new();
-        let t = {
-            let (d, g) = (d.clone(), g.clone());
-            thread::spawn(move || {
-                g.m.lock_in(&d);
-                g.critical();
-                g.m.unlock_in(&d);
-            })
-        };
-        g.m.lock_in(&d);
-        g.critical();
-        g.m.unlock_in(&d);
+        let t = spawn_locker(&d, &g);
+        g.locked(&d);
         t.join().unwrap();
         assert_eq!(g.count(), 2);
         assert!(!g.m.is_locked_in());
@@ -90,16 +94,7 @@ fn no_lost_wakeup_on_unlock() {
         let d = domain();
         let g = Guarded::new();
         g.m.lock_in(&d);
-        let waiters: Vec<_> = (0..2)
-            .map(|_| {
-                let (d, g) = (d.clone(), g.clone());
-                thread::spawn(move || {
-                    g.m.lock_in(&d);
-                    g.critical();
-                    g.m.unlock_in(&d);
-                })
-            })
-            .collect();
+        let waiters: Vec<_> = (0..2).map(|_| spawn_locker(&d, &g)).collect();
         g.critical();
         g.m.unlock_in(&d);
         for w in waiters {
@@ -120,14 +115,7 @@ fn handoff_transfers_ownership_exactly_once() {
         let d = domain();
         let g = Guarded::new();
         g.m.lock_in(&d);
-        let requester = {
-            let (d, g) = (d.clone(), g.clone());
-            thread::spawn(move || {
-                g.m.lock_in(&d);
-                g.critical();
-                g.m.unlock_in(&d);
-            })
-        };
+        let requester = spawn_locker(&d, &g);
         let barger = {
             let (d, g) = (d.clone(), g.clone());
             thread::spawn(move || {

@@ -42,6 +42,15 @@ fn install_handler(restart: bool) {
     }
 }
 
+/// One signal test's start: a watchdog, the test lock held (returned), our handler installed
+/// with or without SA_RESTART, and a 2-slot domain.
+fn setup(restart: bool) -> (MutexGuard<'static, ()>, Domain) {
+    watchdog();
+    let g = serial();
+    install_handler(restart);
+    (g, fixed(2))
+}
+
 fn current_thread() -> u64 {
     // SAFETY: pthread_self has no preconditions.
     unsafe { libc::pthread_self() as u64 }
@@ -92,10 +101,7 @@ fn with_waiter<R: Send>(
 
 #[test]
 fn without_sa_restart_a_sleeping_wait_is_interrupted() {
-    watchdog();
-    let _g = serial();
-    install_handler(false);
-    let d = fixed(2);
+    let (_g, d) = setup(false);
     let w = AtomicU32::new(0);
     let r = with_waiter(
         &d,
@@ -112,10 +118,7 @@ fn without_sa_restart_a_sleeping_wait_is_interrupted() {
 
 #[test]
 fn without_sa_restart_a_sleeping_waitv_is_interrupted() {
-    watchdog();
-    let _g = serial();
-    install_handler(false);
-    let d = fixed(2);
+    let (_g, d) = setup(false);
     let (a, b) = (AtomicU32::new(0), AtomicU64::new(u64::MAX));
     let r = with_waiter(
         &d,
@@ -131,10 +134,7 @@ fn without_sa_restart_a_sleeping_waitv_is_interrupted() {
 
 #[test]
 fn with_sa_restart_the_wait_goes_on_until_woken() {
-    watchdog();
-    let _g = serial();
-    install_handler(true);
-    let d = fixed(2);
+    let (_g, d) = setup(true);
     let w = AtomicU32::new(0);
     let r = with_waiter(
         &d,
@@ -155,10 +155,7 @@ fn with_sa_restart_the_wait_goes_on_until_woken() {
 
 #[test]
 fn with_sa_restart_a_timed_wait_times_out_at_its_deadline() {
-    watchdog();
-    let _g = serial();
-    install_handler(true);
-    let d = fixed(2);
+    let (_g, d) = setup(true);
     let w = AtomicU32::new(0);
     let at = Instant::now() + Duration::from_millis(150);
     let before = HITS.load(Ordering::SeqCst);
@@ -183,10 +180,7 @@ fn interrupted_maps_to_eintr() {
 
 #[test]
 fn a_signal_to_a_thread_not_waiting_changes_nothing() {
-    watchdog();
-    let _g = serial();
-    install_handler(false);
-    let d = fixed(2);
+    let (_g, d) = setup(false);
     let w = AtomicU32::new(0);
     // The waiter is signalled before it waits; its wait then sleeps normally and is woken.
     let tid = AtomicU64::new(0);

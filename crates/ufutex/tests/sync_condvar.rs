@@ -16,11 +16,13 @@ fn await_count(count: &AtomicUsize, n: usize) {
     }
 }
 
-#[test]
-fn broadcast_wakes_all() {
-    const N: usize = 8;
-    let state = Arc::new((Mutex::new(false), Condvar::new(), AtomicUsize::new(0)));
-    let hs: Vec<_> = (0..N)
+/// A flag under a mutex, and `n` threads that each count themselves in and wait on the
+/// condvar until the flag is set.
+type FlagState = Arc<(Mutex<bool>, Condvar, AtomicUsize)>;
+
+fn flag_waiters(n: usize) -> (FlagState, Vec<std::thread::JoinHandle<()>>) {
+    let state: FlagState = Arc::new((Mutex::new(false), Condvar::new(), AtomicUsize::new(0)));
+    let hs = (0..n)
         .map(|_| {
             let s = state.clone();
             std::thread::spawn(move || {
@@ -33,6 +35,13 @@ fn broadcast_wakes_all() {
             })
         })
         .collect();
+    (state, hs)
+}
+
+#[test]
+fn broadcast_wakes_all() {
+    const N: usize = 8;
+    let (state, hs) = flag_waiters(N);
     let (m, cv, waiting) = &*state;
     await_count(waiting, N);
     // Every waiter has the mutex released inside `wait` once we can take it N times over;
@@ -84,25 +93,13 @@ fn broadcast_rounds_without_the_lock() {
 #[test]
 fn notify_all_requeues_onto_the_mutex() {
     const N: usize = 4;
-    let state = Arc::new((Mutex::new(false), Condvar::new(), AtomicUsize::new(0)));
-    let hs: Vec<_> = (0..N)
-        .map(|_| {
-            let s = state.clone();
-            std::thread::spawn(move || {
-                let (m, cv, waiting) = &*s;
-                let mut g = m.lock();
-                waiting.fetch_add(1, Ordering::SeqCst);
-                while !*g {
-                    cv.wait(&mut g);
-                }
-            })
-        })
-        .collect();
+    let (state, hs) = flag_waiters(N);
     let (m, cv, waiting) = &*state;
     await_count(waiting, N);
-    let mut g = m.lock(); // all N are now past their unlock in `wait`
-                          // Let them reach the queue (a waiter between unlock and enqueue is woken by the sequence
-                          // change instead: still correct, just not counted below).
+    // All N are past their unlock in `wait` once we hold the lock. Let them reach the queue (a
+    // waiter between unlock and enqueue is woken by the sequence change instead: still
+    // correct, just not counted below).
+    let mut g = m.lock();
     std::thread::sleep(Duration::from_millis(50));
     *g = true;
     let n = cv.notify_all();

@@ -193,8 +193,8 @@ fn requeue_rejects_in_the_kernels_order() {
         let r = unsafe { ufutex_requeue(es.as_mut_ptr(), flags, nw, nq) };
         assert_eq!(errno_of(r), errno, "{what}");
     }
-    let mut ok = [s, UfutexWaitv { uaddr: h, ..t }]; // the target is never read
-                                                     // SAFETY: two readable entries; the target word is not read.
+    let mut ok = [s, UfutexWaitv { uaddr: h, ..t }];
+    // SAFETY: two readable entries; the target word (unmapped) is never read.
     assert_eq!(unsafe { ufutex_requeue(ok.as_mut_ptr(), 0, 1, 1) }, 0);
     // SAFETY: NULL is rejected.
     assert_eq!(errno_of(unsafe { ufutex_requeue(null_mut(), 0, 1, 1) }), EINVAL);

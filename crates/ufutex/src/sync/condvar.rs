@@ -269,9 +269,10 @@ mod tests {
         settle(&d, N); // all on the condvar word
         m.lock_in(&d);
         assert_eq!(cv.notify_all_in(&d), N, "one woken + N-1 requeued");
-        settle(&d, N); // the woken one parks on the held mutex next to the requeued ones
-                       // It parks with PARKED — or, if this thread took over the starvation threshold (1 ms)
-                       // to get here, it asks for a handoff instead; either way the unlock reaches it.
+        // The woken one parks on the held mutex next to the requeued ones, with PARKED — or,
+        // if this thread took over the starvation threshold (1 ms) to get here, it asks for a
+        // handoff instead; either way the unlock reaches it.
+        settle(&d, N);
         let st = m.state();
         assert!(st == LOCKED | PARKED || st & (LOCKED | HANDOFF) == LOCKED | HANDOFF, "state {st:#b}");
         m.unlock_in(&d);
