@@ -28,6 +28,8 @@
 #include <ufutex.h>
 #include <unistd.h>
 
+#include "deadline.h"
+
 enum { SYS_WAITV = 449, SYS_WAKE = 454, SYS_WAIT = 455, SYS_REQUEUE = 456 };
 
 static uint64_t rng = 1;
@@ -108,12 +110,17 @@ static const struct timespec *rand_timeout(int null_ok, clockid_t *clk)
 	static const clockid_t clocks[] = {CLOCK_MONOTONIC, CLOCK_REALTIME, CLOCK_BOOTTIME, CLOCK_TAI, -1, 99};
 	*clk = below(4) ? clocks[below(2)] : clocks[below(6)];
 	switch (below(8)) {
-	case 0: return null_ok ? NULL : &ts;
 	case 1: return (const struct timespec *)inaccessible;
 	case 2: ts = (struct timespec){0, 1000000000L}; return &ts;
 	case 3: ts = (struct timespec){-1, 0}; return &ts;
 	case 4: ts = (struct timespec){0, -5}; return &ts;
-	default: ts = (struct timespec){(time_t)below(1000), (long)below(1000000000L)}; return &ts; /* past */
+	case 0:
+		if (null_ok)
+			return NULL;
+		/* fall through - a past deadline on this call's clock, not the last call's */
+	default: /* up to 1000 s in the past, from now (a fresh machine's monotonic clock is small) */
+		ts = ts_before_now(*clk, below(1000ULL * 1000000000ULL));
+		return &ts;
 	}
 }
 

@@ -23,6 +23,8 @@
 #include <time.h>
 #include <ufutex.h>
 
+#include "deadline.h"
+
 static uint64_t rng_state;
 
 static uint64_t rnd(void)
@@ -150,7 +152,9 @@ static const struct timespec *rand_timeout(clockid_t *clk, int *is_null)
 			break;
 		}
 		/* fall through */
-	default: ts_store = (struct timespec){.tv_sec = (long)below(1000), .tv_nsec = (long)below(1000000000L)}; break;
+	default: /* up to 1000 s in the past (clamped at the clock's epoch on a fresh machine) */
+		ts_store = ts_before_now(*clk, below(1000ULL * 1000000000ULL));
+		break;
 	}
 	return &ts_store;
 }

@@ -1,0 +1,30 @@
+/*
+ * Deadlines for the C tests, built from the clock's reading now, never from absolute constants:
+ * CLOCK_MONOTONIC counts from boot, and a freshly booted CI machine reads a few seconds on it,
+ * so a "past" deadline of, say, 500 s would lie in the future there and a matching wait would
+ * block on it.
+ */
+#ifndef UFUTEX_TESTS_DEADLINE_H
+#define UFUTEX_TESTS_DEADLINE_H
+
+#include <stdint.h>
+#include <time.h>
+
+/*
+ * `back_ns` nanoseconds before now on `clk`, clamped at 0 (a clock that reads less than that
+ * gives its epoch, still in the past). For a clock the calls reject anyway (not MONOTONIC or
+ * REALTIME, or one clock_gettime does not know), the value is `back_ns` itself: any valid
+ * timespec serves there.
+ */
+static inline struct timespec ts_before_now(clockid_t clk, uint64_t back_ns)
+{
+	const uint64_t NS = 1000000000ULL;
+	struct timespec now;
+	if ((clk != CLOCK_MONOTONIC && clk != CLOCK_REALTIME) || clock_gettime(clk, &now) != 0)
+		return (struct timespec){.tv_sec = (time_t)(back_ns / NS), .tv_nsec = (long)(back_ns % NS)};
+	uint64_t t = (uint64_t)now.tv_sec * NS + (uint64_t)now.tv_nsec;
+	t = t > back_ns ? t - back_ns : 0;
+	return (struct timespec){.tv_sec = (time_t)(t / NS), .tv_nsec = (long)(t % NS)};
+}
+
+#endif
