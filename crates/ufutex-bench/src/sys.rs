@@ -206,7 +206,26 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
-/// The CPUs this process may run on.
+/// The ids of the CPUs the calling thread may run on, lowest first (they need not start at 0:
+/// `taskset -c 1` allows CPU 1 alone); CPU 0 if the kernel will not say.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: `set` is a zeroed cpu_set_t that lives across the call, of the size passed;
+    // CPU_ISSET reads it within its bounds.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return vec![0];
+        }
+        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect();
+        if cpus.is_empty() {
+            vec![0]
+        } else {
+            cpus
+        }
+    }
+}
+
+/// How many CPUs this process may run on.
 pub fn online_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }

@@ -28,16 +28,16 @@ struct Pair {
 /// One repetition: ns per round trip.
 pub fn once<C: Competitor>(c: &C, p: Params) -> io::Result<f64> {
     let pairs: Vec<Pair> = (0..p.pairs).map(|_| Pair::default()).collect();
-    let cpus = sys::online_cpus();
+    let cpus = sys::allowed_cpus();
     let ready = AtomicUsize::new(0);
     let threads = 2 * p.pairs;
     let pin_err = AtomicUsize::new(0);
     let start = std::thread::scope(|s| -> io::Result<Instant> {
         for pair in &pairs {
             for side in 0..2 {
-                let (ready, pin_err) = (&ready, &pin_err);
+                let (ready, pin_err, cpus) = (&ready, &pin_err, &cpus);
                 std::thread::Builder::new().stack_size(STACK).spawn_scoped(s, move || {
-                    if p.pin && sys::pin_to_cpu(side % cpus).is_err() {
+                    if p.pin && sys::pin_to_cpu(cpus[side % cpus.len()]).is_err() {
                         pin_err.fetch_add(1, Ordering::Relaxed);
                     }
                     ready.fetch_add(1, Ordering::SeqCst);
