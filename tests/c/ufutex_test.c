@@ -683,6 +683,56 @@ static void test_numa(void)
 	CHECK(munmap(ro, 4096) == 0);
 }
 
+/* ---- no memory: ENOMEM, never an abort ------------------------------------------------------ */
+
+/* The process's address-space size now, from /proc/self/status; 0 if unknown. */
+static unsigned long vm_size(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	unsigned long kb = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "VmSize: %lu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb * 1024;
+}
+
+/* Under an address-space limit 16 MiB above what the process uses, a table of 2^20 buckets
+ * (64 MiB, more than glibc serves from address space it already holds) cannot be had: a NUMA
+ * node's first table (the current size) is ENOMEM for the call that needs it, and set_slots
+ * to another size that large fails with ENOMEM and changes nothing. */
+static int child_no_memory(void)
+{
+	struct timespec past = {0, 0};
+	CHECK(ufutex_hash_set_slots(1UL << 20, 0) == 0); /* 64 MiB, while memory can be had */
+	unsigned long vm = vm_size();
+	CHECK(vm != 0);
+	struct rlimit tight = {vm + (16UL << 20), vm + (16UL << 20)};
+	CHECK(setrlimit(RLIMIT_AS, &tight) == 0);
+	FAILS(ufutex_hash_set_slots(1UL << 19, 0), ENOMEM); /* 32 MiB: from brk, also limited */
+	CHECK(ufutex_hash_get_slots() == 1L << 20);
+	uint32_t word = 0;
+	FAILS(ufutex_wait(&word, 0, ~0U, P(UFUTEX_SIZE_U32), &past, CLOCK_MONOTONIC), ETIMEDOUT);
+	struct numa_pair32 p = {0, 0};
+	FAILS(ufutex_wait(&p, 0, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA, &past, CLOCK_MONOTONIC), ENOMEM);
+	CHECK(ufutex_wake(&p, 1, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA) == 0); /* a wake needs no table */
+	CHECK(ufutex_hash_set_slots(64, 0) == 0);                             /* smaller: fits */
+	return failures;
+}
+
+static void test_no_memory(void)
+{
+#ifdef __SANITIZE_ADDRESS__
+	return; /* ASan reserves terabytes of shadow: an address-space limit breaks it, not us */
+#endif
+	if (getenv("UFUTEX_TEST_VALGRIND"))
+		return; /* valgrind manages the client's address space itself */
+	int status = in_child(child_no_memory);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void)
 {
 	make_bad_pages();
@@ -692,6 +742,7 @@ int main(void)
 	RUN(test_waitv_errors);
 	RUN(test_requeue_errors);
 	RUN(test_slots_errors);
+	RUN(test_no_memory); /* before test_slots makes the table large and final */
 	RUN(test_every_size);
 	RUN(test_timeouts);
 	RUN(test_eintr);

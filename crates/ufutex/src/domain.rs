@@ -9,7 +9,7 @@ use crate::error::WaitError;
 use crate::key::{Key, NO_NODE};
 use crate::numa::Topology;
 use crate::primitive::{AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering};
-use crate::table::Table;
+use crate::table::{Bucket, Table, RETIRED};
 use crate::waitv::WaitEntry;
 use crate::word::{word_of, Futex};
 use crate::MATCH_ANY;
@@ -86,16 +86,26 @@ impl DomainConfig {
 
 /// Tables are never freed while their domain lives: retired ones wait here to be reused by a
 /// later resize of the same slot to the same size, so memory is bounded by one table per slot
-/// and size ever used.
+/// and size ever used. Every table here that is not current has counts ≥ `RETIRED`, including
+/// one allocated for a resize that then failed (it is made retired and waits for reuse).
 struct State {
     policy: Slots,
     /// Set once the default domain switched to `Large` (the prctl mirror: later sets fail).
     frozen: bool,
     /// The size every current table has (0 until the first table is allocated).
     size: usize,
+    /// The default domain's static first table (`Table::initial`); `None` elsewhere.
+    initial: Option<&'static Table>,
     // Boxed: a table must not move when the vector grows (threads hold pointers into it).
     #[allow(clippy::vec_box)]
     tables: Vec<Box<Table>>,
+}
+
+impl State {
+    /// Every table of the domain, current or retired.
+    fn all_tables(&self) -> impl Iterator<Item = &Table> {
+        self.initial.into_iter().chain(self.tables.iter().map(|t| &**t))
+    }
 }
 
 /// A private wait-queue table with its own sizing policy.
@@ -179,28 +189,27 @@ fn errno(e: i32) -> io::Error {
     io::Error::from_raw_os_error(e)
 }
 
-/// A domain with no table yet; `const` outside loom so the default domain can be a static.
-macro_rules! empty_domain {
-    ($policy:expr, $numa:expr) => {
-        Domain {
-            current: AtomicPtr::new(std::ptr::null_mut()),
-            nodes: OnceLock::new(),
-            numa: $numa,
-            state: Mutex::new(State { policy: $policy, frozen: false, size: 0, tables: Vec::new() }),
-            threads: OnceLock::new(),
-        }
-    };
+fn no_memory() -> io::Error {
+    errno(libc::ENOMEM)
 }
 
 impl Domain {
-    #[cfg(not(ufutex_loom))]
-    const fn empty(policy: Slots, numa: NumaMode) -> Domain {
-        empty_domain!(policy, numa)
-    }
-
-    #[cfg(ufutex_loom)]
-    fn empty(policy: Slots, numa: NumaMode) -> Domain {
-        empty_domain!(policy, numa)
+    crate::primitive::const_unless_loom! {
+        /// A domain whose plain table is `initial` (a static table and its size), or none yet
+        /// (`const` outside loom, so the default domain is a static).
+        fn empty(policy: Slots, numa: NumaMode, initial: Option<(&'static Table, usize)>) -> Domain {
+            let (current, size, initial) = match initial {
+                Some((t, size)) => (std::ptr::from_ref(t).cast_mut(), size, Some(t)),
+                None => (std::ptr::null_mut(), 0, None),
+            };
+            Domain {
+                current: AtomicPtr::new(current),
+                nodes: OnceLock::new(),
+                numa,
+                state: Mutex::new(State { policy, frozen: false, size, initial, tables: Vec::new() }),
+                threads: OnceLock::new(),
+            }
+        }
     }
 
     /// A new domain with its table allocated (node tables come on first use of each node).
@@ -217,7 +226,7 @@ impl Domain {
             }
             (true, Some(_)) => return Err(errno(libc::EINVAL)),
         };
-        let d = Domain::empty(Slots::Auto, numa);
+        let d = Domain::empty(Slots::Auto, numa, None);
         d.apply(config.slots, false)?;
         // Set up the node pointers and the thread counter now, outside any race (the default
         // domain does both lazily; loom cannot see a std `OnceLock`'s synchronisation, so
@@ -302,12 +311,12 @@ impl Domain {
             return Err(errno(libc::EBUSY));
         }
         if matches!(slots, Slots::Fixed(n) if n > MAX_SLOTS) {
-            return Err(errno(libc::ENOMEM));
+            return Err(no_memory());
         }
+        // The policy changes only if its tables could be had: a failed resize leaves all as it was.
+        self.resize_locked(&mut st, self.policy_slots(slots))?;
         st.policy = slots;
         st.frozen = final_large && slots == Slots::Large;
-        let target = self.policy_slots(slots);
-        self.resize_locked(&mut st, target);
         Ok(())
     }
 
@@ -329,57 +338,85 @@ impl Domain {
     }
 
     /// Make every current table `slots` big, with the state lock held (one resizer at a time).
-    fn resize_locked(&self, st: &mut State, slots: usize) {
-        st.size = slots;
-        let in_use: Vec<&AtomicPtr<Table>> = self.slots_in_use().collect();
-        if in_use.is_empty() {
-            // The first table: the plain one (a node table is made by `first_table`).
-            self.replace_locked(st, &self.current, NO_NODE, slots);
-        }
-        for slot in in_use {
-            let cur = slot.load(Ordering::Acquire);
-            // SAFETY: a non-null current pointer points into `st.tables`, never freed while the
-            // domain lives.
-            let node = unsafe { &*cur }.node();
-            self.replace_locked(st, slot, node, slots);
-        }
-    }
-
-    /// Make `slot`'s (serving `node`) current table `slots` big: publish a first table, or
-    /// migrate every waiter to a fresh or retired table of that size.
-    fn replace_locked(&self, st: &mut State, slot: &AtomicPtr<Table>, node: u32, slots: usize) {
-        let cur = slot.load(Ordering::Acquire);
-        // SAFETY: a non-null `current` points into `st.tables`, which frees nothing while the
-        // domain lives.
-        let cur: Option<&Table> = unsafe { cur.as_ref() };
-        if cur.is_some_and(|t| t.slots() == slots) {
-            return;
-        }
-        let reuse = st.tables.iter().position(|t| t.slots() == slots && t.node() == node);
-        let new: *const Table = match reuse {
-            Some(i) => &*st.tables[i],
-            None => {
-                // A fresh table is seen by no one before it is published: counts start at 0.
-                st.tables.push(Box::new(self.fresh_table(node, slots)));
-                &**st.tables.last().expect("just pushed")
-            }
+    /// Every table needed is had first; only then do waiters move, so on `ENOMEM` nothing has
+    /// changed (all tables keep one size).
+    fn resize_locked(&self, st: &mut State, slots: usize) -> io::Result<()> {
+        let in_use: Vec<(&AtomicPtr<Table>, u32)> = match self.slots_in_use().collect::<Vec<_>>() {
+            // The first table: the plain one (a node's first table is made by `ensure_table`).
+            none if none.is_empty() => vec![(&self.current, NO_NODE)],
+            some => some
+                .into_iter()
+                .map(|slot| {
+                    // SAFETY: a non-null current pointer points into the domain's tables, never
+                    // freed while the domain lives.
+                    (slot, unsafe { &*slot.load(Ordering::Acquire) }.node())
+                })
+                .collect(),
         };
-        // SAFETY: `new` points into a Box owned by `st.tables`, never freed while we live.
-        let new_ref = unsafe { &*new };
-        let publish = || slot.store(new as *mut Table, Ordering::Release);
-        match cur {
-            Some(old) => old.migrate_to(new_ref, reuse.is_some(), publish),
-            None => {
-                debug_assert!(reuse.is_none(), "no table can be retired before the first");
-                publish();
+        for &(slot, node) in &in_use {
+            // SAFETY: as above.
+            let resized = unsafe { slot.load(Ordering::Acquire).as_ref() }.is_some_and(|t| t.slots() != slots);
+            if resized && self.spare_table(st, node, slots).is_none() {
+                // Allocated retired (counts ≥ RETIRED): not current, like every spare table.
+                let t = self.fresh_table(node, slots, RETIRED).ok_or_else(no_memory)?;
+                st.tables.try_reserve(1).map_err(|_| no_memory())?;
+                st.tables.push(Box::new(t));
             }
         }
+        for (slot, node) in in_use {
+            self.replace_locked(st, slot, node, slots)?;
+        }
+        st.size = slots;
+        Ok(())
     }
 
-    /// A new table for `node`, placed on it when the node is real.
-    fn fresh_table(&self, node: u32, slots: usize) -> Table {
+    /// A table of `slots(node)`'s slot and size that is not current, kept for reuse.
+    fn spare_table(&self, st: &State, node: u32, slots: usize) -> Option<*const Table> {
+        st.all_tables()
+            .find(|&t| t.slots() == slots && t.node() == node && !self.is_current_any(t))
+            .map(|t| t as *const Table)
+    }
+
+    /// Whether `t` is its slot's current table (under the state lock: Acquire, no bucket held).
+    fn is_current_any(&self, t: &Table) -> bool {
+        let slot = if t.node() == NO_NODE {
+            Some(&self.current)
+        } else {
+            self.nodes.get().map(|n| &n.current[t.node() as usize])
+        };
+        slot.is_some_and(|s| std::ptr::eq(s.load(Ordering::Acquire), t))
+    }
+
+    /// Make `slot`'s (serving `node`) current table `slots` big: publish a first table (counts
+    /// 0), or migrate every waiter to a spare table of that size. Fails only when a first table
+    /// cannot be had.
+    fn replace_locked(&self, st: &mut State, slot: &AtomicPtr<Table>, node: u32, slots: usize) -> io::Result<()> {
+        let cur = slot.load(Ordering::Acquire);
+        // SAFETY: a non-null `current` points into the domain's tables, which frees nothing while
+        // the domain lives.
+        let Some(old) = (unsafe { cur.as_ref() }) else {
+            // A fresh table is seen by no one before it is published: counts start at 0.
+            let t = self.fresh_table(node, slots, 0).ok_or_else(no_memory)?;
+            st.tables.try_reserve(1).map_err(|_| no_memory())?;
+            st.tables.push(Box::new(t));
+            let new: *const Table = &**st.tables.last().expect("just pushed");
+            slot.store(new.cast_mut(), Ordering::Release);
+            return Ok(());
+        };
+        if old.slots() == slots {
+            return Ok(());
+        }
+        let new = self.spare_table(st, node, slots).expect("resize_locked had every spare table first");
+        // SAFETY: `new` points into the domain's tables, never freed while the domain lives.
+        let new_ref = unsafe { &*new };
+        old.migrate_to(new_ref, || slot.store(new.cast_mut(), Ordering::Release));
+        Ok(())
+    }
+
+    /// A new table for `node`, placed on it when the node is real; `None` without memory.
+    fn fresh_table(&self, node: u32, slots: usize, waiters: u32) -> Option<Table> {
         let real = node != NO_NODE && self.nodes.get().is_some_and(|n| n.topology.is_real());
-        Table::new_on(slots, 0, node, real)
+        Table::new_on(slots, waiters, node, real)
     }
 
     fn thread_count(&self) -> usize {
@@ -398,7 +435,9 @@ impl Domain {
         let target = auto_slots(threads);
         let mut st = self.lock_state();
         if st.policy == Slots::Auto && st.size < target {
-            self.resize_locked(&mut st, target);
+            // Growing is a performance policy: without memory the tables keep their size (all
+            // waiters still meet), and a later arrival tries again.
+            let _ = self.resize_locked(&mut st, target);
         }
     }
 
@@ -412,25 +451,36 @@ impl Domain {
         unsafe { t.as_ref() }
     }
 
-    /// The current table of `key`'s slot, allocating the first one.
+    /// The current table of `key`'s slot, for an operation that queues. The plain table always
+    /// exists (the default domain starts with a static one; `Domain::new` allocates one); a
+    /// node's table exists once [`Self::ensure_table`] succeeded for it (NUMA resolution does
+    /// that), and a slot never loses its table.
     #[inline]
     pub(crate) fn table(&self, key: &Key) -> &Table {
+        self.table_if_any(key).expect("the plain table, or a node table that resolution ensured")
+    }
+
+    /// Make sure `key`'s slot has a table (allocating a node's first one).
+    ///
+    /// # Errors
+    /// `ENOMEM` when the table cannot be allocated.
+    #[inline]
+    pub(crate) fn ensure_table(&self, key: &Key) -> io::Result<()> {
         match self.table_if_any(key) {
-            Some(t) => t,
+            Some(_) => Ok(()),
             None => self.first_table(key),
         }
     }
 
     #[cold]
-    fn first_table(&self, key: &Key) -> &Table {
+    fn first_table(&self, key: &Key) -> io::Result<()> {
         let mut st = self.lock_state();
         if self.table_if_any(key).is_none() {
             let slots = if st.size != 0 { st.size } else { self.policy_slots(st.policy) };
+            self.replace_locked(&mut st, self.slot(key.node), key.node, slots)?;
             st.size = slots;
-            self.replace_locked(&mut st, self.slot(key.node), key.node, slots);
         }
-        drop(st);
-        self.table_if_any(key).expect("allocated above")
+        Ok(())
     }
 
     /// Whether `t` is still current. Call with one of `t`'s buckets locked: a resize publishes
@@ -459,7 +509,7 @@ impl Domain {
     /// [`Self::queued_waiters`] when no operation is in flight (for tests).
     #[doc(hidden)]
     pub fn homed_waiters(&self) -> usize {
-        self.lock_state().tables.iter().map(|t| t.homed()).sum()
+        self.lock_state().all_tables().map(|t| t.homed()).sum()
     }
 
     /// How many tables are current: the plain one (if allocated) and each node's in use.
@@ -471,7 +521,7 @@ impl Domain {
     /// Bytes held by this domain's tables (current and retired).
     #[doc(hidden)]
     pub fn memory_footprint(&self) -> usize {
-        self.lock_state().tables.iter().map(|t| t.footprint()).sum()
+        self.lock_state().all_tables().map(|t| t.footprint()).sum()
     }
 
     /// Wait on `f` in this domain; see [`crate::wait`].
@@ -536,10 +586,14 @@ impl std::fmt::Debug for Domain {
     }
 }
 
-/// The process default domain (automatic sizing until `set_slots` says otherwise).
+/// The process default domain (automatic sizing until `set_slots` says otherwise). Its plain
+/// table starts as a static one of the smallest automatic size, so a wait never depends on an
+/// allocation: growing it later may fail (the table keeps its size), using it cannot.
 #[cfg(not(ufutex_loom))]
 pub(crate) fn default_domain() -> &'static Domain {
-    static DEFAULT: Domain = Domain::empty(Slots::Auto, NumaMode::System { mpol: false });
+    static BUCKETS: [Bucket; AUTO_MIN] = [const { Bucket::new(0) }; AUTO_MIN];
+    static INITIAL: Table = Table::initial(&BUCKETS);
+    static DEFAULT: Domain = Domain::empty(Slots::Auto, NumaMode::System { mpol: false }, Some((&INITIAL, AUTO_MIN)));
     &DEFAULT
 }
 

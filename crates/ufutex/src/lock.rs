@@ -24,14 +24,10 @@ pub(crate) struct RawLock {
 }
 
 impl RawLock {
-    #[cfg(not(ufutex_loom))]
-    pub(crate) const fn new() -> RawLock {
-        RawLock { state: AtomicU32::new(UNLOCKED) }
-    }
-
-    #[cfg(ufutex_loom)]
-    pub(crate) fn new() -> RawLock {
-        RawLock { state: AtomicU32::new(UNLOCKED) }
+    crate::primitive::const_unless_loom! {
+        pub(crate) fn new() -> RawLock {
+            RawLock { state: AtomicU32::new(UNLOCKED) }
+        }
     }
 
     #[inline]

@@ -196,6 +196,9 @@ pub enum NumaError {
     InvalidNode(u64),
     /// The domain was built without [`crate::DomainConfig::numa`] (`EOPNOTSUPP`).
     NotNuma,
+    /// The node's table, allocated on the node's first use, could not be allocated
+    /// (`ENOMEM`); nothing was queued or woken.
+    NoMemory,
 }
 
 impl NumaError {
@@ -205,6 +208,7 @@ impl NumaError {
             NumaError::Wait(e) => e.errno(),
             NumaError::InvalidNode(_) => libc::EINVAL,
             NumaError::NotNuma => libc::EOPNOTSUPP,
+            NumaError::NoMemory => libc::ENOMEM,
         }
     }
 }
@@ -221,6 +225,7 @@ impl fmt::Display for NumaError {
             NumaError::Wait(e) => write!(f, "{e:?}"),
             NumaError::InvalidNode(n) => write!(f, "node word names no node of the domain: {n}"),
             NumaError::NotNuma => write!(f, "the domain has no NUMA tables"),
+            NumaError::NoMemory => write!(f, "no memory for the node's wait-queue table"),
         }
     }
 }
@@ -235,16 +240,40 @@ impl std::error::Error for NumaError {}
 ///   caller checked the pair's alignment to twice the size); it must also be writable.
 /// - `mpol`: with `UFUTEX_MPOL`.
 ///
+/// For [`Purpose::Queue`] the node's table is allocated on the node's first use, so the key
+/// can be queued on; a wake needs none (no table, no waiter).
+///
 /// # Errors
 /// [`NumaError::NotNuma`] if the domain has no NUMA (either flag set); [`NumaError::InvalidNode`]
-/// if the node word names no node of the domain.
+/// if the node word names no node of the domain; [`NumaError::NoMemory`] if the node's first
+/// table cannot be allocated.
 #[inline]
 pub(crate) fn resolve(
     domain: &Domain,
     word: WordRef,
     node_word: Option<WordRef>,
     mpol: bool,
+    purpose: Purpose,
 ) -> Result<Key, NumaError> {
+    let key = resolve_node(domain, word, node_word, mpol)?;
+    if purpose == Purpose::Queue {
+        domain.ensure_table(&key).map_err(|_| NumaError::NoMemory)?;
+    }
+    Ok(key)
+}
+
+/// What a resolved key is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// Waiters may be queued on it (wait, waitv, requeue): its table must exist.
+    Queue,
+    /// Only woken: no table needed.
+    Wake,
+}
+
+/// [`resolve`] up to the key, without the table.
+#[inline]
+fn resolve_node(domain: &Domain, word: WordRef, node_word: Option<WordRef>, mpol: bool) -> Result<Key, NumaError> {
     let key = Key::private(word.addr());
     match node_word {
         None if !mpol => Ok(key),
@@ -417,9 +446,9 @@ impl<F: NumaWord> NumaFutex<F> {
     }
 
     #[inline]
-    fn resolve(&self, domain: &Domain) -> Result<(WordRef, Key), NumaError> {
+    fn resolve(&self, domain: &Domain, purpose: Purpose) -> Result<(WordRef, Key), NumaError> {
         let word = word_of(&self.word);
-        let key = resolve(domain, word, Some(word_of(&self.node)), domain.numa_mpol())?;
+        let key = resolve(domain, word, Some(word_of(&self.node)), domain.numa_mpol(), purpose)?;
         Ok((word, key))
     }
 }
@@ -489,7 +518,7 @@ impl Domain {
         mask: u64,
         deadline: Option<Deadline>,
     ) -> Result<(), NumaError> {
-        let (word, key) = f.resolve(self)?;
+        let (word, key) = f.resolve(self, Purpose::Queue)?;
         Ok(crate::wait::wait_key(self, word, key, F::value_bits(expected), mask, deadline.map(Into::into))?)
     }
 
@@ -506,7 +535,7 @@ impl Domain {
     /// # Errors
     /// As [`Domain::wake_numa`].
     pub fn wake_bitset_numa<F: NumaWord>(&self, f: &NumaFutex<F>, n: usize, mask: u64) -> Result<usize, NumaError> {
-        let (_, key) = f.resolve(self)?;
+        let (_, key) = f.resolve(self, Purpose::Wake)?;
         Ok(crate::wake::wake_key(self, key, n, mask))
     }
 
@@ -523,8 +552,8 @@ impl Domain {
         nr_wake: usize,
         nr_requeue: usize,
     ) -> Result<usize, NumaError> {
-        let (word, k1) = from.resolve(self)?;
-        let (_, k2) = to.resolve(self)?;
+        let (word, k1) = from.resolve(self, Purpose::Queue)?;
+        let (_, k2) = to.resolve(self, Purpose::Queue)?;
         Ok(crate::requeue::requeue_keys(self, word, k1, F::value_bits(expected), k2, nr_wake, nr_requeue)?)
     }
 
@@ -541,7 +570,7 @@ impl Domain {
         let resolved = entries
             .iter()
             .map(|e| {
-                let key = resolve(self, e.word, Some(e.node), self.numa_mpol())?;
+                let key = resolve(self, e.word, Some(e.node), self.numa_mpol(), Purpose::Queue)?;
                 Ok(WaitEntry::from_raw(e.word, e.expected, e.mask).with_key(key))
             })
             .collect::<Result<Vec<_>, NumaError>>()?;
@@ -587,9 +616,9 @@ mod tests {
         if !Topology::from_sysfs().is_real() {
             return;
         }
-        let t = crate::table::Table::new_on(64, 0, 0, true);
+        let t = crate::table::Table::new_on(64, 0, 0, true).expect("64 buckets");
         assert_eq!(mpol_node(t.base_addr()), Some(0));
-        let heap = crate::table::Table::new(64, 0);
+        let heap = crate::table::Table::new(64, 0).expect("64 buckets");
         assert_eq!(mpol_node(heap.base_addr()), None, "a heap table has the default policy");
     }
 }

@@ -17,6 +17,18 @@ pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU16, AtomicU32, Atomi
 
 pub(crate) use std::sync::atomic::Ordering;
 
+/// A constructor that is a `const fn` outside loom (so statics can be built with it) and a plain
+/// `fn` under loom, whose atomics have no const constructors.
+macro_rules! const_unless_loom {
+    ($(#[$m:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty $body:block) => {
+        #[cfg(not(ufutex_loom))]
+        $(#[$m])* $vis const fn $name($($arg: $ty),*) -> $ret $body
+        #[cfg(ufutex_loom)]
+        $(#[$m])* $vis fn $name($($arg: $ty),*) -> $ret $body
+    };
+}
+pub(crate) use const_unless_loom;
+
 /// Only for cold paths (resize, policy); under loom a loom mutex, so a model with a resizer
 /// blocks the model thread rather than the whole process.
 #[cfg(ufutex_loom)]

@@ -66,12 +66,14 @@ unsafe impl Sync for Bucket {}
 const _: () = assert!(std::mem::size_of::<Bucket>() == 64 || cfg!(ufutex_loom));
 
 impl Bucket {
-    fn new(waiters: u32) -> Bucket {
-        Bucket {
-            lock: RawLock::new(),
-            waiters: AtomicU32::new(waiters),
-            queue: UnsafeCell::new(Queue::new()),
-            bell: Bell::new(),
+    crate::primitive::const_unless_loom! {
+        pub(crate) fn new(waiters: u32) -> Bucket {
+            Bucket {
+                lock: RawLock::new(),
+                waiters: AtomicU32::new(waiters),
+                queue: UnsafeCell::new(Queue::new()),
+                bell: Bell::new(),
+            }
         }
     }
 
@@ -175,6 +177,9 @@ pub(crate) struct Table {
 enum Storage {
     /// A boxed slice from the global allocator.
     Heap,
+    /// A static array (the process default domain's first table: [`Table::initial`]).
+    #[cfg(not(ufutex_loom))]
+    Static,
     /// Pages of their own (`bytes` long), mapped for a NUMA node and bound to it.
     #[cfg(not(ufutex_loom))]
     Mapped { bytes: usize },
@@ -190,23 +195,41 @@ unsafe impl Sync for Table {}
 impl Table {
     /// A plain table of `slots` buckets (a power of two ≥ 2), every count starting at `waiters`.
     #[cfg_attr(any(not(test), ufutex_loom), allow(dead_code))]
-    pub(crate) fn new(slots: usize, waiters: u32) -> Table {
+    pub(crate) fn new(slots: usize, waiters: u32) -> Option<Table> {
         Table::new_on(slots, waiters, NO_NODE, false)
     }
 
     /// A table for `node` ([`NO_NODE`]: the plain table). With `place`, its memory is bound to
-    /// that (real) node before it is first touched; on failure it lives on the heap.
-    pub(crate) fn new_on(slots: usize, waiters: u32, node: u32, place: bool) -> Table {
+    /// that (real) node before it is first touched; if that fails it lives on the heap. `None`
+    /// when the memory cannot be had (the callers report `ENOMEM`; nothing aborts).
+    pub(crate) fn new_on(slots: usize, waiters: u32, node: u32, place: bool) -> Option<Table> {
         assert!(slots.is_power_of_two() && slots >= 2, "table sizes are powers of two >= 2");
         let (buckets, storage) = match place.then(|| placement::map_on_node(slots, waiters, node)).flatten() {
             Some(placed) => placed,
             None => {
-                let b: Box<[Bucket]> = (0..slots).map(|_| Bucket::new(waiters)).collect();
+                let mut v: Vec<Bucket> = Vec::new();
+                v.try_reserve_exact(slots).ok()?;
+                v.extend((0..slots).map(|_| Bucket::new(waiters)));
+                // No reallocation: the capacity is exactly `slots`.
+                let b: Box<[Bucket]> = v.into_boxed_slice();
                 // SAFETY: a Box's pointer is never null.
                 (unsafe { NonNull::new_unchecked(Box::into_raw(b).cast::<Bucket>()) }, Storage::Heap)
             }
         };
-        Table { buckets, shift: 64 - slots.trailing_zeros(), slots, node, storage }
+        Some(Table { buckets, shift: 64 - slots.trailing_zeros(), slots, node, storage })
+    }
+
+    /// The plain table over a static array of buckets (counts 0): the process default domain
+    /// starts with one, so its first wait never depends on an allocation.
+    #[cfg(not(ufutex_loom))]
+    pub(crate) const fn initial<const N: usize>(buckets: &'static [Bucket; N]) -> Table {
+        assert!(N.is_power_of_two() && N >= 2, "table sizes are powers of two >= 2");
+        // A shared reference to buckets that are only ever reached as `&Bucket` (the table
+        // never forms a `&mut` to them), so the `*mut` is never written through.
+        let first = std::ptr::from_ref(buckets).cast::<Bucket>().cast_mut();
+        // SAFETY: a reference is never null.
+        let buckets = unsafe { NonNull::new_unchecked(first) };
+        Table { buckets, shift: 64 - N.trailing_zeros(), slots: N, node: NO_NODE, storage: Storage::Static }
     }
 
     pub(crate) fn slots(&self) -> usize {
@@ -238,6 +261,8 @@ impl Table {
         let buckets = match self.storage {
             Storage::Heap => std::mem::size_of_val(self.buckets()),
             #[cfg(not(ufutex_loom))]
+            Storage::Static => std::mem::size_of_val(self.buckets()),
+            #[cfg(not(ufutex_loom))]
             Storage::Mapped { bytes } => bytes,
         };
         std::mem::size_of::<Table>() + buckets
@@ -254,10 +279,10 @@ impl Table {
     /// (so per-key order holds), counts move with them, `self` is marked retired and `new`
     /// un-retired, then `publish` runs, then all locks drop.
     ///
-    /// `new` is either fresh (counts 0, unseen by anyone) or a retired table being reused
-    /// (counts ≥ RETIRED plus stray (A) increments of threads about to notice and retry).
-    /// `new_is_retired` says which.
-    pub(crate) fn migrate_to(&self, new: &Table, new_is_retired: bool, publish: impl FnOnce()) {
+    /// `new` is a retired table: fresh ones are allocated retired (counts RETIRED, unseen by
+    /// anyone), reused ones have counts ≥ RETIRED plus stray (A) increments of threads about to
+    /// notice and retry.
+    pub(crate) fn migrate_to(&self, new: &Table, publish: impl FnOnce()) {
         debug_assert_eq!(self.node, new.node, "a table is only replaced by one of its own slot");
         let mut old_guards: Vec<BucketGuard<'_>> = self.buckets().iter().map(Bucket::lock).collect();
         let mut new_guards: Vec<BucketGuard<'_>> = new.buckets().iter().map(Bucket::lock).collect();
@@ -281,10 +306,8 @@ impl Table {
             // current makes that waiter see the waker's store (argued in wait.rs).
             ob.waiters.fetch_add(RETIRED.wrapping_sub(moved), Ordering::SeqCst);
         }
-        if new_is_retired {
-            for ng in &new_guards {
-                ng.bucket().waiters.fetch_sub(RETIRED, Ordering::SeqCst);
-            }
+        for ng in &new_guards {
+            ng.bucket().waiters.fetch_sub(RETIRED, Ordering::SeqCst);
         }
         publish();
         drop(new_guards);
@@ -310,6 +333,8 @@ impl Drop for Table {
                 // SAFETY: `buckets` came from `Box::into_raw` of a boxed slice of `slots` buckets.
                 drop(unsafe { Box::from_raw(slice) });
             }
+            #[cfg(not(ufutex_loom))]
+            Storage::Static => {} // statics are never dropped; nothing to free
             #[cfg(not(ufutex_loom))]
             Storage::Mapped { bytes } => {
                 // SAFETY:

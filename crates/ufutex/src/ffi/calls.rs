@@ -12,7 +12,7 @@ use super::validate::{self, WordFlags};
 use super::{fault, Errno};
 use crate::domain::{default_domain, Slots};
 use crate::key::Key;
-use crate::numa::resolve;
+use crate::numa::{resolve, Purpose};
 use crate::requeue::requeue_keys;
 use crate::wait::wait_key;
 use crate::waitv::{waitv_entries, WaitEntry};
@@ -64,8 +64,10 @@ unsafe fn address_only(addr: usize, f: WordFlags) -> WordRef {
 /// The key of a validated word (the kernel's `get_futex_key`): its address; with `UFUTEX_NUMA`
 /// also its node — the node word after it is read through the fault-safe path (`EFAULT`), an
 /// impossible node is `EINVAL`, and -1 is replaced by the memory policy's node (`UFUTEX_MPOL`)
-/// or the caller's and written back (`EFAULT` if the page is not writable); with `UFUTEX_MPOL` alone, the policy's node if any.
-fn key_of(addr: usize, f: WordFlags) -> Result<Key, Errno> {
+/// or the caller's and written back (`EFAULT` if the page is not writable); with `UFUTEX_MPOL`
+/// alone, the policy's node if any. For [`Purpose::Queue`] a node's first table is allocated
+/// (`ENOMEM` if it cannot be).
+fn key_of(addr: usize, f: WordFlags, purpose: Purpose) -> Result<Key, Errno> {
     if !f.numa && !f.mpol {
         return Ok(Key::private(addr));
     }
@@ -84,7 +86,7 @@ fn key_of(addr: usize, f: WordFlags) -> Result<Key, Errno> {
     };
     // SAFETY: `addr` is aligned; `resolve` uses the word's address and size, never loads it.
     let word = unsafe { address_only(addr, f) };
-    resolve(default_domain(), word, node_word, f.mpol).map_err(|e| Errno(e.errno()))
+    resolve(default_domain(), word, node_word, f.mpol, purpose).map_err(|e| Errno(e.errno()))
 }
 
 /// Wait while `*uaddr == val`: the `futex_wait` syscall. See `include/ufutex.h`.
@@ -108,7 +110,7 @@ pub unsafe extern "C" fn ufutex_wait(
         let timeout = validate::timeout(timeout as usize, clockid)?;
         let mask = validate::mask(ulong(mask))?;
         let addr = validate::address(uaddr as u64, f)?;
-        let key = key_of(addr, f)?;
+        let key = key_of(addr, f, Purpose::Queue)?;
         if validate::current(addr, f.size)? != ulong(val) {
             return Err(Errno::EAGAIN); // no queueing, no syscall
         }
@@ -132,7 +134,7 @@ pub unsafe extern "C" fn ufutex_wake(uaddr: *mut c_void, mask: c_ulong, nr: c_in
         let nr = validate::count(nr)?;
         let addr = validate::nonnull(validate::address(uaddr as u64, f)?)?;
         // A NUMA node word is resolved (and -1 written back) even when `nr` is 0.
-        let key = key_of(addr, f)?;
+        let key = key_of(addr, f, Purpose::Wake)?;
         Ok(wake_key(default_domain(), key, nr, mask) as c_long)
     })
 }
@@ -168,7 +170,7 @@ pub unsafe extern "C" fn ufutex_waitv(
         let mut keys = Vec::new();
         keys.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
         for ((_, f), &addr) in parsed.iter().zip(&addrs) {
-            keys.push(key_of(addr, *f)?);
+            keys.push(key_of(addr, *f, Purpose::Queue)?);
         }
         let mut entries = Vec::new();
         entries.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
@@ -208,7 +210,7 @@ pub unsafe extern "C" fn ufutex_requeue(
         let (nr_wake, nr_requeue) = (validate::count(nr_wake)?, validate::count(nr_requeue)?);
         let from = validate::address(src.uaddr, fs)?;
         let to = validate::nonnull(validate::address(dst.uaddr, fd)?)?;
-        let (k1, k2) = (key_of(from, fs)?, key_of(to, fd)?);
+        let (k1, k2) = (key_of(from, fs, Purpose::Queue)?, key_of(to, fd, Purpose::Queue)?);
         if validate::current(from, fs.size)? != src.val {
             return Err(Errno::EAGAIN);
         }

@@ -56,8 +56,10 @@ pub(crate) struct Bell {
 }
 
 impl Bell {
-    pub(crate) fn new() -> Bell {
-        Bell { seq: crate::primitive::AtomicU32::new(0), homed: std::sync::atomic::AtomicU32::new(0) }
+    crate::primitive::const_unless_loom! {
+        pub(crate) fn new() -> Bell {
+            Bell { seq: crate::primitive::AtomicU32::new(0), homed: std::sync::atomic::AtomicU32::new(0) }
+        }
     }
 
     /// A node made this bucket its home (`Idle → Queued` here).
