@@ -18,7 +18,7 @@ pub struct Cli {
 #[derive(Debug, Clone, Args)]
 pub struct CommonArgs {
     /// Competitors, comma-separated (futex workloads: ufutex, ufutex-domain, kernel, atomic-wait,
-    /// parking_lot_core; lock: pthread, std, parking_lot and ufutex once ufutex::sync exists)
+    /// parking_lot_core; lock: pthread, std, parking_lot, ufutex)
     #[arg(long = "impl", value_name = "LIST")]
     pub impls: Option<String>,
     /// Timed repetitions per competitor, interleaved round-robin [default: 5; report --quick: 2]

@@ -23,7 +23,7 @@ pub const UFUTEX_PRIVATE: u32 = 0x80;
 pub const UFUTEX_VALID_MASK: u32 = UFUTEX_SIZE_MASK | UFUTEX_NUMA | UFUTEX_MPOL | UFUTEX_PRIVATE;
 /// Most entries of one `ufutex_waitv` call.
 pub const UFUTEX_WAITV_MAX: u32 = 1024;
-/// The node word value meaning "the caller's node" (NUMA is not implemented yet).
+/// The node word value meaning "the caller's node" (`UFUTEX_NUMA`; resolved by `numa::resolve`).
 #[allow(dead_code)]
 pub const UFUTEX_NO_NODE: i32 = -1;
 

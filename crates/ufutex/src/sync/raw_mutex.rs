@@ -52,33 +52,20 @@
 //! requeued onto the word may have been woken by (5), so a thread returning from a condvar wait
 //! always relocks as a woken thread.
 //!
-//! # Choices, by measurement (`cargo run --release -p ufutex --example lock_bench`)
+//! # Choices (measured; the figures and commands are in BENCHMARKS.md, "The mutex")
 //!
-//! Measured on the 2-vCPU target (AMD EPYC VM, a `pause` costs ~70 ns), under load from other
-//! jobs, so only ratios within one interleaved run mean anything:
-//! - One byte rather than 32 bits: uncontended lock+unlock compile to the same two
-//!   `lock cmpxchg` (8 vs 32-bit operands) and measured the same (medians of 8 alternating
-//!   runs: 11.7 ns vs 11.9 ns; contended runs moved together), while `Mutex<u8>` is 2 bytes
-//!   instead of 8 and the word shows off 8-bit futex words.
-//! - Starvation threshold: trying for 1 ms (from the first failed CAS: spinning, yielding or
-//!   parked) without getting the lock — Go's starvation threshold (see [`super::Starvation`]).
-//!   With 8 threads and a ~1 µs critical section (`lock_bench fairness`, 5 interleaved runs)
-//!   it kept the per-thread min/max at 0.63 [0.53..0.72], against 0.37 [0.25..0.61] with no
-//!   handoff, at the same throughput within noise. Shorter thresholds were no fairer and
-//!   spread more (50 µs: 0.60 [0.35..0.79]; 200 µs: 0.57; one lost wakeup: 0.58). A time
-//!   threshold also bounds how often the lock pays for a handoff, during which it stays held
-//!   until the requester runs; the requester spins before it parks to keep that short. Under
-//!   loom, where there is no time, the threshold is one lost wakeup.
+//! - One byte rather than 32 bits: the uncontended lock and unlock are the same two atomic
+//!   instructions at either width, and `Mutex<u8>` takes 2 bytes instead of 8.
+//! - Starvation threshold: a waiter that has tried for 1 ms (from its first failed CAS:
+//!   spinning, yielding or parked) asks for a handoff (see [`super::Starvation`]). Shorter
+//!   thresholds were no fairer and spread more; a time threshold also bounds how often the lock
+//!   stays held through a handoff. Under loom, where there is no time, the threshold is one
+//!   lost wakeup.
 //! - The spin: two long busy rounds, then `sched_yield` rounds (see `spin.rs`).
 //! - (5b), keeping `PARKED` when the unlock's wake leaves more waiters queued (parking_lot
-//!   does the same): at 8 threads × ~1 µs it raised the per-thread min/max from 0.45–0.49 to
-//!   0.68–0.80 in two interleaved A/B rounds (`ufutex-bench lock --threads 8 --cs 5,50,1us
-//!   --runtime 0.3`), with throughput within noise (5 increments: 116–127 vs 116–134 M ops/s;
-//!   50: 17.9–18.3 vs 19.7–21.7 M; ~1 µs: 838–919 vs 904–973 k) and still above parking_lot's
-//!   in the same runs. (With the previous busy-only spin it had cost a third of the
-//!   short-section throughput; the yields changed that.) Setting it only on a word that is
-//!   held again lost the gain (min/max 0.34–0.35 in two runs): it is the next holder of a
-//!   *free* word, a barging newcomer, that must wake the next waiter.
+//!   does the same), evens out the per-thread shares at no cost in throughput. Setting it only
+//!   on a word that is held again lost that gain: it is the next holder of a *free* word, a
+//!   barging newcomer, that must wake the next waiter.
 
 use super::spin::Spin;
 use super::starvation::Patience;
