@@ -18,15 +18,18 @@
 //!
 //! # Lock order across tables (requeue between nodes)
 //!
-//! A requeue may lock one bucket in each of two tables. Locks are taken lowest address first,
-//! and after taking the *first* lock the requeuer checks that the first bucket's table is still
-//! current, releasing it and retrying if not ([`lock_pair_current`]). A resizer locks every
-//! bucket of the current table `T` in address order (phase 1), then every bucket of the table
-//! `T'` it migrates into (phase 2, which may sit below `T` in memory). Why no cycle can form
+//! A requeue may lock one bucket in each of two tables. Locks are taken lowest *rank* first —
+//! a bucket's rank is (its table's id, its address): table ids grow in creation order, and
+//! within a table rank follows the bucket index — and after taking the *first* lock the
+//! requeuer checks that the first bucket's table is still current, releasing it and retrying if
+//! not ([`lock_pair_current`]). (Ranking by table id rather than by address alone makes the
+//! order the same in every run, whatever the allocator does: loom needs that.) A resizer locks
+//! every bucket of the current table `T` in index order (phase 1), then every bucket of the
+//! table `T'` it migrates into (phase 2, which may rank below `T`). Why no cycle can form
 //! (bucket ops other than requeue and resize hold one lock at a time, so they wait for nobody
 //! while holding one; at most one resizer runs per domain; requeues never span domains):
 //! - a requeuer waiting holds exactly one lock `l`, whose table was current when it checked,
-//!   and waits for a lock above `l`: a chain of waiting requeuers climbs in address and can
+//!   and waits for a lock above `l`: a chain of waiting requeuers climbs in rank and can
 //!   only close into a cycle through the resizer `S`;
 //! - `S` in phase 1 waits for a bucket `l0` of `T` held by a requeuer, and holds only buckets
 //!   of `T` below `l0`: the chain starting at `l0` climbs above `l0` and never reaches them;
@@ -38,7 +41,7 @@
 //!
 //! Without the first-lock check, a stale requeuer could hold a bucket of a retired `T'` that
 //! `S` is about to reuse, wait for a bucket above it held by a requeuer waiting on `T` — held
-//! by `S` — and `S` would wait for `T'`: a cycle when `T'` sits below `T`.
+//! by `S` — and `S` would wait for `T'`: a cycle when `T'` ranks below `T`.
 
 use crate::key::{Key, NO_NODE};
 use crate::lock::RawLock;
@@ -124,13 +127,13 @@ impl Drop for BucketGuard<'_> {
     }
 }
 
-/// Two buckets locked in address order, or one if both keys hash to the same bucket.
+/// Two buckets locked in rank order, or one if both keys hash to the same bucket.
 pub(crate) enum PairGuard<'a> {
     One(BucketGuard<'a>),
     Two { first: BucketGuard<'a>, second: BucketGuard<'a> },
 }
 
-/// Lock `a` (a bucket of `ta`) and `b` (a bucket of `tb`) lowest address first, checking with
+/// Lock `a` (a bucket of `ta`) and `b` (a bucket of `tb`) lowest rank first, checking with
 /// `current` that each bucket's table is current right after taking its lock. `None` (nothing
 /// held) when one is not: the caller reloads its tables and retries. `a`'s guard is `first`.
 /// The check after the first lock is what keeps this deadlock-free against a resize (module
@@ -144,7 +147,7 @@ pub(crate) fn lock_pair_current<'a>(
         let g = a.lock();
         return current(ta).then_some(PairGuard::One(g));
     }
-    let a_first = (a as *const Bucket) < (b as *const Bucket);
+    let a_first = (ta.id, a as *const Bucket) < (tb.id, b as *const Bucket);
     let ((lt, lo), (ht, hi)) = if a_first { ((ta, a), (tb, b)) } else { ((tb, b), (ta, a)) };
     let low = lo.lock();
     if !current(lt) {
@@ -169,8 +172,14 @@ pub(crate) struct Table {
     shift: u32,
     slots: usize,
     node: u32,
+    /// Creation order, for the lock order across tables (module docs); 0 for the static table.
+    id: u64,
     storage: Storage,
 }
+
+/// The next table's id (a std atomic even under loom: only its order matters, and tables are
+/// created in the same order in every run of a model).
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Where a table's buckets live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,7 +225,9 @@ impl Table {
                 (unsafe { NonNull::new_unchecked(Box::into_raw(b).cast::<Bucket>()) }, Storage::Heap)
             }
         };
-        Some(Table { buckets, shift: 64 - slots.trailing_zeros(), slots, node, storage })
+        // Relaxed: a unique, increasing number; nothing is published through it.
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some(Table { buckets, shift: 64 - slots.trailing_zeros(), slots, node, id, storage })
     }
 
     /// The plain table over a static array of buckets (counts 0): the process default domain
@@ -229,7 +240,7 @@ impl Table {
         let first = std::ptr::from_ref(buckets).cast::<Bucket>().cast_mut();
         // SAFETY: a reference is never null.
         let buckets = unsafe { NonNull::new_unchecked(first) };
-        Table { buckets, shift: 64 - N.trailing_zeros(), slots: N, node: NO_NODE, storage: Storage::Static }
+        Table { buckets, shift: 64 - N.trailing_zeros(), slots: N, node: NO_NODE, id: 0, storage: Storage::Static }
     }
 
     pub(crate) fn slots(&self) -> usize {
