@@ -1,33 +1,17 @@
-//! Domains: a wait-queue table plus its sizing policy, and with NUMA one more table per node.
-//! The process default domain backs the free functions; `Domain::new` makes a private one.
-//!
-//! Every table of a domain (the plain one and each node's) has the same size: a resize resizes
-//! them all, one after the other, under the domain's state lock (so one resizer at a time).
+//! The public face of a table registry: [`Domain`] (a private registry, or the process
+//! default that the free functions use), how to build one, and its operations. Everything here
+//! forwards to the engine (`tables.rs` and the operation modules).
 
 use crate::deadline::Deadline;
 use crate::error::WaitError;
-use crate::key::{Key, NO_NODE};
-use crate::numa::Topology;
-use crate::primitive::{AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering};
-use crate::table::{Bucket, Table, RETIRED};
+#[cfg(not(ufutex_loom))]
+use crate::table::{Bucket, Table};
+use crate::tables::{NumaMode, Tables};
 use crate::waitv::WaitEntry;
 use crate::word::{word_of, Futex};
+use crate::Slots;
 use crate::MATCH_ANY;
 use std::io;
-use std::sync::{Arc, OnceLock};
-
-/// How many buckets a domain's table has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Slots {
-    /// Sized to the threads that wait on it: 16 ≤ 4 × threads ≤ the large size, rounded up to
-    /// a power of two; grows as threads arrive, never shrinks by itself.
-    Auto,
-    /// Exactly this many buckets: a power of two ≥ 2. Automatic growth stops.
-    Fixed(usize),
-    /// One table of 256 × CPUs buckets (rounded up to a power of two): the analogue of the
-    /// kernel's global futex hash. For the process default domain this choice is final.
-    Large,
-}
 
 /// How to build a [`Domain`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,30 +68,6 @@ impl DomainConfig {
     }
 }
 
-/// Tables are never freed while their domain lives: retired ones wait here to be reused by a
-/// later resize of the same slot to the same size, so memory is bounded by one table per slot
-/// and size ever used. Every table here that is not current has counts ≥ `RETIRED`, including
-/// one allocated for a resize that then failed (it is made retired and waits for reuse).
-struct State {
-    policy: Slots,
-    /// Set once the default domain switched to `Large` (the prctl mirror: later sets fail).
-    frozen: bool,
-    /// The size every current table has (0 until the first table is allocated).
-    size: usize,
-    /// The default domain's static first table (`Table::initial`); `None` elsewhere.
-    initial: Option<&'static Table>,
-    // Boxed: a table must not move when the vector grows (threads hold pointers into it).
-    #[allow(clippy::vec_box)]
-    tables: Vec<Box<Table>>,
-}
-
-impl State {
-    /// Every table of the domain, current or retired.
-    fn all_tables(&self) -> impl Iterator<Item = &Table> {
-        self.initial.into_iter().chain(self.tables.iter().map(|t| &**t))
-    }
-}
-
 /// A private wait-queue table with its own sizing policy.
 ///
 /// Waiters and wakers meet only within one domain: a word waited on through one domain is not
@@ -136,82 +96,10 @@ impl State {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct Domain {
-    /// The plain table: the hot path's one load.
-    current: AtomicPtr<Table>,
-    /// Per-node current tables, once NUMA is in use (set at `new` for private domains, on
-    /// first NUMA use for the default domain).
-    nodes: OnceLock<Nodes>,
-    /// Whether node operations are allowed, and with memory-policy lookup.
-    numa: NumaMode,
-    state: Mutex<State>,
-    threads: OnceLock<Arc<AtomicUsize>>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum NumaMode {
-    Off,
-    /// Topology from the environment or sysfs; `mpol`: consult memory policies (Rust API).
-    System {
-        mpol: bool,
-    },
-    /// Forced virtual nodes (tests).
-    Virtual {
-        nodes: usize,
-        mpol: bool,
-    },
-}
-
-/// The NUMA half of a domain: the topology and one current-table pointer per node.
-pub(crate) struct Nodes {
-    pub(crate) topology: Topology,
-    current: Box<[AtomicPtr<Table>]>,
-}
-
-/// The most buckets `Slots::Fixed` accepts (64 MiB of table); more fails with `ENOMEM`.
-pub(crate) const MAX_SLOTS: usize = 1 << 20;
-const AUTO_MIN: usize = 16;
-
-/// 256 × CPUs, rounded up to a power of two (the kernel's global hash size).
-pub(crate) fn large_slots() -> usize {
-    static LARGE: OnceLock<usize> = OnceLock::new();
-    *LARGE.get_or_init(|| {
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
-        (256 * cpus.max(1) as usize).next_power_of_two()
-    })
-}
-
-fn auto_slots(threads: usize) -> usize {
-    threads.saturating_mul(4).next_power_of_two().clamp(AUTO_MIN, large_slots())
-}
-
-fn errno(e: i32) -> io::Error {
-    io::Error::from_raw_os_error(e)
-}
-
-fn no_memory() -> io::Error {
-    errno(libc::ENOMEM)
+    tables: Tables,
 }
 
 impl Domain {
-    crate::primitive::const_unless_loom! {
-        /// A domain whose plain table is `initial` (a static table and its size), or none yet
-        /// (`const` outside loom, so the default domain is a static).
-        fn empty(policy: Slots, numa: NumaMode, initial: Option<(&'static Table, usize)>) -> Domain {
-            let (current, size, initial) = match initial {
-                Some((t, size)) => (std::ptr::from_ref(t).cast_mut(), size, Some(t)),
-                None => (std::ptr::null_mut(), 0, None),
-            };
-            Domain {
-                current: AtomicPtr::new(current),
-                nodes: OnceLock::new(),
-                numa,
-                state: Mutex::new(State { policy, frozen: false, size, initial, tables: Vec::new() }),
-                threads: OnceLock::new(),
-            }
-        }
-    }
-
     /// A new domain with its table allocated (node tables come on first use of each node).
     ///
     /// # Errors
@@ -221,44 +109,15 @@ impl Domain {
         let numa = match (config.numa, config.virtual_nodes) {
             (false, _) => NumaMode::Off,
             (true, None) => NumaMode::System { mpol: config.mpol },
-            (true, Some(n)) if (1..=crate::numa::MAX_NODES).contains(&n) => {
-                NumaMode::Virtual { nodes: n, mpol: config.mpol }
-            }
-            (true, Some(_)) => return Err(errno(libc::EINVAL)),
+            (true, Some(nodes)) => NumaMode::Virtual { nodes, mpol: config.mpol },
         };
-        let d = Domain::empty(Slots::Auto, numa, None);
-        d.apply(config.slots, false)?;
-        // Set up the node pointers and the thread counter now, outside any race (the default
-        // domain does both lazily; loom cannot see a std `OnceLock`'s synchronisation, so
-        // models that use their own domain never race on these).
-        let _ = d.numa_nodes();
-        let _ = d.threads();
-        Ok(d)
+        Ok(Domain { tables: Tables::new(config.slots, numa)? })
     }
 
-    /// This domain's NUMA half, set up on first use; `None` if the domain has no NUMA.
+    /// The engine's registry behind this domain.
     #[inline]
-    pub(crate) fn numa_nodes(&self) -> Option<&Nodes> {
-        match self.nodes.get() {
-            Some(n) => Some(n),
-            None => self.init_nodes(),
-        }
-    }
-
-    #[cold]
-    fn init_nodes(&self) -> Option<&Nodes> {
-        let topology = match self.numa {
-            NumaMode::Off => return None,
-            NumaMode::System { .. } => Topology::system().clone(),
-            NumaMode::Virtual { nodes, .. } => Topology::virtual_nodes(nodes),
-        };
-        let current = (0..topology.count()).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect();
-        Some(self.nodes.get_or_init(|| Nodes { topology, current }))
-    }
-
-    /// Whether a node word of -1 consults the memory policy first (the Rust API's `mpol`).
-    pub(crate) fn numa_mpol(&self) -> bool {
-        matches!(self.numa, NumaMode::System { mpol: true } | NumaMode::Virtual { mpol: true, .. })
+    pub(crate) fn tables(&self) -> &Tables {
+        &self.tables
     }
 
     /// Change the sizing policy, resizing the table now if its size changes.
@@ -266,262 +125,46 @@ impl Domain {
     /// # Errors
     /// `EINVAL` for a `Fixed` size that is not a power of two ≥ 2; `EBUSY` if this is the
     /// process default domain and it was switched to `Large` (final, as for the kernel's
-    /// global hash); `ENOMEM` when the new table cannot be allocated.
+    /// global hash); `ENOMEM` when the new table cannot be allocated (nothing changes then).
     pub fn set_slots(&self, slots: Slots) -> io::Result<()> {
-        self.apply(slots, std::ptr::eq(self, default_domain()))
+        self.tables.set_slots(slots, std::ptr::eq(self, default_domain()))
     }
 
     /// The current number of buckets of each table (a `Large` table reports its real size).
     pub fn slots(&self) -> usize {
-        let st = self.lock_state();
-        if st.size != 0 {
-            return st.size;
-        }
-        self.policy_slots(st.policy)
+        self.tables.slots()
     }
 
     /// The current sizing policy.
     pub fn policy(&self) -> Slots {
-        self.lock_state().policy
-    }
-
-    fn lock_state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The size `policy` asks for now.
-    fn policy_slots(&self, policy: Slots) -> usize {
-        match policy {
-            Slots::Auto => auto_slots(self.thread_count()),
-            Slots::Fixed(n) => n,
-            Slots::Large => large_slots(),
-        }
-    }
-
-    /// The prctl mirror's order of checks: a bad size (`EINVAL`) before a frozen default domain
-    /// (`EBUSY`) before an impossible allocation (`ENOMEM`).
-    fn apply(&self, slots: Slots, final_large: bool) -> io::Result<()> {
-        if let Slots::Fixed(n) = slots {
-            if n < 2 || !n.is_power_of_two() {
-                return Err(errno(libc::EINVAL));
-            }
-        }
-        let mut st = self.lock_state();
-        if st.frozen {
-            return Err(errno(libc::EBUSY));
-        }
-        if matches!(slots, Slots::Fixed(n) if n > MAX_SLOTS) {
-            return Err(no_memory());
-        }
-        // The policy changes only if its tables could be had: a failed resize leaves all as it was.
-        self.resize_locked(&mut st, self.policy_slots(slots))?;
-        st.policy = slots;
-        st.frozen = final_large && slots == Slots::Large;
-        Ok(())
-    }
-
-    /// The current-table pointer of the slot serving `node` ([`NO_NODE`]: the plain table).
-    #[inline]
-    fn slot(&self, node: u32) -> &AtomicPtr<Table> {
-        if node == NO_NODE {
-            &self.current
-        } else {
-            let nodes = self.nodes.get().expect("a node key comes from a NUMA domain's resolved node word");
-            &nodes.current[node as usize]
-        }
-    }
-
-    /// Every slot that has a table, plain first.
-    fn slots_in_use(&self) -> impl Iterator<Item = &AtomicPtr<Table>> {
-        let nodes = self.nodes.get().map(|n| &n.current[..]).unwrap_or(&[]);
-        std::iter::once(&self.current).chain(nodes).filter(|p| !p.load(Ordering::Acquire).is_null())
-    }
-
-    /// Make every current table `slots` big, with the state lock held (one resizer at a time).
-    /// Every table needed is had first; only then do waiters move, so on `ENOMEM` nothing has
-    /// changed (all tables keep one size).
-    fn resize_locked(&self, st: &mut State, slots: usize) -> io::Result<()> {
-        let in_use: Vec<(&AtomicPtr<Table>, u32)> = match self.slots_in_use().collect::<Vec<_>>() {
-            // The first table: the plain one (a node's first table is made by `ensure_table`).
-            none if none.is_empty() => vec![(&self.current, NO_NODE)],
-            some => some
-                .into_iter()
-                .map(|slot| {
-                    // SAFETY: a non-null current pointer points into the domain's tables, never
-                    // freed while the domain lives.
-                    (slot, unsafe { &*slot.load(Ordering::Acquire) }.node())
-                })
-                .collect(),
-        };
-        for &(slot, node) in &in_use {
-            // SAFETY: as above.
-            let resized = unsafe { slot.load(Ordering::Acquire).as_ref() }.is_some_and(|t| t.slots() != slots);
-            if resized && self.spare_table(st, node, slots).is_none() {
-                // Allocated retired (counts ≥ RETIRED): not current, like every spare table.
-                let t = self.fresh_table(node, slots, RETIRED).ok_or_else(no_memory)?;
-                st.tables.try_reserve(1).map_err(|_| no_memory())?;
-                st.tables.push(Box::new(t));
-            }
-        }
-        for (slot, node) in in_use {
-            self.replace_locked(st, slot, node, slots)?;
-        }
-        st.size = slots;
-        Ok(())
-    }
-
-    /// A table of `slots(node)`'s slot and size that is not current, kept for reuse.
-    fn spare_table(&self, st: &State, node: u32, slots: usize) -> Option<*const Table> {
-        st.all_tables()
-            .find(|&t| t.slots() == slots && t.node() == node && !self.is_current_any(t))
-            .map(|t| t as *const Table)
-    }
-
-    /// Whether `t` is its slot's current table (under the state lock: Acquire, no bucket held).
-    fn is_current_any(&self, t: &Table) -> bool {
-        let slot = if t.node() == NO_NODE {
-            Some(&self.current)
-        } else {
-            self.nodes.get().map(|n| &n.current[t.node() as usize])
-        };
-        slot.is_some_and(|s| std::ptr::eq(s.load(Ordering::Acquire), t))
-    }
-
-    /// Make `slot`'s (serving `node`) current table `slots` big: publish a first table (counts
-    /// 0), or migrate every waiter to a spare table of that size. Fails only when a first table
-    /// cannot be had.
-    fn replace_locked(&self, st: &mut State, slot: &AtomicPtr<Table>, node: u32, slots: usize) -> io::Result<()> {
-        let cur = slot.load(Ordering::Acquire);
-        // SAFETY: a non-null `current` points into the domain's tables, which frees nothing while
-        // the domain lives.
-        let Some(old) = (unsafe { cur.as_ref() }) else {
-            // A fresh table is seen by no one before it is published: counts start at 0.
-            let t = self.fresh_table(node, slots, 0).ok_or_else(no_memory)?;
-            st.tables.try_reserve(1).map_err(|_| no_memory())?;
-            st.tables.push(Box::new(t));
-            let new: *const Table = &**st.tables.last().expect("just pushed");
-            slot.store(new.cast_mut(), Ordering::Release);
-            return Ok(());
-        };
-        if old.slots() == slots {
-            return Ok(());
-        }
-        let new = self.spare_table(st, node, slots).expect("resize_locked had every spare table first");
-        // SAFETY: `new` points into the domain's tables, never freed while the domain lives.
-        let new_ref = unsafe { &*new };
-        old.migrate_to(new_ref, || slot.store(new.cast_mut(), Ordering::Release));
-        Ok(())
-    }
-
-    /// A new table for `node`, placed on it when the node is real; `None` without memory.
-    fn fresh_table(&self, node: u32, slots: usize, waiters: u32) -> Option<Table> {
-        let real = node != NO_NODE && self.nodes.get().is_some_and(|n| n.topology.is_real());
-        Table::new_on(slots, waiters, node, real)
-    }
-
-    fn thread_count(&self) -> usize {
-        self.threads.get().map_or(0, |t| t.load(Ordering::Relaxed))
-    }
-
-    /// The counter a thread registers with when it first waits here.
-    pub(crate) fn threads(&self) -> &Arc<AtomicUsize> {
-        self.threads.get_or_init(|| Arc::new(AtomicUsize::new(0)))
-    }
-
-    /// A new thread waits here: grow the tables of an `Auto` domain if 4 × threads outgrew
-    /// them. Once per thread and domain, so the state lock is fine here.
-    #[cold]
-    pub(crate) fn thread_arrived(&self, threads: usize) {
-        let target = auto_slots(threads);
-        let mut st = self.lock_state();
-        if st.policy == Slots::Auto && st.size < target {
-            // Growing is a performance policy: without memory the tables keep their size (all
-            // waiters still meet), and a later arrival tries again.
-            let _ = self.resize_locked(&mut st, target);
-        }
-    }
-
-    /// The current table of `key`'s slot, if one was allocated yet (a wake needs none: no
-    /// table, no waiter).
-    #[inline]
-    pub(crate) fn table_if_any(&self, key: &Key) -> Option<&Table> {
-        // Acquire: pairs with the publishing store, so the table's buckets are initialised.
-        let t = self.slot(key.node).load(Ordering::Acquire);
-        // SAFETY: tables are owned by `state.tables` and never freed while `self` lives.
-        unsafe { t.as_ref() }
-    }
-
-    /// The current table of `key`'s slot, for an operation that queues. The plain table always
-    /// exists (the default domain starts with a static one; `Domain::new` allocates one); a
-    /// node's table exists once [`Self::ensure_table`] succeeded for it (NUMA resolution does
-    /// that), and a slot never loses its table.
-    #[inline]
-    pub(crate) fn table(&self, key: &Key) -> &Table {
-        self.table_if_any(key).expect("the plain table, or a node table that resolution ensured")
-    }
-
-    /// Make sure `key`'s slot has a table (allocating a node's first one).
-    ///
-    /// # Errors
-    /// `ENOMEM` when the table cannot be allocated.
-    #[inline]
-    pub(crate) fn ensure_table(&self, key: &Key) -> io::Result<()> {
-        match self.table_if_any(key) {
-            Some(_) => Ok(()),
-            None => self.first_table(key),
-        }
-    }
-
-    #[cold]
-    fn first_table(&self, key: &Key) -> io::Result<()> {
-        let mut st = self.lock_state();
-        if self.table_if_any(key).is_none() {
-            let slots = if st.size != 0 { st.size } else { self.policy_slots(st.policy) };
-            self.replace_locked(&mut st, self.slot(key.node), key.node, slots)?;
-            st.size = slots;
-        }
-        Ok(())
-    }
-
-    /// Whether `t` is still current. Call with one of `t`'s buckets locked: a resize publishes
-    /// the new table while holding every old bucket lock, so Relaxed suffices — the lock's
-    /// Acquire orders this load after the resize's publication.
-    #[inline]
-    pub(crate) fn is_current(&self, t: &Table) -> bool {
-        std::ptr::eq(self.slot(t.node()).load(Ordering::Relaxed), t)
+        self.tables.policy()
     }
 
     /// Waiters queued anywhere in this domain, every node's table included (walks every
     /// bucket under its lock).
     #[doc(hidden)]
     pub fn queued_waiters(&self) -> usize {
-        let _st = self.lock_state(); // no resize moves waiters between tables meanwhile
-        self.slots_in_use()
-            .map(|p| {
-                // SAFETY: a non-null current pointer points into `state.tables`, kept while we live.
-                unsafe { &*p.load(Ordering::Acquire) }.queued()
-            })
-            .sum()
+        self.tables.queued_waiters()
     }
 
     /// Waiters whose home bucket (where they first queued; `parker::Bell`) is in this domain,
-    /// by the buckets' own counts, over every table, current or retired. Equals
-    /// [`Self::queued_waiters`] when no operation is in flight (for tests).
+    /// over every table, current or retired. Equals [`Self::queued_waiters`] when no operation
+    /// is in flight (for tests).
     #[doc(hidden)]
     pub fn homed_waiters(&self) -> usize {
-        self.lock_state().all_tables().map(|t| t.homed()).sum()
+        self.tables.homed_waiters()
     }
 
     /// How many tables are current: the plain one (if allocated) and each node's in use.
     #[doc(hidden)]
     pub fn tables_in_use(&self) -> usize {
-        self.slots_in_use().count()
+        self.tables.tables_in_use()
     }
 
     /// Bytes held by this domain's tables (current and retired).
     #[doc(hidden)]
     pub fn memory_footprint(&self) -> usize {
-        self.lock_state().all_tables().map(|t| t.footprint()).sum()
+        self.tables.memory_footprint()
     }
 
     /// Wait on `f` in this domain; see [`crate::wait`].
@@ -543,17 +186,17 @@ impl Domain {
         mask: u64,
         deadline: Option<Deadline>,
     ) -> Result<(), WaitError> {
-        crate::wait::wait_word(self, word_of(f), F::value_bits(expected), mask, deadline.map(Into::into))
+        crate::wait::wait_word(&self.tables, word_of(f), F::value_bits(expected), mask, deadline.map(Into::into))
     }
 
     /// Wake up to `n` waiters on `f` in this domain; see [`crate::wake`].
     pub fn wake<F: Futex>(&self, f: &F, n: usize) -> usize {
-        crate::wake::wake_word(self, word_of(f), n, MATCH_ANY)
+        crate::wake::wake_word(&self.tables, word_of(f), n, MATCH_ANY)
     }
 
     /// Wake up to `n` waiters on `f` whose mask shares a bit with `mask`.
     pub fn wake_bitset<F: Futex>(&self, f: &F, n: usize, mask: u64) -> usize {
-        crate::wake::wake_word(self, word_of(f), n, mask)
+        crate::wake::wake_word(&self.tables, word_of(f), n, mask)
     }
 
     /// Wait on any of `entries` in this domain; see [`crate::waitv`].
@@ -561,7 +204,7 @@ impl Domain {
     /// # Errors
     /// As [`crate::waitv`].
     pub fn waitv(&self, entries: &[WaitEntry<'_>], deadline: Option<Deadline>) -> Result<usize, WaitError> {
-        crate::waitv::waitv_entries(self, entries, deadline.map(Into::into))
+        crate::waitv::waitv_entries(&self.tables, entries, deadline.map(Into::into))
     }
 
     /// Requeue within this domain; see [`crate::requeue`].
@@ -576,7 +219,14 @@ impl Domain {
         nr_wake: usize,
         nr_requeue: usize,
     ) -> Result<usize, WaitError> {
-        crate::requeue::requeue_words(self, word_of(from), F::value_bits(expected), word_of(to), nr_wake, nr_requeue)
+        crate::requeue::requeue_words(
+            &self.tables,
+            word_of(from),
+            F::value_bits(expected),
+            word_of(to),
+            nr_wake,
+            nr_requeue,
+        )
     }
 }
 
@@ -591,9 +241,11 @@ impl std::fmt::Debug for Domain {
 /// allocation: growing it later may fail (the table keeps its size), using it cannot.
 #[cfg(not(ufutex_loom))]
 pub(crate) fn default_domain() -> &'static Domain {
+    use crate::tables::AUTO_MIN;
     static BUCKETS: [Bucket; AUTO_MIN] = [const { Bucket::new(0) }; AUTO_MIN];
     static INITIAL: Table = Table::initial(&BUCKETS);
-    static DEFAULT: Domain = Domain::empty(Slots::Auto, NumaMode::System { mpol: false }, Some((&INITIAL, AUTO_MIN)));
+    static DEFAULT: Domain =
+        Domain { tables: Tables::empty(Slots::Auto, NumaMode::System { mpol: false }, Some((&INITIAL, AUTO_MIN))) };
     &DEFAULT
 }
 

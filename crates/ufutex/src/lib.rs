@@ -17,6 +17,7 @@
 #![doc = include_str!("../../../README.md")]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod api;
 mod deadline;
 mod domain;
 mod error;
@@ -29,22 +30,25 @@ mod parker;
 mod primitive;
 mod queue;
 mod requeue;
+mod resolve;
 pub mod sync;
 mod table;
+mod tables;
 mod thread;
+mod topology;
 mod wait;
 mod waitv;
 mod wake;
 mod word;
 
+pub use api::{requeue, wait, wait_bitset, waitv, wake, wake_bitset};
 pub use deadline::Deadline;
-pub use domain::{Domain, DomainConfig, Slots};
+pub use domain::{Domain, DomainConfig};
 pub use error::WaitError;
-pub use numa::{NumaError, NumaFutex, NumaWaitEntry, NumaWord};
-pub use requeue::requeue;
-pub use wait::{wait, wait_bitset};
-pub use waitv::{waitv, WaitEntry, WAITV_MAX};
-pub use wake::{wake, wake_bitset};
+pub use numa::{NumaFutex, NumaWaitEntry, NumaWord};
+pub use resolve::NumaError;
+pub use tables::Slots;
+pub use waitv::{WaitEntry, WAITV_MAX};
 pub use word::Futex;
 #[doc(hidden)]
 pub use word::WordRefOpaque;

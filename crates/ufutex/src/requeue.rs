@@ -1,42 +1,16 @@
 //! Requeue: wake some waiters of one word and move others to another word's queue.
 
-use crate::domain::{default_domain, Domain};
 use crate::error::WaitError;
 use crate::key::Key;
 use crate::primitive::Ordering;
 use crate::queue::{MoveList, Step, WakeList};
 use crate::table::{lock_pair_current, PairGuard};
-use crate::word::{word_of, Futex, WordRef};
-
-/// If `*from == expected`, wake up to `nr_wake` waiters of `from` (oldest first, any mask) and
-/// move up to `nr_requeue` more to wait on `to`, behind `to`'s existing waiters. Returns woken
-/// + moved. The comparison is made with both queues locked, so it is atomic with the moves.
-///
-/// A moved waiter keeps its mask and deadline; it is later woken through `to`.
-///
-/// # Errors
-/// [`WaitError::WouldBlock`] if `*from != expected`.
-///
-/// # Examples
-/// ```
-/// use std::sync::atomic::AtomicU32;
-/// let (from, to) = (AtomicU32::new(5), AtomicU32::new(0));
-/// assert_eq!(ufutex::requeue(&from, 5, &to, 1, usize::MAX), Ok(0));
-/// assert_eq!(ufutex::requeue(&from, 4, &to, 1, 1), Err(ufutex::WaitError::WouldBlock));
-/// ```
-pub fn requeue<F: Futex>(
-    from: &F,
-    expected: F::Value,
-    to: &F,
-    nr_wake: usize,
-    nr_requeue: usize,
-) -> Result<usize, WaitError> {
-    requeue_words(default_domain(), word_of(from), F::value_bits(expected), word_of(to), nr_wake, nr_requeue)
-}
+use crate::tables::Tables;
+use crate::word::WordRef;
 
 /// The untyped requeue every front end calls.
 pub(crate) fn requeue_words(
-    domain: &Domain,
+    domain: &Tables,
     from: WordRef,
     expected: u64,
     to: WordRef,
@@ -50,7 +24,7 @@ pub(crate) fn requeue_words(
 /// [`requeue_words`] with the keys given: each key's node picks its table, so a requeue may
 /// move waiters between two NUMA nodes' tables (`numa.rs`; lock order in `table.rs`).
 pub(crate) fn requeue_keys(
-    domain: &Domain,
+    domain: &Tables,
     from: WordRef,
     k1: Key,
     expected: u64,

@@ -30,77 +30,21 @@
 //! Early exit: a wait whose value already differs returns `WouldBlock` after one load, without
 //! touching a bucket; that is linearisable at the load (the value differed then).
 
-use crate::deadline::{Deadline, Timeout};
-use crate::domain::{default_domain, Domain};
+use crate::deadline::Timeout;
 use crate::error::WaitError;
 use crate::key::Key;
 use crate::parker::Parker;
 use crate::primitive::{fence, Ordering};
 use crate::queue::{Node, NodeState};
 use crate::table::Bucket;
+use crate::tables::Tables;
 use crate::thread::{with_thread, ThreadData};
-use crate::word::{word_of, Futex, WordRef};
-use crate::MATCH_ANY;
-
-/// Sleep while `*f == expected`, until a [`crate::wake`] or [`crate::requeue`] on the same
-/// address dequeues this thread, or `deadline` passes.
-///
-/// The comparison is made at the word's width, atomically with queueing: a waker that stores a
-/// new value and then calls `wake` cannot miss this waiter. Waiters on one address are woken
-/// oldest first. A successful return is never spurious: it means a waker dequeued this thread.
-/// A wake racing the deadline either wins (the wait returns `Ok`) or does not count this waiter.
-///
-/// # Errors
-/// - [`WaitError::WouldBlock`]: `*f != expected` when checked;
-/// - [`WaitError::TimedOut`]: the deadline passed first (a deadline already in the past times
-///   out at once, after the value check);
-/// - [`WaitError::Interrupted`]: a signal handler installed without `SA_RESTART` ran (with
-///   `SA_RESTART` the wait goes on with the same deadline).
-///
-/// # Examples
-/// ```
-/// use std::sync::atomic::{AtomicU32, Ordering};
-/// use std::sync::Arc;
-/// let flag = Arc::new(AtomicU32::new(0));
-/// let f2 = flag.clone();
-/// let t = std::thread::spawn(move || {
-///     while f2.load(Ordering::Acquire) == 0 {
-///         let _ = ufutex::wait(&*f2, 0, None);
-///     }
-/// });
-/// flag.store(1, Ordering::Release);
-/// ufutex::wake(&*flag, 1);
-/// t.join().unwrap();
-/// ```
-pub fn wait<F: Futex>(f: &F, expected: F::Value, deadline: Option<Deadline>) -> Result<(), WaitError> {
-    wait_bitset(f, expected, MATCH_ANY, deadline)
-}
-
-/// [`wait`], woken only by wakes whose mask shares a bit with `mask` (a mask of 0 matches no
-/// wake: such a wait ends only by timeout or signal).
-///
-/// # Errors
-/// As [`wait`].
-///
-/// # Examples
-/// ```
-/// use std::sync::atomic::AtomicU64;
-/// let w = AtomicU64::new(7);
-/// assert_eq!(ufutex::wait_bitset(&w, 8, 0b10, None), Err(ufutex::WaitError::WouldBlock));
-/// ```
-pub fn wait_bitset<F: Futex>(
-    f: &F,
-    expected: F::Value,
-    mask: u64,
-    deadline: Option<Deadline>,
-) -> Result<(), WaitError> {
-    wait_word(default_domain(), word_of(f), F::value_bits(expected), mask, deadline.map(Into::into))
-}
+use crate::word::WordRef;
 
 /// The untyped wait every front end calls.
 #[inline]
 pub(crate) fn wait_word(
-    domain: &Domain,
+    domain: &Tables,
     word: WordRef,
     expected: u64,
     mask: u64,
@@ -112,7 +56,7 @@ pub(crate) fn wait_word(
 /// [`wait_word`] with the key given: its node picks the table (NUMA, see `numa.rs`).
 #[inline]
 pub(crate) fn wait_key(
-    domain: &Domain,
+    domain: &Tables,
     word: WordRef,
     key: Key,
     expected: u64,
@@ -127,7 +71,7 @@ pub(crate) fn wait_key(
 
 #[inline(never)]
 fn wait_queued(
-    domain: &Domain,
+    domain: &Tables,
     td: &ThreadData,
     word: WordRef,
     key: Key,
@@ -153,7 +97,7 @@ fn wait_queued(
 
 /// Count this thread as a user of `domain` (automatic sizing), the first time only.
 #[inline]
-pub(crate) fn register(domain: &Domain, td: &ThreadData) {
+pub(crate) fn register(domain: &Tables, td: &ThreadData) {
     if let Some(n) = td.register(domain.threads()) {
         domain.thread_arrived(n);
     }
@@ -161,7 +105,7 @@ pub(crate) fn register(domain: &Domain, td: &ThreadData) {
 
 /// Queue `node` on `key` if `*word == expected`, retrying across resizes; the bucket it went in.
 pub(crate) fn enqueue<'d>(
-    domain: &'d Domain,
+    domain: &'d Tables,
     node: &Node,
     word: WordRef,
     expected: u64,

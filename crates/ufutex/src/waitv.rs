@@ -1,10 +1,10 @@
 //! Waiting on any of many words (futex_waitv), of any sizes mixed.
 
-use crate::deadline::{Deadline, Timeout};
-use crate::domain::{default_domain, Domain};
+use crate::deadline::Timeout;
 use crate::error::WaitError;
 use crate::key::Key;
 use crate::queue::Node;
+use crate::tables::Tables;
 use crate::thread::{with_thread, ThreadData};
 use crate::wait::{await_unparks, dequeue_self, enqueue, register};
 use crate::word::{word_of, Futex, WordRef};
@@ -55,36 +55,9 @@ impl<'a> WaitEntry<'a> {
     }
 }
 
-/// Sleep until a waker dequeues this thread from any of `entries`, or `deadline` passes.
-///
-/// Entries are queued in index order, each compared atomically with its queueing. Returns the
-/// index of a woken entry — the highest among those a waker dequeued; which of several racing
-/// wakes that is, is not promised. Duplicate entries are allowed: each is its own waiter, and a
-/// wake that dequeues two of them counts two.
-///
-/// # Errors
-/// - [`WaitError::WouldBlock`]: some entry's word did not hold its value — unless an earlier
-///   entry was already woken in that window, in which case its index is returned;
-/// - [`WaitError::TimedOut`], [`WaitError::Interrupted`]: as for [`crate::wait`].
-///
-/// # Panics
-/// If `entries` is empty or longer than [`WAITV_MAX`].
-///
-/// # Examples
-/// ```
-/// use std::sync::atomic::{AtomicU16, AtomicU64};
-/// use ufutex::{waitv, WaitEntry, WaitError};
-/// let (a, b) = (AtomicU16::new(1), AtomicU64::new(2));
-/// let entries = [WaitEntry::new(&a, 1), WaitEntry::new(&b, 3)];
-/// assert_eq!(waitv(&entries, None), Err(WaitError::WouldBlock)); // b holds 2, not 3
-/// ```
-pub fn waitv(entries: &[WaitEntry<'_>], deadline: Option<Deadline>) -> Result<usize, WaitError> {
-    waitv_entries(default_domain(), entries, deadline.map(Into::into))
-}
-
 /// The untyped waitv every front end calls.
 pub(crate) fn waitv_entries(
-    domain: &Domain,
+    domain: &Tables,
     entries: &[WaitEntry<'_>],
     timeout: Option<Timeout>,
 ) -> Result<usize, WaitError> {
@@ -101,7 +74,7 @@ pub(crate) fn waitv_entries(
 }
 
 fn waitv_queued(
-    domain: &Domain,
+    domain: &Tables,
     td: &ThreadData,
     entries: &[WaitEntry<'_>],
     timeout: Option<Timeout>,

@@ -1,63 +1,33 @@
 //! Waking waiters on one word. The (B) side of the protocol in `wait.rs`.
 
-use crate::domain::{default_domain, Domain};
 use crate::key::Key;
 use crate::primitive::{fence, Ordering};
 use crate::queue::{Step, WakeList};
 use crate::table::Table;
-use crate::word::{word_of, Futex, WordRef};
-use crate::MATCH_ANY;
-
-/// Wake up to `n` threads waiting on `f`, oldest first; returns how many were woken.
-///
-/// Store the new value *before* calling: a waiter that checked the old value is then either
-/// woken here or sees the new value and does not sleep. With no waiters this makes no syscall
-/// and writes nothing. `n == 0` wakes nobody and returns 0; `usize::MAX` wakes all.
-///
-/// # Examples
-/// ```
-/// use std::sync::atomic::{AtomicU8, Ordering};
-/// let w = AtomicU8::new(0);
-/// w.store(1, Ordering::Release);
-/// assert_eq!(ufutex::wake(&w, usize::MAX), 0); // nobody was waiting
-/// ```
-pub fn wake<F: Futex>(f: &F, n: usize) -> usize {
-    wake_word(default_domain(), word_of(f), n, MATCH_ANY)
-}
-
-/// [`wake`], counting and waking only waiters whose mask shares a bit with `mask`.
-///
-/// # Examples
-/// ```
-/// use std::sync::atomic::AtomicU16;
-/// let w = AtomicU16::new(0);
-/// assert_eq!(ufutex::wake_bitset(&w, 1, 0b1), 0);
-/// ```
-pub fn wake_bitset<F: Futex>(f: &F, n: usize, mask: u64) -> usize {
-    wake_word(default_domain(), word_of(f), n, mask)
-}
+use crate::tables::Tables;
+use crate::word::WordRef;
 
 /// The untyped wake every front end calls.
 #[inline]
-pub(crate) fn wake_word(domain: &Domain, word: WordRef, n: usize, mask: u64) -> usize {
+pub(crate) fn wake_word(domain: &Tables, word: WordRef, n: usize, mask: u64) -> usize {
     wake_key(domain, Key::private(word.addr()), n, mask)
 }
 
 /// [`wake_word`] with the key given: its node picks the table (NUMA, see `numa.rs`).
 #[inline]
-pub(crate) fn wake_key(domain: &Domain, key: Key, n: usize, mask: u64) -> usize {
+pub(crate) fn wake_key(domain: &Tables, key: Key, n: usize, mask: u64) -> usize {
     wake_key_more(domain, key, n, mask, false).0
 }
 
 /// [`wake_word`], also telling whether a matching waiter was left queued (as seen under the
 /// bucket lock): a lock's unlock uses it to keep its "parked" bit.
 #[inline]
-pub(crate) fn wake_word_more(domain: &Domain, word: WordRef, n: usize, mask: u64) -> (usize, bool) {
+pub(crate) fn wake_word_more(domain: &Tables, word: WordRef, n: usize, mask: u64) -> (usize, bool) {
     wake_key_more(domain, Key::private(word.addr()), n, mask, true)
 }
 
 #[inline]
-fn wake_key_more(domain: &Domain, key: Key, n: usize, mask: u64, want_more: bool) -> (usize, bool) {
+fn wake_key_more(domain: &Tables, key: Key, n: usize, mask: u64, want_more: bool) -> (usize, bool) {
     if n == 0 {
         return (0, false);
     }
@@ -74,7 +44,7 @@ fn wake_key_more(domain: &Domain, key: Key, n: usize, mask: u64, want_more: bool
 
 #[inline(never)]
 fn wake_locked<'d>(
-    domain: &'d Domain,
+    domain: &'d Tables,
     mut table: &'d Table,
     key: Key,
     n: usize,

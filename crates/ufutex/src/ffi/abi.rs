@@ -103,7 +103,7 @@ mod tests {
 
     #[test]
     fn header_states_the_core_limits() {
-        let slots = format!("ENOMEM: @slots is above 2^{}", crate::domain::MAX_SLOTS.trailing_zeros());
+        let slots = format!("ENOMEM: @slots is above 2^{}", crate::tables::MAX_SLOTS.trailing_zeros());
         assert!(HEADER.contains(&slots), "include/ufutex.h must say `{slots}`");
     }
 

@@ -10,10 +10,11 @@
 use super::abi::{UfutexWaitv, UFUTEX_WAITV_MAX};
 use super::validate::{self, WordFlags};
 use super::{fault, Errno};
-use crate::domain::{default_domain, Slots};
+use crate::domain::default_domain;
 use crate::key::Key;
-use crate::numa::{resolve, Purpose};
 use crate::requeue::requeue_keys;
+use crate::resolve::{resolve, Purpose};
+use crate::tables::Slots;
 use crate::wait::wait_key;
 use crate::waitv::{waitv_entries, WaitEntry};
 use crate::wake::wake_key;
@@ -86,7 +87,7 @@ fn key_of(addr: usize, f: WordFlags, purpose: Purpose) -> Result<Key, Errno> {
     };
     // SAFETY: `addr` is aligned; `resolve` uses the word's address and size, never loads it.
     let word = unsafe { address_only(addr, f) };
-    resolve(default_domain(), word, node_word, f.mpol, purpose).map_err(|e| Errno(e.errno()))
+    resolve(default_domain().tables(), word, node_word, f.mpol, purpose).map_err(|e| Errno(e.errno()))
 }
 
 /// Wait while `*uaddr == val`: the `futex_wait` syscall. See `include/ufutex.h`.
@@ -116,7 +117,7 @@ pub unsafe extern "C" fn ufutex_wait(
         }
         // SAFETY: `addr` is aligned and was just read; the caller keeps it mapped.
         let word = unsafe { loadable(addr, f) };
-        wait_key(default_domain(), word, key, ulong(val), mask, timeout)?;
+        wait_key(default_domain().tables(), word, key, ulong(val), mask, timeout)?;
         Ok(0)
     })
 }
@@ -135,7 +136,7 @@ pub unsafe extern "C" fn ufutex_wake(uaddr: *mut c_void, mask: c_ulong, nr: c_in
         let addr = validate::nonnull(validate::address(uaddr as u64, f)?)?;
         // A NUMA node word is resolved (and -1 written back) even when `nr` is 0.
         let key = key_of(addr, f, Purpose::Wake)?;
-        Ok(wake_key(default_domain(), key, nr, mask) as c_long)
+        Ok(wake_key(default_domain().tables(), key, nr, mask) as c_long)
     })
 }
 
@@ -182,7 +183,7 @@ pub unsafe extern "C" fn ufutex_waitv(
             let word = unsafe { loadable(addr, *f) };
             entries.push(WaitEntry::from_raw(word, e.val, crate::MATCH_ANY).with_key(key));
         }
-        Ok(waitv_entries(default_domain(), &entries, timeout)? as c_long)
+        Ok(waitv_entries(default_domain().tables(), &entries, timeout)? as c_long)
     })
 }
 
@@ -216,7 +217,7 @@ pub unsafe extern "C" fn ufutex_requeue(
         }
         // SAFETY: `from` is aligned and was just read; the caller keeps it mapped.
         let from = unsafe { loadable(from, fs) };
-        Ok(requeue_keys(default_domain(), from, k1, src.val, k2, nr_wake, nr_requeue)? as c_long)
+        Ok(requeue_keys(default_domain().tables(), from, k1, src.val, k2, nr_wake, nr_requeue)? as c_long)
     })
 }
 

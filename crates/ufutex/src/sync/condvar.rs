@@ -149,7 +149,7 @@ impl Condvar {
         // increments after our unlock, so the wait below sees a different value or is woken.
         let seq = self.seq.load(Ordering::Relaxed);
         m.unlock_in(domain);
-        let r = wait_word(domain, self.seq_word(), u64::from(seq), NORMAL_MASK, timeout);
+        let r = wait_word(domain.tables(), self.seq_word(), u64::from(seq), NORMAL_MASK, timeout);
         m.relock_woken_in(domain);
         r == Err(WaitError::TimedOut)
     }
@@ -159,7 +159,7 @@ impl Condvar {
     pub fn notify_one_in(&self, domain: &Domain) -> bool {
         // Relaxed: the wake's (B) fence orders this store before its look at the queue.
         self.seq.fetch_add(1, Ordering::Relaxed);
-        wake_word(domain, self.seq_word(), 1, MATCH_ANY) > 0
+        wake_word(domain.tables(), self.seq_word(), 1, MATCH_ANY) > 0
     }
 
     /// Wake one waiter and requeue the others onto the mutex; returns woken + requeued.
@@ -169,7 +169,7 @@ impl Condvar {
         let seq = self.seq.fetch_add(1, Ordering::Acquire).wrapping_add(1);
         let m = self.mutex.load(Ordering::Relaxed);
         if m == 0 || m == MIXED {
-            return wake_word(domain, self.seq_word(), usize::MAX, MATCH_ANY);
+            return wake_word(domain.tables(), self.seq_word(), usize::MAX, MATCH_ANY);
         }
         // SAFETY:
         // - `m` is the address of a `RawMutex`, a `#[repr(transparent)]` `AtomicU8`: aligned
@@ -178,10 +178,10 @@ impl Condvar {
         //   it relocks it; with no waiter queued the requeue moves nobody, and the core uses the
         //   target's address only as a key — it never loads the target word.
         let to = unsafe { WordRef::from_raw(m, Size::U8) };
-        match requeue_words(domain, self.seq_word(), u64::from(seq), to, 1, usize::MAX) {
+        match requeue_words(domain.tables(), self.seq_word(), u64::from(seq), to, 1, usize::MAX) {
             Ok(n) => n,
             // The sequence moved on (a registration or another notify): wake everyone.
-            Err(_) => wake_word(domain, self.seq_word(), usize::MAX, MATCH_ANY),
+            Err(_) => wake_word(domain.tables(), self.seq_word(), usize::MAX, MATCH_ANY),
         }
     }
 }
