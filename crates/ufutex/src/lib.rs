@@ -37,6 +37,7 @@ mod tables;
 mod thread;
 mod topology;
 mod wait;
+mod waiter;
 mod waitv;
 mod wake;
 mod word;

@@ -17,9 +17,17 @@
 use crate::key::Key;
 use crate::parker::{Bell, Parker, UnparkHandle, WakeBatch};
 use crate::primitive::{AtomicPtr, Ordering};
-use crate::table::Bucket;
 use std::cell::UnsafeCell;
 use std::ptr;
+
+/// What holds a queue: the place a node records as where it is now (a table's bucket), whose
+/// bell is the node's home bell when the node is first queued there. The queue never looks
+/// inside it otherwise; it is a type parameter so that this module does not depend on the
+/// table (imports point down).
+pub(crate) trait Home {
+    /// The bell of this place (`parker::Bell`).
+    fn bell(&self) -> &Bell;
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NodeState {
@@ -29,26 +37,26 @@ pub(crate) enum NodeState {
 }
 
 /// Fields behind the bucket lock.
-struct Locked {
-    prev: *const Node,
-    next: *const Node,
+struct Locked<H> {
+    prev: *const Node<H>,
+    next: *const Node<H>,
     key: Key,
     mask: u64,
     state: NodeState,
     /// The waker's chain of nodes to unpark, used only after `Queued → Woken`.
-    wake_next: *const Node,
+    wake_next: *const Node<H>,
     /// The bell of the bucket the node was first queued in (`Idle → Queued`), which a plain
     /// wait sleeps on too (`parker::Bell`); a requeue or resize that moves the node keeps it.
     bell: *const Bell,
 }
 
 /// One thread waiting on one word.
-pub(crate) struct Node {
-    locked: UnsafeCell<Locked>,
+pub(crate) struct Node<H> {
+    locked: UnsafeCell<Locked<H>>,
     /// The bucket the node is in now. Changed only with that bucket's lock held (and the new
     /// one's); read without a lock only by the node's own thread, which then locks the bucket
     /// and reads it again to confirm (tables are never freed while their domain lives).
-    bucket: AtomicPtr<Bucket>,
+    bucket: AtomicPtr<H>,
     parker: *const Parker,
     /// Position in a waitv vector (0 for a plain wait).
     index: usize,
@@ -58,12 +66,12 @@ pub(crate) struct Node {
 // - the `UnsafeCell` fields are only touched under the lock of the bucket holding the node, or
 //   by its own thread while it is `Idle` (not reachable from any queue);
 // - `parker` points to the owning thread's parker, which outlives every unpark owed to it.
-unsafe impl Sync for Node {}
+unsafe impl<H> Sync for Node<H> {}
 // SAFETY: as for `Sync`: a node is plain data whose shared parts are guarded as above.
-unsafe impl Send for Node {}
+unsafe impl<H> Send for Node<H> {}
 
-impl Node {
-    pub(crate) fn new(parker: &Parker, index: usize) -> Node {
+impl<H> Node<H> {
+    pub(crate) fn new(parker: &Parker, index: usize) -> Node<H> {
         Node {
             locked: UnsafeCell::new(Locked {
                 prev: ptr::null(),
@@ -97,7 +105,7 @@ impl Node {
     }
 
     /// The bucket the node was last placed in (confirm under that bucket's lock).
-    pub(crate) fn bucket_hint(&self) -> *const Bucket {
+    pub(crate) fn bucket_hint(&self) -> *const H {
         // Acquire: pairs with the Release store of a requeue/resize that moved the node, so the
         // bucket it names is initialised.
         self.bucket.load(Ordering::Acquire)
@@ -107,20 +115,20 @@ impl Node {
     /// The caller holds the lock of the bucket that holds the node, or the node is `Idle` and
     /// owned by the calling thread.
     #[allow(clippy::mut_from_ref)]
-    unsafe fn locked(&self) -> &mut Locked {
+    unsafe fn locked(&self) -> &mut Locked<H> {
         // SAFETY: exclusive access is the caller's contract (bucket lock or Idle ownership).
         unsafe { &mut *self.locked.get() }
     }
 }
 
 /// A FIFO of nodes; lives inside a bucket and is reachable only through its lock guard.
-pub(crate) struct Queue {
-    head: *const Node,
-    tail: *const Node,
+pub(crate) struct Queue<H> {
+    head: *const Node<H>,
+    tail: *const Node<H>,
 }
 
 // SAFETY: the raw pointers are only followed under the bucket lock (see `Node`).
-unsafe impl Send for Queue {}
+unsafe impl<H> Send for Queue<H> {}
 
 /// What `Queue::take` does with a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,8 +138,8 @@ pub(crate) enum Step {
     Stop,
 }
 
-impl Queue {
-    pub(crate) const fn new() -> Queue {
+impl<H: Home> Queue<H> {
+    pub(crate) const fn new() -> Queue<H> {
         Queue { head: ptr::null(), tail: ptr::null() }
     }
 
@@ -153,7 +161,7 @@ impl Queue {
     ///   by the caller (which holds both bucket locks);
     /// - `bucket` is the bucket that owns `self`, locked by the caller;
     /// - the node stays alive while queued (the lifetime rule above).
-    pub(crate) unsafe fn push_back(&mut self, node: &Node, key: Key, mask: u64, bucket: &Bucket) {
+    pub(crate) unsafe fn push_back(&mut self, node: &Node<H>, key: Key, mask: u64, bucket: &H) {
         // SAFETY: exclusive access to the node per this function's contract.
         let l = unsafe { node.locked() };
         debug_assert!(l.state != NodeState::Woken, "a woken node is never re-queued");
@@ -175,14 +183,14 @@ impl Queue {
         self.tail = node;
         // Release: the node's new home is published before the lock is dropped; its own thread
         // reads it with Acquire (`bucket_hint`).
-        node.bucket.store(bucket as *const Bucket as *mut Bucket, Ordering::Release);
+        node.bucket.store(ptr::from_ref(bucket).cast_mut(), Ordering::Release);
     }
 
     /// Unlink `node`, which is queued here.
     ///
     /// # Safety
     /// `node` is in this queue and the caller holds the bucket lock.
-    unsafe fn unlink(&mut self, node: &Node) {
+    unsafe fn unlink(&mut self, node: &Node<H>) {
         // SAFETY: queued nodes and their neighbours are alive and guarded by the held lock.
         unsafe {
             let l = node.locked();
@@ -207,7 +215,7 @@ impl Queue {
     /// # Safety
     /// The caller holds this queue's bucket lock and has confirmed `node` lives in this bucket
     /// (`bucket_hint` read again under the lock), or the node is `Woken` and awaits its unpark.
-    pub(crate) unsafe fn state_of(&self, node: &Node) -> NodeState {
+    pub(crate) unsafe fn state_of(&self, node: &Node<H>) -> NodeState {
         // SAFETY: per the contract, the lock held orders every write of the state.
         unsafe { node.locked().state }
     }
@@ -216,7 +224,7 @@ impl Queue {
     ///
     /// # Safety
     /// As `state_of`, and the node is `Queued` here.
-    pub(crate) unsafe fn cancel(&mut self, node: &Node) {
+    pub(crate) unsafe fn cancel(&mut self, node: &Node<H>) {
         // SAFETY: forwarded contract; a queued node's home bell is set and lives in a bucket
         // of the domain (never freed while it lives).
         unsafe {
@@ -232,7 +240,11 @@ impl Queue {
     ///
     /// # Safety
     /// The caller holds this queue's bucket lock.
-    pub(crate) unsafe fn take(&mut self, mut f: impl FnMut(&Key, u64) -> Step, mut sink: impl FnMut(&Node)) -> usize {
+    pub(crate) unsafe fn take(
+        &mut self,
+        mut f: impl FnMut(&Key, u64) -> Step,
+        mut sink: impl FnMut(&Node<H>),
+    ) -> usize {
         let mut taken = 0;
         let mut cur = self.head;
         while !cur.is_null() {
@@ -260,7 +272,7 @@ impl Queue {
     ///
     /// # Safety
     /// The caller holds this queue's bucket lock and re-queues each node before unlocking.
-    pub(crate) unsafe fn drain(&mut self, mut sink: impl FnMut(&Node, Key, u64)) {
+    pub(crate) unsafe fn drain(&mut self, mut sink: impl FnMut(&Node<H>, Key, u64)) {
         // SAFETY: forwarded contract.
         unsafe {
             while !self.head.is_null() {
@@ -274,16 +286,16 @@ impl Queue {
 }
 
 /// Nodes a waker has dequeued, to unpark once the bucket lock is dropped (the kernel's wake_q).
-pub(crate) struct WakeList {
-    head: *const Node,
-    tail: *const Node,
+pub(crate) struct WakeList<H> {
+    head: *const Node<H>,
+    tail: *const Node<H>,
     len: usize,
     /// The home bell of the first node: the one bell this waker may ring.
     home: *const Bell,
 }
 
-impl WakeList {
-    pub(crate) fn new() -> WakeList {
+impl<H> WakeList<H> {
+    pub(crate) fn new() -> WakeList<H> {
         WakeList { head: ptr::null(), tail: ptr::null(), len: 0, home: ptr::null() }
     }
 
@@ -295,7 +307,7 @@ impl WakeList {
     ///
     /// # Safety
     /// The caller just took `node` out of a queue whose lock it still holds.
-    pub(crate) unsafe fn push(&mut self, node: &Node) {
+    pub(crate) unsafe fn push(&mut self, node: &Node<H>) {
         // SAFETY: the lock is held; the node is ours to mark until we unpark it.
         let l = unsafe { node.locked() };
         l.state = NodeState::Woken;
@@ -332,7 +344,7 @@ impl WakeList {
             // - a Woken node stays alive until its thread receives our unpark, which has not
             //   happened yet for `cur`;
             // - nobody else writes `wake_next` or `bell` of a Woken node.
-            let (next, handle, node_home): (*const Node, UnparkHandle, *const Bell) = unsafe {
+            let (next, handle, node_home): (*const Node<H>, UnparkHandle, *const Bell) = unsafe {
                 let node = &*cur;
                 (node.locked().wake_next, (*node.parker).handle(), node.locked().bell)
             };
@@ -344,14 +356,14 @@ impl WakeList {
 }
 
 /// Nodes a requeue has taken from the source queue, still `Queued`, to append to the target.
-pub(crate) struct MoveList {
-    head: *const Node,
-    tail: *const Node,
+pub(crate) struct MoveList<H> {
+    head: *const Node<H>,
+    tail: *const Node<H>,
     len: usize,
 }
 
-impl MoveList {
-    pub(crate) fn new() -> MoveList {
+impl<H: Home> MoveList<H> {
+    pub(crate) fn new() -> MoveList<H> {
         MoveList { head: ptr::null(), tail: ptr::null(), len: 0 }
     }
 
@@ -363,7 +375,7 @@ impl MoveList {
     ///
     /// # Safety
     /// The caller just took `node` out of a queue whose lock it holds until `append_to`.
-    pub(crate) unsafe fn push(&mut self, node: &Node) {
+    pub(crate) unsafe fn push(&mut self, node: &Node<H>) {
         // SAFETY: lock held; the node is in no queue, so only we reach it.
         unsafe {
             node.locked().wake_next = ptr::null();
@@ -381,7 +393,7 @@ impl MoveList {
     ///
     /// # Safety
     /// `queue` belongs to `bucket`, and the caller holds its lock and the source's lock.
-    pub(crate) unsafe fn append_to(mut self, queue: &mut Queue, key: Key, bucket: &Bucket) {
+    pub(crate) unsafe fn append_to(mut self, queue: &mut Queue<H>, key: Key, bucket: &H) {
         let mut cur = std::mem::replace(&mut self.head, ptr::null());
         while !cur.is_null() {
             // SAFETY: taken nodes stay alive (they are still logically Queued: their threads
@@ -396,13 +408,13 @@ impl MoveList {
     }
 }
 
-impl Drop for MoveList {
+impl<H> Drop for MoveList<H> {
     fn drop(&mut self) {
         debug_assert!(self.head.is_null() || std::thread::panicking(), "a MoveList must be appended");
     }
 }
 
-impl Drop for WakeList {
+impl<H> Drop for WakeList<H> {
     fn drop(&mut self) {
         debug_assert!(self.head.is_null() || std::thread::panicking(), "a WakeList must be unparked");
     }

@@ -3,8 +3,9 @@
 use crate::error::WaitError;
 use crate::key::Key;
 use crate::primitive::Ordering;
-use crate::queue::{MoveList, Step, WakeList};
+use crate::queue::Step;
 use crate::table::{lock_pair_current, PairGuard};
+use crate::table::{MoveList, WakeList};
 use crate::tables::Tables;
 use crate::word::WordRef;
 

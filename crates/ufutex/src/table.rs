@@ -47,7 +47,7 @@ use crate::key::{Key, NO_NODE};
 use crate::lock::RawLock;
 use crate::parker::Bell;
 use crate::primitive::{AtomicU32, Ordering};
-use crate::queue::{Node, Queue};
+use crate::queue::{Home, Queue};
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
 
@@ -59,7 +59,7 @@ pub(crate) const RETIRED: u32 = 1 << 30;
 pub(crate) struct Bucket {
     lock: RawLock,
     waiters: AtomicU32,
-    queue: UnsafeCell<Queue>,
+    queue: UnsafeCell<Queue<Bucket>>,
     bell: Bell,
 }
 
@@ -67,6 +67,19 @@ pub(crate) struct Bucket {
 unsafe impl Sync for Bucket {}
 
 const _: () = assert!(std::mem::size_of::<Bucket>() == 64 || cfg!(ufutex_loom));
+
+/// A waiter node, queued in a bucket.
+pub(crate) type Node = crate::queue::Node<Bucket>;
+/// Nodes a waker took from a bucket, to unpark after unlocking.
+pub(crate) type WakeList = crate::queue::WakeList<Bucket>;
+/// Nodes a requeue took from a bucket, to append to another.
+pub(crate) type MoveList = crate::queue::MoveList<Bucket>;
+
+impl Home for Bucket {
+    fn bell(&self) -> &Bell {
+        &self.bell
+    }
+}
 
 impl Bucket {
     crate::primitive::const_unless_loom! {
@@ -78,12 +91,6 @@ impl Bucket {
                 bell: Bell::new(),
             }
         }
-    }
-
-    /// The bell threads parked from this bucket also sleep on (`parker::Bell`).
-    #[inline]
-    pub(crate) fn bell(&self) -> &Bell {
-        &self.bell
     }
 
     /// The waiter count; see the module invariant and the (A)/(B) protocol in `wait.rs`.
@@ -109,7 +116,7 @@ impl<'a> BucketGuard<'a> {
         self.bucket
     }
 
-    pub(crate) fn queue(&mut self) -> &mut Queue {
+    pub(crate) fn queue(&mut self) -> &mut Queue<Bucket> {
         // SAFETY: the guard holds the bucket's lock, and `&mut self` makes this the only path
         // to the queue for the borrow's duration.
         unsafe { &mut *self.bucket.queue.get() }

@@ -4,7 +4,7 @@
 
 use crate::parker::Parker;
 use crate::primitive::{AtomicUsize, Ordering};
-use crate::queue::Node;
+use crate::table::Node;
 use std::cell::{RefCell, UnsafeCell};
 use std::sync::Arc;
 

@@ -3,10 +3,10 @@
 use crate::deadline::Timeout;
 use crate::error::WaitError;
 use crate::key::Key;
-use crate::queue::Node;
+use crate::table::Node;
 use crate::tables::Tables;
 use crate::thread::{with_thread, ThreadData};
-use crate::wait::{await_unparks, dequeue_self, enqueue, register};
+use crate::waiter::{await_unparks, dequeue_self, enqueue, register};
 use crate::word::{word_of, Futex, WordRef};
 use crate::MATCH_ANY;
 use std::marker::PhantomData;

@@ -2,8 +2,9 @@
 
 use crate::key::Key;
 use crate::primitive::{fence, Ordering};
-use crate::queue::{Step, WakeList};
+use crate::queue::Step;
 use crate::table::Table;
+use crate::table::WakeList;
 use crate::tables::Tables;
 use crate::word::WordRef;
 
