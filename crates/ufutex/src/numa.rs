@@ -9,6 +9,7 @@ use crate::primitive::{AtomicU16, AtomicU32, AtomicU64, AtomicU8};
 use crate::resolve::{resolve, NumaError, Purpose};
 use crate::tables::Tables;
 use crate::waitv::{WaitEntry, WAITV_MAX};
+use crate::wake::Report;
 use crate::word::{word_of, Futex, WordRef};
 use crate::MATCH_ANY;
 use std::fmt;
@@ -191,7 +192,7 @@ impl Domain {
     /// As [`Domain::wake_numa`].
     pub fn wake_bitset_numa<F: NumaWord>(&self, f: &NumaFutex<F>, n: usize, mask: u64) -> Result<usize, NumaError> {
         let (_, key) = f.resolve(self.tables(), Purpose::Wake)?;
-        Ok(crate::wake::wake_key(self.tables(), key, n, mask))
+        Ok(crate::wake::wake(self.tables(), key, n, mask, Report::Count).count)
     }
 
     /// [`Domain::requeue`] between two NUMA pairs, which may be on different nodes. Both node

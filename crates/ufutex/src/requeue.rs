@@ -11,7 +11,7 @@ use crate::word::WordRef;
 
 /// The untyped requeue every front end calls.
 pub(crate) fn requeue_words(
-    domain: &Tables,
+    tables: &Tables,
     from: WordRef,
     expected: u64,
     to: WordRef,
@@ -19,13 +19,13 @@ pub(crate) fn requeue_words(
     nr_requeue: usize,
 ) -> Result<usize, WaitError> {
     let (k1, k2) = (Key::private(from.addr()), Key::private(to.addr()));
-    requeue_keys(domain, from, k1, expected, k2, nr_wake, nr_requeue)
+    requeue_keys(tables, from, k1, expected, k2, nr_wake, nr_requeue)
 }
 
 /// [`requeue_words`] with the keys given: each key's node picks its table, so a requeue may
 /// move waiters between two NUMA nodes' tables (`numa.rs`; lock order in `table.rs`).
 pub(crate) fn requeue_keys(
-    domain: &Tables,
+    tables: &Tables,
     from: WordRef,
     k1: Key,
     expected: u64,
@@ -37,27 +37,25 @@ pub(crate) fn requeue_keys(
         return Err(WaitError::WouldBlock); // linearisable at this load
     }
     let (wake, moved) = loop {
-        let (t1, t2) = (domain.table(&k1), domain.table(&k2));
+        let (t1, t2) = (tables.table(&k1), tables.table(&k2));
         let (b1, b2) = (t1.bucket(&k1), t2.bucket(&k2));
-        let Some(mut pair) = lock_pair_current((t1, b1), (t2, b2), |t| domain.is_current(t)) else {
+        let Some(mut pair) = lock_pair_current((t1, b1), (t2, b2), |t| tables.is_current(t)) else {
             continue;
         };
         if from.load() != expected {
             return Err(WaitError::WouldBlock);
         }
         let (mut wake, mut moved) = (WakeList::new(), MoveList::new());
-        let (mut to_wake, mut to_move) = (nr_wake, nr_requeue);
-        let pick = |k: &Key, _mask: u64| match () {
-            _ if *k != k1 => Step::Skip,
-            _ if to_wake > 0 => {
-                to_wake -= 1;
+        // Take up to nr_wake + nr_requeue nodes of the source key; the first nr_wake taken
+        // (the oldest) are woken, the rest moved.
+        let mut budget = nr_wake.saturating_add(nr_requeue);
+        let pick = |k: &Key, _mask: u64| match (*k == k1, budget) {
+            (false, _) => Step::Skip,
+            (true, 0) => Step::Stop,
+            (true, _) => {
+                budget -= 1;
                 Step::Take
             }
-            _ if to_move > 0 => {
-                to_move -= 1;
-                Step::Take
-            }
-            _ => Step::Stop,
         };
         let src = match &mut pair {
             PairGuard::One(g) => g,

@@ -43,19 +43,19 @@ use crate::word::WordRef;
 /// The untyped wait every front end calls.
 #[inline]
 pub(crate) fn wait_word(
-    domain: &Tables,
+    tables: &Tables,
     word: WordRef,
     expected: u64,
     mask: u64,
     timeout: Option<Timeout>,
 ) -> Result<(), WaitError> {
-    wait_key(domain, word, Key::private(word.addr()), expected, mask, timeout)
+    wait_key(tables, word, Key::private(word.addr()), expected, mask, timeout)
 }
 
 /// [`wait_word`] with the key given: its node picks the table (NUMA, see `numa.rs`).
 #[inline]
 pub(crate) fn wait_key(
-    domain: &Tables,
+    tables: &Tables,
     word: WordRef,
     key: Key,
     expected: u64,
@@ -65,12 +65,12 @@ pub(crate) fn wait_key(
     if word.load() != expected {
         return Err(WaitError::WouldBlock);
     }
-    with_thread(|td| wait_queued(domain, td, word, key, expected, mask, timeout))
+    with_thread(|td| wait_queued(tables, td, word, key, expected, mask, timeout))
 }
 
 #[inline(never)]
 fn wait_queued(
-    domain: &Tables,
+    tables: &Tables,
     td: &ThreadData,
     word: WordRef,
     key: Key,
@@ -78,9 +78,9 @@ fn wait_queued(
     mask: u64,
     timeout: Option<Timeout>,
 ) -> Result<(), WaitError> {
-    register(domain, td);
+    register(tables, td);
     let node = Node::new(&td.parker, 0);
-    let bell = enqueue(domain, &node, word, expected, key, mask)?.bell();
+    let bell = enqueue(tables, &node, word, expected, key, mask)?.bell();
     match td.parker.park(1, timeout.as_ref(), Some(bell)) {
         Ok(()) => {
             td.parker.reset();

@@ -14,17 +14,17 @@ use crate::tables::Tables;
 use crate::thread::ThreadData;
 use crate::word::WordRef;
 
-/// Count this thread as a user of `domain` (automatic sizing), the first time only.
+/// Count this thread as a user of `tables` (automatic sizing), the first time only.
 #[inline]
-pub(crate) fn register(domain: &Tables, td: &ThreadData) {
-    if let Some(n) = td.register(domain.threads()) {
-        domain.thread_arrived(n);
+pub(crate) fn register(tables: &Tables, td: &ThreadData) {
+    if let Some(n) = td.register(tables.threads()) {
+        tables.thread_arrived(n);
     }
 }
 
 /// Queue `node` on `key` if `*word == expected`, retrying across resizes; the bucket it went in.
 pub(crate) fn enqueue<'d>(
-    domain: &'d Tables,
+    tables: &'d Tables,
     node: &Node,
     word: WordRef,
     expected: u64,
@@ -32,12 +32,12 @@ pub(crate) fn enqueue<'d>(
     mask: u64,
 ) -> Result<&'d Bucket, WaitError> {
     loop {
-        let table = domain.table(&key);
+        let table = tables.table(&key);
         let bucket = table.bucket(&key);
         bucket.waiters().fetch_add(1, Ordering::SeqCst); // (A)
         fence(Ordering::SeqCst); // (A): pairs with the waker's (B) fence
         let mut g = bucket.lock();
-        if !domain.is_current(table) {
+        if !tables.is_current(table) {
             // Relaxed: we leave this bucket's in-flight set; no one needs to see it promptly.
             g.waiters().fetch_sub(1, Ordering::Relaxed);
             continue;

@@ -57,7 +57,7 @@ impl<'a> WaitEntry<'a> {
 
 /// The untyped waitv every front end calls.
 pub(crate) fn waitv_entries(
-    domain: &Tables,
+    tables: &Tables,
     entries: &[WaitEntry<'_>],
     timeout: Option<Timeout>,
 ) -> Result<usize, WaitError> {
@@ -70,21 +70,21 @@ pub(crate) fn waitv_entries(
     if entries.iter().any(|e| e.word.load() != e.expected) {
         return Err(WaitError::WouldBlock);
     }
-    with_thread(|td| waitv_queued(domain, td, entries, timeout))
+    with_thread(|td| waitv_queued(tables, td, entries, timeout))
 }
 
 fn waitv_queued(
-    domain: &Tables,
+    tables: &Tables,
     td: &ThreadData,
     entries: &[WaitEntry<'_>],
     timeout: Option<Timeout>,
 ) -> Result<usize, WaitError> {
-    register(domain, td);
+    register(tables, td);
     // SAFETY: this thread is between episodes: the previous one ended with every node dequeued
     // and every owed unpark received (`finish`).
     let nodes = unsafe { td.waitv_nodes(entries.len()) };
     for (i, (e, node)) in entries.iter().zip(nodes).enumerate() {
-        if let Err(mismatch) = enqueue(domain, node, e.word, e.expected, e.key, e.mask) {
+        if let Err(mismatch) = enqueue(tables, node, e.word, e.expected, e.key, e.mask) {
             return finish(td, &nodes[..i], Err(mismatch));
         }
     }

@@ -1,84 +1,82 @@
-//! Waking waiters on one word. The (B) side of the protocol in `wait.rs`.
+//! Waking waiters on one key: the (B) side of the protocol in `wait.rs`. One path for every
+//! caller; a lock's unlock also asks whether a matching waiter was left queued.
 
 use crate::key::Key;
 use crate::primitive::{fence, Ordering};
 use crate::queue::Step;
-use crate::table::Table;
-use crate::table::WakeList;
+use crate::table::{Table, WakeList};
 use crate::tables::Tables;
 use crate::word::WordRef;
 
-/// The untyped wake every front end calls.
-#[inline]
-pub(crate) fn wake_word(domain: &Tables, word: WordRef, n: usize, mask: u64) -> usize {
-    wake_key(domain, Key::private(word.addr()), n, mask)
+/// What a wake reports besides how many it woke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Report {
+    /// Only the count.
+    Count,
+    /// Also whether a matching waiter was left queued (as seen under the bucket lock): a
+    /// lock's unlock uses it to keep its "parked" bit.
+    Rest,
 }
 
-/// [`wake_word`] with the key given: its node picks the table (NUMA, see `numa.rs`).
-#[inline]
-pub(crate) fn wake_key(domain: &Tables, key: Key, n: usize, mask: u64) -> usize {
-    wake_key_more(domain, key, n, mask, false).0
+/// The outcome of a wake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Woken {
+    /// Waiters dequeued and unparked.
+    pub(crate) count: usize,
+    /// With [`Report::Rest`]: a matching waiter is still queued. Always `false` otherwise.
+    pub(crate) more: bool,
 }
 
-/// [`wake_word`], also telling whether a matching waiter was left queued (as seen under the
-/// bucket lock): a lock's unlock uses it to keep its "parked" bit.
-#[inline]
-pub(crate) fn wake_word_more(domain: &Tables, word: WordRef, n: usize, mask: u64) -> (usize, bool) {
-    wake_key_more(domain, Key::private(word.addr()), n, mask, true)
-}
+const NONE: Woken = Woken { count: 0, more: false };
 
+/// Wake up to `n` waiters on `key` whose mask shares a bit with `mask`, oldest first.
 #[inline]
-fn wake_key_more(domain: &Tables, key: Key, n: usize, mask: u64, want_more: bool) -> (usize, bool) {
+pub(crate) fn wake(tables: &Tables, key: Key, n: usize, mask: u64, report: Report) -> Woken {
     if n == 0 {
-        return (0, false);
+        return NONE;
     }
     fence(Ordering::SeqCst); // (B)
-    let Some(table) = domain.table_if_any(&key) else {
-        return (0, false); // no table yet: nobody ever queued in this slot of the domain
+    let Some(table) = tables.table_if_any(&key) else {
+        return NONE; // no table yet: nobody ever queued in this slot
     };
     // (B): Relaxed after the fence; 0 means no waiter and a current table (table.rs invariant).
     if table.bucket(&key).waiters().load(Ordering::Relaxed) == 0 {
-        return (0, false);
+        return NONE;
     }
-    wake_locked(domain, table, key, n, mask, want_more)
+    wake_locked(tables, table, key, n, mask, report)
+}
+
+/// [`wake`] of a private word, reporting the count.
+#[inline]
+pub(crate) fn wake_word(tables: &Tables, word: WordRef, n: usize, mask: u64) -> usize {
+    wake(tables, Key::private(word.addr()), n, mask, Report::Count).count
 }
 
 #[inline(never)]
-fn wake_locked<'d>(
-    domain: &'d Tables,
-    mut table: &'d Table,
-    key: Key,
-    n: usize,
-    mask: u64,
-    want_more: bool,
-) -> (usize, bool) {
+fn wake_locked<'t>(tables: &'t Tables, mut table: &'t Table, key: Key, n: usize, mask: u64, report: Report) -> Woken {
     let mut more = false;
     let list = loop {
         let mut g = table.bucket(&key).lock();
-        if !domain.is_current(table) {
+        if !tables.is_current(table) {
             drop(g);
-            table = domain.table(&key);
+            table = tables.table(&key);
             continue;
         }
         let mut list = WakeList::new();
         let mut left = n;
-        let pick = |k: &Key, m: u64| {
-            let matches = *k == key && m & mask != 0;
-            match () {
-                _ if left == 0 && !(want_more && matches) => match want_more {
-                    true => Step::Skip, // keep looking for one more match
-                    false => Step::Stop,
-                },
-                _ if left == 0 => {
-                    more = true;
-                    Step::Stop
-                }
-                _ if matches => {
-                    left -= 1;
-                    Step::Take
-                }
-                _ => Step::Skip,
+        // Take matching nodes until `n` are taken; then, with `Report::Rest`, look on for one
+        // more match (and stop there), else stop at once.
+        let pick = |k: &Key, m: u64| match (*k == key && m & mask != 0, left, report) {
+            (true, 0, _) => {
+                more = report == Report::Rest;
+                Step::Stop
             }
+            (true, _, _) => {
+                left -= 1;
+                Step::Take
+            }
+            (false, 0, Report::Count) => Step::Stop,
+            (false, _, _) => Step::Skip,
         };
         // SAFETY: `g` holds the bucket lock; each taken node goes straight into `list`.
         unsafe { g.queue().take(pick, |node| list.push(node)) };
@@ -86,7 +84,7 @@ fn wake_locked<'d>(
         g.waiters().fetch_sub(list.len() as u32, Ordering::Relaxed);
         break list;
     };
-    let woken = list.len();
+    let count = list.len();
     list.unpark_all();
-    (woken, more)
+    Woken { count, more }
 }

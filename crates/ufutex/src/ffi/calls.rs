@@ -17,7 +17,7 @@ use crate::resolve::{resolve, Purpose};
 use crate::tables::Slots;
 use crate::wait::wait_key;
 use crate::waitv::{waitv_entries, WaitEntry};
-use crate::wake::wake_key;
+use crate::wake::{wake, Report};
 use crate::word::WordRef;
 use libc::{c_int, c_long, c_uint, c_ulong, c_void, clockid_t, timespec};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -136,7 +136,7 @@ pub unsafe extern "C" fn ufutex_wake(uaddr: *mut c_void, mask: c_ulong, nr: c_in
         let addr = validate::nonnull(validate::address(uaddr as u64, f)?)?;
         // A NUMA node word is resolved (and -1 written back) even when `nr` is 0.
         let key = key_of(addr, f, Purpose::Wake)?;
-        Ok(wake_key(default_domain().tables(), key, nr, mask) as c_long)
+        Ok(wake(default_domain().tables(), key, nr, mask, Report::Count).count as c_long)
     })
 }
 

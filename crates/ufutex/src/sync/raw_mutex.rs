@@ -75,9 +75,10 @@ use crate::deadline::Timeout;
 use crate::domain::default_domain;
 use crate::domain::Domain;
 use crate::error::WaitError;
+use crate::key::Key;
 use crate::primitive::{AtomicU8, Ordering};
 use crate::wait::wait_word;
-use crate::wake::{wake_word, wake_word_more};
+use crate::wake::{wake, wake_word, Report};
 use crate::word::{word_of, WordRef};
 
 pub(crate) type State = u8;
@@ -394,7 +395,7 @@ impl RawMutex {
     /// (5) The rest of an unlock that found PARKED: wake one waiter, and (5b) keep PARKED if
     /// the wake saw another one still queued.
     fn wake_next(&self, domain: &Domain) {
-        let (_, more) = wake_word_more(domain.tables(), self.word(), 1, NORMAL_MASK);
+        let more = wake(domain.tables(), Key::private(self.word().addr()), 1, NORMAL_MASK, Report::Rest).more;
         if more {
             // (5b) Relaxed RMW: PARKED only says "unlock must wake"; the woken thread restores
             // it too (the baton rule). Also on a free word: whoever takes it next then wakes the
