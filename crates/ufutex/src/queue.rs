@@ -15,7 +15,7 @@
 //! unparked its thread — the thread waits for that unpark before it reuses or frees the node.
 
 use crate::key::Key;
-use crate::parker::{Bell, Parker, UnparkHandle, WakeBatch};
+use crate::parker::{Bell, Park, Parker, UnparkHandle, WakeBatch};
 use crate::primitive::{AtomicPtr, Ordering};
 use std::cell::UnsafeCell;
 use std::ptr;

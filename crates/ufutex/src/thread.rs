@@ -2,7 +2,7 @@
 //! used), and the domains the thread has waited on (their automatic sizing counts threads).
 //! A few hundred bytes plus the waitv nodes.
 
-use crate::parker::Parker;
+use crate::parker::{Park, Parker};
 use crate::primitive::{AtomicUsize, Ordering};
 use crate::table::Node;
 use std::cell::{RefCell, UnsafeCell};

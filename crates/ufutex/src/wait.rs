@@ -33,6 +33,7 @@
 use crate::deadline::Timeout;
 use crate::error::WaitError;
 use crate::key::Key;
+use crate::parker::Park;
 use crate::queue::Home;
 use crate::table::Node;
 use crate::tables::Tables;

@@ -5,7 +5,7 @@
 
 use crate::error::WaitError;
 use crate::key::Key;
-use crate::parker::Parker;
+use crate::parker::{Park, Parker};
 use crate::primitive::{fence, Ordering};
 use crate::queue::NodeState;
 use crate::table::Bucket;

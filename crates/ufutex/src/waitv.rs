@@ -3,6 +3,7 @@
 use crate::deadline::Timeout;
 use crate::error::WaitError;
 use crate::key::Key;
+use crate::parker::Park;
 use crate::table::Node;
 use crate::tables::Tables;
 use crate::thread::{with_thread, ThreadData};

@@ -1,7 +1,7 @@
 //! The portable parker: a count under a `Mutex`, slept on with a `Condvar`. Never reports
 //! `Interrupted`. The waker holds an `Arc`, so the memory outlives a thread that exits.
 
-use super::ParkTimeout;
+use super::{Bell, Direct, Park, ParkTimeout, Unpark};
 use crate::deadline::Timeout;
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -14,18 +14,18 @@ pub(crate) struct Parker {
     inner: Arc<Inner>,
 }
 
-impl Parker {
-    pub(crate) fn new() -> Parker {
+/// One waker's unparks: each thread at once (no bell here).
+pub(crate) type WakeBatch<'b> = Direct<UnparkHandle>;
+
+impl Park for Parker {
+    type Handle = UnparkHandle;
+
+    fn new() -> Parker {
         Parker { inner: Arc::new(Inner { count: Mutex::new(0), cv: Condvar::new() }) }
     }
 
-    /// `_bell`: this backend sleeps on its own state only (see [`super::Bell`]).
-    pub(crate) fn park(
-        &self,
-        need: u32,
-        timeout: Option<&Timeout>,
-        _bell: Option<&super::Bell>,
-    ) -> Result<(), ParkTimeout> {
+    /// `_bell`: this backend sleeps on its own state only (see [`Bell`]).
+    fn park(&self, need: u32, timeout: Option<&Timeout>, _bell: Option<&Bell>) -> Result<(), ParkTimeout> {
         let mut count = self.inner.count.lock().unwrap_or_else(|e| e.into_inner());
         while *count < need {
             count = match timeout {
@@ -42,11 +42,11 @@ impl Parker {
         Ok(())
     }
 
-    pub(crate) fn reset(&self) {
+    fn reset(&self) {
         *self.inner.count.lock().unwrap_or_else(|e| e.into_inner()) = 0;
     }
 
-    pub(crate) fn handle(&self) -> UnparkHandle {
+    fn handle(&self) -> UnparkHandle {
         UnparkHandle { inner: self.inner.clone() }
     }
 }
@@ -55,8 +55,8 @@ pub(crate) struct UnparkHandle {
     inner: Arc<Inner>,
 }
 
-impl UnparkHandle {
-    pub(crate) fn unpark(self) {
+impl Unpark for UnparkHandle {
+    fn unpark(self) {
         *self.inner.count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         self.inner.cv.notify_one();
     }

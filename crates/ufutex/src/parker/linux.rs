@@ -24,7 +24,7 @@
 //! word.
 
 use super::futex::{self, KernelWait};
-use super::{Bell, ParkTimeout};
+use super::{Bell, Park, ParkTimeout};
 use crate::deadline::Timeout;
 use crate::primitive::{spin_hint, yield_now, AtomicU32, Ordering};
 
@@ -59,20 +59,24 @@ pub(crate) struct Parker {
 }
 
 impl Parker {
-    pub(crate) fn new() -> Parker {
-        Parker { word: AtomicU32::new(0), score: AtomicU32::new(SCORE_START) }
-    }
-
     #[inline]
     fn reached(&self, need: u32) -> bool {
         // Acquire: pairs with the unpark's Release, so the waker's queue surgery is visible.
         self.word.load(Ordering::Acquire) & COUNT >= need
     }
+}
+
+impl Park for Parker {
+    type Handle = UnparkHandle;
+
+    fn new() -> Parker {
+        Parker { word: AtomicU32::new(0), score: AtomicU32::new(SCORE_START) }
+    }
 
     /// Wait until `need` unparks of this episode have arrived, or `timeout` passes. `bell`: the
     /// bell of the bucket the thread's one node was queued in (none for waitv), slept on too
     /// when the kernel has `futex_waitv`.
-    pub(crate) fn park(&self, need: u32, timeout: Option<&Timeout>, bell: Option<&Bell>) -> Result<(), ParkTimeout> {
+    fn park(&self, need: u32, timeout: Option<&Timeout>, bell: Option<&Bell>) -> Result<(), ParkTimeout> {
         let score = self.score.load(Ordering::Relaxed);
         let budget = if score > 0 { SPIN_LONG } else { SPIN_SHORT };
         for _ in 0..budget {
@@ -120,15 +124,14 @@ impl Parker {
     }
 
     /// End the episode. Only once every unpark owed to it has arrived.
-    #[cfg_attr(ufutex_loom, allow(dead_code))] // the bell models use one episode each
-    pub(crate) fn reset(&self) {
+    fn reset(&self) {
         // Relaxed: no unpark of this episode is in flight any more, and the first waker of the
         // next one reaches this thread's node only through a bucket lock taken after this.
         self.word.store(0, Ordering::Relaxed);
     }
 
     /// Taken by a waker under the bucket lock, used after unlocking it.
-    pub(crate) fn handle(&self) -> UnparkHandle {
+    fn handle(&self) -> UnparkHandle {
         UnparkHandle { word: &self.word }
     }
 }

@@ -3,7 +3,7 @@
 //! at the first point where the count is short — loom explores that point before, during and
 //! after every wake, which is exactly the timeout-versus-wake race.
 
-use super::ParkTimeout;
+use super::{Bell, Direct, Park, ParkTimeout, Unpark};
 use crate::deadline::Timeout;
 use crate::primitive::{AtomicU32, Ordering};
 use loom::thread::Thread;
@@ -14,18 +14,18 @@ pub(crate) struct Parker {
     thread: Thread,
 }
 
-impl Parker {
-    pub(crate) fn new() -> Parker {
+/// One waker's unparks: each thread at once (no bell here).
+pub(crate) type WakeBatch<'b> = Direct<UnparkHandle>;
+
+impl Park for Parker {
+    type Handle = UnparkHandle;
+
+    fn new() -> Parker {
         Parker { count: Arc::new(AtomicU32::new(0)), thread: loom::thread::current() }
     }
 
-    /// `_bell`: this backend sleeps on its own state only (see [`super::Bell`]).
-    pub(crate) fn park(
-        &self,
-        need: u32,
-        timeout: Option<&Timeout>,
-        _bell: Option<&super::Bell>,
-    ) -> Result<(), ParkTimeout> {
+    /// `_bell`: this backend sleeps on its own state only (see [`Bell`]).
+    fn park(&self, need: u32, timeout: Option<&Timeout>, _bell: Option<&Bell>) -> Result<(), ParkTimeout> {
         loop {
             if self.count.load(Ordering::Acquire) >= need {
                 return Ok(());
@@ -37,11 +37,11 @@ impl Parker {
         }
     }
 
-    pub(crate) fn reset(&self) {
+    fn reset(&self) {
         self.count.store(0, Ordering::Relaxed);
     }
 
-    pub(crate) fn handle(&self) -> UnparkHandle {
+    fn handle(&self) -> UnparkHandle {
         UnparkHandle { count: self.count.clone(), thread: self.thread.clone() }
     }
 }
@@ -51,8 +51,8 @@ pub(crate) struct UnparkHandle {
     thread: Thread,
 }
 
-impl UnparkHandle {
-    pub(crate) fn unpark(self) {
+impl Unpark for UnparkHandle {
+    fn unpark(self) {
         self.count.fetch_add(1, Ordering::Release);
         self.thread.unpark();
     }

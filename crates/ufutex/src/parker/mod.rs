@@ -14,7 +14,15 @@
 #[cfg(all(target_os = "linux", not(ufutex_loom)))]
 pub(crate) mod futex;
 
-// Under loom's unit tests, the Linux parker runs on a model of the kernel futex.
+// The one choice of backend: loom's model under loom, else the Linux futex parker, or the
+// portable one with the `fallback-parker` feature or off Linux.
+#[cfg_attr(ufutex_loom, path = "loom_model.rs")]
+#[cfg_attr(all(not(ufutex_loom), any(feature = "fallback-parker", not(target_os = "linux"))), path = "fallback.rs")]
+#[cfg_attr(all(not(ufutex_loom), not(feature = "fallback-parker"), target_os = "linux"), path = "linux.rs")]
+mod backend;
+pub(crate) use backend::{Parker, UnparkHandle, WakeBatch};
+
+// Under loom's unit tests, the Linux parker also runs on a model of the kernel futex.
 #[cfg(all(ufutex_loom, test))]
 mod kernel_model;
 #[cfg(all(ufutex_loom, test))]
@@ -22,20 +30,27 @@ use kernel_model as futex;
 #[cfg(all(ufutex_loom, test))]
 mod linux;
 
-#[cfg(ufutex_loom)]
-mod loom_model;
-#[cfg(ufutex_loom)]
-pub(crate) use loom_model::{Parker, UnparkHandle};
+/// What every backend's `Parker` does: one per thread, counting the unparks of an episode.
+pub(crate) trait Park {
+    /// What a waker takes under the bucket lock and uses after unlocking it.
+    type Handle;
+    fn new() -> Self;
+    /// Wait until `need` unparks of this episode have arrived, or `timeout` passes, or (Linux)
+    /// a signal handler runs. `bell`: the bell of the bucket the thread's one node was queued
+    /// in, which a backend may sleep on too (see [`Bell`]).
+    fn park(&self, need: u32, timeout: Option<&Timeout>, bell: Option<&Bell>) -> Result<(), ParkTimeout>;
+    /// End the episode; only once every unpark owed to it has arrived.
+    fn reset(&self);
+    fn handle(&self) -> Self::Handle;
+}
 
-#[cfg(all(not(ufutex_loom), any(feature = "fallback-parker", not(target_os = "linux"))))]
-mod fallback;
-#[cfg(all(not(ufutex_loom), any(feature = "fallback-parker", not(target_os = "linux"))))]
-pub(crate) use fallback::{Parker, UnparkHandle};
+/// A handle that unparks its thread by itself (backends without a bell).
+#[cfg_attr(all(not(ufutex_loom), not(feature = "fallback-parker"), target_os = "linux"), allow(dead_code))]
+pub(crate) trait Unpark {
+    fn unpark(self);
+}
 
-#[cfg(all(not(ufutex_loom), not(feature = "fallback-parker"), target_os = "linux"))]
-mod linux;
-#[cfg(all(not(ufutex_loom), not(feature = "fallback-parker"), target_os = "linux"))]
-pub(crate) use linux::{Parker, UnparkHandle, WakeBatch};
+use crate::deadline::Timeout;
 
 /// A bucket's *bell*: one kernel futex word that a thread parked from that bucket also sleeps
 /// on (with `futex_waitv`, next to its own word), so that a waker waking many of them enters
@@ -82,18 +97,17 @@ impl Bell {
     }
 }
 
-/// The unparks of one waker, with the kernel wakes batched where the backend can.
-/// Backends without a bell unpark each thread at once.
-#[cfg(any(ufutex_loom, feature = "fallback-parker", not(target_os = "linux")))]
-pub(crate) struct WakeBatch;
+/// The unparks of one waker for a backend without a bell: each thread at once.
+#[cfg_attr(all(not(ufutex_loom), not(feature = "fallback-parker"), target_os = "linux"), allow(dead_code))]
+pub(crate) struct Direct<H>(std::marker::PhantomData<H>);
 
-#[cfg(any(ufutex_loom, feature = "fallback-parker", not(target_os = "linux")))]
-impl WakeBatch {
-    pub(crate) fn new(_bell: Option<&Bell>) -> WakeBatch {
-        WakeBatch
+#[cfg_attr(all(not(ufutex_loom), not(feature = "fallback-parker"), target_os = "linux"), allow(dead_code))]
+impl<H: Unpark> Direct<H> {
+    pub(crate) fn new(_bell: Option<&Bell>) -> Direct<H> {
+        Direct(std::marker::PhantomData)
     }
 
-    pub(crate) fn unpark(&mut self, handle: UnparkHandle, _on_bell: bool) {
+    pub(crate) fn unpark(&mut self, handle: H, _on_bell: bool) {
         handle.unpark();
     }
 
