@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fail when the library's modules import each other in a cycle (DESIGN.md: imports point down).
 
-    scripts/module-cycles.py [SRC_DIR]        (default crates/ufutex/src)
+    scripts/module-cycles.py [SRC_DIR]        (default: this repository's crates/ufutex/src)
 
 A module is a top-level file or folder of SRC_DIR (`wait.rs`, `parker/`); `lib.rs` is the crate
 root and may use every module. Every `crate::NAME` in code (comments and strings are skipped)
@@ -13,7 +13,7 @@ import re
 import sys
 from collections import defaultdict
 
-src = sys.argv[1] if len(sys.argv) > 1 else "crates/ufutex/src"
+src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "ufutex", "src")
 ref = re.compile(r"\bcrate::([a-z_][a-z0-9_]*)")
 # A `use crate::{a, b::c}` group names several modules at once.
 group = re.compile(r"\bcrate::\{([^}]*)\}", re.S)
@@ -73,6 +73,8 @@ for root, _, files in os.walk(src):
             for name in re.findall(r"(?:^|,)\s*([a-z_][a-z0-9_]*)", g.group(1)):
                 edges[mod][name].append(f"{rel}:{line}")
 
+if not modules:
+    sys.exit(f"module-cycles: no Rust modules under {src}")
 graph = {m: {t for t in edges[m] if t in modules and t != m} for m in modules}
 
 # Tarjan's strongly connected components.
