@@ -47,8 +47,10 @@
  * return EFAULT then; ufutex may crash). A wake never reads the word: waking an address that
  * was just unmapped is fine, as with the kernel.
  *
- * Out of memory for a wait-queue table (its first allocation, a resize), the library aborts
- * as Rust's allocator does; it does not return ENOMEM there.
+ * Out of memory for a wait-queue table, a call returns ENOMEM and changes nothing: a resize
+ * (ufutex_hash_set_slots) keeps the old table, and a wait, waitv or requeue on a UFUTEX_NUMA
+ * word whose node has no table yet fails before it queues. The plain table never needs memory
+ * for a wait: it starts as a static one, and automatic growth that fails keeps its size.
  *
  * Waiters and wakers meet in the process default table of the library; each copy of the
  * library in a process (a static and a shared one) has its own table.
@@ -175,7 +177,7 @@ long ufutex_wake(void *uaddr, unsigned long mask, int nr, unsigned int flags);
  *  - EAGAIN: some entry's word does not hold its val (unless an earlier entry was woken
  *    meanwhile: its index is returned);
  *  - ETIMEDOUT, EINTR: as ufutex_wait();
- *  - ENOMEM: no memory to copy the entries.
+ *  - ENOMEM: no memory to copy the entries, or for a node's first table (UFUTEX_NUMA).
  */
 long ufutex_waitv(struct ufutex_waitv *waiters, unsigned int nr_futexes, unsigned int flags,
 		  const struct timespec *timeout, clockid_t clockid);
@@ -204,6 +206,32 @@ long ufutex_waitv(struct ufutex_waitv *waiters, unsigned int nr_futexes, unsigne
 long ufutex_requeue(struct ufutex_waitv *waiters, unsigned int flags, int nr_wake, int nr_requeue);
 
 /**
+ * ufutex_wake_op() - wake waiters of two words, the second wake decided by an operation on the
+ * second word (the legacy FUTEX_WAKE_OP, for 32-bit words).
+ * @uaddr1: the first word (never read)
+ * @uaddr2: the second word, changed by @op
+ * @nr1:    most waiters of @uaddr1 to wake
+ * @nr2:    most waiters of @uaddr2 to wake, if the comparison holds
+ * @op:     the operation word of linux/futex.h's FUTEX_OP(op, oparg, cmp, cmparg): SET, ADD, OR,
+ *          ANDN or XOR with a 12-bit signed oparg (or 1 << oparg with FUTEX_OP_OPARG_SHIFT),
+ *          then EQ, NE, LT, LE, GT or GE of the old value against a 12-bit signed cmparg
+ * @flags:  UFUTEX_SIZE_U32 | UFUTEX_PRIVATE
+ *
+ * With the queues of both words locked: applies the operation to *@uaddr2 atomically, wakes up
+ * to @nr1 waiters of @uaddr1 (any mask), oldest first, and, if the old value of *@uaddr2
+ * compares true, up to @nr2 waiters of @uaddr2.
+ *
+ * Return: the number woken; -1 and errno:
+ *  - EINVAL: unknown flag bits, a size other than 32 bits, UFUTEX_NUMA or UFUTEX_MPOL;
+ *    @nr1 < 0 or @nr2 < 0; a misaligned word;
+ *  - EFAULT: a word NULL or in the kernel's half; @uaddr2 not mapped writable;
+ *  - EOPNOTSUPP: no UFUTEX_PRIVATE (process-shared words: not yet);
+ *  - ENOSYS: an unknown op (nothing written) or comparison (the word was written, as the
+ *    kernel does).
+ */
+long ufutex_wake_op(void *uaddr1, void *uaddr2, int nr1, int nr2, unsigned int op, unsigned int flags);
+
+/**
  * ufutex_hash_set_slots() - size the process default wait-queue table.
  * @slots: 0 for one large fixed table (final); a power of two >= 2 for that many buckets
  * @flags: must be 0
@@ -215,7 +243,8 @@ long ufutex_requeue(struct ufutex_waitv *waiters, unsigned int flags, int nr_wak
  * Return: 0; -1 and errno:
  *  - EINVAL: @flags != 0; @slots neither 0 nor a power of two >= 2;
  *  - EBUSY: the large table was chosen before;
- *  - ENOMEM: @slots is above 2^20 (a table of 64 MiB).
+ *  - ENOMEM: @slots is above 2^20 (a table of 64 MiB), or the table's memory cannot be had
+ *    (nothing changes then).
  */
 long ufutex_hash_set_slots(unsigned long slots, unsigned long flags);
 

@@ -6,6 +6,7 @@
  *
  *     diff_kernel [CALLS [SEED]]      (default 200000 calls, seed 1)
  *
+ * FUTEX_WAKE_OP (legacy SYS_futex) is compared with ufutex_wake_op, including the word it changes.
  * Single-threaded, so no call has a waiter to find; nothing can block: a NULL timeout goes
  * only with a vector or value that is sure to mismatch, other timeouts are in the past.
  * Where ufutex differs from the kernel on purpose, the input is not generated:
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ufutex.h>
@@ -135,10 +137,12 @@ static struct {
 static int nkinds;
 
 /* Agreements by call and outcome: [call][0] successes, [call][errno] shared failures. */
-static long agreed[4][128];
+static long agreed[5][128];
 
 static int op_index(const char *op)
 {
+	if (strncmp(op, "wake_op", 7) == 0)
+		return 4;
 	return op[0] == 'r' ? 3 : op[0] == 'w' && op[2] == 'k' ? 1 : op[0] == 'w' && op[4] == 'v' ? 2 : 0;
 }
 
@@ -273,6 +277,36 @@ static void one_requeue(void)
 	compare("requeue", rk, ek, ru, errno, d);
 }
 
+/* The legacy FUTEX_WAKE_OP against ufutex_wake_op: private 32-bit words only, counts >= 0 (the
+ * kernel takes a negative count as 1, ufutex refuses it), no NULL word (ufutex's contract). */
+static void one_wake_op(void)
+{
+	uint64_t a = rand_addr(1), b = rand_addr(1);
+	int n1 = below(4) ? (int)below(3) : INT_MAX, n2 = below(4) ? (int)below(3) : INT_MAX;
+	/* Mostly valid ops and comparisons, sometimes any of the 16 of each. */
+	unsigned op = below(4) ? (unsigned)below(5) | (below(4) ? 0 : 8) : (unsigned)below(16);
+	unsigned cmp = below(8) ? (unsigned)below(6) : (unsigned)below(16);
+	unsigned enc = (op << 28) | (cmp << 24) | ((unsigned)below(4096) << 12) | (unsigned)below(4096);
+	uint32_t saved[WORDS];
+	memcpy(saved, arena, sizeof saved);
+	char d[128];
+	snprintf(d, sizeof d, "wake_op a=%#llx b=%#llx n1=%d n2=%d op=%#x", (unsigned long long)a,
+		 (unsigned long long)b, n1, n2, enc);
+	errno = 0;
+	long rk = syscall(SYS_futex, (void *)(uintptr_t)a, FUTEX_WAKE_OP | FUTEX_PRIVATE_FLAG, n1,
+			  (void *)(uintptr_t)n2, (void *)(uintptr_t)b, enc);
+	int ek = errno;
+	uint32_t after_kernel[WORDS];
+	memcpy(after_kernel, arena, sizeof after_kernel);
+	memcpy(arena, saved, sizeof saved);
+	errno = 0;
+	long ru = ufutex_wake_op((void *)(uintptr_t)a, (void *)(uintptr_t)b, n1, n2, enc,
+				 UFUTEX_PRIVATE | UFUTEX_SIZE_U32);
+	compare("wake_op", rk, ek, ru, errno, d);
+	if (memcmp(after_kernel, arena, sizeof after_kernel) != 0)
+		compare("wake_op word", 0, 0, 1, 0, d); /* the operation changed the word differently */
+}
+
 int main(int argc, char **argv)
 {
 	long calls = argc > 1 ? atol(argv[1]) : 200000;
@@ -291,19 +325,20 @@ int main(int argc, char **argv)
 	if (!arena || inaccessible == MAP_FAILED)
 		return 2;
 	for (long i = 0; i < calls; i++) {
-		switch (below(4)) {
+		switch (below(5)) {
 		case 0: one_wait(); break;
 		case 1: one_wake(); break;
 		case 2: one_waitv(); break;
+		case 3: one_wake_op(); break;
 		default: one_requeue(); break;
 		}
 	}
 	print_divergences();
-	static const char *ops[4] = {"wait", "wake", "waitv", "requeue"};
-	static const int errs[] = {EINVAL, EFAULT, EAGAIN, ETIMEDOUT};
-	for (int o = 0; o < 4; o++) {
+	static const char *ops[5] = {"wait", "wake", "waitv", "requeue", "wake_op"};
+	static const int errs[] = {EINVAL, EFAULT, EAGAIN, ETIMEDOUT, ENOSYS};
+	for (int o = 0; o < 5; o++) {
 		printf("  %-8s agreed: ok %ld", ops[o], agreed[o][0]);
-		for (int i = 0; i < 4; i++)
+		for (int i = 0; i < 5; i++)
 			printf("  %s %ld", strerror(errs[i]), agreed[o][errs[i]]);
 		printf("\n");
 	}

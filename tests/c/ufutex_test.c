@@ -567,6 +567,49 @@ static void test_requeue_counts(void)
 	}
 }
 
+/* FUTEX_OP(op, oparg, cmp, cmparg), as linux/futex.h encodes it. */
+#define OP(op, oparg, cmp, cmparg) \
+	((((op) & 0xfu) << 28) | (((cmp) & 0xfu) << 24) | (((oparg) & 0xfffu) << 12) | ((cmparg) & 0xfffu))
+
+/* ufutex_wake_op: the operation is applied to the second word; the first word's waiters are
+ * woken; the second word's only when the old value compared true; errors in the kernel's order. */
+static void test_wake_op(void)
+{
+	const unsigned f = P(UFUTEX_SIZE_U32);
+	uint32_t a = 0, b = 0;
+	struct waiter wa = {.uaddr = &a, .val = 0, .mask = ~0U, .flags = f, .ret = 1};
+	struct waiter wb = {.uaddr = &b, .val = 0, .mask = ~0U, .flags = f, .ret = 1};
+	pthread_t ta, tb;
+	pthread_create(&ta, NULL, wait_thread, &wa);
+	pthread_create(&tb, NULL, wait_thread, &wb);
+	struct ufutex_waitv probe_a[2] = {{.uaddr = (uintptr_t)&a, .flags = f}, {.uaddr = (uintptr_t)&a, .flags = f}};
+	struct ufutex_waitv probe_b[2] = {{.uaddr = (uintptr_t)&b, .flags = f}, {.uaddr = (uintptr_t)&b, .flags = f}};
+	while (ufutex_requeue(probe_a, 0, 0, INT_MAX) == 0 || ufutex_requeue(probe_b, 0, 0, INT_MAX) == 0)
+		sched_yield(); /* both asleep (a requeue onto itself finds them) */
+	/* ADD 0 to b, compare old == 1: false, so only a's waiter. */
+	CHECK(ufutex_wake_op(&a, &b, 1, 1, OP(1, 0, 0, 1), f) == 1);
+	pthread_join(ta, NULL);
+	CHECK(wa.ret == 0 && b == 0);
+	/* SET b = 7, compare old == 0: true; a has nobody left, b's waiter is woken. */
+	CHECK(ufutex_wake_op(&a, &b, 1, 1, OP(0, 7, 0, 0), f) == 1);
+	pthread_join(tb, NULL);
+	CHECK(wb.ret == 0 && b == 7);
+	/* OPARG_SHIFT: OR (1 << 4); compare old > 6 true; nobody waits. */
+	CHECK(ufutex_wake_op(&a, &b, 1, 1, OP(8 | 2, 4, 4, 6), f) == 0 && b == (7 | 16));
+
+	FAILS(ufutex_wake_op(&a, &b, 1, 1, 0, P(UFUTEX_SIZE_U64)), EINVAL);
+	FAILS(ufutex_wake_op(&a, &b, 1, 1, 0, f | UFUTEX_NUMA), EINVAL);
+	FAILS(ufutex_wake_op(&a, &b, -1, 1, 0, f), EINVAL);
+	FAILS(ufutex_wake_op((char *)&a + 1, &b, 1, 1, 0, f), EINVAL);
+	FAILS(ufutex_wake_op(NULL, &b, 1, 1, 0, f), EFAULT);
+	FAILS(ufutex_wake_op(&a, unmapped, 1, 1, 0, f), EFAULT);
+	FAILS(ufutex_wake_op(&a, edge, 1, 1, 0, f), EFAULT); /* an inaccessible page */
+	FAILS(ufutex_wake_op(&a, &b, 1, 1, 0, UFUTEX_SIZE_U32), EOPNOTSUPP);
+	b = 3;
+	FAILS(ufutex_wake_op(&a, &b, 1, 1, OP(5, 1, 0, 0), f), ENOSYS);
+	CHECK(b == 3); /* an unknown op writes nothing */
+}
+
 /* ---- hash slots (last: the large table is final) ----------------------------------------- */
 
 static void test_slots(void)
@@ -749,6 +792,7 @@ int main(void)
 	RUN(test_sa_restart);
 	RUN(test_waitv_1024);
 	RUN(test_requeue_counts);
+	RUN(test_wake_op);
 	RUN(test_slots);
 	RUN(test_numa);
 	if (failures) {

@@ -40,6 +40,7 @@ mod wait;
 mod waiter;
 mod waitv;
 mod wake;
+mod wake_op;
 mod word;
 
 pub use api::{requeue, wait, wait_bitset, waitv, wake, wake_bitset};

@@ -114,6 +114,7 @@ mod tests {
             "long ufutex_wake(void *uaddr, unsigned long mask, int nr, unsigned int flags);",
             "long ufutex_waitv(struct ufutex_waitv *waiters, unsigned int nr_futexes, unsigned int flags,",
             "long ufutex_requeue(struct ufutex_waitv *waiters, unsigned int flags, int nr_wake, int nr_requeue);",
+            "long ufutex_wake_op(void *uaddr1, void *uaddr2, int nr1, int nr2, unsigned int op, unsigned int flags);",
             "long ufutex_hash_set_slots(unsigned long slots, unsigned long flags);",
             "long ufutex_hash_get_slots(void);",
             "_Static_assert(sizeof(struct ufutex_waitv) == 24,",

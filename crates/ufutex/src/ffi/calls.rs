@@ -9,6 +9,7 @@
 
 use super::abi::{UfutexWaitv, UFUTEX_WAITV_MAX};
 use super::validate::{self, WordFlags};
+use super::wake_op::WakeOp;
 use super::{fault, Errno};
 use crate::domain::default_domain;
 use crate::key::Key;
@@ -18,7 +19,8 @@ use crate::tables::Slots;
 use crate::wait::wait_key;
 use crate::waitv::{waitv_entries, WaitEntry};
 use crate::wake::{wake, Report};
-use crate::word::WordRef;
+use crate::wake_op::wake_op;
+use crate::word::{Size, WordRef};
 use libc::{c_int, c_long, c_uint, c_ulong, c_void, clockid_t, timespec};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -218,6 +220,38 @@ pub unsafe extern "C" fn ufutex_requeue(
         // SAFETY: `from` is aligned and was just read; the caller keeps it mapped.
         let from = unsafe { loadable(from, fs) };
         Ok(requeue_keys(default_domain().tables(), from, k1, src.val, k2, nr_wake, nr_requeue)? as c_long)
+    })
+}
+
+/// Wake waiters of two 32-bit words, the second wake decided by an operation on the second
+/// word made atomically with both wakes (the legacy `FUTEX_WAKE_OP`). See `include/ufutex.h`.
+///
+/// # Safety
+/// See the module documentation: memory found mapped stays mapped for the call.
+#[no_mangle]
+pub unsafe extern "C" fn ufutex_wake_op(
+    uaddr1: *mut c_void,
+    uaddr2: *mut c_void,
+    nr1: c_int,
+    nr2: c_int,
+    op: c_uint,
+    flags: c_uint,
+) -> c_long {
+    entry(|| {
+        let f = validate::word_flags(flags)?;
+        if f.size != Size::U32 || f.numa || f.mpol {
+            return Err(Errno::EINVAL);
+        }
+        let (nr1, nr2) = (validate::count(nr1)?, validate::count(nr2)?);
+        let a1 = validate::nonnull(validate::address(uaddr1 as u64, f)?)?;
+        let a2 = validate::nonnull(validate::address(uaddr2 as u64, f)?)?;
+        let op = WakeOp::decode(op).check()?;
+        fault::check_writable(a2, Size::U32)?;
+        // SAFETY: `a2` is aligned to 4, mapped and writable (just checked), and the caller keeps
+        // it mapped for the call (module contract); an AtomicU32 has the layout of a u32.
+        let word2 = unsafe { &*(a2 as *const std::sync::atomic::AtomicU32) };
+        let (k1, k2) = (Key::private(a1), Key::private(a2));
+        Ok(wake_op(default_domain().tables(), k1, k2, nr1, nr2, || op.apply(word2))? as c_long)
     })
 }
 

@@ -18,6 +18,7 @@ mod sync;
 #[cfg(test)]
 mod tests;
 mod validate;
+mod wake_op;
 
 /// An `errno` value: why a call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,72 @@
+//! Waking on two words at once, the second wake decided by an operation on the second word
+//! (the kernel's `FUTEX_WAKE_OP`): with both buckets locked, apply the caller's operation to
+//! word 2, wake up to `nr1` waiters of key 1, and — if the operation says so — up to `nr2`
+//! waiters of key 2. Holding both locks while the word changes is what makes it one step for
+//! every waiter of either word: a waiter of word 2 compares its value under its bucket's lock,
+//! so it sees the word either before the operation (and is queued, and may be woken) or after.
+
+use crate::key::Key;
+use crate::primitive::Ordering;
+use crate::queue::Step;
+use crate::table::{lock_pair_current, BucketGuard, PairGuard, WakeList};
+use crate::tables::Tables;
+
+/// Take up to `n` waiters of `key` (any mask) from the locked bucket `g` into `list`.
+fn take(g: &mut BucketGuard<'_>, key: Key, n: usize, list: &mut WakeList) {
+    let mut left = n;
+    let pick = |k: &Key, _mask: u64| match (*k == key, left) {
+        (_, 0) => Step::Stop,
+        (false, _) => Step::Skip,
+        (true, _) => {
+            left -= 1;
+            Step::Take
+        }
+    };
+    let before = list.len();
+    // SAFETY: `g` holds the bucket's lock; every taken node goes straight into `list`.
+    unsafe { g.queue().take(pick, |node| list.push(node)) };
+    // Relaxed under the lock: the dequeuer drops the count for the nodes it took.
+    g.waiters().fetch_sub((list.len() - before) as u32, Ordering::Relaxed);
+}
+
+/// Apply `op` to word 2 with the buckets of `k1` and `k2` locked; wake up to `nr1` waiters of
+/// `k1`, and up to `nr2` of `k2` if `op` returned `Ok(true)`. Returns how many were woken, or
+/// `op`'s error (then nobody is woken). `op` runs exactly once. Both keys' tables must exist
+/// (plain keys always have theirs; see `Tables::table`).
+pub(crate) fn wake_op<E>(
+    tables: &Tables,
+    k1: Key,
+    k2: Key,
+    nr1: usize,
+    nr2: usize,
+    op: impl FnOnce() -> Result<bool, E>,
+) -> Result<usize, E> {
+    let (mut list, mut op) = (WakeList::new(), Some(op));
+    loop {
+        let (t1, t2) = (tables.table(&k1), tables.table(&k2));
+        let (b1, b2) = (t1.bucket(&k1), t2.bucket(&k2));
+        let Some(mut pair) = lock_pair_current((t1, b1), (t2, b2), |t| tables.is_current(t)) else {
+            continue;
+        };
+        let second = (op.take().expect("the operation runs once: only this pass gets here"))()?;
+        match &mut pair {
+            PairGuard::One(g) => {
+                take(g, k1, nr1, &mut list);
+                if second {
+                    take(g, k2, nr2, &mut list);
+                }
+            }
+            PairGuard::Two { first, second: g2 } => {
+                take(first, k1, nr1, &mut list);
+                if second {
+                    take(g2, k2, nr2, &mut list);
+                }
+            }
+        }
+        drop(pair);
+        break;
+    }
+    let woken = list.len();
+    list.unpark_all();
+    Ok(woken)
+}
