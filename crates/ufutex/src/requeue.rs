@@ -19,21 +19,24 @@ pub(crate) fn requeue_words(
     nr_requeue: usize,
 ) -> Result<usize, WaitError> {
     let (k1, k2) = (Key::private(from.addr()), Key::private(to.addr()));
-    requeue_keys(tables, from, k1, expected, k2, nr_wake, nr_requeue)
+    requeue_keys(tables, k1, k2, Some((from, expected)), nr_wake, nr_requeue)
 }
 
 /// [`requeue_words`] with the keys given: each key's node picks its table, so a requeue may
 /// move waiters between two NUMA nodes' tables (`numa.rs`; lock order in `table.rs`).
+/// `check`: the source word and the value it must hold (`WouldBlock` otherwise), compared
+/// before and again with both buckets locked; `None` for the legacy `FUTEX_REQUEUE`, which
+/// compares nothing.
 pub(crate) fn requeue_keys(
     tables: &Tables,
-    from: WordRef,
     k1: Key,
-    expected: u64,
     k2: Key,
+    check: Option<(WordRef, u64)>,
     nr_wake: usize,
     nr_requeue: usize,
 ) -> Result<usize, WaitError> {
-    if from.load() != expected {
+    let holds = || check.is_none_or(|(from, expected)| from.load() == expected);
+    if !holds() {
         return Err(WaitError::WouldBlock); // linearisable at this load
     }
     let (wake, moved) = loop {
@@ -42,7 +45,7 @@ pub(crate) fn requeue_keys(
         let Some(mut pair) = lock_pair_current((t1, b1), (t2, b2), |t| tables.is_current(t)) else {
             continue;
         };
-        if from.load() != expected {
+        if !holds() {
             return Err(WaitError::WouldBlock);
         }
         let (mut wake, mut moved) = (WakeList::new(), MoveList::new());

@@ -219,7 +219,7 @@ pub unsafe extern "C" fn ufutex_requeue(
         }
         // SAFETY: `from` is aligned and was just read; the caller keeps it mapped.
         let from = unsafe { loadable(from, fs) };
-        Ok(requeue_keys(default_domain().tables(), from, k1, src.val, k2, nr_wake, nr_requeue)? as c_long)
+        Ok(requeue_keys(default_domain().tables(), k1, k2, Some((from, src.val)), nr_wake, nr_requeue)? as c_long)
     })
 }
 
