@@ -10,6 +10,7 @@ mod cli;
 mod competitor;
 mod export;
 mod goals;
+mod lock_competitor;
 #[cfg(test)]
 mod mock;
 mod options;

@@ -3,8 +3,9 @@
 
 use crate::cli::{Cli, Command, CommonArgs};
 use crate::competitor::NAMES;
+use crate::lock_competitor;
 use crate::workloads::hash::{Params as HashParams, SlotPoint};
-use crate::workloads::lock::{self, Section};
+use crate::workloads::lock::Section;
 use crate::workloads::waitv::Mode;
 use crate::workloads::wake::{Kind, Params as WakeParams};
 use crate::workloads::{parse_list, pingpong, schbench, Common};
@@ -61,7 +62,7 @@ fn common(c: &CommonArgs, default_runtime: f64, lock: bool) -> R<Common> {
     if !(runtime.is_finite() && runtime > 0.0 && runtime <= 3600.0) {
         return Err(format!("--runtime {runtime}: must be > 0 and ≤ 3600 seconds"));
     }
-    let valid: Vec<&str> = if lock { lock::names() } else { NAMES.to_vec() };
+    let valid: Vec<&str> = if lock { lock_competitor::names() } else { NAMES.to_vec() };
     let impls: Vec<String> = match &c.impls {
         None => valid.iter().map(|s| s.to_string()).collect(),
         Some(s) => s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect(),

@@ -1,113 +1,27 @@
 //! `lock`: mutex throughput and fairness (the lock-handoff seed's tables). T threads take one
 //! lock in a loop; the critical section does K increments of a shared counter (or ~1 µs of
 //! them). Total lock acquisitions/s, and per thread: slowest/fastest ratio and relative
-//! standard deviation. Competitors are a list: adding a lock is one [`BenchLock`] impl and one
-//! line in [`locks`].
+//! standard deviation. The locks are in `lock_competitor.rs`.
 
 use super::{Common, Gate, STACK};
+use crate::lock_competitor::{BenchLock, LockKind, ParkingLotMutex, PthreadMutex, StdMutex, UfutexMutex};
 use crate::result::{Bench, Metric};
 use crate::sched::Plan;
 use crate::stats;
-use std::cell::UnsafeCell;
 use std::hint::black_box;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// A lock protecting a counter.
-pub trait BenchLock: Sync + Send + Default {
-    /// Run `f` with the lock held.
-    fn with(&self, f: impl FnOnce(&mut u64));
-}
-
-#[derive(Default)]
-pub struct StdMutex(std::sync::Mutex<u64>);
-impl BenchLock for StdMutex {
-    #[inline]
-    fn with(&self, f: impl FnOnce(&mut u64)) {
-        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+/// One repetition of lock `kind` (each lock's loop instantiated on its own).
+fn run_once(kind: LockKind, p: Params, runtime: Duration) -> io::Result<Sample> {
+    match kind {
+        LockKind::Ufutex => once::<UfutexMutex>(p, runtime),
+        LockKind::Pthread => once::<PthreadMutex>(p, runtime),
+        LockKind::Std => once::<StdMutex>(p, runtime),
+        LockKind::ParkingLot => once::<ParkingLotMutex>(p, runtime),
     }
-}
-
-#[derive(Default)]
-pub struct ParkingLotMutex(parking_lot::Mutex<u64>);
-impl BenchLock for ParkingLotMutex {
-    #[inline]
-    fn with(&self, f: impl FnOnce(&mut u64)) {
-        f(&mut self.0.lock())
-    }
-}
-
-/// glibc's pthread_mutex (default type), boxed so it never moves after initialisation.
-pub struct PthreadMutex {
-    m: Box<UnsafeCell<libc::pthread_mutex_t>>,
-    data: UnsafeCell<u64>,
-}
-
-// SAFETY:
-// - the pthread mutex is made for sharing between threads, and `data` is only touched while
-//   it is held (in `with`).
-unsafe impl Sync for PthreadMutex {}
-// SAFETY:
-// - an unlocked pthread mutex may be moved between threads (it is boxed, so it never moves).
-unsafe impl Send for PthreadMutex {}
-
-impl Default for PthreadMutex {
-    fn default() -> Self {
-        PthreadMutex { m: Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER)), data: UnsafeCell::new(0) }
-    }
-}
-
-impl BenchLock for PthreadMutex {
-    #[inline]
-    fn with(&self, f: impl FnOnce(&mut u64)) {
-        // SAFETY:
-        // - `m` is a statically initialised default mutex at a stable (boxed) address.
-        // - `data` is only accessed between lock and unlock, so the `&mut` is exclusive.
-        // - a default mutex locked and unlocked by the same thread cannot fail.
-        unsafe {
-            libc::pthread_mutex_lock(self.m.get());
-            f(&mut *self.data.get());
-            libc::pthread_mutex_unlock(self.m.get());
-        }
-    }
-}
-
-impl Drop for PthreadMutex {
-    fn drop(&mut self) {
-        // SAFETY: the mutex is unlocked (every `with` unlocked it) and not used again.
-        unsafe {
-            libc::pthread_mutex_destroy(self.m.get());
-        }
-    }
-}
-
-/// ufutex's handoff mutex (`ufutex::sync`).
-#[derive(Default)]
-pub struct UfutexMutex(ufutex::sync::Mutex<u64>);
-
-impl BenchLock for UfutexMutex {
-    #[inline]
-    fn with(&self, f: impl FnOnce(&mut u64)) {
-        f(&mut self.0.lock())
-    }
-}
-
-/// One entry of the competitor list: a name and the generic runner instantiated for a lock.
-pub struct LockEntry {
-    pub name: &'static str,
-    pub run: fn(Params, Duration) -> io::Result<Sample>,
-}
-
-/// Every lock we can measure: adding one is a [`BenchLock`] impl and a line here.
-pub fn locks() -> Vec<LockEntry> {
-    vec![
-        LockEntry { name: "ufutex", run: once::<UfutexMutex> },
-        LockEntry { name: "pthread", run: once::<PthreadMutex> },
-        LockEntry { name: "std", run: once::<StdMutex> },
-        LockEntry { name: "parking_lot", run: once::<ParkingLotMutex> },
-    ]
 }
 
 /// The critical section.
@@ -232,8 +146,7 @@ pub fn metrics() -> Vec<Metric> {
 }
 
 pub fn run(common: &Common, threads: &[usize], sections: &[Section]) -> io::Result<Vec<Bench>> {
-    let all = locks();
-    let locks: Vec<&LockEntry> = common.impls.iter().filter_map(|i| all.iter().find(|l| l.name == i)).collect();
+    let locks: Vec<LockKind> = common.impls.iter().filter_map(|i| LockKind::by_name(i)).collect();
     let sched = common.scheduler();
     let runtime = common.runtime;
     let mut out = Vec::new();
@@ -249,9 +162,9 @@ pub fn run(common: &Common, threads: &[usize], sections: &[Section]) -> io::Resu
             let mut bench = sched.run(
                 plan,
                 &locks,
-                |l| l.name.to_string(),
+                |l| l.name().to_string(),
                 |_| None,
-                |l| (l.run)(p, runtime).map(|s| s.values()),
+                |&l| run_once(l, p, runtime).map(|s| s.values()),
             )?;
             if section == Section::Micro {
                 bench.notes.push(format!("1us = {} increments on this machine", increments_per_us()));
@@ -262,21 +175,17 @@ pub fn run(common: &Common, threads: &[usize], sections: &[Section]) -> io::Resu
     Ok(out)
 }
 
-/// Lock names accepted by `--impl` for `lock`.
-pub fn names() -> Vec<&'static str> {
-    locks().iter().map(|l| l.name).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn every_lock_keeps_the_counter_exact() {
-        for l in &locks() {
-            let s = (l.run)(Params { threads: 3, section: Section::Increments(5) }, Duration::from_millis(20)).unwrap();
-            assert_eq!(s.per_thread.len(), 3, "{}", l.name);
-            assert!(s.total > 0.0, "{}", l.name);
+        for l in LockKind::ALL {
+            let s =
+                run_once(l, Params { threads: 3, section: Section::Increments(5) }, Duration::from_millis(20)).unwrap();
+            assert_eq!(s.per_thread.len(), 3, "{}", l.name());
+            assert!(s.total > 0.0, "{}", l.name());
         }
     }
 
