@@ -18,7 +18,9 @@ pub struct Cli {
 #[derive(Debug, Clone, Args)]
 pub struct CommonArgs {
     /// Competitors, comma-separated (futex workloads: ufutex, ufutex-domain, kernel, atomic-wait,
-    /// parking_lot_core; lock: pthread, std, parking_lot, ufutex)
+    /// parking_lot_core; lock: ufutex, pthread, std, parking_lot, and, only when named, the
+    /// ufutex variants ufutex-nohandoff, ufutex-handoff-<T> (T: 50us, 1ms, … or <N>wakeups) and
+    /// ufutex-spin-<B>x<F>-<Y>y (B busy rounds from F hints, then Y yields; default 2x16-7y))
     #[arg(long = "impl", value_name = "LIST")]
     pub impls: Option<String>,
     /// Timed repetitions per competitor, interleaved round-robin [default: 5; report --quick: 2]

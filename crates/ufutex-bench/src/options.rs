@@ -3,7 +3,7 @@
 
 use crate::cli::{Cli, Command, CommonArgs};
 use crate::competitor::NAMES;
-use crate::lock_competitor;
+use crate::lock_competitor::{self, LockEntry};
 use crate::workloads::hash::{Params as HashParams, SlotPoint};
 use crate::workloads::lock::Section;
 use crate::workloads::waitv::Mode;
@@ -62,18 +62,23 @@ fn common(c: &CommonArgs, default_runtime: f64, lock: bool) -> R<Common> {
     if !(runtime.is_finite() && runtime > 0.0 && runtime <= 3600.0) {
         return Err(format!("--runtime {runtime}: must be > 0 and ≤ 3600 seconds"));
     }
-    let valid: Vec<&str> = if lock { lock_competitor::names() } else { NAMES.to_vec() };
+    let defaults: Vec<&str> = if lock { lock_competitor::names() } else { NAMES.to_vec() };
     let impls: Vec<String> = match &c.impls {
-        None => valid.iter().map(|s| s.to_string()).collect(),
+        None => defaults.iter().map(|s| s.to_string()).collect(),
         Some(s) => s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect(),
     };
     if impls.is_empty() {
         return Err("--impl: no competitor given".into());
     }
     for i in &impls {
-        if !valid.contains(&i.as_str()) {
-            return Err(format!("--impl: unknown competitor {i:?}; expected one of: {}", valid.join(", ")));
-        }
+        let known = if lock {
+            LockEntry::by_name(i).map(drop)
+        } else if NAMES.contains(&i.as_str()) {
+            Ok(())
+        } else {
+            Err(format!("unknown competitor {i:?}; expected one of: {}", NAMES.join(", ")))
+        };
+        known.map_err(|e| format!("--impl: {e}"))?;
     }
     Ok(Common {
         repetitions: reps,
@@ -201,6 +206,17 @@ mod tests {
         assert!(parse(&["waitv", "--entries", "2000"]).unwrap_err().contains("--entries"));
         assert!(parse(&["fastpath", "--runtime=0"]).unwrap_err().contains("--runtime"));
         assert!(parse(&["wake-parallel", "--waiters", "4", "--wakers", "8"]).unwrap_err().contains("--wakers"));
+    }
+
+    #[test]
+    fn lock_variants_are_accepted_by_name_only() {
+        let o = parse(&["lock"]).unwrap();
+        assert_eq!(o.common.impls, ["ufutex", "pthread", "std", "parking_lot"]);
+        let o = parse(&["lock", "--impl", "ufutex-nohandoff,ufutex-handoff-50us,ufutex-spin-2x16-7y,std"]).unwrap();
+        assert_eq!(o.common.impls, ["ufutex-nohandoff", "ufutex-handoff-50us", "ufutex-spin-2x16-7y", "std"]);
+        let e = parse(&["lock", "--impl", "ufutex-spin-2x3-7y"]).unwrap_err();
+        assert!(e.starts_with("--impl: ") && e.contains("power of two"), "{e}");
+        assert!(parse(&["hash", "--impl", "ufutex-nohandoff"]).unwrap_err().contains("unknown competitor"));
     }
 
     #[test]

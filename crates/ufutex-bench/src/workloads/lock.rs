@@ -4,7 +4,7 @@
 //! standard deviation. The locks are in `lock_competitor.rs`.
 
 use super::{Common, Gate, STACK};
-use crate::lock_competitor::{BenchLock, LockKind, ParkingLotMutex, PthreadMutex, StdMutex, UfutexMutex};
+use crate::lock_competitor::{BenchLock, LockEntry, LockKind, ParkingLotMutex, PthreadMutex, StdMutex, UfutexMutex};
 use crate::result::{Bench, Metric};
 use crate::sched::Plan;
 use crate::stats;
@@ -14,9 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// One repetition of lock `kind` (each lock's loop instantiated on its own).
-fn run_once(kind: LockKind, p: Params, runtime: Duration) -> io::Result<Sample> {
-    match kind {
+/// One repetition of `lock` under its policies (each lock's loop instantiated on its own).
+fn run_once(lock: &LockEntry, p: Params, runtime: Duration) -> io::Result<Sample> {
+    let _knobs = lock.knobs();
+    match lock.kind {
         LockKind::Ufutex => once::<UfutexMutex>(p, runtime),
         LockKind::Pthread => once::<PthreadMutex>(p, runtime),
         LockKind::Std => once::<StdMutex>(p, runtime),
@@ -146,7 +147,10 @@ pub fn metrics() -> Vec<Metric> {
 }
 
 pub fn run(common: &Common, threads: &[usize], sections: &[Section]) -> io::Result<Vec<Bench>> {
-    let locks: Vec<LockKind> = common.impls.iter().filter_map(|i| LockKind::by_name(i)).collect();
+    let locks: Vec<LockEntry> =
+        common.impls.iter().map(|i| LockEntry::by_name(i)).collect::<Result<_, _>>().map_err(io::Error::other)?;
+    let described: Vec<String> =
+        locks.iter().filter_map(|l| l.describe().map(|d| format!("{}: {d}", l.name))).collect();
     let sched = common.scheduler();
     let runtime = common.runtime;
     let mut out = Vec::new();
@@ -162,10 +166,11 @@ pub fn run(common: &Common, threads: &[usize], sections: &[Section]) -> io::Resu
             let mut bench = sched.run(
                 plan,
                 &locks,
-                |l| l.name().to_string(),
+                |l| l.name.clone(),
                 |_| None,
-                |&l| run_once(l, p, runtime).map(|s| s.values()),
+                |l| run_once(l, p, runtime).map(|s| s.values()),
             )?;
+            bench.notes.extend(described.iter().cloned());
             if section == Section::Micro {
                 bench.notes.push(format!("1us = {} increments on this machine", increments_per_us()));
             }
@@ -181,11 +186,13 @@ mod tests {
 
     #[test]
     fn every_lock_keeps_the_counter_exact() {
-        for l in LockKind::ALL {
-            let s =
-                run_once(l, Params { threads: 3, section: Section::Increments(5) }, Duration::from_millis(20)).unwrap();
-            assert_eq!(s.per_thread.len(), 3, "{}", l.name());
-            assert!(s.total > 0.0, "{}", l.name());
+        let variants = ["ufutex-nohandoff", "ufutex-handoff-50us", "ufutex-handoff-1wakeup", "ufutex-spin-6x1-0y"];
+        let names = LockKind::ALL.iter().map(|k| k.name()).chain(variants);
+        for l in names.map(|n| LockEntry::by_name(n).unwrap()) {
+            let p = Params { threads: 3, section: Section::Increments(5) };
+            let s = run_once(&l, p, Duration::from_millis(20)).unwrap();
+            assert_eq!(s.per_thread.len(), 3, "{}", l.name);
+            assert!(s.total > 0.0, "{}", l.name);
         }
     }
 
