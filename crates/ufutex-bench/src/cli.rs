@@ -143,16 +143,20 @@ pub enum Command {
         #[arg(long)]
         no_resize: bool,
     },
-    /// Mutex throughput and fairness over critical-section sizes and thread counts
+    /// Mutex throughput and fairness over critical-section sizes and thread counts; at 1 thread
+    /// also ns per uncontended lock + unlock
     Lock {
         #[command(flatten)]
         common: CommonArgs,
         /// Thread counts, comma-separated
         #[arg(long, default_value = "1,2,8")]
         threads: String,
-        /// Critical sections: increments, or "1us"; comma-separated
+        /// Critical sections: increments (0: lock and unlock alone), or "1us"; comma-separated
         #[arg(long, default_value = "5,10,20,50,1us")]
         cs: String,
+        /// The competitor ratios are taken against; must be one of --impl [default: pthread]
+        #[arg(long, value_name = "NAME")]
+        baseline: Option<String>,
     },
     /// Everything at a chosen scale: report.md, report.json and SVG plots in --out
     Report {

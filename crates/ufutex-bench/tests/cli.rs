@@ -22,6 +22,7 @@ fn bad_arguments_get_clear_errors() {
     assert!(stderr_of(&["lock", "--cs", "abc"]).contains("--cs"));
     assert!(stderr_of(&["lock", "--impl", "ufutex-spin-2x3-7y"]).contains("power of two"));
     assert!(stderr_of(&["lock", "--impl", "ufutex-handoff-soon"]).contains("threshold"));
+    assert!(stderr_of(&["lock", "--impl", "ufutex", "--baseline", "std"]).contains("--baseline \"std\""));
     assert!(stderr_of(&["ping-pong", "--pairs", "x"]).contains("invalid value"));
     assert!(stderr_of(&["no-such-workload"]).contains("unrecognized subcommand"));
     assert!(stderr_of(&["report", "--scale", "0"]).contains("--scale"));
@@ -87,4 +88,29 @@ fn lock_runs_ufutex_policy_variants_side_by_side() {
     for n in &names[1..] {
         assert!(notes.iter().any(|x| x.as_str().unwrap().starts_with(&format!("{n}: "))), "{n}: {notes:?}");
     }
+}
+
+#[test]
+fn lock_at_one_thread_times_the_uncontended_pair_against_a_chosen_baseline() {
+    let v = json_of(&[
+        "lock",
+        "--threads",
+        "1",
+        "--cs",
+        "0",
+        "--runtime",
+        "0.01",
+        "--impl",
+        "ufutex,parking_lot",
+        "--baseline",
+        "parking_lot",
+    ]);
+    let bench = &v["benches"][0];
+    assert_eq!(bench["case"], "threads=1 cs=0");
+    let metrics = bench["metrics"].as_array().unwrap();
+    let per_op = metrics.iter().find(|m| m["metric"]["name"] == "time per op").expect("time per op at 1 thread");
+    assert_eq!(per_op["metric"]["unit"], "ns");
+    assert!(metrics.iter().all(|m| m["baseline"] == "parking_lot"));
+    let rows = per_op["rows"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["median"].as_f64().is_some_and(|ns| ns > 0.0)), "{rows:?}");
 }

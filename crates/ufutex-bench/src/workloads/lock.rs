@@ -1,7 +1,9 @@
 //! `lock`: mutex throughput and fairness (the lock-handoff seed's tables). T threads take one
 //! lock in a loop; the critical section does K increments of a shared counter (or ~1 µs of
-//! them). Total lock acquisitions/s, and per thread: slowest/fastest ratio and relative
-//! standard deviation. The locks are in `lock_competitor.rs`.
+//! them; K = 0 is lock and unlock alone). Total lock acquisitions/s, and per thread:
+//! slowest/fastest ratio and relative standard deviation; at one thread also the time per
+//! operation, the uncontended lock + unlock. The locks, and the ufutex variants under other
+//! spin and handoff policies, are in `lock_competitor.rs`.
 
 use super::{Common, Gate, STACK};
 use crate::lock_competitor::{BenchLock, LockEntry, LockKind, ParkingLotMutex, PthreadMutex, StdMutex, UfutexMutex};
@@ -96,9 +98,14 @@ pub struct Sample {
 }
 
 impl Sample {
+    /// One value per metric of [`metrics`] at this sample's thread count.
     fn values(&self) -> Vec<f64> {
         let (lo, hi) = (stats::min(&self.per_thread), stats::max(&self.per_thread));
-        vec![self.total, lo, if hi > 0.0 { lo / hi } else { 0.0 }, stats::rel_stddev_pct(&self.per_thread)]
+        let mut v = vec![self.total, lo, if hi > 0.0 { lo / hi } else { 0.0 }, stats::rel_stddev_pct(&self.per_thread)];
+        if self.per_thread.len() == 1 {
+            v.push(if self.total > 0.0 { 1e9 / self.total } else { f64::NAN });
+        }
+        v
     }
 }
 
@@ -137,16 +144,24 @@ pub fn once<L: BenchLock>(p: Params, runtime: Duration) -> io::Result<Sample> {
     Ok(Sample { total: per_thread.iter().sum(), per_thread })
 }
 
-pub fn metrics() -> Vec<Metric> {
-    vec![
+/// The metrics at `threads` threads. One thread adds the time per operation: one uncontended
+/// lock + unlock with the critical section (`--cs 0`: the pair alone).
+pub fn metrics(threads: usize) -> Vec<Metric> {
+    let mut m = vec![
         Metric::higher("throughput", "ops/s"),
         Metric::higher("slowest thread", "ops/s"),
         Metric::higher("min/max", "ratio"),
         Metric::lower("rel stddev", "%"),
-    ]
+    ];
+    if threads == 1 {
+        m.push(Metric::lower("time per op", "ns"));
+    }
+    m
 }
 
-pub fn run(common: &Common, threads: &[usize], sections: &[Section]) -> io::Result<Vec<Bench>> {
+/// Every lock of `common.impls` at every thread count × critical section; ratios against
+/// `baseline`.
+pub fn run(common: &Common, threads: &[usize], sections: &[Section], baseline: &str) -> io::Result<Vec<Bench>> {
     let locks: Vec<LockEntry> =
         common.impls.iter().map(|i| LockEntry::by_name(i)).collect::<Result<_, _>>().map_err(io::Error::other)?;
     let described: Vec<String> =
@@ -160,8 +175,8 @@ pub fn run(common: &Common, threads: &[usize], sections: &[Section]) -> io::Resu
             let plan = Plan {
                 workload: "lock",
                 case: format!("threads={t} cs={}", section.label()),
-                metrics: metrics(),
-                baseline: "pthread",
+                metrics: metrics(t),
+                baseline,
             };
             let mut bench = sched.run(
                 plan,
@@ -171,6 +186,9 @@ pub fn run(common: &Common, threads: &[usize], sections: &[Section]) -> io::Resu
                 |l| run_once(l, p, runtime).map(|s| s.values()),
             )?;
             bench.notes.extend(described.iter().cloned());
+            if t == 1 {
+                bench.notes.push("time per op: one uncontended lock + unlock and the critical section".into());
+            }
             if section == Section::Micro {
                 bench.notes.push(format!("1us = {} increments on this machine", increments_per_us()));
             }
@@ -202,6 +220,24 @@ mod tests {
         assert_eq!(Section::parse("1us"), Ok(Section::Micro));
         assert!(Section::parse("x").is_err());
         assert!(Section::Micro.increments() >= 1);
+    }
+
+    #[test]
+    fn one_thread_adds_the_time_per_op() {
+        assert_eq!(metrics(1).len(), metrics(2).len() + 1);
+        assert_eq!(metrics(1).last().unwrap().name, "time per op");
+        let v = Sample { per_thread: vec![4e6], total: 4e6 }.values();
+        assert_eq!(v.len(), metrics(1).len());
+        assert_eq!(v.last(), Some(&250.0));
+        assert_eq!(Sample { per_thread: vec![1.0, 2.0], total: 3.0 }.values().len(), metrics(2).len());
+    }
+
+    #[test]
+    fn an_empty_section_runs_lock_and_unlock_alone() {
+        assert_eq!(Section::parse("0"), Ok(Section::Increments(0)));
+        let l = LockEntry::by_name("ufutex").unwrap();
+        let s = run_once(&l, Params { threads: 1, section: Section::Increments(0) }, Duration::from_millis(5)).unwrap();
+        assert!(s.total > 0.0);
     }
 
     #[test]
