@@ -142,8 +142,8 @@ pub struct LockEntry {
     pub policy: Policy,
 }
 
-/// The ufutex variants' name patterns, for error messages and `--help`.
-pub const VARIANTS: &str = "ufutex-nohandoff, ufutex-handoff-<T> (T: 50us, 1ms, … or <N>wakeups), \
+/// The ufutex variants' name patterns, for error messages (`--help` spells them in `cli.rs`).
+const VARIANTS: &str = "ufutex-nohandoff, ufutex-handoff-<T> (T: 50us, 1ms, … or <N>wakeups), \
                             ufutex-spin-<B>x<F>-<Y>y (B busy rounds from F hints, then Y yields)";
 
 impl LockEntry {
