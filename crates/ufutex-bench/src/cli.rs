@@ -18,7 +18,9 @@ pub struct Cli {
 #[derive(Debug, Clone, Args)]
 pub struct CommonArgs {
     /// Competitors, comma-separated (futex workloads: ufutex, ufutex-domain, kernel, atomic-wait,
-    /// parking_lot_core; lock: pthread, std, parking_lot, ufutex)
+    /// parking_lot_core; lock: ufutex, pthread, std, parking_lot, and, only when named, the
+    /// ufutex variants ufutex-nohandoff, ufutex-handoff-<T> (T: 50us, 1ms, … or <N>wakeups) and
+    /// ufutex-spin-<B>x<F>-<Y>y (B busy rounds from F hints, then Y yields; default 2x16-7y))
     #[arg(long = "impl", value_name = "LIST")]
     pub impls: Option<String>,
     /// Timed repetitions per competitor, interleaved round-robin [default: 5; report --quick: 2]
@@ -141,16 +143,20 @@ pub enum Command {
         #[arg(long)]
         no_resize: bool,
     },
-    /// Mutex throughput and fairness over critical-section sizes and thread counts
+    /// Mutex throughput and fairness over critical-section sizes and thread counts; at 1 thread
+    /// also ns per uncontended lock + unlock
     Lock {
         #[command(flatten)]
         common: CommonArgs,
         /// Thread counts, comma-separated
         #[arg(long, default_value = "1,2,8")]
         threads: String,
-        /// Critical sections: increments, or "1us"; comma-separated
+        /// Critical sections: increments (0: lock and unlock alone), or "1us"; comma-separated
         #[arg(long, default_value = "5,10,20,50,1us")]
         cs: String,
+        /// The competitor ratios are taken against; must be one of --impl [default: pthread]
+        #[arg(long, value_name = "NAME")]
+        baseline: Option<String>,
     },
     /// Everything at a chosen scale: report.md, report.json and SVG plots in --out
     Report {

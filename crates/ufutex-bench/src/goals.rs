@@ -99,15 +99,18 @@ fn lock_goals(benches: &[Bench]) -> Vec<Goal> {
             met: None,
         }];
     }
-    // The best of `peers` (all other locks when empty): (ufutex / best, ufutex, best's name,
-    // whether the two medians' [min .. max] spreads overlap).
+    // The best of `peers` (all other locks when empty; ufutex's own variants, `ufutex-…`, are
+    // not peers): (ufutex / best, ufutex, best's name, whether the two medians' [min .. max]
+    // spreads overlap).
     let best_of = |b: &Bench, peers: &[&str]| -> Option<(f64, f64, String, bool)> {
         let m = b.metric("throughput")?;
         let u = m.row("ufutex")?;
         let best = m
             .rows
             .iter()
-            .filter(|r| r.competitor != "ufutex" && (peers.is_empty() || peers.contains(&r.competitor.as_str())))
+            .filter(|r| {
+                !r.competitor.starts_with("ufutex") && (peers.is_empty() || peers.contains(&r.competitor.as_str()))
+            })
             .max_by(|a, c| a.median.total_cmp(&c.median))?;
         let overlap = u.max >= best.min && best.max >= u.min;
         Some((u.median / best.median, u.median, best.competitor.clone(), overlap))
@@ -205,5 +208,13 @@ mod tests {
         assert!(g[0].measured.contains("parking_lot"));
         assert_eq!(g[1].met, Some(false), "{:?}", g[1]); // contended: vs std
         assert!(g[1].measured.contains("std"));
+    }
+
+    #[test]
+    fn ufutex_variants_are_not_peers() {
+        let rows = [("ufutex", 100.0), ("ufutex-nohandoff", 150.0), ("ufutex-spin-6x1-0y", 120.0), ("std", 90.0)];
+        let g = lock_goals(&[bench("lock", "threads=2 cs=5", Metric::higher("throughput", "ops/s"), &rows)]);
+        assert_eq!(g[0].met, Some(true), "{:?}", g[0]);
+        assert!(g[0].measured.contains("(std)"), "{:?}", g[0]);
     }
 }

@@ -10,6 +10,7 @@ mod cli;
 mod competitor;
 mod export;
 mod goals;
+mod lock_competitor;
 #[cfg(test)]
 mod mock;
 mod options;
@@ -76,7 +77,7 @@ fn execute(opts: &Options) -> std::io::Result<Vec<Bench>> {
         Job::Waitv { entries, modes } => waitv::run(c, entries, modes),
         Job::PingPong(p) => Ok(vec![pingpong::run(c, *p)?]),
         Job::Schbench(p) => Ok(vec![schbench::run(c, *p)?]),
-        Job::Lock { threads, sections } => lock::run(c, threads, sections),
+        Job::Lock { threads, sections, baseline } => lock::run(c, threads, sections, baseline),
         Job::Report { .. } => unreachable!("handled in run()"),
     }
 }

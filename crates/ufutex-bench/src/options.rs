@@ -3,8 +3,9 @@
 
 use crate::cli::{Cli, Command, CommonArgs};
 use crate::competitor::NAMES;
+use crate::lock_competitor::{self, LockEntry};
 use crate::workloads::hash::{Params as HashParams, SlotPoint};
-use crate::workloads::lock::{self, Section};
+use crate::workloads::lock::Section;
 use crate::workloads::waitv::Mode;
 use crate::workloads::wake::{Kind, Params as WakeParams};
 use crate::workloads::{parse_list, pingpong, schbench, Common};
@@ -21,7 +22,7 @@ pub enum Job {
     Waitv { entries: Vec<usize>, modes: Vec<Mode> },
     PingPong(pingpong::Params),
     Schbench(schbench::Params),
-    Lock { threads: Vec<usize>, sections: Vec<Section> },
+    Lock { threads: Vec<usize>, sections: Vec<Section>, baseline: String },
     Report { out: PathBuf, quick: bool, scale: f64 },
 }
 
@@ -55,24 +56,33 @@ fn slots(s: &str) -> R<Slots> {
     }
 }
 
+/// The competitor names given with `--impl`, or `defaults`.
+fn impl_names(c: &CommonArgs, defaults: &[&str]) -> Vec<String> {
+    match &c.impls {
+        None => defaults.iter().map(|s| s.to_string()).collect(),
+        Some(s) => s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect(),
+    }
+}
+
 fn common(c: &CommonArgs, default_runtime: f64, lock: bool) -> R<Common> {
     let reps = range("--reps", c.reps.unwrap_or(5), 1, 1000)?;
     let runtime = c.runtime.unwrap_or(default_runtime);
     if !(runtime.is_finite() && runtime > 0.0 && runtime <= 3600.0) {
         return Err(format!("--runtime {runtime}: must be > 0 and ≤ 3600 seconds"));
     }
-    let valid: Vec<&str> = if lock { lock::names() } else { NAMES.to_vec() };
-    let impls: Vec<String> = match &c.impls {
-        None => valid.iter().map(|s| s.to_string()).collect(),
-        Some(s) => s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect(),
-    };
+    let impls = impl_names(c, &if lock { lock_competitor::names() } else { NAMES.to_vec() });
     if impls.is_empty() {
         return Err("--impl: no competitor given".into());
     }
     for i in &impls {
-        if !valid.contains(&i.as_str()) {
-            return Err(format!("--impl: unknown competitor {i:?}; expected one of: {}", valid.join(", ")));
-        }
+        let known = if lock {
+            LockEntry::by_name(i).map(drop)
+        } else if NAMES.contains(&i.as_str()) {
+            Ok(())
+        } else {
+            Err(format!("unknown competitor {i:?}; expected one of: {}", NAMES.join(", ")))
+        };
+        known.map_err(|e| format!("--impl: {e}"))?;
     }
     Ok(Common {
         repetitions: reps,
@@ -151,11 +161,16 @@ pub fn validate(cli: Cli) -> R<Options> {
             };
             (common, Job::Schbench(p), 0.5, false)
         }
-        Command::Lock { common, threads, cs } => {
+        Command::Lock { common, threads, cs, baseline } => {
             let threads = list("--threads", &threads, 1, 1024)?;
             let sections =
                 cs.split(',').map(|s| Section::parse(s).map_err(|e| format!("--cs: {e}"))).collect::<R<Vec<_>>>()?;
-            (common, Job::Lock { threads, sections }, 0.3, true)
+            let baseline = match baseline.map(|b| b.trim().to_string()) {
+                None => "pthread".to_string(),
+                Some(b) if impl_names(&common, &lock_competitor::names()).contains(&b) => b,
+                Some(b) => return Err(format!("--baseline {b:?}: not one of the competitors run (--impl)")),
+            };
+            (common, Job::Lock { threads, sections, baseline }, 0.3, true)
         }
         Command::Report { common, out, quick, scale } => {
             if !(scale.is_finite() && scale > 0.0 && scale <= 100.0) {
@@ -200,6 +215,31 @@ mod tests {
         assert!(parse(&["waitv", "--entries", "2000"]).unwrap_err().contains("--entries"));
         assert!(parse(&["fastpath", "--runtime=0"]).unwrap_err().contains("--runtime"));
         assert!(parse(&["wake-parallel", "--waiters", "4", "--wakers", "8"]).unwrap_err().contains("--wakers"));
+    }
+
+    #[test]
+    fn lock_variants_are_accepted_by_name_only() {
+        let o = parse(&["lock"]).unwrap();
+        assert_eq!(o.common.impls, ["ufutex", "pthread", "std", "parking_lot"]);
+        let o = parse(&["lock", "--impl", "ufutex-nohandoff,ufutex-handoff-50us,ufutex-spin-2x16-7y,std"]).unwrap();
+        assert_eq!(o.common.impls, ["ufutex-nohandoff", "ufutex-handoff-50us", "ufutex-spin-2x16-7y", "std"]);
+        let e = parse(&["lock", "--impl", "ufutex-spin-2x3-7y"]).unwrap_err();
+        assert!(e.starts_with("--impl: ") && e.contains("power of two"), "{e}");
+        assert!(parse(&["hash", "--impl", "ufutex-nohandoff"]).unwrap_err().contains("unknown competitor"));
+    }
+
+    #[test]
+    fn the_lock_baseline_must_be_run() {
+        let baseline = |args: &[&str]| match parse(args).map(|o| o.job) {
+            Ok(Job::Lock { baseline, .. }) => Ok(baseline),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e),
+        };
+        assert_eq!(baseline(&["lock"]).unwrap(), "pthread");
+        assert_eq!(baseline(&["lock", "--baseline", "parking_lot"]).unwrap(), "parking_lot");
+        let two = ["lock", "--impl", "ufutex,ufutex-nohandoff", "--baseline", "ufutex-nohandoff"];
+        assert_eq!(baseline(&two).unwrap(), "ufutex-nohandoff");
+        assert!(baseline(&["lock", "--impl", "ufutex", "--baseline", "std"]).unwrap_err().contains("--baseline"));
     }
 
     #[test]

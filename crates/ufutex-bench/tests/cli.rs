@@ -20,6 +20,9 @@ fn bad_arguments_get_clear_errors() {
     assert!(stderr_of(&["hash", "--slots", "3"]).contains("power of two"));
     assert!(stderr_of(&["waitv", "--entries", "2000"]).contains("--entries 2000"));
     assert!(stderr_of(&["lock", "--cs", "abc"]).contains("--cs"));
+    assert!(stderr_of(&["lock", "--impl", "ufutex-spin-2x3-7y"]).contains("power of two"));
+    assert!(stderr_of(&["lock", "--impl", "ufutex-handoff-soon"]).contains("threshold"));
+    assert!(stderr_of(&["lock", "--impl", "ufutex", "--baseline", "std"]).contains("--baseline \"std\""));
     assert!(stderr_of(&["ping-pong", "--pairs", "x"]).contains("invalid value"));
     assert!(stderr_of(&["no-such-workload"]).contains("unrecognized subcommand"));
     assert!(stderr_of(&["report", "--scale", "0"]).contains("--scale"));
@@ -70,4 +73,44 @@ fn unsupported_competitors_are_skipped_with_a_reason() {
     let skipped = &v["benches"][0]["skipped"][0];
     assert_eq!(skipped["competitor"], "atomic-wait");
     assert!(skipped["reason"].as_str().unwrap().contains("mask"));
+}
+
+#[test]
+fn lock_runs_ufutex_policy_variants_side_by_side() {
+    let names = ["ufutex", "ufutex-nohandoff", "ufutex-handoff-50us", "ufutex-handoff-1wakeup", "ufutex-spin-6x1-0y"];
+    let list = names.join(",");
+    let v = json_of(&["lock", "--threads", "2", "--cs", "5", "--runtime", "0.01", "--impl", &list]);
+    let bench = &v["benches"][0];
+    let rows: Vec<&str> =
+        bench["metrics"][0]["rows"].as_array().unwrap().iter().map(|r| r["competitor"].as_str().unwrap()).collect();
+    assert_eq!(rows, names);
+    let notes = bench["notes"].as_array().unwrap();
+    for n in &names[1..] {
+        assert!(notes.iter().any(|x| x.as_str().unwrap().starts_with(&format!("{n}: "))), "{n}: {notes:?}");
+    }
+}
+
+#[test]
+fn lock_at_one_thread_times_the_uncontended_pair_against_a_chosen_baseline() {
+    let v = json_of(&[
+        "lock",
+        "--threads",
+        "1",
+        "--cs",
+        "0",
+        "--runtime",
+        "0.01",
+        "--impl",
+        "ufutex,parking_lot",
+        "--baseline",
+        "parking_lot",
+    ]);
+    let bench = &v["benches"][0];
+    assert_eq!(bench["case"], "threads=1 cs=0");
+    let metrics = bench["metrics"].as_array().unwrap();
+    let per_op = metrics.iter().find(|m| m["metric"]["name"] == "time per op").expect("time per op at 1 thread");
+    assert_eq!(per_op["metric"]["unit"], "ns");
+    assert!(metrics.iter().all(|m| m["baseline"] == "parking_lot"));
+    let rows = per_op["rows"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["median"].as_f64().is_some_and(|ns| ns > 0.0)), "{rows:?}");
 }

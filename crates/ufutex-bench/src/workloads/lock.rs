@@ -1,113 +1,30 @@
 //! `lock`: mutex throughput and fairness (the lock-handoff seed's tables). T threads take one
 //! lock in a loop; the critical section does K increments of a shared counter (or ~1 µs of
-//! them). Total lock acquisitions/s, and per thread: slowest/fastest ratio and relative
-//! standard deviation. Competitors are a list: adding a lock is one [`BenchLock`] impl and one
-//! line in [`locks`].
+//! them; K = 0 is lock and unlock alone). Total lock acquisitions/s, and per thread:
+//! slowest/fastest ratio and relative standard deviation; at one thread also the time per
+//! operation, the uncontended lock + unlock. The locks, and the ufutex variants under other
+//! spin and handoff policies, are in `lock_competitor.rs`.
 
 use super::{Common, Gate, STACK};
+use crate::lock_competitor::{BenchLock, LockEntry, LockKind, ParkingLotMutex, PthreadMutex, StdMutex, UfutexMutex};
 use crate::result::{Bench, Metric};
 use crate::sched::Plan;
 use crate::stats;
-use std::cell::UnsafeCell;
 use std::hint::black_box;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// A lock protecting a counter.
-pub trait BenchLock: Sync + Send + Default {
-    /// Run `f` with the lock held.
-    fn with(&self, f: impl FnOnce(&mut u64));
-}
-
-#[derive(Default)]
-pub struct StdMutex(std::sync::Mutex<u64>);
-impl BenchLock for StdMutex {
-    #[inline]
-    fn with(&self, f: impl FnOnce(&mut u64)) {
-        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+/// One repetition of `lock` under its policies (each lock's loop instantiated on its own).
+fn run_once(lock: &LockEntry, p: Params, runtime: Duration) -> io::Result<Sample> {
+    let _knobs = lock.knobs();
+    match lock.kind {
+        LockKind::Ufutex => once::<UfutexMutex>(p, runtime),
+        LockKind::Pthread => once::<PthreadMutex>(p, runtime),
+        LockKind::Std => once::<StdMutex>(p, runtime),
+        LockKind::ParkingLot => once::<ParkingLotMutex>(p, runtime),
     }
-}
-
-#[derive(Default)]
-pub struct ParkingLotMutex(parking_lot::Mutex<u64>);
-impl BenchLock for ParkingLotMutex {
-    #[inline]
-    fn with(&self, f: impl FnOnce(&mut u64)) {
-        f(&mut self.0.lock())
-    }
-}
-
-/// glibc's pthread_mutex (default type), boxed so it never moves after initialisation.
-pub struct PthreadMutex {
-    m: Box<UnsafeCell<libc::pthread_mutex_t>>,
-    data: UnsafeCell<u64>,
-}
-
-// SAFETY:
-// - the pthread mutex is made for sharing between threads, and `data` is only touched while
-//   it is held (in `with`).
-unsafe impl Sync for PthreadMutex {}
-// SAFETY:
-// - an unlocked pthread mutex may be moved between threads (it is boxed, so it never moves).
-unsafe impl Send for PthreadMutex {}
-
-impl Default for PthreadMutex {
-    fn default() -> Self {
-        PthreadMutex { m: Box::new(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER)), data: UnsafeCell::new(0) }
-    }
-}
-
-impl BenchLock for PthreadMutex {
-    #[inline]
-    fn with(&self, f: impl FnOnce(&mut u64)) {
-        // SAFETY:
-        // - `m` is a statically initialised default mutex at a stable (boxed) address.
-        // - `data` is only accessed between lock and unlock, so the `&mut` is exclusive.
-        // - a default mutex locked and unlocked by the same thread cannot fail.
-        unsafe {
-            libc::pthread_mutex_lock(self.m.get());
-            f(&mut *self.data.get());
-            libc::pthread_mutex_unlock(self.m.get());
-        }
-    }
-}
-
-impl Drop for PthreadMutex {
-    fn drop(&mut self) {
-        // SAFETY: the mutex is unlocked (every `with` unlocked it) and not used again.
-        unsafe {
-            libc::pthread_mutex_destroy(self.m.get());
-        }
-    }
-}
-
-/// ufutex's handoff mutex (`ufutex::sync`).
-#[derive(Default)]
-pub struct UfutexMutex(ufutex::sync::Mutex<u64>);
-
-impl BenchLock for UfutexMutex {
-    #[inline]
-    fn with(&self, f: impl FnOnce(&mut u64)) {
-        f(&mut self.0.lock())
-    }
-}
-
-/// One entry of the competitor list: a name and the generic runner instantiated for a lock.
-pub struct LockEntry {
-    pub name: &'static str,
-    pub run: fn(Params, Duration) -> io::Result<Sample>,
-}
-
-/// Every lock we can measure: adding one is a [`BenchLock`] impl and a line here.
-pub fn locks() -> Vec<LockEntry> {
-    vec![
-        LockEntry { name: "ufutex", run: once::<UfutexMutex> },
-        LockEntry { name: "pthread", run: once::<PthreadMutex> },
-        LockEntry { name: "std", run: once::<StdMutex> },
-        LockEntry { name: "parking_lot", run: once::<ParkingLotMutex> },
-    ]
 }
 
 /// The critical section.
@@ -181,9 +98,14 @@ pub struct Sample {
 }
 
 impl Sample {
+    /// One value per metric of [`metrics`] at this sample's thread count.
     fn values(&self) -> Vec<f64> {
         let (lo, hi) = (stats::min(&self.per_thread), stats::max(&self.per_thread));
-        vec![self.total, lo, if hi > 0.0 { lo / hi } else { 0.0 }, stats::rel_stddev_pct(&self.per_thread)]
+        let mut v = vec![self.total, lo, if hi > 0.0 { lo / hi } else { 0.0 }, stats::rel_stddev_pct(&self.per_thread)];
+        if self.per_thread.len() == 1 {
+            v.push(if self.total > 0.0 { 1e9 / self.total } else { f64::NAN });
+        }
+        v
     }
 }
 
@@ -222,18 +144,28 @@ pub fn once<L: BenchLock>(p: Params, runtime: Duration) -> io::Result<Sample> {
     Ok(Sample { total: per_thread.iter().sum(), per_thread })
 }
 
-pub fn metrics() -> Vec<Metric> {
-    vec![
+/// The metrics at `threads` threads. One thread adds the time per operation: one uncontended
+/// lock + unlock with the critical section (`--cs 0`: the pair alone).
+pub fn metrics(threads: usize) -> Vec<Metric> {
+    let mut m = vec![
         Metric::higher("throughput", "ops/s"),
         Metric::higher("slowest thread", "ops/s"),
         Metric::higher("min/max", "ratio"),
         Metric::lower("rel stddev", "%"),
-    ]
+    ];
+    if threads == 1 {
+        m.push(Metric::lower("time per op", "ns"));
+    }
+    m
 }
 
-pub fn run(common: &Common, threads: &[usize], sections: &[Section]) -> io::Result<Vec<Bench>> {
-    let all = locks();
-    let locks: Vec<&LockEntry> = common.impls.iter().filter_map(|i| all.iter().find(|l| l.name == i)).collect();
+/// Every lock of `common.impls` at every thread count × critical section; ratios against
+/// `baseline`.
+pub fn run(common: &Common, threads: &[usize], sections: &[Section], baseline: &str) -> io::Result<Vec<Bench>> {
+    let locks: Vec<LockEntry> =
+        common.impls.iter().map(|i| LockEntry::by_name(i)).collect::<Result<_, _>>().map_err(io::Error::other)?;
+    let described: Vec<String> =
+        locks.iter().filter_map(|l| l.describe().map(|d| format!("{}: {d}", l.name))).collect();
     let sched = common.scheduler();
     let runtime = common.runtime;
     let mut out = Vec::new();
@@ -243,16 +175,20 @@ pub fn run(common: &Common, threads: &[usize], sections: &[Section]) -> io::Resu
             let plan = Plan {
                 workload: "lock",
                 case: format!("threads={t} cs={}", section.label()),
-                metrics: metrics(),
-                baseline: "pthread",
+                metrics: metrics(t),
+                baseline,
             };
             let mut bench = sched.run(
                 plan,
                 &locks,
-                |l| l.name.to_string(),
+                |l| l.name.clone(),
                 |_| None,
-                |l| (l.run)(p, runtime).map(|s| s.values()),
+                |l| run_once(l, p, runtime).map(|s| s.values()),
             )?;
+            bench.notes.extend(described.iter().cloned());
+            if t == 1 {
+                bench.notes.push("time per op: one uncontended lock + unlock and the critical section".into());
+            }
             if section == Section::Micro {
                 bench.notes.push(format!("1us = {} increments on this machine", increments_per_us()));
             }
@@ -262,19 +198,17 @@ pub fn run(common: &Common, threads: &[usize], sections: &[Section]) -> io::Resu
     Ok(out)
 }
 
-/// Lock names accepted by `--impl` for `lock`.
-pub fn names() -> Vec<&'static str> {
-    locks().iter().map(|l| l.name).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn every_lock_keeps_the_counter_exact() {
-        for l in &locks() {
-            let s = (l.run)(Params { threads: 3, section: Section::Increments(5) }, Duration::from_millis(20)).unwrap();
+        let variants = ["ufutex-nohandoff", "ufutex-handoff-50us", "ufutex-handoff-1wakeup", "ufutex-spin-6x1-0y"];
+        let names = LockKind::ALL.iter().map(|k| k.name()).chain(variants);
+        for l in names.map(|n| LockEntry::by_name(n).unwrap()) {
+            let p = Params { threads: 3, section: Section::Increments(5) };
+            let s = run_once(&l, p, Duration::from_millis(20)).unwrap();
             assert_eq!(s.per_thread.len(), 3, "{}", l.name);
             assert!(s.total > 0.0, "{}", l.name);
         }
@@ -286,6 +220,24 @@ mod tests {
         assert_eq!(Section::parse("1us"), Ok(Section::Micro));
         assert!(Section::parse("x").is_err());
         assert!(Section::Micro.increments() >= 1);
+    }
+
+    #[test]
+    fn one_thread_adds_the_time_per_op() {
+        assert_eq!(metrics(1).len(), metrics(2).len() + 1);
+        assert_eq!(metrics(1).last().unwrap().name, "time per op");
+        let v = Sample { per_thread: vec![4e6], total: 4e6 }.values();
+        assert_eq!(v.len(), metrics(1).len());
+        assert_eq!(v.last(), Some(&250.0));
+        assert_eq!(Sample { per_thread: vec![1.0, 2.0], total: 3.0 }.values().len(), metrics(2).len());
+    }
+
+    #[test]
+    fn an_empty_section_runs_lock_and_unlock_alone() {
+        assert_eq!(Section::parse("0"), Ok(Section::Increments(0)));
+        let l = LockEntry::by_name("ufutex").unwrap();
+        let s = run_once(&l, Params { threads: 1, section: Section::Increments(0) }, Duration::from_millis(5)).unwrap();
+        assert!(s.total > 0.0);
     }
 
     #[test]

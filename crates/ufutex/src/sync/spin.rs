@@ -4,9 +4,10 @@
 //! default (see [`SpinPolicy::DEFAULT`]): two busy rounds of 16 and 32 CPU hints (a `pause`
 //! costs ~70 ns on the 2-vCPU target, so ~1 µs and ~2 µs), then 7 yields.
 //!
-//! Why, by measurement (`lock_bench spin`, interleaved in one process; BENCHMARKS.md has the
-//! table): a spinning waiter's every look at the lock word pulls its cache line away from the
-//! owner, whose next lock then misses. With a tiny critical section the owner re-locks within
+//! Why, by measurement (other policies run as `ufutex-bench lock --impl
+//! ufutex,ufutex-spin-<B>x<F>-<Y>y,…`, interleaved in one process; BENCHMARKS.md has the
+//! tables and commands): a spinning waiter's every look at the lock word pulls its cache line
+//! away from the owner, whose next lock then misses. With a tiny critical section the owner re-locks within
 //! nanoseconds, so a waiter that looks often costs the owner far more than it gains. Starting
 //! at 1 hint and doubling for 6 rounds (the previous policy, 63 hints) gave 0.75–0.87× of
 //! parking_lot's throughput at 2 and 8 threads × 5…50 increments; starting at 16 hints and

@@ -1,7 +1,8 @@
 //! When a waiter counts as starving and asks for a handoff.
 //!
-//! The process-wide policy is a measurement knob (hidden from the docs): the benchmark compares
-//! the handoff lock with the same lock never handing off, and with other thresholds, in one run.
+//! The process-wide policy is a measurement knob (hidden from the docs): `ufutex-bench lock
+//! --impl ufutex,ufutex-nohandoff,ufutex-handoff-<T>` compares the handoff lock with the same
+//! lock never handing off, and with other thresholds, in one run.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
