@@ -59,9 +59,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         stdout.write_all(o.contents.as_bytes())?;
     }
     if let Some(path) = &opts.json {
-        for o in (Json { name: String::new() }).export(&doc)? {
-            std::fs::write(path, o.contents).map_err(|e| format!("--json {}: {e}", path.display()))?;
-        }
+        Json::write(&doc, path)?;
     }
     Ok(())
 }

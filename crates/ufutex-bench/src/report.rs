@@ -120,9 +120,7 @@ pub fn run(
         }
     }
     if let Some(j) = json {
-        for o in (Json { name: String::new() }).export(&doc)? {
-            std::fs::write(j, o.contents)?;
-        }
+        Json::write(&doc, j)?;
     }
     if !failures.is_empty() {
         return Err(io::Error::other(format!(

@@ -210,7 +210,14 @@ impl Domain {
     ) -> Result<usize, NumaError> {
         let (word, k1) = from.resolve(self.tables(), Purpose::Queue)?;
         let (_, k2) = to.resolve(self.tables(), Purpose::Queue)?;
-        Ok(crate::requeue::requeue_keys(self.tables(), k1, k2, Some((word, F::value_bits(expected))), nr_wake, nr_requeue)?)
+        Ok(crate::requeue::requeue_keys(
+            self.tables(),
+            k1,
+            k2,
+            Some((word, F::value_bits(expected))),
+            nr_wake,
+            nr_requeue,
+        )?)
     }
 
     /// [`Domain::waitv`] on NUMA pairs; every node word is resolved, in order, before any
