@@ -52,6 +52,18 @@ pub use resolve::NumaError;
 pub use tables::Slots;
 pub use waitv::{WaitEntry, WAITV_MAX};
 pub use word::Futex;
+
+/// The C ABI's entry points, and two the preload library alone uses (`crates/ufutex-preload`),
+/// callable from Rust. Not a stable interface.
+#[doc(hidden)]
+#[cfg(not(ufutex_loom))]
+pub mod preload {
+    pub use crate::ffi::abi::UfutexWaitv;
+    pub use crate::ffi::calls::{
+        preload_requeue, preload_wait, ufutex_hash_get_slots, ufutex_hash_set_slots, ufutex_requeue, ufutex_wait,
+        ufutex_waitv, ufutex_wake, ufutex_wake_op,
+    };
+}
 #[doc(hidden)]
 pub use word::WordRefOpaque;
 

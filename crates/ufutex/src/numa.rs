@@ -8,6 +8,7 @@ use crate::key::Key;
 use crate::primitive::{AtomicU16, AtomicU32, AtomicU64, AtomicU8};
 use crate::resolve::{resolve, NumaError, Purpose};
 use crate::tables::Tables;
+use crate::wait::Wakers;
 use crate::waitv::{WaitEntry, WAITV_MAX};
 use crate::wake::Report;
 use crate::word::{word_of, Futex, WordRef};
@@ -175,7 +176,8 @@ impl Domain {
         deadline: Option<Deadline>,
     ) -> Result<(), NumaError> {
         let (word, key) = f.resolve(self.tables(), Purpose::Queue)?;
-        Ok(crate::wait::wait_key(self.tables(), word, key, F::value_bits(expected), mask, deadline.map(Into::into))?)
+        let timeout = deadline.map(Into::into);
+        Ok(crate::wait::wait_key(self.tables(), word, key, F::value_bits(expected), mask, timeout, Wakers::Ufutex)?)
     }
 
     /// [`Domain::wake`] on a NUMA pair (resolving, and writing back, the node even for `n == 0`).

@@ -33,7 +33,7 @@
 use crate::deadline::Timeout;
 use crate::error::WaitError;
 use crate::key::Key;
-use crate::parker::Park;
+use crate::parker::{Park, ParkTimeout, Watch};
 use crate::queue::Home;
 use crate::table::Node;
 use crate::tables::Tables;
@@ -50,7 +50,19 @@ pub(crate) fn wait_word(
     mask: u64,
     timeout: Option<Timeout>,
 ) -> Result<(), WaitError> {
-    wait_key(tables, word, Key::private(word.addr()), expected, mask, timeout)
+    wait_key(tables, word, Key::private(word.addr()), expected, mask, timeout, Wakers::Ufutex)
+}
+
+/// Who may end a wait with a wake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wakers {
+    /// Only ufutex's wakes and requeues: a return of `Ok` means one dequeued this waiter.
+    Ufutex,
+    /// Also the kernel, waking the (32-bit) word itself: the thread sleeps in the kernel on the
+    /// word too, and such a wake ends the wait with `Ok` although no ufutex waker dequeued it
+    /// — the legacy futex semantics, which allow spurious wakeups (the preload library: a
+    /// raw-syscall waker, or the kernel's own wake of a thread-id word, must still reach it).
+    AlsoKernel,
 }
 
 /// [`wait_word`] with the key given: its node picks the table (NUMA, see `numa.rs`).
@@ -62,14 +74,16 @@ pub(crate) fn wait_key(
     expected: u64,
     mask: u64,
     timeout: Option<Timeout>,
+    wakers: Wakers,
 ) -> Result<(), WaitError> {
     if word.load() != expected {
         return Err(WaitError::WouldBlock);
     }
-    with_thread(|td| wait_queued(tables, td, word, key, expected, mask, timeout))
+    with_thread(|td| wait_queued(tables, td, word, key, expected, mask, timeout, wakers))
 }
 
 #[inline(never)]
+#[allow(clippy::too_many_arguments)] // the operation's own arguments, plus where it runs
 fn wait_queued(
     tables: &Tables,
     td: &ThreadData,
@@ -78,18 +92,26 @@ fn wait_queued(
     expected: u64,
     mask: u64,
     timeout: Option<Timeout>,
+    wakers: Wakers,
 ) -> Result<(), WaitError> {
     register(tables, td);
     let node = Node::new(&td.parker, 0);
     let bell = enqueue(tables, &node, word, expected, key, mask)?.bell();
-    match td.parker.park(1, timeout.as_ref(), Some(bell)) {
+    let watch = match wakers {
+        Wakers::Ufutex => None,
+        Wakers::AlsoKernel => word.as_u32().map(|w| Watch { word: w, val: expected as u32 }),
+    };
+    match td.parker.park(1, timeout.as_ref(), Some(bell), watch) {
         Ok(()) => {
             td.parker.reset();
             Ok(())
         }
         Err(why) => {
-            let r = if dequeue_self(&node) { Ok(()) } else { Err(why.into()) };
-            await_unparks(&td.parker, u32::from(r.is_ok()));
+            // Dequeued by a waker after all, or woken by the kernel on the watched word (a
+            // legacy wait may return 0 without a ufutex waker): Ok.
+            let woken = dequeue_self(&node);
+            let r = if woken || why == ParkTimeout::Watched { Ok(()) } else { Err(why.into()) };
+            await_unparks(&td.parker, u32::from(woken));
             r
         }
     }

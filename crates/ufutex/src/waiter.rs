@@ -86,6 +86,6 @@ pub(crate) fn dequeue_self(node: &Node) -> bool {
 /// Wait, without a deadline, until `n` unparks of this episode arrived; then end the episode.
 pub(crate) fn await_unparks(parker: &Parker, n: u32) {
     // The unparks are owed by wakers that already dequeued our nodes: they arrive promptly.
-    while parker.park(n, None, None).is_err() {}
+    while parker.park(n, None, None, None).is_err() {}
     parker.reset();
 }

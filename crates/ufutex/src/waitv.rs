@@ -89,7 +89,7 @@ fn waitv_queued(
             return finish(td, &nodes[..i], Err(mismatch));
         }
     }
-    let parked = td.parker.park(1, timeout.as_ref(), None).map_err(WaitError::from);
+    let parked = td.parker.park(1, timeout.as_ref(), None, None).map_err(WaitError::from);
     finish(td, nodes, parked)
 }
 

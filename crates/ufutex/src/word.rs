@@ -61,6 +61,13 @@ impl WordRef {
         self.size
     }
 
+    /// The word as a 32-bit atomic, if it is one (the kernel's futex takes only those).
+    pub(crate) fn as_u32(&self) -> Option<&AtomicU32> {
+        // SAFETY: `from_raw`'s contract (or the `&F` borrow) guarantees an aligned, live atomic
+        // of exactly this size at `addr` while the `WordRef` is used; the reference borrows it.
+        (self.size == Size::U32).then(|| unsafe { &*(self.addr as *const AtomicU32) })
+    }
+
     /// Load the word at its width, zero-extended. SeqCst: the waiter's half of (A), see `wait.rs`.
     #[inline]
     pub(crate) fn load(self) -> u64 {

@@ -16,7 +16,7 @@ use crate::key::Key;
 use crate::requeue::requeue_keys;
 use crate::resolve::{resolve, Purpose};
 use crate::tables::Slots;
-use crate::wait::wait_key;
+use crate::wait::{wait_key, Wakers};
 use crate::waitv::{waitv_entries, WaitEntry};
 use crate::wake::{wake, Report};
 use crate::wake_op::wake_op;
@@ -105,6 +105,40 @@ pub unsafe extern "C" fn ufutex_wait(
     timeout: *const timespec,
     clockid: clockid_t,
 ) -> c_long {
+    // SAFETY: forwarded contract.
+    unsafe { wait_with(uaddr, val, mask, flags, timeout, clockid, Wakers::Ufutex) }
+}
+
+/// [`ufutex_wait`] for the preload library's legacy waits: a 32-bit word is also woken by the
+/// kernel's own wakes on it (a raw-syscall waker, a thread-exit wake), and may then return 0
+/// although no ufutex waker dequeued it (`wait::Wakers::AlsoKernel`).
+///
+/// # Safety
+/// As [`ufutex_wait`].
+#[doc(hidden)]
+pub unsafe fn preload_wait(
+    uaddr: *mut c_void,
+    val: c_ulong,
+    mask: c_ulong,
+    flags: c_uint,
+    timeout: *const timespec,
+    clockid: clockid_t,
+) -> c_long {
+    // SAFETY: forwarded contract.
+    unsafe { wait_with(uaddr, val, mask, flags, timeout, clockid, Wakers::AlsoKernel) }
+}
+
+/// # Safety
+/// As [`ufutex_wait`].
+unsafe fn wait_with(
+    uaddr: *mut c_void,
+    val: c_ulong,
+    mask: c_ulong,
+    flags: c_uint,
+    timeout: *const timespec,
+    clockid: clockid_t,
+    wakers: Wakers,
+) -> c_long {
     entry(|| {
         let f = validate::word_flags(flags)?;
         validate::fits(f.size, ulong(val))?;
@@ -119,8 +153,24 @@ pub unsafe extern "C" fn ufutex_wait(
         }
         // SAFETY: `addr` is aligned and was just read; the caller keeps it mapped.
         let word = unsafe { loadable(addr, f) };
-        wait_key(default_domain().tables(), word, key, ulong(val), mask, timeout)?;
+        wait_key(default_domain().tables(), word, key, ulong(val), mask, timeout, wakers)?;
         Ok(0)
+    })
+}
+
+/// The legacy `FUTEX_REQUEUE` for the preload library: wake up to `nr_wake` waiters of the
+/// private 32-bit word `uaddr` and move up to `nr_requeue` more to `uaddr2`, comparing nothing
+/// (neither word is read). `EINVAL` for a negative count or a misaligned word, `EFAULT` for a
+/// NULL word or one in the kernel's half.
+#[doc(hidden)]
+pub fn preload_requeue(uaddr: *mut c_void, uaddr2: *mut c_void, nr_wake: c_int, nr_requeue: c_int) -> c_long {
+    entry(|| {
+        let f = validate::word_flags(super::abi::UFUTEX_SIZE_U32 | super::abi::UFUTEX_PRIVATE)?;
+        let (nr_wake, nr_requeue) = (validate::count(nr_wake)?, validate::count(nr_requeue)?);
+        let from = validate::nonnull(validate::address(uaddr as u64, f)?)?;
+        let to = validate::nonnull(validate::address(uaddr2 as u64, f)?)?;
+        let (k1, k2) = (Key::private(from), Key::private(to));
+        Ok(requeue_keys(default_domain().tables(), k1, k2, None, nr_wake, nr_requeue)? as c_long)
     })
 }
 

@@ -1,7 +1,7 @@
 //! The portable parker: a count under a `Mutex`, slept on with a `Condvar`. Never reports
 //! `Interrupted`. The waker holds an `Arc`, so the memory outlives a thread that exits.
 
-use super::{Bell, Direct, Park, ParkTimeout, Unpark};
+use super::{Bell, Direct, Park, ParkTimeout, Unpark, Watch};
 use crate::deadline::Timeout;
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -24,8 +24,14 @@ impl Park for Parker {
         Parker { inner: Arc::new(Inner { count: Mutex::new(0), cv: Condvar::new() }) }
     }
 
-    /// `_bell`: this backend sleeps on its own state only (see [`Bell`]).
-    fn park(&self, need: u32, timeout: Option<&Timeout>, _bell: Option<&Bell>) -> Result<(), ParkTimeout> {
+    /// `_bell`, `_watch`: this backend sleeps on its own state only (see [`Bell`], [`Watch`]).
+    fn park(
+        &self,
+        need: u32,
+        timeout: Option<&Timeout>,
+        _bell: Option<&Bell>,
+        _watch: Option<Watch<'_>>,
+    ) -> Result<(), ParkTimeout> {
         let mut count = self.inner.count.lock().unwrap_or_else(|e| e.into_inner());
         while *count < need {
             count = match timeout {

@@ -92,26 +92,29 @@ pub(crate) fn has_waitv() -> bool {
     }
 }
 
-#[cfg(not(feature = "fallback-parker"))] // the Linux parker's bell only
-/// Sleep while `*a == va` and `*b == vb`, until either is woken or `timeout` passes
-/// (`futex_waitv`, whose deadline is absolute on `clock` like `futex_wait`'s). Only after
-/// [`has_waitv`] said yes.
-pub(crate) fn wait2(a: &AtomicU32, va: u32, b: &AtomicU32, vb: u32, timeout: Option<&Timeout>) -> KernelWait {
+#[cfg(not(feature = "fallback-parker"))] // the Linux parker's bell and watched word only
+/// Sleep while every `*word == val` of `words` (private u32 words, at most 3), until one is
+/// woken or `timeout` passes (`futex_waitv`, whose deadline is absolute on `clock` like
+/// `futex_wait`'s): `Ok(index of the woken word)`, or why not. Only after [`has_waitv`] said yes.
+pub(crate) fn waitv(words: &[(&AtomicU32, u32)], timeout: Option<&Timeout>) -> Result<usize, KernelWait> {
     let ts = timeout.map(|t| t.at.to_libc());
     let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |ts| ts as *const libc::timespec);
     let clock = timeout.map_or(libc::CLOCK_MONOTONIC, |t| t.clock.id());
     let flags = (FUTEX2_SIZE_U32 | FUTEX2_PRIVATE) as u32;
-    let entry = |w: &AtomicU32, v: u32| WaitvEntry { val: u64::from(v), uaddr: w.as_ptr() as u64, flags, reserved: 0 };
-    let v = [entry(a, va), entry(b, vb)];
-    // SAFETY:
-    // - both words are live, aligned u32s for the whole call (borrowed);
-    // - `v` and `ts` outlive the call; futex_waitv(waiters, nr, flags, timeout, clockid) only
-    //   reads them.
-    let r = unsafe { libc::syscall(SYS_FUTEX_WAITV, v.as_ptr(), 2, 0, ts_ptr, clock) };
-    if r >= 0 {
-        return KernelWait::Retry; // woken on either word
+    let mut v = [const { WaitvEntry { val: 0, uaddr: 0, flags: 0, reserved: 0 } }; 3];
+    for (e, (w, val)) in v.iter_mut().zip(words) {
+        *e = WaitvEntry { val: u64::from(*val), uaddr: w.as_ptr() as u64, flags, reserved: 0 };
     }
-    outcome(timeout)
+    let n = words.len().min(v.len());
+    // SAFETY:
+    // - every word is a live, aligned u32 for the whole call (borrowed);
+    // - `v[..n]` and `ts` outlive the call; futex_waitv(waiters, nr, flags, timeout, clockid)
+    //   only reads them.
+    let r = unsafe { libc::syscall(SYS_FUTEX_WAITV, v.as_ptr(), n, 0, ts_ptr, clock) };
+    match usize::try_from(r) {
+        Ok(i) => Ok(i),
+        Err(_) => Err(outcome(timeout)),
+    }
 }
 
 /// What a failed kernel wait means.

@@ -72,8 +72,12 @@ pub(crate) fn wait(word: &AtomicU32, val: u32, timeout: Option<&Timeout>) -> Ker
     wait_all(&[(word, val)], timeout)
 }
 
-pub(crate) fn wait2(a: &AtomicU32, va: u32, b: &AtomicU32, vb: u32, timeout: Option<&Timeout>) -> KernelWait {
-    wait_all(&[(a, va), (b, vb)], timeout)
+/// `futex_waitv`: the model does not say which word woke the sleeper (index 0).
+pub(crate) fn waitv(words: &[(&AtomicU32, u32)], timeout: Option<&Timeout>) -> Result<usize, KernelWait> {
+    match wait_all(words, timeout) {
+        KernelWait::Retry => Ok(0),
+        other => Err(other),
+    }
 }
 
 /// Wake up to `n` sleepers that listen to `word`, oldest first.

@@ -24,7 +24,7 @@
 //! word.
 
 use super::futex::{self, KernelWait};
-use super::{Bell, Park, ParkTimeout};
+use super::{Bell, Park, ParkTimeout, Watch};
 use crate::deadline::Timeout;
 use crate::primitive::{spin_hint, yield_now, AtomicU32, Ordering};
 
@@ -76,7 +76,13 @@ impl Park for Parker {
     /// Wait until `need` unparks of this episode have arrived, or `timeout` passes. `bell`: the
     /// bell of the bucket the thread's one node was queued in (none for waitv), slept on too
     /// when the kernel has `futex_waitv`.
-    fn park(&self, need: u32, timeout: Option<&Timeout>, bell: Option<&Bell>) -> Result<(), ParkTimeout> {
+    fn park(
+        &self,
+        need: u32,
+        timeout: Option<&Timeout>,
+        bell: Option<&Bell>,
+        watch: Option<Watch<'_>>,
+    ) -> Result<(), ParkTimeout> {
         let score = self.score.load(Ordering::Relaxed);
         let budget = if score > 0 { SPIN_LONG } else { SPIN_SHORT };
         for _ in 0..budget {
@@ -93,7 +99,8 @@ impl Park for Parker {
             }
             yield_now();
         }
-        let bell = bell.filter(|_| futex::has_waitv());
+        let waitv = futex::has_waitv();
+        let (bell, watch) = (bell.filter(|_| waitv), watch.filter(|_| waitv));
         let flags = SLEEPING | if bell.is_some() { BELLED } else { 0 };
         loop {
             let v = self.word.load(Ordering::Acquire);
@@ -109,12 +116,37 @@ impl Park for Parker {
                 continue; // an unpark arrived: re-check
             }
             let v = (v & COUNT) | flags;
-            let slept = match bell {
-                // Relaxed: the sequence only has to be one the bell had; the own word decides.
-                Some(b) => futex::wait2(&self.word, v, &b.seq, b.seq.load(Ordering::Relaxed), timeout),
-                None => futex::wait(&self.word, v, timeout),
+            let slept = match (bell, watch) {
+                (None, None) => futex::wait(&self.word, v, timeout),
+                _ => {
+                    let (mut words, mut n) = ([(&self.word, v); 3], 1);
+                    if let Some(b) = bell {
+                        // Relaxed: the sequence only has to be one the bell had; the own word decides.
+                        words[n] = (&b.seq, b.seq.load(Ordering::Relaxed));
+                        n += 1;
+                    }
+                    if let Some(w) = watch {
+                        words[n] = (w.word, w.val);
+                        n += 1;
+                    }
+                    match futex::waitv(&words[..n], timeout) {
+                        // The watched word (last) was woken by someone else's kernel wake.
+                        Ok(i) if watch.is_some() && i == n - 1 && !self.reached(need) => {
+                            return Err(ParkTimeout::Watched)
+                        }
+                        Ok(_) => KernelWait::Retry,
+                        Err(k) => k,
+                    }
+                }
             };
             match slept {
+                // Relaxed: a watched word that changed ends the park (its waker may have woken
+                // it before we slept; the kernel compared it and did not sleep).
+                KernelWait::Retry
+                    if watch.is_some_and(|w| w.word.load(Ordering::Relaxed) != w.val) && !self.reached(need) =>
+                {
+                    return Err(ParkTimeout::Watched)
+                }
                 KernelWait::Retry => {}
                 KernelWait::TimedOut if !self.reached(need) => return Err(ParkTimeout::TimedOut),
                 KernelWait::Interrupted if !self.reached(need) => return Err(ParkTimeout::Interrupted),
@@ -213,7 +245,7 @@ mod loom_models {
         let p = Arc::new(Parker::new());
         let (p2, bell) = (p.clone(), bell.clone());
         let h = thread::spawn(move || {
-            p2.park(1, None, use_bell.then_some(&*bell)).expect("an untimed park only returns when unparked");
+            p2.park(1, None, use_bell.then_some(&*bell), None).expect("an untimed park only returns when unparked");
             p2.word.load(Ordering::Acquire) & COUNT
         });
         (p, h)
@@ -291,9 +323,9 @@ mod loom_models {
             let (p1b, bell1) = (p1.clone(), bell.clone());
             let h1 = thread::spawn(move || {
                 let t = Timeout::from(crate::Deadline::from(std::time::Duration::from_secs(1)));
-                let first = p1b.park(1, Some(&t), Some(&*bell1));
+                let first = p1b.park(1, Some(&t), Some(&*bell1), None);
                 if first.is_err() {
-                    while p1b.park(1, None, None).is_err() {}
+                    while p1b.park(1, None, None, None).is_err() {}
                 }
                 p1b.word.load(Ordering::Acquire) & COUNT
             });

@@ -3,7 +3,7 @@
 //! at the first point where the count is short — loom explores that point before, during and
 //! after every wake, which is exactly the timeout-versus-wake race.
 
-use super::{Bell, Direct, Park, ParkTimeout, Unpark};
+use super::{Bell, Direct, Park, ParkTimeout, Unpark, Watch};
 use crate::deadline::Timeout;
 use crate::primitive::{AtomicU32, Ordering};
 use loom::thread::Thread;
@@ -24,8 +24,14 @@ impl Park for Parker {
         Parker { count: Arc::new(AtomicU32::new(0)), thread: loom::thread::current() }
     }
 
-    /// `_bell`: this backend sleeps on its own state only (see [`Bell`]).
-    fn park(&self, need: u32, timeout: Option<&Timeout>, _bell: Option<&Bell>) -> Result<(), ParkTimeout> {
+    /// `_bell`, `_watch`: this backend sleeps on its own state only (see [`Bell`], [`Watch`]).
+    fn park(
+        &self,
+        need: u32,
+        timeout: Option<&Timeout>,
+        _bell: Option<&Bell>,
+        _watch: Option<Watch<'_>>,
+    ) -> Result<(), ParkTimeout> {
         loop {
             if self.count.load(Ordering::Acquire) >= need {
                 return Ok(());

@@ -38,10 +38,29 @@ pub(crate) trait Park {
     /// Wait until `need` unparks of this episode have arrived, or `timeout` passes, or (Linux)
     /// a signal handler runs. `bell`: the bell of the bucket the thread's one node was queued
     /// in, which a backend may sleep on too (see [`Bell`]).
-    fn park(&self, need: u32, timeout: Option<&Timeout>, bell: Option<&Bell>) -> Result<(), ParkTimeout>;
+    /// `watch`: a word the kernel may wake directly, slept on too where the backend can
+    /// (Linux with `futex_waitv`); a wake or change of it ends the park with
+    /// [`ParkTimeout::Watched`].
+    fn park(
+        &self,
+        need: u32,
+        timeout: Option<&Timeout>,
+        bell: Option<&Bell>,
+        watch: Option<Watch<'_>>,
+    ) -> Result<(), ParkTimeout>;
     /// End the episode; only once every unpark owed to it has arrived.
     fn reset(&self);
     fn handle(&self) -> Self::Handle;
+}
+
+/// A futex word that the kernel itself may wake (the preload library's waits: a thread-exit
+/// wake, or a wake made with a raw system call that bypasses the library), watched while the
+/// thread sleeps: the thread also sleeps in the kernel on it, expecting `val`.
+#[derive(Clone, Copy)]
+#[cfg_attr(any(feature = "fallback-parker", ufutex_loom), allow(dead_code))] // only the Linux parker watches
+pub(crate) struct Watch<'a> {
+    pub(crate) word: &'a crate::primitive::AtomicU32,
+    pub(crate) val: u32,
 }
 
 /// A handle that unparks its thread by itself (backends without a bell).
@@ -132,6 +151,9 @@ pub(crate) enum ParkTimeout {
     /// Only the Linux parker sees signals.
     #[cfg_attr(any(feature = "fallback-parker", ufutex_loom), allow(dead_code))]
     Interrupted,
+    /// The watched word was woken or changed (Linux parker only).
+    #[cfg_attr(any(feature = "fallback-parker", ufutex_loom), allow(dead_code))]
+    Watched,
 }
 
 impl From<ParkTimeout> for crate::WaitError {
@@ -139,6 +161,9 @@ impl From<ParkTimeout> for crate::WaitError {
         match p {
             ParkTimeout::TimedOut => crate::WaitError::TimedOut,
             ParkTimeout::Interrupted => crate::WaitError::Interrupted,
+            // Callers that watch a word handle this before converting (a legacy futex wait
+            // may return 0 spuriously); anywhere else it is as good as a spurious wakeup.
+            ParkTimeout::Watched => crate::WaitError::Interrupted,
         }
     }
 }
