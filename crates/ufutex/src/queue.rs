@@ -419,3 +419,673 @@ impl<H> Drop for WakeList<H> {
         debug_assert!(self.head.is_null() || std::thread::panicking(), "a WakeList must be unparked");
     }
 }
+
+/// The queue on its own. A stand-in home replaces the bucket (this module may not import the
+/// table: imports point down), and a `Rig` owns the queues, their homes, the nodes and their
+/// parkers, so every pointer a queue or a list keeps points into memory the rig holds;
+/// `&mut Rig` stands for the bucket locks (one thread, nothing shared).
+#[cfg(all(test, not(ufutex_loom)))]
+mod tests {
+    use super::*;
+    use crate::deadline::{Clock, Timeout, Timespec};
+
+    /// What a bucket is to the queue: a place with a bell.
+    struct Spot {
+        bell: Bell,
+    }
+
+    impl Home for Spot {
+        fn bell(&self) -> &Bell {
+            &self.bell
+        }
+    }
+
+    type TestNode = Node<Spot>;
+
+    const A: Key = Key::private(0x1000);
+    const B: Key = Key::private(0x2000);
+    const C: Key = Key::private(0x3000);
+
+    /// Two queues with their homes, and nodes with their parkers (node `i` has index `i`).
+    struct Rig {
+        queues: [Queue<Spot>; 2],
+        homes: Box<[Spot; 2]>,
+        nodes: Box<[TestNode]>,
+        parkers: Box<[Parker]>,
+        /// Node `i` parks on `parkers[owner[i]]`.
+        owner: Box<[usize]>,
+    }
+
+    impl Rig {
+        /// `n` nodes, each with a parker of its own.
+        fn new(n: usize) -> Rig {
+            Rig::sharing(n, n)
+        }
+
+        /// `n` nodes over `p` parkers: node `i` belongs to parker `i % p` (a waitv thread
+        /// owns several nodes).
+        fn sharing(n: usize, p: usize) -> Rig {
+            let parkers: Box<[Parker]> = (0..p).map(|_| Parker::new()).collect();
+            let owner: Box<[usize]> = (0..n).map(|i| i % p).collect();
+            // The boxes never move their contents, so the nodes' parker pointers stay valid.
+            let nodes = (0..n).map(|i| Node::new(&parkers[owner[i]], i)).collect();
+            let homes = Box::new([Spot { bell: Bell::new() }, Spot { bell: Bell::new() }]);
+            Rig { queues: [Queue::new(), Queue::new()], homes, nodes, parkers, owner }
+        }
+
+        /// Indices of queue `q`'s nodes from the head by the forward links, without checks.
+        fn linked(&self, q: usize) -> Vec<usize> {
+            let mut out = Vec::new();
+            let mut cur = self.queues[q].head;
+            while !cur.is_null() && out.len() <= self.nodes.len() {
+                // SAFETY:
+                // - `cur` is linked into a queue of this rig, so it is one of `self.nodes`;
+                // - `&self` excludes every writer, and no other `&mut` to the node is live.
+                let node = unsafe { &*cur };
+                out.push(node.index());
+                // SAFETY: as above.
+                cur = unsafe { node.locked().next };
+            }
+            out
+        }
+
+        /// Indices of queue `q`'s nodes, head to tail, after checking the links both ways,
+        /// the tail, `len`, and that each node is `Queued` with queue `q`'s home as its bucket.
+        fn order(&self, q: usize) -> Vec<usize> {
+            let order = self.linked(q);
+            assert!(order.len() <= self.nodes.len(), "queue {q} has a cycle: {order:?}");
+            let mut prev: *const TestNode = ptr::null();
+            for &i in &order {
+                let node = &self.nodes[i];
+                // SAFETY: the node is linked into queue `q` of this rig; `&self` excludes writers.
+                let l = unsafe { node.locked() };
+                assert_eq!(l.prev, prev, "node {i}'s back link in queue {q}");
+                assert_eq!(l.state, NodeState::Queued, "node {i} in queue {q}");
+                assert!(ptr::eq(node.bucket_hint(), &self.homes[q]), "node {i}'s bucket is queue {q}'s home");
+                prev = node;
+            }
+            assert_eq!(self.queues[q].tail, prev, "queue {q}'s tail");
+            assert_eq!(self.queues[q].len(), order.len());
+            order
+        }
+
+        /// `(index, key, mask)` of queue `q`'s nodes, head to tail (checked as in `order`).
+        fn entries(&self, q: usize) -> Vec<(usize, Key, u64)> {
+            let order = self.order(q);
+            order
+                .into_iter()
+                .map(|i| {
+                    // SAFETY: the node is linked into queue `q`; `&self` excludes writers.
+                    let l = unsafe { self.nodes[i].locked() };
+                    (i, l.key, l.mask)
+                })
+                .collect()
+        }
+
+        fn queue_of(&self, i: usize) -> Option<usize> {
+            (0..2).find(|&q| self.linked(q).contains(&i))
+        }
+
+        /// Node `i`'s state, read through `state_of` of the queue it is in (or of queue 0 when
+        /// it is in none).
+        fn state(&self, i: usize) -> NodeState {
+            let q = self.queue_of(i).unwrap_or(0);
+            // SAFETY:
+            // - `&self` stands for the lock of both queues, and the node is linked into queue
+            //   `q`, or into no queue: then it is Idle and owned by this test, or Woken and
+            //   awaiting its unpark (or just taken, on its way into a list);
+            // - no other thread exists that could write it.
+            unsafe { self.queues[q].state_of(&self.nodes[i]) }
+        }
+
+        /// Queue node `i` at the tail of queue `q` under `key` and `mask`.
+        fn push(&mut self, q: usize, i: usize, key: Key, mask: u64) {
+            assert_eq!(self.queue_of(i), None, "node {i} is already queued");
+            assert_ne!(self.state(i), NodeState::Woken, "node {i} awaits its unpark");
+            // SAFETY:
+            // - node `i` is in no queue and not Woken (checked): Idle and owned by this test,
+            //   or Queued and just taken out of a queue of this rig (as a drain does);
+            // - `homes[q]` is the home of queue `q`, and `&mut self` is its lock;
+            // - the node stays alive while queued: the rig owns it, and `Drop` empties the
+            //   queues before anything of the rig is freed.
+            unsafe { self.queues[q].push_back(&self.nodes[i], key, mask, &self.homes[q]) }
+        }
+
+        /// Node `i`'s own thread takes it out of queue `q` (timeout, interruption).
+        fn cancel(&mut self, q: usize, i: usize) {
+            assert_eq!(self.queue_of(i), Some(q), "node {i} is not in queue {q}");
+            // SAFETY: node `i` is Queued in queue `q` (checked); `&mut self` is its lock.
+            unsafe { self.queues[q].cancel(&self.nodes[i]) }
+        }
+
+        /// `Queue::take` on queue `q`, every taken node handed on to `sink`; the indices taken,
+        /// in the order `sink` saw them.
+        fn take(
+            &mut self,
+            q: usize,
+            pick: impl FnMut(&Key, u64) -> Step,
+            mut sink: impl FnMut(&TestNode),
+        ) -> Vec<usize> {
+            let mut taken = Vec::new();
+            // SAFETY: `&mut self` is queue `q`'s lock.
+            let n = unsafe {
+                self.queues[q].take(pick, |node| {
+                    taken.push(node.index());
+                    sink(node);
+                })
+            };
+            assert_eq!(n, taken.len(), "take counts what it hands over");
+            taken
+        }
+
+        /// The wake path end to end: take from queue `q` what `pick` says into a wake list,
+        /// unpark it, check each taken node's parker got exactly one unpark per node, then
+        /// reclaim the nodes and end their parkers' episodes. The indices taken, oldest first.
+        fn wake(&mut self, q: usize, pick: impl FnMut(&Key, u64) -> Step) -> Vec<usize> {
+            let mut list = WakeList::new();
+            // SAFETY: each node was just taken from queue `q`, whose lock `take` still holds.
+            let taken = self.take(q, pick, |node| unsafe { list.push(node) });
+            assert_eq!(list.len(), taken.len());
+            assert_eq!(chain(&list), taken, "the wake list keeps the order taken");
+            list.unpark_all();
+            for &i in &taken {
+                let owed = taken.iter().filter(|&&j| self.owner[j] == self.owner[i]).count();
+                assert_eq!(self.unparks(i), owed as u32, "one unpark per taken node of parker {}", self.owner[i]);
+            }
+            for &i in &taken {
+                self.reclaim(i);
+            }
+            for &i in &taken {
+                self.end_episode(i);
+            }
+            taken
+        }
+
+        /// Unparks node `i`'s parker received this episode: the highest count a park with a
+        /// timeout long passed still reaches.
+        fn unparks(&self, i: usize) -> u32 {
+            let past = Timeout { clock: Clock::Monotonic, at: Timespec::ZERO };
+            let parker = &self.parkers[self.owner[i]];
+            (1..).take_while(|&need| parker.park(need, Some(&past), None).is_ok()).count() as u32
+        }
+
+        /// `Woken → Idle` once the unpark has arrived.
+        fn reclaim(&mut self, i: usize) {
+            assert_eq!(self.state(i), NodeState::Woken, "node {i}");
+            assert!(self.unparks(i) >= 1, "node {i} is reclaimed only after its unpark");
+            // SAFETY:
+            // - the node is Woken, so in no queue, and its waker's list has been unparked
+            //   (its parker counted the unpark, checked above);
+            // - no other thread exists that could still reach it.
+            unsafe { self.nodes[i].reclaim() };
+        }
+
+        /// End the episode of node `i`'s parker, once none of its nodes awaits an unpark.
+        fn end_episode(&mut self, i: usize) {
+            let p = self.owner[i];
+            let waiting = (0..self.nodes.len()).filter(|&j| self.owner[j] == p && self.state(j) == NodeState::Woken);
+            assert_eq!(waiting.count(), 0, "parker {p} still owes a reclaim");
+            self.parkers[p].reset();
+        }
+
+        /// Drain queue `from` into queue `to` as a resize migrates a bucket; what the drain
+        /// handed over, in order.
+        fn drain_into(&mut self, from: usize, to: usize) -> Vec<(usize, Key, u64)> {
+            assert_ne!(from, to, "a drain into its own queue would never end");
+            let mut seen = Vec::new();
+            let [q0, q1] = &mut self.queues;
+            let (src, dst) = if from == 0 { (q0, q1) } else { (q1, q0) };
+            let home = &self.homes[to];
+            // SAFETY:
+            // - `&mut self` is the lock of both queues;
+            // - every drained node is re-queued (into `dst`, with `to`'s home) before the
+            //   drain returns; the nodes are the rig's and outlive their time queued.
+            unsafe {
+                src.drain(|node, key, mask| {
+                    seen.push((node.index(), key, mask));
+                    dst.push_back(node, key, mask, home);
+                })
+            };
+            seen
+        }
+
+        /// Append a move list to queue `q` under `key`.
+        fn append(&mut self, list: MoveList<Spot>, q: usize, key: Key) {
+            // SAFETY: `homes[q]` owns queue `q`; `&mut self` is the lock of the target and of
+            // the queue the list was taken from (both are this rig's).
+            unsafe { list.append_to(&mut self.queues[q], key, &self.homes[q]) }
+        }
+
+        /// Queued nodes whose home is queue `q`'s, wherever they are now (`Bell::homed`).
+        fn homed(&self, q: usize) -> u32 {
+            self.homes[q].bell.homed()
+        }
+    }
+
+    impl Drop for Rig {
+        fn drop(&mut self) {
+            // The lifetime rule: no node may go while a queue links it. Take out what a test
+            // left queued (its waiters' own exit path), so no queue points at freed nodes.
+            for q in 0..2 {
+                for i in self.linked(q) {
+                    // SAFETY: node `i` is linked into queue `q` (just walked); `&mut self` is
+                    // its lock.
+                    unsafe { self.queues[q].cancel(&self.nodes[i]) };
+                }
+            }
+            if !std::thread::panicking() {
+                for i in 0..self.nodes.len() {
+                    assert_eq!(self.state(i), NodeState::Idle, "node {i} must be reclaimed before it goes");
+                }
+            }
+        }
+    }
+
+    /// The indices chained in a wake list, first to last.
+    fn chain(list: &WakeList<Spot>) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut cur = list.head;
+        while !cur.is_null() {
+            // SAFETY: `cur` was pushed onto the list and is Woken, awaiting the list's unpark:
+            // alive, and only this thread touches it.
+            let node = unsafe { &*cur };
+            out.push(node.index());
+            // SAFETY: as above.
+            cur = unsafe { node.locked().wake_next };
+        }
+        out
+    }
+
+    /// The indices chained in a move list, first to last.
+    fn moves(list: &MoveList<Spot>) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut cur = list.head;
+        while !cur.is_null() {
+            // SAFETY: `cur` was taken into the list and is still logically Queued: alive, and
+            // only this thread touches it.
+            let node = unsafe { &*cur };
+            out.push(node.index());
+            // SAFETY: as above.
+            cur = unsafe { node.locked().wake_next };
+        }
+        out
+    }
+
+    fn key_is(want: Key) -> impl FnMut(&Key, u64) -> Step {
+        move |k, _| if *k == want { Step::Take } else { Step::Skip }
+    }
+
+    /// The pick of a wake: up to `n` nodes on `key`, then stop.
+    fn up_to(n: usize, key: Key) -> impl FnMut(&Key, u64) -> Step {
+        let mut left = n;
+        move |k, _| match (*k == key, left) {
+            (_, 0) => Step::Stop,
+            (true, _) => {
+                left -= 1;
+                Step::Take
+            }
+            (false, _) => Step::Skip,
+        }
+    }
+
+    fn never(_: &Key, _: u64) -> Step {
+        panic!("the pick is never asked about an empty queue")
+    }
+
+    #[test]
+    fn push_back_appends_in_fifo_order_and_records_the_home() {
+        let mut rig = Rig::new(4);
+        assert_eq!(rig.state(0), NodeState::Idle);
+        rig.push(0, 0, A, 1);
+        assert_eq!(rig.order(0), [0]);
+        assert_eq!(rig.queues[0].head, rig.queues[0].tail, "one node is head and tail");
+        rig.push(0, 1, B, 2);
+        rig.push(0, 2, A, u64::MAX);
+        rig.push(0, 3, C, 8);
+        assert_eq!(rig.entries(0), [(0, A, 1), (1, B, 2), (2, A, u64::MAX), (3, C, 8)]);
+        assert!((0..4).all(|i| rig.state(i) == NodeState::Queued));
+        assert_eq!((rig.homed(0), rig.homed(1)), (4, 0));
+        assert_eq!(rig.order(1), []);
+    }
+
+    #[test]
+    fn an_empty_queue_has_nothing_to_take_or_drain() {
+        let mut rig = Rig::new(1);
+        assert_eq!(rig.queues[0].len(), 0);
+        assert!(rig.queues[0].head.is_null() && rig.queues[0].tail.is_null());
+        assert_eq!(rig.take(0, never, |_| unreachable!()), []);
+        assert_eq!(rig.drain_into(0, 1), []);
+        assert_eq!((rig.order(0), rig.order(1)), (vec![], vec![]));
+        let mut list = WakeList::new();
+        // SAFETY: the pick is never called (the queue is empty), so nothing reaches `list`.
+        assert_eq!(rig.take(0, never, |node| unsafe { list.push(node) }), []);
+        assert_eq!(list.len(), 0);
+        list.unpark_all();
+    }
+
+    #[test]
+    fn len_counts_the_nodes() {
+        let mut rig = Rig::new(3);
+        assert_eq!(rig.queues[0].len(), 0);
+        rig.push(0, 0, A, 1);
+        assert_eq!(rig.queues[0].len(), 1);
+        rig.push(0, 1, A, 1);
+        rig.push(0, 2, B, 1);
+        assert_eq!(rig.queues[0].len(), 3);
+        rig.cancel(0, 1);
+        assert_eq!(rig.queues[0].len(), 2);
+        assert_eq!(rig.wake(0, key_is(B)), [2]);
+        assert_eq!(rig.queues[0].len(), 1);
+        rig.cancel(0, 0);
+        assert_eq!(rig.queues[0].len(), 0);
+    }
+
+    #[test]
+    fn cancel_the_only_node_empties_the_queue() {
+        let mut rig = Rig::new(1);
+        rig.push(0, 0, A, 1);
+        rig.cancel(0, 0);
+        assert_eq!(rig.order(0), []);
+        assert!(rig.queues[0].head.is_null() && rig.queues[0].tail.is_null());
+        assert_eq!(rig.state(0), NodeState::Idle);
+        assert_eq!(rig.homed(0), 0, "the node left its home");
+        // The queue and the node are both usable again.
+        rig.push(0, 0, B, 2);
+        assert_eq!(rig.entries(0), [(0, B, 2)]);
+        assert_eq!(rig.homed(0), 1);
+    }
+
+    #[test]
+    fn cancel_from_head_middle_and_tail_keeps_the_links() {
+        let mut rig = Rig::new(5);
+        for i in 0..5 {
+            rig.push(0, i, A, 1);
+        }
+        rig.cancel(0, 0); // the head
+        assert_eq!(rig.order(0), [1, 2, 3, 4]);
+        rig.cancel(0, 2); // the middle
+        assert_eq!(rig.order(0), [1, 3, 4]);
+        rig.cancel(0, 4); // the tail
+        assert_eq!(rig.order(0), [1, 3]);
+        assert!([0, 2, 4].iter().all(|&i| rig.state(i) == NodeState::Idle));
+        assert_eq!(rig.homed(0), 2);
+        // The tail moved back correctly: a push lands after node 3.
+        rig.push(0, 4, B, 1);
+        assert_eq!(rig.order(0), [1, 3, 4]);
+        rig.push(0, 0, B, 1);
+        assert_eq!(rig.entries(0), [(1, A, 1), (3, A, 1), (4, B, 1), (0, B, 1)]);
+    }
+
+    #[test]
+    fn a_cancelled_node_is_homed_where_it_queues_next() {
+        let mut rig = Rig::new(2);
+        rig.push(0, 0, A, 1);
+        rig.push(0, 1, A, 1);
+        rig.cancel(0, 0);
+        rig.push(1, 0, A, 1); // `Idle → Queued` again, in the other queue
+        assert_eq!((rig.order(0), rig.order(1)), (vec![1], vec![0]));
+        assert_eq!((rig.homed(0), rig.homed(1)), (1, 1));
+    }
+
+    #[test]
+    fn take_by_key_keeps_the_others_in_order() {
+        let mut rig = Rig::new(5);
+        for (i, k) in [A, B, A, C, A].into_iter().enumerate() {
+            rig.push(0, i, k, 1);
+        }
+        assert_eq!(rig.wake(0, key_is(A)), [0, 2, 4]);
+        assert_eq!(rig.entries(0), [(1, B, 1), (3, C, 1)]);
+        assert_eq!(rig.homed(0), 2);
+    }
+
+    #[test]
+    fn take_by_mask() {
+        let mut rig = Rig::new(4);
+        for (i, m) in [0b001, 0b010, 0b011, 0b100].into_iter().enumerate() {
+            rig.push(0, i, A, m);
+        }
+        let pick = |_: &Key, m: u64| if m & 0b010 != 0 { Step::Take } else { Step::Skip };
+        assert_eq!(rig.wake(0, pick), [1, 2]);
+        assert_eq!(rig.entries(0), [(0, A, 0b001), (3, A, 0b100)]);
+    }
+
+    #[test]
+    fn take_follows_take_skip_and_stop() {
+        let mut rig = Rig::new(6);
+        for i in 0..6 {
+            rig.push(0, i, A, 1 << i);
+        }
+        let script = [Step::Skip, Step::Take, Step::Skip, Step::Take, Step::Stop];
+        let mut asked = Vec::new();
+        let pick = |_: &Key, m: u64| {
+            asked.push(m);
+            script[asked.len() - 1]
+        };
+        assert_eq!(rig.wake(0, pick), [1, 3]);
+        assert_eq!(asked, [1, 2, 4, 8, 16], "the walk ends at the Stop, in queue order");
+        assert_eq!(rig.order(0), [0, 2, 4, 5]);
+    }
+
+    #[test]
+    fn take_stop_at_the_head_takes_nothing() {
+        let mut rig = Rig::new(2);
+        rig.push(0, 0, A, 1);
+        rig.push(0, 1, A, 1);
+        let mut asked = 0;
+        let pick = |_: &Key, _| {
+            asked += 1;
+            Step::Stop
+        };
+        assert_eq!(rig.wake(0, pick), []);
+        assert_eq!(asked, 1);
+        assert_eq!(rig.order(0), [0, 1]);
+    }
+
+    #[test]
+    fn take_at_most_n() {
+        let mut rig = Rig::new(5);
+        for (i, k) in [A, B, A, A, A].into_iter().enumerate() {
+            rig.push(0, i, k, 1);
+        }
+        assert_eq!(rig.wake(0, up_to(2, A)), [0, 2]);
+        assert_eq!(rig.order(0), [1, 3, 4]);
+        assert_eq!(rig.wake(0, up_to(10, A)), [3, 4], "n beyond the matches takes them all");
+        assert_eq!(rig.order(0), [1]);
+        assert_eq!(rig.wake(0, up_to(0, B)), [], "n = 0 takes nothing");
+        assert_eq!(rig.order(0), [1]);
+    }
+
+    #[test]
+    fn take_all_matching_empties_the_queue() {
+        let mut rig = Rig::new(4);
+        for i in 0..4 {
+            rig.push(0, i, A, 1);
+        }
+        assert_eq!(rig.wake(0, key_is(A)), [0, 1, 2, 3]);
+        assert_eq!(rig.order(0), []);
+        assert!(rig.queues[0].head.is_null() && rig.queues[0].tail.is_null());
+        assert_eq!(rig.homed(0), 0);
+        // Reclaimed nodes queue again, homed again.
+        rig.push(0, 2, B, 1);
+        rig.push(0, 0, B, 1);
+        assert_eq!(rig.order(0), [2, 0]);
+        assert_eq!(rig.homed(0), 2);
+    }
+
+    #[test]
+    fn take_none_matching_changes_nothing() {
+        let mut rig = Rig::new(3);
+        for i in 0..3 {
+            rig.push(0, i, A, 1);
+        }
+        let mut asked = 0;
+        let pick = |k: &Key, _| {
+            asked += 1;
+            if *k == B {
+                Step::Take
+            } else {
+                Step::Skip
+            }
+        };
+        assert_eq!(rig.wake(0, pick), []);
+        assert_eq!(asked, 3, "every node was looked at");
+        assert_eq!(rig.entries(0), [(0, A, 1), (1, A, 1), (2, A, 1)]);
+        assert_eq!(rig.homed(0), 3);
+    }
+
+    #[test]
+    fn take_the_only_node_then_the_tail() {
+        let mut rig = Rig::new(3);
+        rig.push(0, 0, A, 1);
+        assert_eq!(rig.wake(0, key_is(A)), [0]);
+        assert_eq!(rig.order(0), []);
+        rig.push(0, 1, A, 1);
+        rig.push(0, 2, B, 1);
+        assert_eq!(rig.wake(0, key_is(B)), [2]);
+        rig.push(0, 0, C, 1); // lands after node 1: the tail moved back
+        assert_eq!(rig.entries(0), [(1, A, 1), (0, C, 1)]);
+    }
+
+    #[test]
+    fn state_of_follows_the_transitions() {
+        let mut rig = Rig::new(1);
+        assert_eq!(rig.state(0), NodeState::Idle);
+        rig.push(0, 0, A, 1);
+        assert_eq!(rig.state(0), NodeState::Queued);
+        let mut list = WakeList::new();
+        // SAFETY: the node was just taken from queue 0, whose lock `take` holds.
+        rig.take(0, key_is(A), |node| unsafe { list.push(node) });
+        assert_eq!(rig.state(0), NodeState::Woken);
+        list.unpark_all();
+        assert_eq!(rig.state(0), NodeState::Woken, "woken until its own thread reclaims it");
+        rig.reclaim(0);
+        assert_eq!(rig.state(0), NodeState::Idle);
+        rig.end_episode(0);
+        rig.push(1, 0, A, 1);
+        assert_eq!(rig.state(0), NodeState::Queued);
+        rig.cancel(1, 0);
+        assert_eq!(rig.state(0), NodeState::Idle);
+    }
+
+    #[test]
+    fn drain_hands_over_every_node_in_order() {
+        let mut rig = Rig::new(5);
+        rig.push(1, 4, C, 16);
+        for (i, k) in [A, B, A, C].into_iter().enumerate() {
+            rig.push(0, i, k, 1 << i);
+        }
+        let seen = rig.drain_into(0, 1);
+        assert_eq!(seen, [(0, A, 1), (1, B, 2), (2, A, 4), (3, C, 8)]);
+        assert_eq!(rig.order(0), []);
+        assert!(rig.queues[0].head.is_null() && rig.queues[0].tail.is_null());
+        assert_eq!(rig.entries(1), [(4, C, 16), (0, A, 1), (1, B, 2), (2, A, 4), (3, C, 8)]);
+        // Moved nodes keep their home (queue 0's bell), whose count stays with them.
+        assert_eq!((rig.homed(0), rig.homed(1)), (4, 1));
+        for i in [2, 0, 4, 3, 1] {
+            rig.cancel(1, i);
+        }
+        assert_eq!((rig.homed(0), rig.homed(1)), (0, 0));
+    }
+
+    #[test]
+    fn wake_list_unparks_each_node_once_in_fifo_order() {
+        let mut rig = Rig::new(4);
+        for i in 0..4 {
+            rig.push(0, i, A, 1);
+        }
+        let mut list = WakeList::new();
+        // SAFETY: each node was just taken from queue 0, whose lock `take` holds.
+        let taken = rig.take(0, |_, _| Step::Take, |node| unsafe { list.push(node) });
+        assert_eq!(taken, [0, 1, 2, 3]);
+        assert_eq!((list.len(), chain(&list)), (4, taken.clone()));
+        assert!(ptr::eq(list.home, &rig.homes[0].bell), "the first node's home is the list's");
+        for i in 0..4 {
+            assert_eq!(rig.state(i), NodeState::Woken);
+            assert_eq!(rig.unparks(i), 0, "no unpark before unpark_all");
+        }
+        assert_eq!(rig.homed(0), 0, "woken nodes left their home");
+        list.unpark_all();
+        for i in 0..4 {
+            assert_eq!(rig.unparks(i), 1, "node {i}'s parker got exactly its unpark");
+            rig.reclaim(i);
+            rig.end_episode(i);
+            assert_eq!(rig.unparks(i), 0, "a new episode starts at zero");
+        }
+    }
+
+    #[test]
+    fn wake_list_unparks_a_shared_parker_once_per_node_from_any_home() {
+        // A waitv thread: three nodes on one parker, in two queues; a fourth thread apart.
+        let mut rig = Rig::sharing(4, 3);
+        assert_eq!(rig.owner[..], [0, 1, 2, 0]);
+        rig.push(0, 0, A, 1);
+        rig.push(0, 1, A, 1);
+        rig.push(1, 3, B, 1);
+        rig.push(0, 2, A, 1);
+        let mut list = WakeList::new();
+        // SAFETY: each node was just taken from queue 0 or 1, whose lock `take` holds.
+        let first = rig.take(1, key_is(B), |node| unsafe { list.push(node) });
+        // SAFETY: as above.
+        let second = rig.take(0, up_to(2, A), |node| unsafe { list.push(node) });
+        assert_eq!((first, second), (vec![3], vec![0, 1]));
+        assert_eq!(chain(&list), [3, 0, 1]);
+        assert!(ptr::eq(list.home, &rig.homes[1].bell), "the first node's home is the list's");
+        list.unpark_all();
+        assert_eq!(rig.unparks(0), 2, "nodes 0 and 3 share a parker: two unparks");
+        assert_eq!(rig.unparks(1), 1);
+        assert_eq!(rig.unparks(2), 0, "node 2 is still queued");
+        for i in [3, 0, 1] {
+            rig.reclaim(i);
+        }
+        for i in [3, 1] {
+            rig.end_episode(i);
+        }
+        assert_eq!(rig.order(0), [2]);
+    }
+
+    #[test]
+    fn move_list_appends_in_order_under_the_new_key() {
+        let mut rig = Rig::new(5);
+        for (i, k) in [A, B, A, A].into_iter().enumerate() {
+            rig.push(0, i, k, 1 << i);
+        }
+        rig.push(1, 4, C, 16);
+        let mut list = MoveList::new();
+        // SAFETY: each node was just taken from queue 0, whose lock (`&mut rig`) is held
+        // until the list is appended.
+        let taken = rig.take(0, up_to(2, A), |node| unsafe { list.push(node) });
+        assert_eq!(taken, [0, 2]);
+        assert_eq!((list.len(), moves(&list)), (2, taken));
+        assert!([0, 2].iter().all(|&i| rig.state(i) == NodeState::Queued), "moving nodes stay Queued");
+        rig.append(list, 1, C);
+        assert_eq!(rig.entries(1), [(4, C, 16), (0, C, 1), (2, C, 4)], "keys replaced, masks kept");
+        assert_eq!(rig.entries(0), [(1, B, 2), (3, A, 8)]);
+        // A moved node keeps its first home.
+        assert_eq!((rig.homed(0), rig.homed(1)), (4, 1));
+    }
+
+    #[test]
+    fn move_list_into_the_queue_it_came_from() {
+        // A requeue whose two keys share a bucket: the moved nodes go to the tail.
+        let mut rig = Rig::new(4);
+        for (i, k) in [A, B, A, B].into_iter().enumerate() {
+            rig.push(0, i, k, 1);
+        }
+        let mut list = MoveList::new();
+        // SAFETY: each node was just taken from queue 0, whose lock is held until the append.
+        rig.take(0, key_is(A), |node| unsafe { list.push(node) });
+        rig.append(list, 0, C);
+        assert_eq!(rig.entries(0), [(1, B, 1), (3, B, 1), (0, C, 1), (2, C, 1)]);
+        assert_eq!(rig.homed(0), 4);
+    }
+
+    #[test]
+    fn an_empty_move_list_appends_nothing() {
+        let mut rig = Rig::new(1);
+        rig.push(1, 0, A, 1);
+        let list = MoveList::new();
+        assert_eq!(list.len(), 0);
+        rig.append(list, 1, C);
+        assert_eq!(rig.entries(1), [(0, A, 1)]);
+    }
+}

@@ -440,3 +440,410 @@ mod placement {
         None
     }
 }
+
+/// Tables on their own: sizes and hashing, pair locking, and migration with real nodes. A
+/// `Waiters<'t>` owns the nodes and their parkers and borrows the tables its nodes queue in
+/// for `'t`, so the compiler keeps every table alive until the nodes are out of it again.
+#[cfg(all(test, not(ufutex_loom)))]
+mod tests {
+    use super::*;
+    use crate::parker::Parker;
+    use crate::queue::{NodeState, Step};
+    use std::cell::{Cell, RefCell};
+    use std::marker::PhantomData;
+
+    /// The index of `b` in `t` (and a check that it is one of `t`'s buckets).
+    fn index_of(t: &Table, b: &Bucket) -> usize {
+        let offset = (b as *const Bucket as usize).wrapping_sub(t.base_addr());
+        let size = std::mem::size_of::<Bucket>();
+        assert!(offset.is_multiple_of(size) && offset / size < t.slots(), "a bucket of the table");
+        offset / size
+    }
+
+    /// The `nth` private key (of 8-byte words from 0x10_0000 up) that `t` puts in bucket `want`.
+    fn key_in(t: &Table, want: usize, nth: usize) -> Key {
+        (0..)
+            .map(|i| Key::private(0x10_0000 + 8 * i))
+            .filter(|k| index_of(t, t.bucket(k)) == want)
+            .nth(nth)
+            .expect("the hash reaches every bucket")
+    }
+
+    /// What a bucket's queue holds, `(key, mask)` head to tail (masks name the nodes here).
+    fn contents(b: &Bucket) -> Vec<(Key, u64)> {
+        let mut seen = Vec::new();
+        let mut g = b.lock();
+        // SAFETY: `g` holds the bucket's lock; nothing is taken.
+        unsafe {
+            g.queue().take(
+                |k, m| {
+                    seen.push((*k, m));
+                    Step::Skip
+                },
+                |_| unreachable!("nothing is taken"),
+            )
+        };
+        seen
+    }
+
+    /// The masks of `key`'s nodes in its bucket of `t`, head to tail.
+    fn fifo(t: &Table, key: Key) -> Vec<u64> {
+        contents(t.bucket(&key)).into_iter().filter(|(k, _)| *k == key).map(|(_, m)| m).collect()
+    }
+
+    fn counts(t: &Table) -> Vec<u32> {
+        t.buckets().iter().map(|b| b.waiters().load(Ordering::Relaxed)).collect()
+    }
+
+    /// Nodes of simulated waiters; node `i` queues with the mask `mask(i)`, so that a queue's
+    /// `(key, mask)` list names its nodes.
+    struct Waiters<'t> {
+        nodes: Box<[Node]>,
+        /// Node `i` is queued (set by `enqueue`, cleared by `dequeue`).
+        queued: Box<[Cell<bool>]>,
+        _parkers: Box<[Parker]>,
+        /// Invariant in `'t`, so that `enqueue` cannot shorten it to a table that dies first.
+        tables: PhantomData<Cell<&'t Table>>,
+    }
+
+    fn mask(i: usize) -> u64 {
+        0x100 + i as u64
+    }
+
+    impl<'t> Waiters<'t> {
+        fn new(n: usize) -> Waiters<'t> {
+            let parkers: Box<[Parker]> = (0..n).map(|_| Parker::new()).collect();
+            // The box never moves its contents, so the nodes' parker pointers stay valid.
+            let nodes = (0..n).map(|i| Node::new(&parkers[i], i)).collect();
+            let queued = (0..n).map(|_| Cell::new(false)).collect();
+            Waiters { nodes, queued, _parkers: parkers, tables: PhantomData }
+        }
+
+        /// Queue node `i` on `key` in `t` as a waiter does: (A) increment, lock, enqueue.
+        fn enqueue(&self, t: &'t Table, i: usize, key: Key) {
+            assert!(!self.queued[i].get(), "node {i} is queued already");
+            let b = t.bucket(&key);
+            b.waiters().fetch_add(1, Ordering::SeqCst);
+            let mut g = b.lock();
+            // SAFETY:
+            // - node `i` is Idle (not queued, never woken here) and owned by this thread;
+            // - `g` locks `b`, which owns the queue;
+            // - the node stays alive while queued: `Drop` dequeues it, and `t` outlives `self`.
+            unsafe { g.queue().push_back(&self.nodes[i], key, mask(i), b) };
+            self.queued[i].set(true);
+        }
+
+        /// Take node `i` out of the bucket it is in now, as a waiter leaving on a timeout does.
+        fn dequeue(&self, i: usize) {
+            assert!(self.queued[i].get(), "node {i} is not queued");
+            let node = &self.nodes[i];
+            // SAFETY: the node is queued, so its hint names a bucket of a table borrowed for
+            // `'t`, alive while `self` is.
+            let b: &Bucket = unsafe { &*node.bucket_hint() };
+            let mut g = b.lock();
+            // SAFETY: `g` locks the bucket the hint names, which holds the node: this thread is
+            // the only one, so nothing moved it since the hint was read.
+            let state = unsafe { g.queue().state_of(node) };
+            assert_eq!(state, NodeState::Queued);
+            // SAFETY: as above; the node is Queued in this bucket.
+            unsafe { g.queue().cancel(node) };
+            g.waiters().fetch_sub(1, Ordering::Relaxed);
+            self.queued[i].set(false);
+        }
+
+        /// The bucket node `i` is in now.
+        fn bucket_of(&self, i: usize) -> *const Bucket {
+            self.nodes[i].bucket_hint()
+        }
+    }
+
+    impl Drop for Waiters<'_> {
+        fn drop(&mut self) {
+            // The lifetime rule: no node goes while queued.
+            for i in 0..self.nodes.len() {
+                if self.queued[i].get() {
+                    self.dequeue(i);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn new_makes_power_of_two_tables_whose_buckets_cover_every_key() {
+        for shift in 1..=10 {
+            let slots = 1usize << shift;
+            let t = Table::new(slots, 7).expect("a small table");
+            assert_eq!((t.slots(), t.node()), (slots, NO_NODE));
+            assert!(counts(&t).iter().all(|&c| c == 7), "every count starts at the given value");
+            let mut hit = vec![0u32; slots];
+            let words = (0..4096).map(|i| Key::private(0x7f00_0000_1000 + 4 * i));
+            let strided = (0..1024).map(|i| Key::private(i << 12));
+            let shared = (0..1024u64).map(|i| Key { word: 64 * i, space: 0xdead_beef ^ i, node: NO_NODE });
+            for k in words.chain(strided).chain(shared) {
+                let i = index_of(&t, t.bucket(&k));
+                hit[i] += 1;
+                assert!(std::ptr::eq(t.bucket(&k), t.bucket(&k)), "same key, same bucket");
+                assert!(std::ptr::eq(t.bucket(&k), t.bucket(&k.on_node(3))), "the node does not hash");
+            }
+            if slots <= 64 {
+                assert!(hit.iter().all(|&h| h > 0), "{slots} buckets: every bucket used: {hit:?}");
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "powers of two")]
+    fn new_rejects_a_size_that_is_not_a_power_of_two() {
+        let _ = Table::new(12, 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "powers of two >= 2")]
+    fn new_rejects_a_single_bucket() {
+        let _ = Table::new(1, 0);
+    }
+
+    #[test]
+    fn tables_are_ranked_in_creation_order() {
+        let (a, b) = (Table::new(2, 0).expect("2 buckets"), Table::new(2, 0).expect("2 buckets"));
+        assert!(0 < a.id && a.id < b.id);
+    }
+
+    #[test]
+    fn footprint_is_the_table_and_its_buckets() {
+        let table = std::mem::size_of::<Table>();
+        for slots in [2, 64, 1024] {
+            let t = Table::new(slots, 0).expect("a small table");
+            assert_eq!(t.footprint(), table + slots * 64);
+        }
+        static BUCKETS: [Bucket; 8] = [const { Bucket::new(0) }; 8];
+        assert_eq!(Table::initial(&BUCKETS).footprint(), table + 8 * 64);
+        // A placed table occupies whole pages of its own.
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let placed = Table::new_on(2, 0, 0, true).expect("2 buckets");
+        assert_eq!(placed.footprint(), table + page);
+        assert!(placed.base_addr().is_multiple_of(page));
+    }
+
+    #[test]
+    fn lock_pair_of_one_bucket_is_one_guard() {
+        let t = Table::new(4, 0).expect("4 buckets");
+        let b = t.bucket(&key_in(&t, 2, 0));
+        let asked = RefCell::new(Vec::new());
+        let current = |x: &Table| {
+            asked.borrow_mut().push(x.id);
+            true
+        };
+        match lock_pair_current((&t, b), (&t, b), current) {
+            Some(PairGuard::One(g)) => assert!(std::ptr::eq(g.bucket(), b)),
+            _ => panic!("one bucket, one guard"),
+        }
+        assert_eq!(*asked.borrow(), [t.id], "checked once, after the lock");
+        drop(b.lock()); // released
+    }
+
+    #[test]
+    fn lock_pair_of_two_buckets_gives_a_first() {
+        let t = Table::new(4, 0).expect("4 buckets");
+        let (lo, hi) = (t.bucket(&key_in(&t, 0, 0)), t.bucket(&key_in(&t, 3, 0)));
+        for (a, b) in [(lo, hi), (hi, lo)] {
+            match lock_pair_current((&t, a), (&t, b), |_| true) {
+                Some(PairGuard::Two { first, second }) => {
+                    assert!(std::ptr::eq(first.bucket(), a) && std::ptr::eq(second.bucket(), b));
+                }
+                _ => panic!("two buckets, two guards"),
+            }
+            drop((a.lock(), b.lock())); // both released
+        }
+    }
+
+    #[test]
+    fn lock_pair_across_tables_locks_the_older_table_first() {
+        let (old, young) = (Table::new(4, 0).expect("4 buckets"), Table::new(4, 0).expect("4 buckets"));
+        let (o, y) = (old.bucket(&key_in(&old, 1, 0)), young.bucket(&key_in(&young, 1, 0)));
+        for young_is_a in [true, false] {
+            let asked = RefCell::new(Vec::new());
+            let current = |x: &Table| {
+                asked.borrow_mut().push(x.id);
+                true
+            };
+            let (pa, pb) = if young_is_a { ((&young, y), (&old, o)) } else { ((&old, o), (&young, y)) };
+            match lock_pair_current(pa, pb, current) {
+                Some(PairGuard::Two { first, second }) => {
+                    assert!(std::ptr::eq(first.bucket(), pa.1) && std::ptr::eq(second.bucket(), pb.1));
+                }
+                _ => panic!("two buckets, two guards"),
+            }
+            // Each table is checked right after its bucket's lock: the older table's first.
+            assert_eq!(*asked.borrow(), [old.id, young.id]);
+        }
+        drop((o.lock(), y.lock()));
+    }
+
+    #[test]
+    fn lock_pair_gives_none_and_holds_nothing_when_a_table_is_not_current() {
+        let (old, young) = (Table::new(4, 0).expect("4 buckets"), Table::new(4, 0).expect("4 buckets"));
+        let (o, y) = (old.bucket(&key_in(&old, 0, 0)), young.bucket(&key_in(&young, 3, 0)));
+        // One bucket, not current.
+        assert!(lock_pair_current((&old, o), (&old, o), |_| false).is_none());
+        drop(o.lock());
+        // The first table locked (the older one) is not current: the check right after its lock
+        // gives up before the second lock is taken.
+        let asked = Cell::new(0);
+        let first_stale = |x: &Table| {
+            asked.set(asked.get() + 1);
+            x.id != old.id
+        };
+        assert!(lock_pair_current((&young, y), (&old, o), first_stale).is_none());
+        assert_eq!(asked.get(), 1, "no second lock after a failed first check");
+        drop((o.lock(), y.lock()));
+        // The second table is not current: both locks are released.
+        let second_stale = |x: &Table| x.id != young.id;
+        assert!(lock_pair_current((&young, y), (&old, o), second_stale).is_none());
+        drop((o.lock(), y.lock()));
+        // Two buckets of one table that is not current.
+        let o2 = old.bucket(&key_in(&old, 3, 0));
+        assert!(lock_pair_current((&old, o), (&old, o2), |_| false).is_none());
+        drop((o.lock(), o2.lock()));
+    }
+
+    /// Five keys, three of them sharing bucket 1 of `t` (four with a 2-bucket table), and a
+    /// queueing order that interleaves them.
+    fn keys_for(t: &Table) -> ([Key; 5], [usize; 12]) {
+        let keys = [key_in(t, 1, 0), key_in(t, 1, 1), key_in(t, 1, 2), key_in(t, 0, 0), key_in(t, t.slots() - 1, 3)];
+        assert!((0..5).all(|i| (0..i).all(|j| keys[i] != keys[j])), "distinct keys");
+        (keys, [0, 1, 0, 2, 3, 1, 0, 4, 2, 0, 3, 1])
+    }
+
+    /// Queued nodes per bucket of `t`, read from the queues.
+    fn queued_per_bucket(t: &Table) -> Vec<u32> {
+        t.buckets().iter().map(|b| contents(b).len() as u32).collect()
+    }
+
+    #[test]
+    fn migrate_moves_every_node_in_fifo_order_per_key_with_its_count() {
+        for (from, to) in [(4, 16), (16, 2), (2, 2)] {
+            let old = Table::new(from, 0).expect("a small table");
+            let new = Table::new(to, RETIRED).expect("a small table");
+            let w = Waiters::new(12);
+            let (keys, order) = keys_for(&old);
+            for (i, &k) in order.iter().enumerate() {
+                w.enqueue(&old, i, keys[k]);
+            }
+            let before: Vec<Vec<u64>> = keys.iter().map(|&k| fifo(&old, k)).collect();
+            assert_eq!(before[0], [mask(0), mask(2), mask(6), mask(9)]);
+            assert_eq!((old.queued(), old.homed(), new.queued()), (12, 12, 0));
+            assert_eq!(counts(&old), queued_per_bucket(&old));
+            // Where each node will land, counted from the keys.
+            let mut expect = vec![0u32; to];
+            for &k in &order {
+                expect[index_of(&new, new.bucket(&keys[k]))] += 1;
+            }
+            let published = Cell::new(0);
+            old.migrate_to(&new, || {
+                // The switch happens with the counts already moved (no lock may be taken here).
+                published.set(published.get() + 1);
+                assert_eq!(counts(&new), expect);
+                assert!(counts(&old).iter().all(|&c| c == RETIRED));
+            });
+            assert_eq!(published.get(), 1);
+            assert_eq!((old.queued(), new.queued()), (0, 12));
+            assert!(counts(&old).iter().all(|&c| c == RETIRED), "{from} → {to}: old table retired");
+            assert_eq!(counts(&new), expect);
+            assert_eq!(queued_per_bucket(&new), expect);
+            for (k, key) in keys.iter().enumerate() {
+                assert_eq!(fifo(&new, *key), before[k], "{from} → {to}: key {k} keeps its order");
+            }
+            for (i, &k) in order.iter().enumerate() {
+                assert!(std::ptr::eq(w.bucket_of(i), new.bucket(&keys[k])), "node {i} knows its new bucket");
+            }
+            // A node keeps the bell of the bucket it first queued in.
+            assert_eq!((old.homed(), new.homed()), (12, 0));
+            drop(w);
+            assert_eq!((new.queued(), old.homed()), (0, 0));
+            assert!(counts(&new).iter().all(|&c| c == 0));
+        }
+    }
+
+    #[test]
+    fn migrate_leaves_in_flight_counts_with_the_old_bucket() {
+        let old = Table::new(4, 0).expect("4 buckets");
+        let new = Table::new(8, RETIRED).expect("8 buckets");
+        let w = Waiters::new(2);
+        let k = key_in(&old, 2, 0);
+        w.enqueue(&old, 0, k);
+        w.enqueue(&old, 1, k);
+        // A waiter between its (A) increment and its enqueue (it will find the table retired).
+        old.bucket(&k).waiters().fetch_add(1, Ordering::SeqCst);
+        old.migrate_to(&new, || {});
+        assert_eq!(old.bucket(&k).waiters().load(Ordering::Relaxed), RETIRED + 1);
+        assert_eq!(new.bucket(&k).waiters().load(Ordering::Relaxed), 2);
+        assert_eq!(fifo(&new, k), [mask(0), mask(1)]);
+        old.bucket(&k).waiters().fetch_sub(1, Ordering::Relaxed); // it noticed and left
+        assert!(counts(&old).iter().all(|&c| c == RETIRED));
+    }
+
+    #[test]
+    fn migrate_from_a_table_with_empty_buckets() {
+        let old = Table::new(8, 0).expect("8 buckets");
+        let new = Table::new(4, RETIRED).expect("4 buckets");
+        let w = Waiters::new(3);
+        let (k1, k2) = (key_in(&old, 5, 0), key_in(&old, 5, 1));
+        w.enqueue(&old, 0, k1);
+        w.enqueue(&old, 1, k2);
+        w.enqueue(&old, 2, k1);
+        old.migrate_to(&new, || {});
+        assert!(counts(&old).iter().all(|&c| c == RETIRED));
+        assert_eq!(counts(&new), queued_per_bucket(&new));
+        assert_eq!(new.queued(), 3);
+        assert_eq!((fifo(&new, k1), fifo(&new, k2)), (vec![mask(0), mask(2)], vec![mask(1)]));
+    }
+
+    #[test]
+    fn migrate_an_empty_table() {
+        let old = Table::new(4, 0).expect("4 buckets");
+        let new = Table::new(2, RETIRED).expect("2 buckets");
+        let published = Cell::new(false);
+        old.migrate_to(&new, || published.set(true));
+        assert!(published.get());
+        assert!(counts(&old).iter().all(|&c| c == RETIRED));
+        assert!(counts(&new).iter().all(|&c| c == 0));
+        assert_eq!((old.queued(), new.queued()), (0, 0));
+    }
+
+    #[test]
+    fn migrate_back_and_forth_reuses_retired_tables() {
+        let a = Table::new(4, 0).expect("4 buckets");
+        let b = Table::new(8, RETIRED).expect("8 buckets");
+        let w = Waiters::new(12);
+        let (keys, order) = keys_for(&a);
+        let mut expected: Vec<Vec<u64>> = vec![Vec::new(); keys.len()];
+        let (mut current, mut spare) = (&a, &b);
+        for round in 0..4 {
+            // New waiters arrive on the current table, after the ones moved before.
+            for (i, &k) in order.iter().enumerate().skip(3 * round).take(3) {
+                w.enqueue(current, i, keys[k]);
+                expected[k].push(mask(i));
+            }
+            // A stray (A) increment on the spare's bucket of key 0 (a thread holding a stale
+            // pointer to it, about to retry), which the migration must leave in place.
+            let stray = spare.bucket(&keys[0]);
+            stray.waiters().fetch_add(1, Ordering::SeqCst);
+            current.migrate_to(spare, || {});
+            let queued = 3 * (round as u32 + 1);
+            assert_eq!((current.queued(), spare.queued()), (0, queued as usize), "round {round}");
+            assert!(counts(current).iter().all(|&c| c == RETIRED), "round {round}: retired");
+            let mut want = queued_per_bucket(spare);
+            want[index_of(spare, stray)] += 1;
+            assert_eq!(counts(spare), want, "round {round}: counts follow the nodes");
+            stray.waiters().fetch_sub(1, Ordering::Relaxed);
+            for (k, key) in keys.iter().enumerate() {
+                assert_eq!(fifo(spare, *key), expected[k], "round {round}: key {k} in order");
+            }
+            (current, spare) = (spare, current);
+        }
+        assert_eq!(current.queued(), 12);
+        assert_eq!(a.homed() + b.homed(), 12);
+    }
+}

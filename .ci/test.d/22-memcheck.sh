@@ -1,0 +1,35 @@
+# Memory safety of the unsafe core (Miri cannot be installed on these machines): the queue's and
+# the table's unit tests under valgrind memcheck. They push, unlink, splice and migrate real
+# nodes through raw pointers, so a use after free, an uninitialised read or a leaked node shows
+# up here as an error (exit status 99); "definite" leaks fail the step, the harness's own
+# "possibly lost" thread handles are neither errors nor shown.
+#
+# Valgrind (3.19 here) does not know the futex_waitv/futex_wait syscalls that the default parker
+# sleeps in, so the tests run with the portable parker (--features fallback-parker), the build
+# 20-unit.sh has already made. Budget: a few seconds on 2 cores.
+set -euo pipefail
+filters=(queue::tests:: table::tests::)
+
+# The unit-test executable of the library, as cargo reports it.
+bin=$(cargo test -p ufutex --lib --features fallback-parker --no-run --message-format=json |
+  python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "ufutex" \
+            and m["profile"]["test"] and m.get("executable"):
+        print(m["executable"])
+')
+[ -x "$bin" ] || { echo "22-memcheck: no unit-test executable for ufutex" >&2; exit 1; }
+
+# A renamed module must not turn this step into a run of nothing: each filter selects tests.
+listed=$("$bin" --list "${filters[@]}")
+for f in "${filters[@]}"; do
+  n=$(grep -c "^$f.*: test\$" <<<"$listed" || true)
+  [ "$n" -gt 0 ] || { echo "22-memcheck: no unit test matches $f" >&2; exit 1; }
+  echo "22-memcheck: $n tests under $f"
+done
+
+timeout 300 valgrind -q --tool=memcheck --error-exitcode=99 --leak-check=full \
+  --show-leak-kinds=definite --errors-for-leak-kinds=definite \
+  --suppressions=tests/c/valgrind.supp "$bin" "${filters[@]}"
