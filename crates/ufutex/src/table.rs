@@ -447,7 +447,7 @@ mod placement {
 #[cfg(all(test, not(ufutex_loom)))]
 mod tests {
     use super::*;
-    use crate::parker::Parker;
+    use crate::parker::{Park, Parker};
     use crate::queue::{NodeState, Step};
     use std::cell::{Cell, RefCell};
     use std::marker::PhantomData;

@@ -1,0 +1,6 @@
+# The preload library (issue 13): unmodified programs' futex calls through syscall() run on
+# ufutex — a C transcript compared with the kernel's, a Rust std program, a C++20 program and
+# the kernel's own perf bench futex (tests/preload/run.sh).
+set -euo pipefail
+cargo build --release -p ufutex-preload --example std_sync
+tests/preload/run.sh target/release/libufutex_preload.so

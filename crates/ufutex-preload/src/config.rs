@@ -1,0 +1,52 @@
+//! The environment, read once when the library is loaded (`getenv`, no allocation).
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+const ENABLED: u8 = 1;
+const STATS: u8 = 2;
+const READ: u8 = 4;
+
+static FLAGS: AtomicU8 = AtomicU8::new(0);
+
+fn env_is(name: &std::ffi::CStr, value: &[u8]) -> bool {
+    // SAFETY: `name` is NUL-terminated; getenv returns NULL or a NUL-terminated string that
+    // stays valid while the environment is not changed (we read it at once).
+    let v = unsafe { libc::getenv(name.as_ptr()) };
+    // SAFETY: as above, a non-null result is a valid C string.
+    !v.is_null() && unsafe { std::ffi::CStr::from_ptr(v) }.to_bytes() == value
+}
+
+/// Read `UFUTEX_PRELOAD` and `UFUTEX_PRELOAD_STATS`.
+pub(crate) fn init() {
+    let mut f = READ;
+    if !env_is(c"UFUTEX_PRELOAD", b"off") {
+        f |= ENABLED;
+    }
+    if env_is(c"UFUTEX_PRELOAD_STATS", b"1") {
+        f |= STATS;
+    }
+    // Relaxed: read at load time, before the program's threads exist; a thread that sees 0
+    // reads the environment itself (below).
+    FLAGS.store(f, Ordering::Relaxed);
+}
+
+fn flags() -> u8 {
+    // Relaxed: see `init`.
+    match FLAGS.load(Ordering::Relaxed) {
+        0 => {
+            init();
+            FLAGS.load(Ordering::Relaxed)
+        }
+        f => f,
+    }
+}
+
+/// Whether calls go to ufutex (`UFUTEX_PRELOAD` is not `off`).
+pub(crate) fn enabled() -> bool {
+    flags() & ENABLED != 0
+}
+
+/// Whether to print per-operation counts at exit (`UFUTEX_PRELOAD_STATS=1`).
+pub(crate) fn stats() -> bool {
+    flags() & STATS != 0
+}

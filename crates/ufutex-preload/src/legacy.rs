@@ -1,0 +1,139 @@
+//! The legacy `SYS_futex` operations on private words, onto ufutex's C ABI with the legacy
+//! semantics: FUTEX_WAIT's timeout is relative (CLOCK_MONOTONIC), WAIT_BITSET's absolute (on
+//! CLOCK_REALTIME with `FUTEX_CLOCK_REALTIME`, which any other operation refuses with
+//! `ENOSYS`); a wake count ≤ 0 wakes one, as the kernel's loop does; REQUEUE compares nothing;
+//! the second count of REQUEUE, CMP_REQUEUE and WAKE_OP sits in the timeout slot.
+
+use crate::stats::{self, Kind};
+use libc::{c_int, c_long, c_uint, c_ulong, c_void, timespec};
+use ufutex::preload::{self as abi, UfutexWaitv};
+
+const WAIT: c_int = 0;
+const WAKE: c_int = 1;
+const REQUEUE: c_int = 3;
+const CMP_REQUEUE: c_int = 4;
+const WAKE_OP: c_int = 5;
+const WAIT_BITSET: c_int = 9;
+const WAKE_BITSET: c_int = 10;
+const PRIVATE_FLAG: c_int = 128;
+const CLOCK_REALTIME_FLAG: c_int = 256;
+
+/// A private 32-bit word, in the C ABI's flags.
+const U32_PRIVATE: c_uint = 0x02 | 0x80;
+const MATCH_ANY: c_ulong = 0xffff_ffff;
+
+/// `syscall(SYS_futex, uaddr, op, val, timeout or val2, uaddr2, val3)`: the result if ufutex
+/// takes it (a private word and one of the operations above), else `None`.
+///
+/// # Safety
+/// The arguments are the caller's: pointers are only handed to the C ABI, which checks them.
+pub(crate) unsafe fn call(a: [c_long; 6]) -> Option<c_long> {
+    let (uaddr, op, val, utime, uaddr2, val3) =
+        (a[0] as *mut c_void, a[1] as c_int, a[2] as u32, a[3], a[4] as *mut c_void, a[5] as u32);
+    let cmd = op & !(PRIVATE_FLAG | CLOCK_REALTIME_FLAG);
+    let kind = match cmd {
+        WAIT => Kind::Wait,
+        WAKE => Kind::Wake,
+        REQUEUE => Kind::Requeue,
+        CMP_REQUEUE => Kind::CmpRequeue,
+        WAKE_OP => Kind::WakeOp,
+        WAIT_BITSET => Kind::WaitBitset,
+        WAKE_BITSET => Kind::WakeBitset,
+        _ => Kind::OtherFutex,
+    };
+    // Process-shared words go to the kernel until ufutex has process-shared tables.
+    let ours = op & PRIVATE_FLAG != 0 && !matches!(kind, Kind::OtherFutex);
+    stats::count(kind, true, ours);
+    if !ours {
+        return None;
+    }
+    if op & CLOCK_REALTIME_FLAG != 0 && cmd != WAIT_BITSET {
+        return Some(fail(libc::ENOSYS));
+    }
+    let clock = if op & CLOCK_REALTIME_FLAG != 0 { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
+    let val2 = utime as c_int;
+    // SAFETY: for every call below: the pointers are the caller's, checked by the C ABI as the
+    // kernel would check them; the C ABI's contract (memory found mapped stays mapped for the
+    // call) is the caller's, as it is for the system call.
+    Some(unsafe {
+        match cmd {
+            WAIT => wait_relative(uaddr, val, utime as *const timespec),
+            WAIT_BITSET => {
+                abi::preload_wait(uaddr, val.into(), val3.into(), U32_PRIVATE, utime as *const timespec, clock)
+            }
+            WAKE => abi::ufutex_wake(uaddr, MATCH_ANY, at_least_one(val as c_int), U32_PRIVATE),
+            WAKE_BITSET => abi::ufutex_wake(uaddr, val3.into(), at_least_one(val as c_int), U32_PRIVATE),
+            REQUEUE => abi::preload_requeue(uaddr, uaddr2, val as c_int, val2),
+            CMP_REQUEUE => {
+                let entry = |val: u32, addr: *mut c_void| UfutexWaitv {
+                    val: val.into(),
+                    uaddr: addr as u64,
+                    flags: U32_PRIVATE,
+                    reserved: 0,
+                };
+                let mut v = [entry(val3, uaddr), entry(0, uaddr2)];
+                abi::ufutex_requeue(v.as_mut_ptr(), 0, val as c_int, val2)
+            }
+            WAKE_OP => {
+                abi::ufutex_wake_op(uaddr, uaddr2, at_least_one(val as c_int), at_least_one(val2), val3, U32_PRIVATE)
+            }
+            _ => unreachable!("only the operations above are taken"),
+        }
+    })
+}
+
+/// The kernel's wake loops stop after the first wake when the count is ≤ 0.
+fn at_least_one(nr: c_int) -> c_int {
+    nr.max(1)
+}
+
+/// -1 with `errno` = `e`.
+fn fail(e: c_int) -> c_long {
+    // SAFETY: this thread's errno, always valid to write.
+    unsafe { *libc::__errno_location() = e };
+    -1
+}
+
+/// FUTEX_WAIT: the timeout, if any, is relative on CLOCK_MONOTONIC: read and check it (`EFAULT`
+/// unreadable, `EINVAL` invalid, before anything else, as the kernel), then wait until now + it.
+///
+/// # Safety
+/// As [`call`].
+unsafe fn wait_relative(uaddr: *mut c_void, val: u32, rel: *const timespec) -> c_long {
+    let at = match (!rel.is_null()).then(|| read_timespec(rel)) {
+        None => None,
+        Some(None) => return fail(libc::EFAULT),
+        Some(Some(ts)) if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) => return fail(libc::EINVAL),
+        Some(Some(ts)) => Some(after(ts)),
+    };
+    let at_ptr = at.as_ref().map_or(std::ptr::null(), |t| t as *const timespec);
+    // SAFETY: forwarded contract; `at_ptr` is null or points to `at`, which outlives the call.
+    unsafe { abi::preload_wait(uaddr, val.into(), MATCH_ANY, U32_PRIVATE, at_ptr, libc::CLOCK_MONOTONIC) }
+}
+
+/// `rel` from now on CLOCK_MONOTONIC (saturating far in the future).
+fn after(rel: timespec) -> timespec {
+    let mut now = timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid timespec to write; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    let mut sec = now.tv_sec.saturating_add(rel.tv_sec);
+    let mut nsec = now.tv_nsec + rel.tv_nsec;
+    if nsec >= 1_000_000_000 {
+        nsec -= 1_000_000_000;
+        sec = sec.saturating_add(1);
+    }
+    timespec { tv_sec: sec.min(i64::MAX / 2), tv_nsec: nsec }
+}
+
+/// Copy a timespec from the caller without trusting the pointer (`process_vm_readv` on our own
+/// process: `None` instead of a fault).
+fn read_timespec(p: *const timespec) -> Option<timespec> {
+    let mut ts = timespec { tv_sec: 0, tv_nsec: 0 };
+    let size = std::mem::size_of::<timespec>();
+    let local = libc::iovec { iov_base: (&mut ts as *mut timespec).cast(), iov_len: size };
+    let remote = libc::iovec { iov_base: p as *mut c_void, iov_len: size };
+    // SAFETY: the kernel writes at most `size` bytes into `ts` and reads the remote range
+    // itself, answering EFAULT instead of faulting; getpid has no preconditions.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    (n == size as isize).then_some(ts)
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The preload library on unmodified programs (issue 13). Usage: tests/preload/run.sh PRELOAD_SO
+#  1. tests/preload/legacy.c: the same transcript of results and errnos with and without the
+#     library, and its threaded scenarios pass both ways; the private calls went to ufutex.
+#  2. a multi-threaded Rust std program (crates/ufutex-preload/examples/std_sync.rs);
+#  3. a C++20 program on std::atomic::wait, latch, semaphore and a realtime future deadline;
+#  4. perf bench futex hash, wake, wake-parallel, requeue (if perf is installed), every thread
+#     accounted for; 5. UFUTEX_PRELOAD=off passes everything through.
+source "$(dirname "$0")/../../.ci/lib.sh"
+so=$(realpath "$1")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+stat_of() { # op file: the ufutex column of the stats line of op
+  awk -v op="$1" '$1 == "ufutex-preload:" && $2 == op { print $3 }' "$2"
+}
+
+cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread -o "$tmp/legacy" tests/preload/legacy.c
+timeout 120 "$tmp/legacy" > "$tmp/kernel.txt"
+UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 "$tmp/legacy" > "$tmp/ufutex.txt" 2> "$tmp/stats.txt"
+diff -u "$tmp/kernel.txt" "$tmp/ufutex.txt"
+for op in FUTEX_WAIT FUTEX_WAKE FUTEX_WAIT_BITSET FUTEX_CMP_REQUEUE FUTEX_WAKE_OP futex_wait futex_waitv; do
+  [ "$(stat_of "$op" "$tmp/stats.txt")" -gt 0 ] || { echo "preload: no $op went to ufutex" >&2; cat "$tmp/stats.txt" >&2; exit 1; }
+done
+echo "preload: legacy.c transcripts identical ($(wc -l < "$tmp/kernel.txt") lines)"
+
+UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 target/release/examples/std_sync 2> "$tmp/stats.txt"
+[ "$(stat_of FUTEX_WAIT_BITSET "$tmp/stats.txt")" -gt 0 ]
+
+c++ -std=c++20 -O1 -Wall -Werror -pthread -o "$tmp/cxx_sync" tests/preload/cxx_sync.cc
+LD_PRELOAD="$so" timeout 120 "$tmp/cxx_sync"
+
+if command -v perf >/dev/null && perf --version >/dev/null 2>&1; then
+  for b in "hash -r 1 -t 2" "wake -t 8" "wake-parallel -t 8 -w 2" "requeue -t 8"; do
+    # shellcheck disable=SC2086 # the benchmark's words
+    out=$(UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 perf bench futex $b 2>&1)
+    echo "$out" | grep -q "ufutex-preload: FUTEX_WAIT" || { echo "$out" >&2; echo "preload: perf bench futex $b did not reach ufutex" >&2; exit 1; }
+    case $b in
+      wake*|requeue*) echo "$out" | grep -Eq "(Wokeup|waking|Requeued) " || { echo "$out" >&2; exit 1; } ;;
+    esac
+    echo "preload: perf bench futex $b: $(echo "$out" | grep -E '^(Averaged|Wokeup|Avg|Requeued)' | tail -1)"
+  done
+else
+  echo "preload: perf not installed; perf bench futex skipped"
+fi
+
+UFUTEX_PRELOAD=off UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 "$tmp/legacy" > "$tmp/off.txt" 2> "$tmp/stats.txt"
+diff -u "$tmp/kernel.txt" "$tmp/off.txt"
+[ -z "$(stat_of FUTEX_WAIT "$tmp/stats.txt")" ] || [ "$(stat_of FUTEX_WAIT "$tmp/stats.txt")" -eq 0 ]
+echo "preload: ok"
