@@ -62,6 +62,7 @@ pub(crate) enum Wakers {
     /// word too, and such a wake ends the wait with `Ok` although no ufutex waker dequeued it
     /// — the legacy futex semantics, which allow spurious wakeups (the preload library: a
     /// raw-syscall waker, or the kernel's own wake of a thread-id word, must still reach it).
+    #[cfg_attr(ufutex_loom, allow(dead_code))] // only the C ABI (not built under loom) asks
     AlsoKernel,
 }
 

@@ -70,3 +70,40 @@ pub(crate) fn wake_op<E>(
     list.unpark_all();
     Ok(woken)
 }
+
+/// loom: the second word's waiter races a `wake_op` that changes that word and wakes it if the
+/// old value held. Whatever the interleaving, the waiter either saw the new value (`WouldBlock`,
+/// not counted) or was woken and counted; never left asleep (loom reports that as a deadlock)
+/// or queued. Run by `25-loom` (`cargo test --lib` under `--cfg ufutex_loom`).
+#[cfg(all(test, ufutex_loom))]
+mod loom_models {
+    use super::*;
+    use crate::error::WaitError;
+    use crate::primitive::AtomicU32;
+    use crate::tables::{NumaMode, Slots};
+    use crate::wait::{wait_key, Wakers};
+    use crate::word::word_of;
+    use std::sync::Arc;
+
+    #[test]
+    fn wake_op_never_loses_the_second_words_waiter() {
+        loom::model(|| {
+            let t = Arc::new(Tables::new(Slots::Fixed(2), NumaMode::Off).expect("a small table"));
+            let words = Arc::new((AtomicU32::new(0), AtomicU32::new(0)));
+            let (t2, w2) = (t.clone(), words.clone());
+            let waiter = loom::thread::spawn(move || {
+                let word = word_of(&w2.1);
+                wait_key(&t2, word, Key::private(word.addr()), 0, u64::MAX, None, Wakers::Ufutex)
+            });
+            let (k1, k2) = (Key::private(word_of(&words.0).addr()), Key::private(word_of(&words.1).addr()));
+            let second = || Ok::<bool, ()>(words.1.swap(1, Ordering::SeqCst) == 0);
+            let woken = wake_op(&t, k1, k2, 1, 1, second).expect("the operation cannot fail");
+            match waiter.join().expect("the waiter") {
+                Ok(()) => assert_eq!(woken, 1),
+                Err(WaitError::WouldBlock) => assert_eq!(woken, 0),
+                Err(e) => panic!("an untimed wait ended with {e:?}"),
+            }
+            assert_eq!(t.queued_waiters(), 0);
+        });
+    }
+}
