@@ -42,7 +42,7 @@ use crate::waiter::{await_unparks, dequeue_self, enqueue, register};
 use crate::word::WordRef;
 
 /// The untyped wait every front end calls.
-#[inline]
+#[inline(always)]
 pub(crate) fn wait_word(
     tables: &Tables,
     word: WordRef,
@@ -67,7 +67,7 @@ pub(crate) enum Wakers {
 }
 
 /// [`wait_word`] with the key given: its node picks the table (NUMA, see `numa.rs`).
-#[inline]
+#[inline(always)]
 pub(crate) fn wait_key(
     tables: &Tables,
     word: WordRef,
@@ -80,6 +80,21 @@ pub(crate) fn wait_key(
     if word.load() != expected {
         return Err(WaitError::WouldBlock);
     }
+    wait_slow(tables, word, key, expected, mask, timeout, wakers)
+}
+
+/// Everything after the early value check, out of line: the check alone is inlined into the
+/// callers (a mismatching wait costs one load and a compare).
+#[inline(never)]
+fn wait_slow(
+    tables: &Tables,
+    word: WordRef,
+    key: Key,
+    expected: u64,
+    mask: u64,
+    timeout: Option<Timeout>,
+    wakers: Wakers,
+) -> Result<(), WaitError> {
     with_thread(|td| wait_queued(tables, td, word, key, expected, mask, timeout, wakers))
 }
 
