@@ -13,6 +13,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -248,10 +249,48 @@ static void threaded(void)
 	printf("-- threads: %s\n", failures ? "FAILED" : "ok");
 }
 
+/* ---- a thread-id word: the kernel clears it and wakes it (CLONE_CHILD_CLEARTID) when the
+ * thread exits; a waiter on it through syscall(SYS_futex, FUTEX_WAIT) must see that. ---- */
+
+#if defined(__x86_64__)
+/* The child runs without a C runtime (no TLS): it only spins a while and exits by a raw call. */
+static int bare_child(void *arg)
+{
+	volatile long *spin = arg;
+	for (long i = 0; i < *spin; i++)
+		__asm__ volatile("" ::: "memory");
+	__asm__ volatile("syscall" ::"a"((long)SYS_exit), "D"(0L) : "rcx", "r11", "memory");
+	return 0;
+}
+
+static void tid_word(void)
+{
+	static char stack[64 * 1024] __attribute__((aligned(16)));
+	static volatile long spin = 20000000;
+	static pid_t ctid;
+	int flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM |
+		    CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID;
+	pid_t tid = clone(bare_child, stack + sizeof stack, flags, (void *)&spin, NULL, NULL, &ctid);
+	EXPECT(tid > 0);
+	long waits = 0;
+	for (pid_t v; (v = __atomic_load_n(&ctid, __ATOMIC_ACQUIRE)) != 0; waits++) {
+		long r = futex((uint32_t *)&ctid, FUTEX_WAIT, (uint32_t)v, NULL, NULL, 0);
+		EXPECT(r == 0 || errno == EAGAIN || errno == EINTR);
+	}
+	printf("-- thread-id word: cleared and woken at exit\n");
+}
+#else
+static void tid_word(void)
+{
+	printf("-- thread-id word: cleared and woken at exit\n"); /* x86_64 only: a bare clone */
+}
+#endif
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	single_threaded();
 	threaded();
+	tid_word();
 	return failures ? 1 : 0;
 }
