@@ -32,18 +32,25 @@ const SLEEPING: u32 = 1 << 31;
 const BELLED: u32 = 1 << 30;
 const COUNT: u32 = BELLED - 1;
 
-/// The adaptive spin, in PAUSEs (~70 ns each on the target AMD EPYC machines). A cross-CPU
-/// sleep/wake costs 15–55 µs there, a spin round trip ~40 ns. Spinning pays when the partner
-/// runs on the other CPU (a pinned ping-pong stays out of the kernel with a few µs of spin)
-/// and costs when it does not (oversubscribed, a spin burns CPU the partner needs). So each
-/// thread keeps a score of how its recent spins went: a park that ended while spinning adds
-/// `SCORE_WIN`, one that had to yield or sleep takes one off. While the score is above zero
-/// the thread spins up to `SPIN_LONG`, else only `SPIN_SHORT` — enough to notice a partner that
-/// is already answering, and to climb back when the workload changes. Spinning stays on while
-/// more than one park in `SCORE_WIN + 1` succeeds by spinning. BENCHMARKS.md has the numbers.
-/// (Under loom, where every look is a scheduling point, one of each.)
-const SPIN_SHORT: u32 = if cfg!(ufutex_loom) { 1 } else { 8 };
-const SPIN_LONG: u32 = if cfg!(ufutex_loom) { 1 } else { 128 };
+/// The adaptive spin. A cross-CPU sleep/wake costs 15–65 µs on the project's hosts, a spin round
+/// trip 37–183 ns. Spinning pays when the partner runs on the other CPU (a pinned ping-pong
+/// stays out of the kernel with a few µs of spin) and costs when it does not (oversubscribed, a
+/// spin burns CPU the partner needs). So each thread keeps a score of how its recent spins went:
+/// a park that ended while spinning adds `SCORE_WIN`, one that had to yield or sleep takes one
+/// off. While the score is above zero the thread spins up to the long budget, else the short
+/// one — enough to notice a partner that is already answering. Spinning stays on while more
+/// than one park in `SCORE_WIN + 1` succeeds by spinning; and so that the score cannot settle
+/// at zero on a host where the short spin is too short for a round trip, every `EXPLORE`-th
+/// park at zero spins the long budget anyway (at most one long spin per `EXPLORE` sleeps).
+///
+/// The budgets are times, turned into spin-hint counts once per process by [`budgets`]: a
+/// PAUSE costs ~70 ns on the AMD hosts and ~10 ns on the Intel ones, so a count tuned on one
+/// is seven times too short or too long on the other. BENCHMARKS.md has the numbers.
+#[cfg_attr(ufutex_loom, allow(dead_code))] // loom spins once
+const SPIN_SHORT_NS: u64 = 600;
+#[cfg_attr(ufutex_loom, allow(dead_code))]
+const SPIN_LONG_NS: u64 = 8_000;
+const EXPLORE: u32 = 16;
 const SCORE_WIN: u32 = 3;
 const SCORE_MAX: u32 = 32;
 const SCORE_START: u32 = 8;
@@ -56,6 +63,36 @@ pub(crate) struct Parker {
     word: AtomicU32,
     /// The adaptive spin score; only its own thread reads or writes it (Relaxed).
     score: AtomicU32,
+    /// Parks made at score zero, for the exploring long spin; own thread only (Relaxed).
+    idle_parks: AtomicU32,
+}
+
+/// (short, long) spin budgets in spin hints for this host: the time budgets above divided by
+/// the cost of one hint, measured once (the fastest of three timings of 256 hints, so that a
+/// preemption during the measurement cannot make the spins longer). Under loom, one each.
+fn budgets() -> (u32, u32) {
+    #[cfg(ufutex_loom)]
+    return (1, 1);
+    #[cfg(not(ufutex_loom))]
+    {
+        static BUDGETS: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+        *BUDGETS.get_or_init(|| {
+            const HINTS: u32 = 256;
+            let per_hint_ns = (0..3)
+                .map(|_| {
+                    let t = std::time::Instant::now();
+                    for _ in 0..HINTS {
+                        spin_hint();
+                    }
+                    t.elapsed().as_nanos() as u64 / u64::from(HINTS)
+                })
+                .min()
+                .unwrap_or(1)
+                .max(1);
+            let count = |ns: u64, lo: u64, hi: u64| (ns / per_hint_ns).clamp(lo, hi) as u32;
+            (count(SPIN_SHORT_NS, 4, 1 << 12), count(SPIN_LONG_NS, 16, 1 << 16))
+        })
+    }
 }
 
 impl Parker {
@@ -70,7 +107,7 @@ impl Park for Parker {
     type Handle = UnparkHandle;
 
     fn new() -> Parker {
-        Parker { word: AtomicU32::new(0), score: AtomicU32::new(SCORE_START) }
+        Parker { word: AtomicU32::new(0), score: AtomicU32::new(SCORE_START), idle_parks: AtomicU32::new(0) }
     }
 
     /// Wait until `need` unparks of this episode have arrived, or `timeout` passes. `bell`: the
@@ -84,7 +121,18 @@ impl Park for Parker {
         watch: Option<Watch<'_>>,
     ) -> Result<(), ParkTimeout> {
         let score = self.score.load(Ordering::Relaxed);
-        let budget = if score > 0 { SPIN_LONG } else { SPIN_SHORT };
+        let (short, long) = budgets();
+        let budget = if score > 0 {
+            long
+        } else {
+            // Relaxed: this thread's own counter.
+            let n = self.idle_parks.fetch_add(1, Ordering::Relaxed);
+            if n.is_multiple_of(EXPLORE) {
+                long
+            } else {
+                short
+            }
+        };
         for _ in 0..budget {
             if self.reached(need) {
                 self.score.store((score + SCORE_WIN).min(SCORE_MAX), Ordering::Relaxed);
