@@ -4,6 +4,8 @@
 //! waiters of key 2. Holding both locks while the word changes is what makes it one step for
 //! every waiter of either word: a waiter of word 2 compares its value under its bucket's lock,
 //! so it sees the word either before the operation (and is queued, and may be woken) or after.
+// Only the C ABI calls it, and the C ABI is not built under loom (its model is below).
+#![cfg_attr(ufutex_loom, allow(dead_code))]
 
 use crate::key::Key;
 use crate::primitive::Ordering;

@@ -26,7 +26,7 @@
 use super::futex::{self, KernelWait};
 use super::{Bell, Park, ParkTimeout, Watch};
 use crate::deadline::Timeout;
-use crate::primitive::{spin_hint, yield_now, AtomicU32, Ordering};
+use crate::primitive::{hint_ns, spin_hint, yield_now, AtomicU32, Ordering};
 
 const SLEEPING: u32 = 1 << 31;
 const BELLED: u32 = 1 << 30;
@@ -46,9 +46,7 @@ const COUNT: u32 = BELLED - 1;
 /// The budgets are times, turned into spin-hint counts once per process by [`budgets`]: a
 /// PAUSE costs ~70 ns on the AMD hosts and ~10 ns on the Intel ones, so a count tuned on one
 /// is seven times too short or too long on the other. BENCHMARKS.md has the numbers.
-#[cfg_attr(ufutex_loom, allow(dead_code))] // loom spins once
 const SPIN_SHORT_NS: u64 = 600;
-#[cfg_attr(ufutex_loom, allow(dead_code))]
 const SPIN_LONG_NS: u64 = 8_000;
 const EXPLORE: u32 = 16;
 const SCORE_WIN: u32 = 3;
@@ -67,32 +65,15 @@ pub(crate) struct Parker {
     idle_parks: AtomicU32,
 }
 
-/// (short, long) spin budgets in spin hints for this host: the time budgets above divided by
-/// the cost of one hint, measured once (the fastest of three timings of 256 hints, so that a
-/// preemption during the measurement cannot make the spins longer). Under loom, one each.
+/// (short, long) spin budgets in spin hints for this host (`primitive::hint_ns`). Under loom,
+/// one each.
 fn budgets() -> (u32, u32) {
-    #[cfg(ufutex_loom)]
-    return (1, 1);
-    #[cfg(not(ufutex_loom))]
-    {
-        static BUDGETS: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
-        *BUDGETS.get_or_init(|| {
-            const HINTS: u32 = 256;
-            let per_hint_ns = (0..3)
-                .map(|_| {
-                    let t = std::time::Instant::now();
-                    for _ in 0..HINTS {
-                        spin_hint();
-                    }
-                    t.elapsed().as_nanos() as u64 / u64::from(HINTS)
-                })
-                .min()
-                .unwrap_or(1)
-                .max(1);
-            let count = |ns: u64, lo: u64, hi: u64| (ns / per_hint_ns).clamp(lo, hi) as u32;
-            (count(SPIN_SHORT_NS, 4, 1 << 12), count(SPIN_LONG_NS, 16, 1 << 16))
-        })
+    if cfg!(ufutex_loom) {
+        return (1, 1);
     }
+    let per_hint = hint_ns();
+    let count = |ns: u64, lo: u64, hi: u64| (ns / per_hint).clamp(lo, hi) as u32;
+    (count(SPIN_SHORT_NS, 4, 1 << 12), count(SPIN_LONG_NS, 16, 1 << 16))
 }
 
 impl Parker {

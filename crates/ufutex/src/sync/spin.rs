@@ -1,8 +1,10 @@
 //! The bounded spin of a contended lock, before it parks.
 //!
 //! A few busy rounds that start long, then rounds of `sched_yield`, then the caller parks. The
-//! default (see [`SpinPolicy::DEFAULT`]): two busy rounds of 16 and 32 CPU hints (a `pause`
-//! costs ~70 ns on the 2-vCPU target, so ~1 µs and ~2 µs), then 7 yields.
+//! default (see [`SpinPolicy::DEFAULT`]): two busy rounds of 16 and 32 spin *units* of 70 ns
+//! (~1 µs and ~2 µs), then 7 yields. A unit is the cost of a `pause` on the AMD hosts the policy
+//! was measured on; on a host where a hint costs less (~10 ns on the Intel ones) a unit is
+//! several hints (`primitive::hint_ns`), so the rounds last as long everywhere.
 //!
 //! Why, by measurement (other policies run as `ufutex-bench lock --impl
 //! ufutex,ufutex-spin-<B>x<F>-<Y>y,…`, interleaved in one process; BENCHMARKS.md has the
@@ -16,14 +18,27 @@
 //! oversubscribed machine that keeps the waiters runnable instead of asleep, which also keeps
 //! their shares of the lock even.
 
-use crate::primitive::spin_hint;
+use crate::primitive::{hint_ns, spin_hint};
+
+/// The length of a spin unit: the cost of one `pause` on the hosts the policy was tuned on.
+const UNIT_NS: u64 = 70;
+
+/// Spin hints per unit on this host (1 under loom, where a hint is a scheduling point).
+fn hints_per_unit() -> u64 {
+    if cfg!(ufutex_loom) {
+        1
+    } else {
+        (UNIT_NS / hint_ns()).max(1)
+    }
+}
 #[cfg(not(ufutex_loom))]
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// How a contended lock spins before it parks (a measurement knob, hidden from the docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpinPolicy {
-    /// The first busy round waits `2^first_shift` CPU hints; each further round doubles it.
+    /// The first busy round waits `2^first_shift` spin units (of 70 ns, see the module docs);
+    /// each further round doubles it.
     pub first_shift: u8,
     /// Busy rounds.
     pub busy_rounds: u8,
@@ -100,9 +115,9 @@ impl Spin {
         let p = self.policy;
         let busy = u32::from(p.busy_rounds);
         if self.round < busy {
-            // Capped at 2^20 hints (~70 ms) a round, whatever the knob says.
-            let hints = 1u32 << (u32::from(p.first_shift) + self.round).min(20);
-            for _ in 0..hints {
+            // Capped at 2^20 units (~70 ms) a round, whatever the knob says.
+            let units = 1u64 << (u32::from(p.first_shift) + self.round).min(20);
+            for _ in 0..units * hints_per_unit() {
                 spin_hint();
             }
         } else if self.round < busy + u32::from(p.yield_rounds) {
