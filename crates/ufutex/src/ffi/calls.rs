@@ -70,10 +70,17 @@ unsafe fn address_only(addr: usize, f: WordFlags) -> WordRef {
 /// or the caller's and written back (`EFAULT` if the page is not writable); with `UFUTEX_MPOL`
 /// alone, the policy's node if any. For [`Purpose::Queue`] a node's first table is allocated
 /// (`ENOMEM` if it cannot be).
+#[inline(always)] // the plain case is one branch; returned through memory it cost a stall
 fn key_of(addr: usize, f: WordFlags, purpose: Purpose) -> Result<Key, Errno> {
     if !f.numa && !f.mpol {
         return Ok(Key::private(addr));
     }
+    numa_key_of(addr, f, purpose)
+}
+
+/// [`key_of`] for `UFUTEX_NUMA` / `UFUTEX_MPOL` words.
+#[inline(never)]
+fn numa_key_of(addr: usize, f: WordFlags, purpose: Purpose) -> Result<Key, Errno> {
     let node_word = if f.numa {
         let at = addr + f.size.bytes();
         if validate::current(at, f.size)? == f.size.max() {
@@ -147,10 +154,13 @@ unsafe fn wait_with(
         let timeout = validate::timeout(timeout as usize, clockid)?;
         let mask = validate::mask(ulong(mask))?;
         let addr = validate::address(uaddr as u64, f)?;
-        let key = key_of(addr, f, Purpose::Queue)?;
+        // A NUMA/MPOL word's node is resolved before the value is compared, as the kernel
+        // does; a plain word's key cannot fail, and is made only if the wait goes on.
+        let node_key = if f.numa || f.mpol { Some(numa_key_of(addr, f, Purpose::Queue)?) } else { None };
         if validate::current(addr, f.size)? != ulong(val) {
             return Err(Errno::EAGAIN); // no queueing, no syscall
         }
+        let key = node_key.unwrap_or(Key::private(addr));
         // SAFETY: `addr` is aligned and was just read; the caller keeps it mapped.
         let word = unsafe { loadable(addr, f) };
         wait_key(default_domain().tables(), word, key, ulong(val), mask, timeout, wakers)?;

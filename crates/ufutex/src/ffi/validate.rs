@@ -65,10 +65,16 @@ pub(crate) fn count(nr: libc::c_int) -> Result<usize, Errno> {
 /// An absolute timeout (`futex2_setup_timeout`): none if `ts` is null (the clock is then not
 /// looked at); else the clock must be `CLOCK_MONOTONIC` or `CLOCK_REALTIME` (`EINVAL`), the
 /// timespec readable (`EFAULT`) and valid: `tv_sec >= 0`, `0 <= tv_nsec < 1e9` (`EINVAL`).
+#[inline(always)]
 pub(crate) fn timeout(ts: usize, clockid: libc::clockid_t) -> Result<Option<Timeout>, Errno> {
     if ts == 0 {
         return Ok(None);
     }
+    read_timeout(ts, clockid).map(Some)
+}
+
+#[inline(never)]
+fn read_timeout(ts: usize, clockid: libc::clockid_t) -> Result<Timeout, Errno> {
     let clock = match clockid {
         libc::CLOCK_MONOTONIC => Clock::Monotonic,
         libc::CLOCK_REALTIME => Clock::Realtime,
@@ -80,7 +86,7 @@ pub(crate) fn timeout(ts: usize, clockid: libc::clockid_t) -> Result<Option<Time
     if sec < 0 || nsec >= 1_000_000_000 {
         return Err(Errno::EINVAL);
     }
-    Ok(Some(Timeout { clock, at: Timespec { sec, nsec: nsec as u32 } }))
+    Ok(Timeout { clock, at: Timespec { sec, nsec: nsec as u32 } })
 }
 
 /// One past the highest user address on any 64-bit Linux (57-bit virtual addresses); a word
@@ -123,6 +129,7 @@ pub(crate) fn nonnull(addr: usize) -> Result<usize, Errno> {
 }
 
 /// The word's current value, read without trusting the address (`EFAULT` if unmapped).
+#[inline(always)]
 pub(crate) fn current(addr: usize, size: Size) -> Result<u64, Errno> {
     Ok(read_word(addr, size)?)
 }
