@@ -230,17 +230,21 @@ pub unsafe extern "C" fn ufutex_waitv(
         for (e, f) in &parsed {
             addrs.push(validate::address(e.uaddr, *f)?);
         }
-        let mut keys = Vec::new();
-        keys.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
-        for ((_, f), &addr) in parsed.iter().zip(&addrs) {
-            keys.push(key_of(addr, *f, Purpose::Queue)?);
+        // NUMA/MPOL entries' nodes (the only keys that can fail), in index order.
+        let mut node_keys: Vec<Option<Key>> = Vec::new();
+        if parsed.iter().any(|(_, f)| f.numa || f.mpol) {
+            node_keys.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
+            for ((_, f), &addr) in parsed.iter().zip(&addrs) {
+                node_keys.push(if f.numa || f.mpol { Some(numa_key_of(addr, *f, Purpose::Queue)?) } else { None });
+            }
         }
         let mut entries = Vec::new();
         entries.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
-        for (((e, f), &addr), &key) in parsed.iter().zip(&addrs).zip(&keys) {
+        for (i, ((e, f), &addr)) in parsed.iter().zip(&addrs).enumerate() {
             if validate::current(addr, f.size)? != e.val {
                 return Err(Errno::EAGAIN);
             }
+            let key = node_keys.get(i).copied().flatten().unwrap_or(Key::private(addr));
             // SAFETY: `addr` is aligned and was just read; the caller keeps it mapped.
             let word = unsafe { loadable(addr, *f) };
             entries.push(WaitEntry::from_raw(word, e.val, crate::MATCH_ANY).with_key(key));
