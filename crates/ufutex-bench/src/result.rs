@@ -101,18 +101,28 @@ pub struct Machine {
     pub cpus: usize,
     pub kernel: String,
     pub cpu_model: String,
+    /// The CPU's vendor (`vendor_id` of /proc/cpuinfo: AuthenticAMD, GenuineIntel, ...).
+    #[serde(default)]
+    pub vendor: String,
+    /// What ufutex calibrated on this host: ns per spin hint (its spins are budgeted in time).
+    #[serde(default)]
+    pub spin_hint_ns: u64,
 }
 
 impl Machine {
     pub fn detect() -> Self {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
-        let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
-            .unwrap_or_default()
-            .lines()
-            .find(|l| l.starts_with("model name"))
-            .and_then(|l| l.split(':').nth(1))
-            .map_or_else(|| "unknown".into(), |m| m.trim().to_string());
-        Machine { cpus: crate::sys::online_cpus(), kernel, cpu_model }
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let field = |name: &str| {
+            cpuinfo
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split(':').nth(1))
+                .map_or_else(|| "unknown".into(), |m| m.trim().to_string())
+        };
+        let (cpu_model, vendor) = (field("model name"), field("vendor_id"));
+        let spin_hint_ns = ufutex::calibrated_spin_hint_ns();
+        Machine { cpus: crate::sys::online_cpus(), kernel, cpu_model, vendor, spin_hint_ns }
     }
 }
 

@@ -53,6 +53,10 @@ pub use tables::Slots;
 pub use waitv::{WaitEntry, WAITV_MAX};
 pub use word::Futex;
 
+/// What the library measured about this host (a benchmark report states it): ns per spin hint.
+#[doc(hidden)]
+pub use primitive::hint_ns as calibrated_spin_hint_ns;
+
 /// The C ABI's entry points, and two the preload library alone uses (`crates/ufutex-preload`),
 /// callable from Rust. Not a stable interface.
 #[doc(hidden)]

@@ -50,7 +50,7 @@ pub(crate) fn spin_hint() {
 /// make spins longer). A `pause` costs ~70 ns on the project's AMD hosts and ~10 ns on its Intel
 /// ones: spins are budgeted in time and turned into hint counts with this. 1 under loom.
 #[cfg_attr(ufutex_loom, allow(dead_code))]
-pub(crate) fn hint_ns() -> u64 {
+pub fn hint_ns() -> u64 {
     #[cfg(ufutex_loom)]
     return 1;
     #[cfg(not(ufutex_loom))]

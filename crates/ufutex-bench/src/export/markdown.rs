@@ -101,8 +101,8 @@ impl Exporter for Markdown {
             let _ = writeln!(s, "# {t}\n");
             let _ = writeln!(
                 s,
-                "- date (UTC): {}\n- command: `{}`\n- machine: {} CPUs, {}, Linux {}\n- {}\n",
-                doc.date_utc, doc.command, m.cpus, m.cpu_model, m.kernel, doc.tool
+                "- date (UTC): {}\n- command: `{}`\n- machine: {} CPUs, {} ({}), Linux {}\n- calibrated by ufutex: {} ns per spin hint\n- {}\n",
+                doc.date_utc, doc.command, m.cpus, m.cpu_model, m.vendor, m.kernel, m.spin_hint_ns, doc.tool
             );
             if !doc.goals.is_empty() {
                 s.push_str(&goals(doc));
