@@ -160,7 +160,7 @@ static const struct timespec *rand_timeout(clockid_t *clk, int *is_null)
 }
 
 /* Outcomes per call: [op][0] successes, [op][errno] failures (errno < 128). */
-enum { OP_WAIT, OP_WAKE, OP_WAITV, OP_REQUEUE, OP_SLOTS, OPS };
+enum { OP_WAIT, OP_WAKE, OP_WAITV, OP_REQUEUE, OP_SLOTS, OP_WAKE_OP, OPS };
 static long outcomes[OPS][128];
 
 static void check(int op, const char *what, long r, int e, long max_ok, const char *errs)
@@ -180,12 +180,12 @@ static void check(int op, const char *what, long r, int e, long max_ok, const ch
 
 static void print_outcomes(void)
 {
-	static const char *ops[OPS] = {"wait", "wake", "waitv", "requeue", "set_slots"};
-	static const int errs[] = {EINVAL, EFAULT, EOPNOTSUPP, EAGAIN, ETIMEDOUT, ENOMEM};
-	static const char *names[] = {"EINVAL", "EFAULT", "EOPNOTSUPP", "EAGAIN", "ETIMEDOUT", "ENOMEM"};
+	static const char *ops[OPS] = {"wait", "wake", "waitv", "requeue", "set_slots", "wake_op"};
+	static const int errs[] = {EINVAL, EFAULT, EOPNOTSUPP, EAGAIN, ETIMEDOUT, ENOMEM, ENOSYS};
+	static const char *names[] = {"EINVAL", "EFAULT", "EOPNOTSUPP", "EAGAIN", "ETIMEDOUT", "ENOMEM", "ENOSYS"};
 	for (int op = 0; op < OPS; op++) {
 		printf("  %-9s ok %7ld", ops[op], outcomes[op][0]);
-		for (int i = 0; i < 6; i++)
+		for (int i = 0; i < 7; i++)
 			if (outcomes[op][errs[i]])
 				printf("  %s %ld", names[i], outcomes[op][errs[i]]);
 		printf("\n");
@@ -197,6 +197,7 @@ static const char wake_errs[] = {EINVAL, EFAULT, EOPNOTSUPP, 0};
 static const char waitv_errs[] = {EINVAL, EFAULT, EOPNOTSUPP, EAGAIN, ETIMEDOUT, ENOMEM, 0};
 static const char requeue_errs[] = {EINVAL, EFAULT, EOPNOTSUPP, EAGAIN, 0};
 static const char slots_errs[] = {EINVAL, ENOMEM, 0};
+static const char wake_op_errs[] = {EINVAL, EFAULT, EOPNOTSUPP, ENOSYS, 0};
 
 static void one_wait(void)
 {
@@ -213,6 +214,21 @@ static void one_wait(void)
 	check(OP_WAIT, "wait", r, errno, 0, wait_errs);
 	if (is_null && r != -1)
 		die("wait with a bad flag", r, errno);
+}
+
+/* FUTEX_WAKE_OP on two random words (the helpers sleep on and wake the arena's): any flags
+ * (only private 32-bit words are valid), any counts, a mostly valid operation word. */
+static void one_wake_op(void)
+{
+	unsigned flags = below(2) ? (UFUTEX_PRIVATE | UFUTEX_SIZE_U32) : rand_flags();
+	int n1 = rand_count(), n2 = rand_count();
+	unsigned op = below(4) ? (unsigned)below(5) | (below(4) ? 0 : 8) : (unsigned)below(16);
+	unsigned cmp = below(8) ? (unsigned)below(6) : (unsigned)below(16);
+	unsigned enc = (op << 28) | (cmp << 24) | ((unsigned)below(4096) << 12) | (unsigned)below(4096);
+	errno = 0;
+	long r = ufutex_wake_op((void *)(uintptr_t)rand_addr(flags), (void *)(uintptr_t)rand_addr(flags), n1, n2, enc,
+				flags);
+	check(OP_WAKE_OP, "wake_op", r, errno, n1 < 0 || n2 < 0 ? 0 : (long)n1 + n2, wake_op_errs);
 }
 
 static void one_wake(void)
@@ -377,15 +393,18 @@ int main(int argc, char **argv)
 	pthread_t helpers[2];
 	pthread_create(&helpers[0], NULL, waker, (void *)(uintptr_t)(rng_state + 1));
 	pthread_create(&helpers[1], NULL, sleeper, (void *)(uintptr_t)(rng_state + 2));
-	long counts[5] = {0};
+	long counts[6] = {0};
 	for (long i = 0; i < calls; i++) {
 		unsigned op = (unsigned)below(1000);
 		if (op < 350) {
 			one_wait();
 			counts[0]++;
-		} else if (op < 650) {
+		} else if (op < 610) {
 			one_wake();
 			counts[1]++;
+		} else if (op < 650) {
+			one_wake_op();
+			counts[5]++;
 		} else if (op < 850) {
 			one_waitv();
 			counts[2]++;
@@ -402,8 +421,8 @@ int main(int argc, char **argv)
 		pthread_join(helpers[i], NULL);
 	/* Wake anything the storm left queued on the arena (requeues may have moved helpers). */
 	still_works();
-	printf("fuzz_abi: %ld calls ok (wait %ld, wake %ld, waitv %ld, requeue %ld, slots %ld)\n", calls, counts[0],
-	       counts[1], counts[2], counts[3], counts[4]);
+	printf("fuzz_abi: %ld calls ok (wait %ld, wake %ld, waitv %ld, requeue %ld, slots %ld, wake_op %ld)\n", calls,
+	       counts[0], counts[1], counts[2], counts[3], counts[4], counts[5]);
 	print_outcomes();
 	free(vec);
 	free(arena);
