@@ -363,4 +363,25 @@ mod loom_models {
             each_woke_once(vec![h1, h2]);
         });
     }
+
+    /// A thread asleep with a watched word (the preload library's legacy waits) is reached by
+    /// a kernel wake on that word from a waker that knows nothing of ufutex: it changes the word
+    /// and wakes it, and the park ends `Watched` with no unpark counted (never asleep for good,
+    /// which loom would report as a deadlock), whether the change lands before or during its
+    /// sleep.
+    #[test]
+    fn a_kernel_wake_on_the_watched_word_ends_the_park() {
+        loom::model(|| {
+            let p = Arc::new(Parker::new());
+            let watched = Arc::new(AtomicU32::new(7));
+            let (p2, w2) = (p.clone(), watched.clone());
+            let sleeper = thread::spawn(move || p2.park(1, None, None, Some(Watch { word: &w2, val: 7 })));
+            watched.store(0, Ordering::SeqCst);
+            futex::wake(&watched, 1);
+            match sleeper.join().unwrap() {
+                Err(ParkTimeout::Watched) => assert_eq!(p.word.load(Ordering::Acquire) & COUNT, 0),
+                other => panic!("only the watched word could end this park, got {other:?}"),
+            }
+        });
+    }
 }
