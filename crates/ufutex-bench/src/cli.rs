@@ -50,6 +50,12 @@ pub enum Command {
         #[command(flatten)]
         common: CommonArgs,
     },
+    /// The kernel's own perf bench futex (hash, wake, wake-parallel, requeue), as it is and
+    /// through the preload library, interleaved
+    PerfBench {
+        #[command(flatten)]
+        common: CommonArgs,
+    },
     /// perf's futex-hash: T threads × F futexes, waits that mismatch; --contend takes bucket locks
     Hash {
         #[command(flatten)]

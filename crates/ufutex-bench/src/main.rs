@@ -28,7 +28,7 @@ use options::{Job, Options};
 use result::{Bench, Document};
 use std::io::Write;
 use std::process::ExitCode;
-use workloads::{fastpath, hash, lock, pingpong, schbench, waitv, wake};
+use workloads::{fastpath, hash, lock, perfbench, pingpong, schbench, waitv, wake};
 
 fn main() -> ExitCode {
     match run() {
@@ -69,6 +69,7 @@ fn execute(opts: &Options) -> std::io::Result<Vec<Bench>> {
     let c = &opts.common;
     match &opts.job {
         Job::Fastpath => fastpath::run(c, &[fastpath::Path::WakeNoWaiters, fastpath::Path::WaitMismatch]),
+        Job::PerfBench => perfbench::run(c),
         Job::Hash { params, slots: None } => Ok(vec![hash::run(c, *params)?]),
         Job::Hash { params, slots: Some(points) } => hash::sweep(c, *params, points),
         Job::Wake(p) => Ok(vec![wake::run(c, *p)?]),

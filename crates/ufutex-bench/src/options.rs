@@ -17,6 +17,7 @@ use ufutex::Slots;
 #[derive(Debug, Clone)]
 pub enum Job {
     Fastpath,
+    PerfBench,
     Hash { params: HashParams, slots: Option<Vec<SlotPoint>> },
     Wake(WakeParams),
     Waitv { entries: Vec<usize>, modes: Vec<Mode> },
@@ -103,6 +104,7 @@ fn hash_slots(s: &str) -> R<Vec<SlotPoint>> {
 pub fn validate(cli: Cli) -> R<Options> {
     let (c, job, default_runtime, lock) = match cli.command {
         Command::Fastpath { common } => (common, Job::Fastpath, 0.1, false),
+        Command::PerfBench { common } => (common, Job::PerfBench, 1.0, false),
         Command::Hash { common, threads, futexes, contend, sleepers, size, slots } => {
             if ![8, 16, 32, 64].contains(&size) {
                 return Err(format!("--size {size}: must be 8, 16, 32 or 64"));

@@ -54,6 +54,7 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
             "lock",
             &format!("lock --threads {lock_threads} --cs {lock_cs} --reps {} --runtime {}", r(5), t(0.2, 0.05)),
         ),
+        step("perf bench futex", &format!("perf-bench --reps {}", r(3))),
     ]
 }
 

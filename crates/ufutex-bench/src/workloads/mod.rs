@@ -4,6 +4,7 @@
 pub mod fastpath;
 pub mod hash;
 pub mod lock;
+pub mod perfbench;
 pub mod pingpong;
 pub mod schbench;
 pub mod waitv;

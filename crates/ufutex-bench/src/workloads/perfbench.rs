@@ -1,0 +1,142 @@
+//! The kernel's own `perf bench futex` (hash, wake, wake-parallel, requeue), unmodified, run
+//! as it is and under `LD_PRELOAD=libufutex_preload.so`, repetitions interleaved: a second
+//! opinion on ours, from a tool we did not write. Each repetition is one run of perf; its
+//! summary line is the sample.
+//!
+//! Needs `perf` (Debian's `linux-perf`) and the preload library, looked for beside this
+//! executable (`cargo build --release -p ufutex-preload` puts it there) or at
+//! `UFUTEX_PRELOAD_SO`; without either, the benchmark says why and is skipped.
+
+use super::Common;
+use crate::result::{Bench, Metric, MetricResult, Skip};
+use std::io;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// One perf benchmark: its arguments, what its summary line reports, and how to read it.
+struct PerfCase {
+    args: &'static str,
+    metric: Metric,
+    /// The summary line starts with this; the sample is the number after `before`.
+    line: &'static str,
+    before: &'static str,
+}
+
+fn cases() -> Vec<PerfCase> {
+    vec![
+        PerfCase {
+            args: "hash -r 1",
+            metric: Metric::higher("operations", "ops/s"),
+            line: "Averaged",
+            before: "Averaged",
+        },
+        PerfCase { args: "wake -t 16", metric: Metric::lower("wake all", "ms"), line: "Wokeup", before: "in" },
+        PerfCase {
+            args: "wake-parallel -t 16 -w 2",
+            metric: Metric::lower("per-thread latency", "ms"),
+            line: "Avg per-thread",
+            before: "in",
+        },
+        PerfCase { args: "requeue -t 16", metric: Metric::lower("requeue all", "ms"), line: "Requeued", before: "in" },
+    ]
+}
+
+/// The preload library: `UFUTEX_PRELOAD_SO`, else beside this executable.
+fn preload_library() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("UFUTEX_PRELOAD_SO") {
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.join("libufutex_preload.so")).filter(|p| p.is_file())
+}
+
+/// Why this benchmark cannot run here, if it cannot.
+fn unavailable() -> Option<String> {
+    let perf = Command::new("perf").arg("--version").output();
+    if !perf.is_ok_and(|o| o.status.success()) {
+        return Some("perf is not installed (Debian: linux-perf)".into());
+    }
+    if preload_library().is_none() {
+        return Some("libufutex_preload.so not found (cargo build --release -p ufutex-preload)".into());
+    }
+    None
+}
+
+/// The number in perf's summary line: the first number after the word `before`.
+pub fn parse(output: &str, line: &str, before: &str) -> Option<f64> {
+    let l = output.lines().rev().find(|l| l.trim_start().starts_with(line))?;
+    let mut words = l.split_whitespace().skip_while(|w| *w != before).skip(1);
+    words.find_map(|w| w.trim_end_matches(',').parse::<f64>().ok())
+}
+
+/// One perf run, under the preload library or not: its sample.
+fn once(case: &PerfCase, preload: Option<&PathBuf>) -> io::Result<f64> {
+    let mut cmd = Command::new("perf");
+    cmd.arg("bench").arg("futex").args(case.args.split_whitespace());
+    if let Some(so) = preload {
+        cmd.env("LD_PRELOAD", so);
+    }
+    let out = cmd.output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "perf bench futex {}: {}",
+            case.args,
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    parse(&text, case.line, case.before)
+        .ok_or_else(|| io::Error::other(format!("perf bench futex {}: no summary line in {text:?}", case.args)))
+}
+
+pub fn run(common: &Common) -> io::Result<Vec<Bench>> {
+    let skip = unavailable();
+    let so = preload_library();
+    let mut benches = Vec::new();
+    for case in cases() {
+        let mut bench = Bench {
+            workload: "perf-bench".into(),
+            case: format!("perf bench futex {}", case.args),
+            repetitions: common.repetitions,
+            metrics: Vec::new(),
+            skipped: Vec::new(),
+            notes: vec!["perf's own benchmark, unmodified; ufutex through LD_PRELOAD=libufutex_preload.so".into()],
+        };
+        if let Some(why) = &skip {
+            bench.skipped.push(Skip { competitor: "kernel and ufutex-preload".into(), reason: why.clone() });
+            benches.push(bench);
+            continue;
+        }
+        let (mut kernel, mut ufutex) = (Vec::new(), Vec::new());
+        for rep in 0..common.repetitions {
+            // Alternate which goes first, so neither always runs on a warmer machine.
+            if rep % 2 == 0 {
+                kernel.push(once(&case, None)?);
+                ufutex.push(once(&case, so.as_ref())?);
+            } else {
+                ufutex.push(once(&case, so.as_ref())?);
+                kernel.push(once(&case, None)?);
+            }
+        }
+        let samples = vec![("ufutex-preload".to_string(), ufutex), ("kernel".to_string(), kernel)];
+        bench.metrics.push(MetricResult::new(case.metric.clone(), "kernel", samples));
+        benches.push(bench);
+    }
+    Ok(benches)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_perfs_summary_lines() {
+        let hash = "[thread  0] futexes: ...\n\nAveraged 4847872 operations/sec (+- 0.77%), total secs = 2\n";
+        assert_eq!(parse(hash, "Averaged", "Averaged"), Some(4847872.0));
+        let wake = "[Run 10]: Wokeup 16 of 16 threads in 0.2 ms\nWokeup 16 of 16 threads in 0.3378 ms (+-9.52%)\n";
+        assert_eq!(parse(wake, "Wokeup", "in"), Some(0.3378));
+        let par = "Avg per-thread latency (waking 8/16 threads) in 0.0904 ms (+-20.59%)\n";
+        assert_eq!(parse(par, "Avg per-thread", "in"), Some(0.0904));
+        assert_eq!(parse("nothing here", "Requeued", "in"), None);
+    }
+}
