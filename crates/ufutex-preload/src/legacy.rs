@@ -57,7 +57,7 @@ pub(crate) unsafe fn call(a: [c_long; 6]) -> Option<c_long> {
     // call) is the caller's, as it is for the system call.
     Some(unsafe {
         match cmd {
-            WAIT => wait_relative(uaddr, val, utime as *const timespec),
+            WAIT => abi::preload_wait_relative(uaddr, val.into(), MATCH_ANY, U32_PRIVATE, utime as *const timespec),
             WAIT_BITSET => {
                 abi::preload_wait(uaddr, val.into(), val3.into(), U32_PRIVATE, utime as *const timespec, clock)
             }
@@ -92,48 +92,4 @@ fn fail(e: c_int) -> c_long {
     // SAFETY: this thread's errno, always valid to write.
     unsafe { *libc::__errno_location() = e };
     -1
-}
-
-/// FUTEX_WAIT: the timeout, if any, is relative on CLOCK_MONOTONIC: read and check it (`EFAULT`
-/// unreadable, `EINVAL` invalid, before anything else, as the kernel), then wait until now + it.
-///
-/// # Safety
-/// As [`call`].
-unsafe fn wait_relative(uaddr: *mut c_void, val: u32, rel: *const timespec) -> c_long {
-    let at = match (!rel.is_null()).then(|| read_timespec(rel)) {
-        None => None,
-        Some(None) => return fail(libc::EFAULT),
-        Some(Some(ts)) if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) => return fail(libc::EINVAL),
-        Some(Some(ts)) => Some(after(ts)),
-    };
-    let at_ptr = at.as_ref().map_or(std::ptr::null(), |t| t as *const timespec);
-    // SAFETY: forwarded contract; `at_ptr` is null or points to `at`, which outlives the call.
-    unsafe { abi::preload_wait(uaddr, val.into(), MATCH_ANY, U32_PRIVATE, at_ptr, libc::CLOCK_MONOTONIC) }
-}
-
-/// `rel` from now on CLOCK_MONOTONIC (saturating far in the future).
-fn after(rel: timespec) -> timespec {
-    let mut now = timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `now` is a valid timespec to write; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    let mut sec = now.tv_sec.saturating_add(rel.tv_sec);
-    let mut nsec = now.tv_nsec + rel.tv_nsec;
-    if nsec >= 1_000_000_000 {
-        nsec -= 1_000_000_000;
-        sec = sec.saturating_add(1);
-    }
-    timespec { tv_sec: sec.min(i64::MAX / 2), tv_nsec: nsec }
-}
-
-/// Copy a timespec from the caller without trusting the pointer (`process_vm_readv` on our own
-/// process: `None` instead of a fault).
-fn read_timespec(p: *const timespec) -> Option<timespec> {
-    let mut ts = timespec { tv_sec: 0, tv_nsec: 0 };
-    let size = std::mem::size_of::<timespec>();
-    let local = libc::iovec { iov_base: (&mut ts as *mut timespec).cast(), iov_len: size };
-    let remote = libc::iovec { iov_base: p as *mut c_void, iov_len: size };
-    // SAFETY: the kernel writes at most `size` bytes into `ts` and reads the remote range
-    // itself, answering EFAULT instead of faulting; getpid has no preconditions.
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    (n == size as isize).then_some(ts)
 }

@@ -113,7 +113,16 @@ pub unsafe extern "C" fn ufutex_wait(
     clockid: clockid_t,
 ) -> c_long {
     // SAFETY: forwarded contract.
-    unsafe { wait_with(uaddr, val, mask, flags, timeout, clockid, Wakers::Ufutex) }
+    unsafe { wait_with(uaddr, val, mask, flags, Due::Absolute(timeout, clockid), Wakers::Ufutex) }
+}
+
+/// Where a wait's timeout comes from.
+#[derive(Clone, Copy)]
+enum Due {
+    /// An absolute time on a clock (futex2, `FUTEX_WAIT_BITSET`).
+    Absolute(*const timespec, clockid_t),
+    /// A time from now on CLOCK_MONOTONIC (the legacy `FUTEX_WAIT`).
+    Relative(*const timespec),
 }
 
 /// [`ufutex_wait`] for the preload library's legacy waits: a 32-bit word is also woken by the
@@ -132,7 +141,24 @@ pub unsafe fn preload_wait(
     clockid: clockid_t,
 ) -> c_long {
     // SAFETY: forwarded contract.
-    unsafe { wait_with(uaddr, val, mask, flags, timeout, clockid, Wakers::AlsoKernel) }
+    unsafe { wait_with(uaddr, val, mask, flags, Due::Absolute(timeout, clockid), Wakers::AlsoKernel) }
+}
+
+/// [`preload_wait`] with a relative timeout on CLOCK_MONOTONIC (the legacy `FUTEX_WAIT`): null
+/// for none; an unreadable one is `EFAULT`, an invalid one `EINVAL`.
+///
+/// # Safety
+/// As [`ufutex_wait`].
+#[doc(hidden)]
+pub unsafe fn preload_wait_relative(
+    uaddr: *mut c_void,
+    val: c_ulong,
+    mask: c_ulong,
+    flags: c_uint,
+    timeout: *const timespec,
+) -> c_long {
+    // SAFETY: forwarded contract.
+    unsafe { wait_with(uaddr, val, mask, flags, Due::Relative(timeout), Wakers::AlsoKernel) }
 }
 
 /// # Safety
@@ -142,8 +168,7 @@ unsafe fn wait_with(
     val: c_ulong,
     mask: c_ulong,
     flags: c_uint,
-    timeout: *const timespec,
-    clockid: clockid_t,
+    due: Due,
     wakers: Wakers,
 ) -> c_long {
     entry(|| {
@@ -151,7 +176,10 @@ unsafe fn wait_with(
         validate::fits(f.size, ulong(val))?;
         validate::fits(f.size, ulong(mask))?;
         // The kernel sets the timeout up before `__futex_wait` looks at the mask.
-        let timeout = validate::timeout(timeout as usize, clockid)?;
+        let timeout = match due {
+            Due::Absolute(ts, clockid) => validate::timeout(ts as usize, clockid)?,
+            Due::Relative(ts) => validate::relative_timeout(ts as usize)?,
+        };
         let mask = validate::mask(ulong(mask))?;
         let addr = validate::address(uaddr as u64, f)?;
         // A NUMA/MPOL word's node is resolved before the value is compared, as the kernel

@@ -80,13 +80,30 @@ fn read_timeout(ts: usize, clockid: libc::clockid_t) -> Result<Timeout, Errno> {
         libc::CLOCK_REALTIME => Clock::Realtime,
         _ => return Err(Errno::EINVAL),
     };
-    // `struct __kernel_timespec`: two 64-bit fields.
+    Ok(Timeout { clock, at: read_timespec(ts)? })
+}
+
+/// A relative timeout (the legacy `FUTEX_WAIT`'s): none if `ts` is null; else readable
+/// (`EFAULT`) and valid (`EINVAL`) as an absolute one must be, and due that long from now on
+/// CLOCK_MONOTONIC.
+pub(crate) fn relative_timeout(ts: usize) -> Result<Option<Timeout>, Errno> {
+    if ts == 0 {
+        return Ok(None);
+    }
+    let rel = read_timespec(ts)?;
+    let rel = std::time::Duration::new(rel.sec as u64, rel.nsec);
+    Ok(Some(Timeout::from(crate::deadline::Deadline::from(rel))))
+}
+
+/// A caller's `struct __kernel_timespec` (two 64-bit fields), read without trusting it
+/// (`EFAULT`) and checked: `tv_sec >= 0`, `0 <= tv_nsec < 1e9` (`EINVAL`).
+fn read_timespec(ts: usize) -> Result<Timespec, Errno> {
     let sec = read_u64(ts)? as i64;
     let nsec = read_u64(ts + 8)?;
     if sec < 0 || nsec >= 1_000_000_000 {
         return Err(Errno::EINVAL);
     }
-    Ok(Timeout { clock, at: Timespec { sec, nsec: nsec as u32 } })
+    Ok(Timespec { sec, nsec: nsec as u32 })
 }
 
 /// One past the highest user address on any 64-bit Linux (57-bit virtual addresses); a word
