@@ -1,16 +1,12 @@
 //! The free functions: the futex2 operations on the process default domain
-//! ([`crate::Domain::default_domain`]), which sizes itself to the threads that wait. Each
-//! forwards to the engine (`wait.rs`, `wake.rs`, `waitv.rs`, `requeue.rs`).
+//! ([`crate::Domain::default_domain`]), which sizes itself to the threads that wait. Each is
+//! that domain's method of the same name.
 
 use crate::deadline::Deadline;
 use crate::domain::default_domain;
 use crate::error::WaitError;
-use crate::requeue::requeue_words;
-use crate::wait::wait_word;
-use crate::waitv::{waitv_entries, WaitEntry};
-use crate::wake::wake_word;
-use crate::word::{word_of, Futex};
-use crate::MATCH_ANY;
+use crate::waitv::WaitEntry;
+use crate::word::Futex;
 
 /// Sleep while `*f == expected`, until a [`crate::wake`] or [`crate::requeue`] on the same
 /// address dequeues this thread, or `deadline` passes.
@@ -43,7 +39,7 @@ use crate::MATCH_ANY;
 /// t.join().unwrap();
 /// ```
 pub fn wait<F: Futex>(f: &F, expected: F::Value, deadline: Option<Deadline>) -> Result<(), WaitError> {
-    wait_bitset(f, expected, MATCH_ANY, deadline)
+    default_domain().wait(f, expected, deadline)
 }
 
 /// [`wait`], woken only by wakes whose mask shares a bit with `mask` (a mask of 0 matches no
@@ -64,7 +60,7 @@ pub fn wait_bitset<F: Futex>(
     mask: u64,
     deadline: Option<Deadline>,
 ) -> Result<(), WaitError> {
-    wait_word(default_domain().tables(), word_of(f), F::value_bits(expected), mask, deadline.map(Into::into))
+    default_domain().wait_bitset(f, expected, mask, deadline)
 }
 
 /// Wake up to `n` threads waiting on `f`, oldest first; returns how many were woken.
@@ -81,7 +77,7 @@ pub fn wait_bitset<F: Futex>(
 /// assert_eq!(ufutex::wake(&w, usize::MAX), 0); // nobody was waiting
 /// ```
 pub fn wake<F: Futex>(f: &F, n: usize) -> usize {
-    wake_word(default_domain().tables(), word_of(f), n, MATCH_ANY)
+    default_domain().wake(f, n)
 }
 
 /// [`wake`], counting and waking only waiters whose mask shares a bit with `mask`.
@@ -93,7 +89,7 @@ pub fn wake<F: Futex>(f: &F, n: usize) -> usize {
 /// assert_eq!(ufutex::wake_bitset(&w, 1, 0b1), 0);
 /// ```
 pub fn wake_bitset<F: Futex>(f: &F, n: usize, mask: u64) -> usize {
-    wake_word(default_domain().tables(), word_of(f), n, mask)
+    default_domain().wake_bitset(f, n, mask)
 }
 
 /// Sleep until a waker dequeues this thread from any of `entries`, or `deadline` passes.
@@ -120,7 +116,7 @@ pub fn wake_bitset<F: Futex>(f: &F, n: usize, mask: u64) -> usize {
 /// assert_eq!(waitv(&entries, None), Err(WaitError::WouldBlock)); // b holds 2, not 3
 /// ```
 pub fn waitv(entries: &[WaitEntry<'_>], deadline: Option<Deadline>) -> Result<usize, WaitError> {
-    waitv_entries(default_domain().tables(), entries, deadline.map(Into::into))
+    default_domain().waitv(entries, deadline)
 }
 
 /// If `*from == expected`, wake up to `nr_wake` waiters of `from` (oldest first, any mask) and
@@ -146,5 +142,5 @@ pub fn requeue<F: Futex>(
     nr_wake: usize,
     nr_requeue: usize,
 ) -> Result<usize, WaitError> {
-    requeue_words(default_domain().tables(), word_of(from), F::value_bits(expected), word_of(to), nr_wake, nr_requeue)
+    default_domain().requeue(from, expected, to, nr_wake, nr_requeue)
 }

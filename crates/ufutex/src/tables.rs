@@ -284,12 +284,7 @@ impl Tables {
 
     /// Whether `t` is its slot's current table (under the state lock: Acquire, no bucket held).
     fn is_current_any(&self, t: &Table) -> bool {
-        let slot = if t.node() == NO_NODE {
-            Some(&self.current)
-        } else {
-            self.nodes.get().map(|n| &n.current[t.node() as usize])
-        };
-        slot.is_some_and(|s| std::ptr::eq(s.load(Ordering::Acquire), t))
+        std::ptr::eq(self.slot(t.node()).load(Ordering::Acquire), t)
     }
 
     /// Make `slot`'s (serving `node`) current table `slots` big: publish a first table (counts
