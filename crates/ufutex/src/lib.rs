@@ -31,6 +31,8 @@ mod primitive;
 mod queue;
 mod requeue;
 mod resolve;
+#[cfg(all(target_os = "linux", not(ufutex_loom)))]
+pub mod shared;
 pub mod sync;
 mod table;
 mod tables;

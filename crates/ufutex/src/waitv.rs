@@ -49,6 +49,12 @@ impl<'a> WaitEntry<'a> {
         WaitEntry { word, key: Key::private(word.addr()), expected, mask, _borrow: PhantomData }
     }
 
+    /// The word, the expected value and the mask (the process-shared operations).
+    #[cfg_attr(ufutex_loom, allow(dead_code))]
+    pub(crate) fn parts(&self) -> (WordRef, u64, u64) {
+        (self.word, self.expected, self.mask)
+    }
+
     /// The same entry with its key given: the key's node picks the table (NUMA, `numa.rs`).
     pub(crate) fn with_key(mut self, key: Key) -> Self {
         self.key = key;

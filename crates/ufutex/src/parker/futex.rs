@@ -26,12 +26,22 @@ static NO_FUTEX2: AtomicBool = AtomicBool::new(false);
 
 /// Sleep while `*word == val`, until woken or `timeout` passes.
 pub(crate) fn wait(word: &AtomicU32, val: u32, timeout: Option<&Timeout>) -> KernelWait {
+    wait_flags(word, val, timeout, true)
+}
+
+/// [`wait`] on a word in memory shared between processes (the kernel keys it by the object
+/// that backs the page, so a waker in another process that maps it meets this thread).
+pub(crate) fn wait_shared(word: &AtomicU32, val: u32, timeout: Option<&Timeout>) -> KernelWait {
+    wait_flags(word, val, timeout, false)
+}
+
+fn wait_flags(word: &AtomicU32, val: u32, timeout: Option<&Timeout>, private: bool) -> KernelWait {
     let ts = timeout.map(|t| t.at.to_libc());
     let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |ts| ts as *const libc::timespec);
     let clock = timeout.map_or(libc::CLOCK_MONOTONIC, |t| t.clock.id());
     // Relaxed: a hint; a thread that misses it makes one more failing futex_wait call.
     let r = if NO_FUTEX2.load(Ordering::Relaxed) {
-        legacy_wait(word, val, ts_ptr, clock)
+        legacy_wait(word, val, ts_ptr, clock, private)
     } else {
         // SAFETY:
         // - `word` is a live, aligned u32 for the whole call (borrowed);
@@ -43,14 +53,14 @@ pub(crate) fn wait(word: &AtomicU32, val: u32, timeout: Option<&Timeout>) -> Ker
                 word.as_ptr(),
                 val as libc::c_ulong,
                 u32::MAX as libc::c_ulong,
-                FUTEX2_SIZE_U32 | FUTEX2_PRIVATE,
+                FUTEX2_SIZE_U32 | if private { FUTEX2_PRIVATE } else { 0 },
                 ts_ptr,
                 clock,
             )
         };
         if r != 0 && errno() == libc::ENOSYS {
             NO_FUTEX2.store(true, Ordering::Relaxed);
-            legacy_wait(word, val, ts_ptr, clock)
+            legacy_wait(word, val, ts_ptr, clock, private)
         } else {
             r
         }
@@ -133,8 +143,15 @@ fn outcome(timeout: Option<&Timeout>) -> KernelWait {
 }
 
 /// `FUTEX_WAIT_BITSET` with an absolute deadline on `clock`.
-fn legacy_wait(word: &AtomicU32, val: u32, ts: *const libc::timespec, clock: libc::clockid_t) -> libc::c_long {
+fn legacy_wait(
+    word: &AtomicU32,
+    val: u32,
+    ts: *const libc::timespec,
+    clock: libc::clockid_t,
+    private: bool,
+) -> libc::c_long {
     let realtime = if clock == libc::CLOCK_REALTIME { libc::FUTEX_CLOCK_REALTIME } else { 0 };
+    let private = if private { libc::FUTEX_PRIVATE_FLAG } else { 0 };
     // SAFETY:
     // - `word` is a live, aligned u32 for the whole call (borrowed);
     // - `ts` is null or points to a timespec that outlives the call (the caller's);
@@ -143,7 +160,7 @@ fn legacy_wait(word: &AtomicU32, val: u32, ts: *const libc::timespec, clock: lib
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
-            libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG | realtime,
+            libc::FUTEX_WAIT_BITSET | private | realtime,
             val,
             ts,
             std::ptr::null::<u32>(),
@@ -171,4 +188,11 @@ pub(crate) fn wake_addr(word: *const AtomicU32, n: i32) {
 
 pub(crate) fn wake(word: &AtomicU32, n: i32) {
     wake_addr(word, n)
+}
+
+/// Wake up to `n` threads sleeping on `word` in memory shared between processes: how many.
+pub(crate) fn wake_shared(word: &AtomicU32, n: i32) -> usize {
+    // SAFETY: FUTEX_WAKE (shared) reads nothing in userspace; `word` is a live u32.
+    let r = unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, n) };
+    usize::try_from(r).unwrap_or(0)
 }

@@ -113,3 +113,18 @@ impl Rng {
         self.next() % n
     }
 }
+
+/// Point this test process (and the processes it starts) at a shared table of its own, in a
+/// fresh 0700 directory, so that tests never touch the user's real table nor each other's.
+/// Must run before the first shared operation.
+pub fn isolated_shared_table() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let dir = std::env::temp_dir().join(format!("ufutex-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::env::set_var("UFUTEX_SHARED_DIR", &dir);
+    });
+}

@@ -1,0 +1,68 @@
+//! Fault injection for the kill tests (in the spirit of the kernel's `should_fail_futex`):
+//! `UFUTEX_SHARED_DIE_AT=<point>[:<n>]` in the environment when a process claims its slot
+//! makes it `SIGKILL` itself the `n`-th time (default: the first) it reaches `point` — in the
+//! middle of queue surgery, holding a bucket lock. A testing hook, not an interface: one relaxed
+//! load where it is not armed.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Where a process may be made to die.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Point {
+    /// A waiter counted in the filter, before it asks for the key.
+    Counted = 1,
+    /// A bucket lock just taken, nothing changed yet.
+    Locked,
+    /// A waiter's record linked, the bucket still marked dirty.
+    Enqueued,
+    /// A waker's record unlinked, not yet marked Woken.
+    Unlinked,
+    /// A record marked Woken, its thread not yet kicked.
+    Marked,
+    /// A requeued record out of its old queue, not yet in the new one.
+    Moving,
+    /// A waiter's own record unlinked after a timeout, not yet Idle.
+    Cancelled,
+}
+
+const POINTS: [(&str, Point); 7] = [
+    ("counted", Point::Counted),
+    ("locked", Point::Locked),
+    ("enqueued", Point::Enqueued),
+    ("unlinked", Point::Unlinked),
+    ("marked", Point::Marked),
+    ("moving", Point::Moving),
+    ("cancelled", Point::Cancelled),
+];
+
+static ARMED: AtomicU32 = AtomicU32::new(0);
+static LEFT: AtomicU32 = AtomicU32::new(0);
+
+/// Read `UFUTEX_SHARED_DIE_AT` (at slot claim: once per process, again in a forked child).
+pub(crate) fn arm_from_env() {
+    let Ok(v) = std::env::var("UFUTEX_SHARED_DIE_AT") else {
+        ARMED.store(0, Ordering::Relaxed);
+        return;
+    };
+    let (name, n) = v.split_once(':').unwrap_or((&v, "1"));
+    if let Some(&(_, p)) = POINTS.iter().find(|(s, _)| *s == name) {
+        LEFT.store(n.parse().unwrap_or(1).max(1), Ordering::Relaxed);
+        ARMED.store(p as u32, Ordering::Relaxed);
+    }
+}
+
+/// Die here if armed for `p` and this is the n-th time.
+#[inline]
+pub(crate) fn point(p: Point) {
+    if ARMED.load(Ordering::Relaxed) == p as u32 {
+        reached(p);
+    }
+}
+
+#[cold]
+fn reached(_p: Point) {
+    if LEFT.fetch_sub(1, Ordering::Relaxed) == 1 {
+        // SAFETY: raising a signal has no memory effects; SIGKILL ends the process here.
+        unsafe { libc::raise(libc::SIGKILL) };
+    }
+}

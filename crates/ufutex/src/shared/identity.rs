@@ -1,0 +1,260 @@
+//! The identity of a process-shared word: what object backs its page, found afresh for each
+//! operation that queues or dequeues (never cached: an address can be unmapped and something
+//! else mapped there between two operations, and nothing would tell us).
+//!
+//! The kernel's rule (`get_futex_key`, see `shared/notes/shared-futex.md` §1) copied with what
+//! userspace can see through `PROCMAP_QUERY` (Linux ≥ 6.11; the text of `/proc/self/maps`
+//! before that):
+//! - a `MAP_SHARED` mapping (memfd, `shm_open`, a file, `MAP_SHARED|MAP_ANONYMOUS`, SysV): the
+//!   object — device, inode and the byte offset in it — so two mappings at different addresses,
+//!   in any processes, meet. SysV segments report their shmid as the inode, which can equal a
+//!   memfd's inode on the same internal mount: they are a class of their own (name `/SYSV…`);
+//! - a read-only `MAP_PRIVATE` file mapping: the file, as the kernel keys an un-COWed page (a
+//!   page that was written while writable and then made read-only keys by process in the kernel;
+//!   we cannot see that, and key it by the file);
+//! - any other private memory (heap, stack, writable `MAP_PRIVATE`): the process and address
+//!   ([`Class::Local`]), so it never meets another process nor a private futex;
+//! - read-only private anonymous memory: `Fault`, as the kernel's.
+
+use super::SharedError;
+
+/// What kind of object a key names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub(crate) enum Class {
+    /// A file or shmem object (memfd, `shm_open`, shared anonymous, a regular file).
+    Object = 1,
+    /// A SysV shared memory segment (its inode number is its shmid).
+    SysV = 2,
+    /// Process-private memory: `dev` is the process slot, `ino` its generation, `off` the address.
+    Local = 3,
+}
+
+/// A shared word's key: equal for every mapping of the same byte of the same object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct SharedKey {
+    pub(crate) class: Class,
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) off: u64,
+}
+
+impl SharedKey {
+    /// The bucket of a table of `buckets` (a power of two) buckets.
+    pub(crate) fn bucket(&self, buckets: u32) -> u32 {
+        const K: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut h = (self.class as u64).wrapping_mul(K);
+        for w in [self.dev, self.ino, self.off] {
+            h = (h ^ w).wrapping_mul(K);
+            h ^= h >> 29;
+        }
+        (h >> 32) as u32 & (buckets - 1)
+    }
+}
+
+/// What the kernel reports about the mapping that covers an address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Vma {
+    pub(crate) start: u64,
+    pub(crate) flags: u64,
+    pub(crate) offset: u64,
+    pub(crate) inode: u64,
+    pub(crate) dev: u64,
+    pub(crate) sysv: bool,
+}
+
+const VMA_WRITABLE: u64 = 0x02;
+const VMA_SHARED: u64 = 0x08;
+
+/// The key of the word at `addr`, from the mapping that covers it; `local` names this process
+/// (slot, generation) for process-private memory.
+pub(crate) fn classify(addr: usize, vma: &Vma, local: (u32, u32)) -> Result<SharedKey, SharedError> {
+    let object = |class| SharedKey { class, dev: vma.dev, ino: vma.inode, off: vma.offset + (addr as u64 - vma.start) };
+    if vma.flags & VMA_SHARED != 0 {
+        return Ok(object(if vma.sysv { Class::SysV } else { Class::Object }));
+    }
+    if vma.flags & VMA_WRITABLE == 0 {
+        // The kernel's read-only rules: an un-COWed file page keys by the file; a read-only
+        // anonymous page is EFAULT ("will never change").
+        return if vma.inode != 0 { Ok(object(Class::Object)) } else { Err(SharedError::Fault) };
+    }
+    Ok(SharedKey { class: Class::Local, dev: u64::from(local.0), ino: u64::from(local.1), off: addr as u64 })
+}
+
+/// `struct procmap_query` (include/uapi/linux/fs.h).
+#[repr(C)]
+#[derive(Default)]
+struct ProcmapQuery {
+    size: u64,
+    query_flags: u64,
+    query_addr: u64,
+    vma_start: u64,
+    vma_end: u64,
+    vma_flags: u64,
+    vma_page_size: u64,
+    vma_offset: u64,
+    inode: u64,
+    dev_major: u32,
+    dev_minor: u32,
+    vma_name_size: u32,
+    build_id_size: u32,
+    vma_name_addr: u64,
+    build_id_addr: u64,
+}
+
+const PROCMAP_QUERY: libc::c_ulong = 0xC068_6611; // _IOWR('f', 17, 104 bytes)
+const _: () = assert!(std::mem::size_of::<ProcmapQuery>() == 104);
+
+/// Ask the kernel about the mapping covering `addr` through `maps_fd` (this process's
+/// `/proc/self/maps`, opened after any fork): `PROCMAP_QUERY`, or the maps text if the kernel
+/// predates it.
+pub(crate) fn query(maps_fd: libc::c_int, addr: usize) -> Result<Vma, SharedError> {
+    let mut name = [0u8; 4096];
+    let mut q = ProcmapQuery {
+        size: std::mem::size_of::<ProcmapQuery>() as u64,
+        query_addr: addr as u64,
+        vma_name_size: name.len() as u32,
+        vma_name_addr: name.as_mut_ptr() as u64,
+        ..ProcmapQuery::default()
+    };
+    // SAFETY: `q` is a valid procmap_query whose name buffer (`name`, 4096 bytes) outlives the
+    // call; the kernel writes only `q` and at most `vma_name_size` bytes of `name`.
+    let r = unsafe { libc::ioctl(maps_fd, PROCMAP_QUERY as _, &mut q as *mut ProcmapQuery) };
+    if r != 0 {
+        return match super::segment::errno() {
+            libc::ENOENT => Err(SharedError::Fault),
+            libc::ENOTTY | libc::EINVAL | libc::EOPNOTSUPP => query_text(addr),
+            e => Err(SharedError::from_errno(e)),
+        };
+    }
+    Ok(Vma {
+        start: q.vma_start,
+        flags: q.vma_flags,
+        offset: q.vma_offset,
+        inode: q.inode,
+        dev: (u64::from(q.dev_major) << 32) | u64::from(q.dev_minor),
+        sysv: q.vma_name_size > 0 && name.starts_with(b"/SYSV"),
+    })
+}
+
+/// [`query`] from the text of `/proc/self/maps` (kernels before 6.11).
+fn query_text(addr: usize) -> Result<Vma, SharedError> {
+    let text = std::fs::read_to_string("/proc/self/maps").map_err(|_| SharedError::Fault)?;
+    text.lines().find_map(|l| parse_maps_line(l, addr as u64)).ok_or(SharedError::Fault)
+}
+
+/// One line of `/proc/PID/maps` — `start-end perms offset major:minor inode [path]` — if it
+/// covers `addr`.
+fn parse_maps_line(line: &str, addr: u64) -> Option<Vma> {
+    let mut f = line.split_ascii_whitespace();
+    let (start, end) = f.next()?.split_once('-')?;
+    let (start, end) = (u64::from_str_radix(start, 16).ok()?, u64::from_str_radix(end, 16).ok()?);
+    if !(start..end).contains(&addr) {
+        return None;
+    }
+    let perms = f.next()?.as_bytes();
+    let offset = u64::from_str_radix(f.next()?, 16).ok()?;
+    let (major, minor) = f.next()?.split_once(':')?;
+    let dev = (u64::from_str_radix(major, 16).ok()? << 32) | u64::from_str_radix(minor, 16).ok()?;
+    let inode = f.next()?.parse().ok()?;
+    let path = f.next().unwrap_or("");
+    let mut flags = 0;
+    if perms.get(1) == Some(&b'w') {
+        flags |= VMA_WRITABLE;
+    }
+    if perms.get(3) == Some(&b's') {
+        flags |= VMA_SHARED;
+    }
+    Some(Vma { start, flags, offset, inode, dev, sysv: path.starts_with("/SYSV") })
+}
+
+#[cfg(all(test, not(ufutex_loom)))]
+mod tests {
+    use super::*;
+
+    fn maps_fd() -> libc::c_int {
+        // SAFETY: a NUL-terminated literal path.
+        unsafe { libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) }
+    }
+
+    fn key(addr: usize) -> Result<SharedKey, SharedError> {
+        let fd = maps_fd();
+        let r = query(fd, addr).and_then(|v| classify(addr, &v, (7, 9)));
+        // SAFETY: `fd` is ours.
+        unsafe { libc::close(fd) };
+        r
+    }
+
+    fn map(len: usize, prot: i32, flags: i32, fd: i32, off: i64) -> usize {
+        // SAFETY: a fresh mapping; nothing else refers to it.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, off) };
+        assert_ne!(p, libc::MAP_FAILED);
+        p as usize
+    }
+
+    const RW: i32 = libc::PROT_READ | libc::PROT_WRITE;
+
+    #[test]
+    fn two_mappings_of_a_memfd_meet_at_the_same_byte() {
+        // SAFETY: a NUL-terminated literal name.
+        let fd = unsafe { libc::memfd_create(c"ufx-id".as_ptr(), libc::MFD_CLOEXEC) };
+        // SAFETY: `fd` is a fresh memfd.
+        assert_eq!(unsafe { libc::ftruncate(fd, 8192) }, 0);
+        let a = map(8192, RW, libc::MAP_SHARED, fd, 0);
+        let b = map(4096, RW, libc::MAP_SHARED, fd, 4096);
+        let ka = key(a + 4096 + 64).unwrap();
+        let kb = key(b + 64).unwrap();
+        assert_eq!(ka, kb);
+        assert_eq!(ka.class, Class::Object);
+        assert_ne!(key(a + 64).unwrap(), ka);
+    }
+
+    #[test]
+    fn private_memory_is_local_and_read_only_anonymous_memory_faults() {
+        let heap = Box::new(0u32);
+        let k = key(&*heap as *const u32 as usize).unwrap();
+        assert_eq!((k.class, k.dev, k.ino), (Class::Local, 7, 9));
+        let ro = map(4096, libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+        assert_eq!(key(ro), Err(SharedError::Fault));
+        let anon = map(4096, RW, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0);
+        assert_eq!(key(anon).unwrap().class, Class::Object);
+        let anon2 = map(4096, RW, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0);
+        assert_ne!(key(anon).unwrap(), key(anon2).unwrap(), "each shared anonymous mapping is its own object");
+    }
+
+    #[test]
+    fn sysv_segments_are_their_own_class() {
+        // SAFETY: plain SysV calls on a fresh private segment, removed at once (it lives on
+        // while attached).
+        unsafe {
+            let id = libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o600);
+            assert!(id >= 0);
+            let a = libc::shmat(id, std::ptr::null(), 0) as usize;
+            let b = libc::shmat(id, std::ptr::null(), 0) as usize;
+            libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+            let (ka, kb) = (key(a + 8).unwrap(), key(b + 8).unwrap());
+            assert_eq!(ka, kb, "one segment attached twice is one object");
+            assert_eq!(ka.class, Class::SysV);
+            libc::shmdt(a as *const libc::c_void);
+            libc::shmdt(b as *const libc::c_void);
+        }
+    }
+
+    #[test]
+    fn unmapped_is_a_fault_and_the_text_parser_agrees_with_the_query() {
+        let p = map(4096, RW, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0);
+        let fd = maps_fd();
+        let (v, t) = (query(fd, p + 12).unwrap(), query_text(p + 12).unwrap());
+        assert_eq!((t.start, t.offset, t.inode, t.dev), (v.start, v.offset, v.inode, v.dev));
+        let bits = VMA_WRITABLE | VMA_SHARED;
+        assert_eq!(t.flags & bits, v.flags & bits);
+        // SAFETY: our own mapping, no longer used.
+        unsafe { libc::munmap(p as *mut libc::c_void, 4096) };
+        assert_eq!(query(fd, p + 12), Err(SharedError::Fault));
+        // SAFETY: `fd` is ours.
+        unsafe { libc::close(fd) };
+        assert!(parse_maps_line("zz-1 rw-p 0 00:00 0", 5).is_none());
+        let v = parse_maps_line("1000-3000 rw-s 00002000 00:01 42 /SYSV00000000 (deleted)", 0x1004).unwrap();
+        assert_eq!((v.start, v.offset, v.inode, v.dev, v.sysv), (0x1000, 0x2000, 42, 1, true));
+    }
+}

@@ -1,0 +1,59 @@
+//! Parking across processes: a waiting thread sleeps on the `park_seq` word of its first record,
+//! in the segment, with the kernel's shared futex; a waker in any process that maps the segment
+//! marks the thread's record Woken, bumps that word and wakes it ([`kick`]).
+//!
+//! The waiter checks its records' states after reading `park_seq` and sleeps expecting the value
+//! it read, so a kick between the check and the sleep makes the sleep return at once.
+
+use super::segment::{Record, Segment, REC_WOKEN};
+use super::SharedError;
+use crate::deadline::Timeout;
+use crate::parker::futex::{self, KernelWait};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// How long a waiter spins on its records before it sleeps (a waker in another process takes
+/// a few microseconds: two mapping queries and a bucket).
+const SPIN: Duration = Duration::from_micros(8);
+
+/// Wake the thread that waits on `rec` (its park record's word). Returns how many threads the
+/// kernel woke (0: the thread was not asleep — running, about to sleep, or dead).
+pub(crate) fn kick(seg: &Segment, rec: &Record) -> usize {
+    let Ok(park) = seg.record(rec.park.load(Ordering::Relaxed)) else { return 0 };
+    // Release: the thread that sees the new sequence sees the record's Woken state.
+    park.park_seq.fetch_add(1, Ordering::Release);
+    futex::wake_shared(&park.park_seq, 1)
+}
+
+/// Sleep until one of `recs` is Woken: its position, or why not.
+pub(crate) fn park(seg: &Segment, park: u32, recs: &[u32], timeout: Option<&Timeout>) -> Result<usize, SharedError> {
+    let woken = || -> Result<Option<usize>, SharedError> {
+        for (i, &r) in recs.iter().enumerate() {
+            if seg.record(r)?.state.load(Ordering::Acquire) == REC_WOKEN {
+                return Ok(Some(i));
+            }
+        }
+        Ok(None)
+    };
+    let word = &seg.record(park)?.park_seq;
+    let start = Instant::now();
+    while start.elapsed() < SPIN {
+        if let Some(i) = woken()? {
+            return Ok(i);
+        }
+        for _ in 0..16 {
+            std::hint::spin_loop();
+        }
+    }
+    loop {
+        let seq = word.load(Ordering::Acquire);
+        if let Some(i) = woken()? {
+            return Ok(i);
+        }
+        match futex::wait_shared(word, seq, timeout) {
+            KernelWait::Retry => {}
+            KernelWait::TimedOut => return Err(SharedError::TimedOut),
+            KernelWait::Interrupted => return Err(SharedError::Interrupted),
+        }
+    }
+}

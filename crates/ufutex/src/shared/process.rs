@@ -1,0 +1,329 @@
+//! This process in the shared table: its slot (claimed with the kernel's help, safe against
+//! PID reuse and PID namespaces), the liveness of other slots, its waiter records, and starting
+//! afresh in a child after `fork`.
+//!
+//! A slot is claimed by taking an OFD write lock on its liveness byte of the segment file
+//! (non-blocking): whoever gets it owns the slot until it dies, when the kernel drops the lock.
+//! So "is (slot, generation) alive?" is: the slot still has that generation, and some open file
+//! description holds its byte. The claimant then bumps the generation (every owner it names from
+//! before is now dead), reaps what the dead previous owner left queued, and marks it live.
+//!
+//! After `fork` the child shares the parent's file descriptions, so its probes would not see the
+//! parent's lock and the parent would look alive while the child lives: the child closes them
+//! (an atfork handler) and claims a slot of its own at its first shared operation. Children
+//! made without the atfork handlers (a raw `clone`) are caught too: a page mapped
+//! `MADV_WIPEONFORK` reads zero in any child.
+
+use super::lock::{self, Life, Liveness, Owner, Taken};
+use super::segment::{Bucket, Segment, COUNTED, LIVENESS_BASE, NONE, REC_IDLE, REC_QUEUED, SLOT_LIVE};
+use super::SharedError;
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
+use std::sync::Mutex;
+
+/// This process's view of the shared table.
+pub(crate) struct Proc {
+    pub(crate) seg: &'static Segment,
+    pub(crate) me: Owner,
+    /// Our own open file description of the segment (holds our liveness lock, probes others').
+    fd: libc::c_int,
+    /// `/proc/self/maps`, opened by this process (not inherited).
+    pub(crate) maps_fd: libc::c_int,
+    /// Our slot's free records.
+    free: Mutex<Vec<u32>>,
+}
+
+/// The segment, mapped once for the life of the process (children inherit the mapping).
+static SEGMENT: AtomicPtr<Segment> = AtomicPtr::new(std::ptr::null_mut());
+/// This process's [`Proc`], or null (none yet, or a forked child that has not made its own).
+static PROC: AtomicPtr<Proc> = AtomicPtr::new(std::ptr::null_mut());
+/// A word in a `MADV_WIPEONFORK` page: 1 in the process that made `PROC`, 0 in its children.
+static HERE: AtomicPtr<AtomicU32> = AtomicPtr::new(std::ptr::null_mut());
+/// The descriptors the atfork child handler closes.
+static FDS: [AtomicI32; 2] = [AtomicI32::new(-1), AtomicI32::new(-1)];
+static INIT: Mutex<()> = Mutex::new(());
+
+/// The mapped segment, opening it the first time.
+#[inline]
+pub(crate) fn segment() -> Result<&'static Segment, SharedError> {
+    let s = SEGMENT.load(Ordering::Acquire);
+    if !s.is_null() {
+        // SAFETY: a published segment is leaked and never unmapped.
+        return Ok(unsafe { &*s });
+    }
+    open_segment()
+}
+
+#[cold]
+fn open_segment() -> Result<&'static Segment, SharedError> {
+    let _g = INIT.lock().unwrap_or_else(|e| e.into_inner());
+    let s = SEGMENT.load(Ordering::Acquire);
+    if !s.is_null() {
+        // SAFETY: as in `segment`.
+        return Ok(unsafe { &*s });
+    }
+    let seg: &'static Segment = Box::leak(Box::new(Segment::open()?));
+    SEGMENT.store(seg as *const Segment as *mut Segment, Ordering::Release);
+    Ok(seg)
+}
+
+/// This process's [`Proc`], claiming a slot the first time (and again in a forked child).
+#[inline]
+pub(crate) fn proc() -> Result<&'static Proc, SharedError> {
+    let p = PROC.load(Ordering::Acquire);
+    let here = HERE.load(Ordering::Acquire);
+    // SAFETY: `here` is null or a word of a leaked page that is never unmapped.
+    if !p.is_null() && !here.is_null() && unsafe { &*here }.load(Ordering::Relaxed) == 1 {
+        // SAFETY: a published Proc is leaked and never freed.
+        return Ok(unsafe { &*p });
+    }
+    new_proc()
+}
+
+#[cold]
+fn new_proc() -> Result<&'static Proc, SharedError> {
+    let seg = segment()?;
+    let _g = INIT.lock().unwrap_or_else(|e| e.into_inner());
+    let here = here_word()?;
+    let p = PROC.load(Ordering::Acquire);
+    if !p.is_null() && here.load(Ordering::Relaxed) == 1 {
+        // SAFETY: as in `proc`.
+        return Ok(unsafe { &*p });
+    }
+    // A first call, or a child: the parent's descriptions (if any) are not ours.
+    close_inherited();
+    let p: &'static Proc = Box::leak(Box::new(Proc::claim(seg)?));
+    FDS[0].store(p.fd, Ordering::Relaxed);
+    FDS[1].store(p.maps_fd, Ordering::Relaxed);
+    here.store(1, Ordering::Relaxed);
+    PROC.store(p as *const Proc as *mut Proc, Ordering::Release);
+    Ok(p)
+}
+
+/// The wipe-on-fork word, mapped (and the atfork handler registered) the first time.
+fn here_word() -> Result<&'static AtomicU32, SharedError> {
+    let h = HERE.load(Ordering::Acquire);
+    if !h.is_null() {
+        // SAFETY: a leaked page, never unmapped.
+        return Ok(unsafe { &*h });
+    }
+    // SAFETY: a fresh private anonymous page; nothing else refers to it.
+    let page = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if page == libc::MAP_FAILED {
+        return Err(SharedError::NoMemory);
+    }
+    // SAFETY: `page` is our own fresh mapping. Without WIPEONFORK (kernels before 4.14) a raw
+    // clone child is not detected; the atfork handler still catches fork().
+    unsafe { libc::madvise(page, 4096, libc::MADV_WIPEONFORK) };
+    extern "C" fn child() {
+        close_inherited();
+        let h = HERE.load(Ordering::Relaxed);
+        if !h.is_null() {
+            // SAFETY: the leaked page, inherited by the child.
+            unsafe { &*h }.store(0, Ordering::Relaxed);
+        }
+    }
+    // SAFETY: registers a handler that only closes descriptors and stores to atomics
+    // (async-signal-safe, as a child handler of a multithreaded parent must be).
+    unsafe { libc::pthread_atfork(None, None, Some(child)) };
+    let h = page as *mut AtomicU32;
+    HERE.store(h, Ordering::Release);
+    // SAFETY: as above.
+    Ok(unsafe { &*h })
+}
+
+/// Close the descriptors a parent's [`Proc`] held (in a child, or before the first claim).
+fn close_inherited() {
+    for f in &FDS {
+        let fd = f.swap(-1, Ordering::Relaxed);
+        if fd >= 0 {
+            // SAFETY: a descriptor we opened and nobody else uses in this process any more.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+impl Proc {
+    /// Claim a free (or dead) slot: open our own description of the segment and
+    /// `/proc/self/maps`, lock a liveness byte no live process holds, bump the slot's
+    /// generation, reap what its dead previous owner left.
+    fn claim(seg: &'static Segment) -> Result<Proc, SharedError> {
+        let path = std::ffi::CString::new(super::segment::segment_path()?).map_err(|_| SharedError::Invalid)?;
+        // SAFETY: NUL-terminated paths that outlive the calls.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(SharedError::Access);
+        }
+        // SAFETY: as above.
+        let maps_fd = unsafe { libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        let close = || {
+            // SAFETY: our own descriptors, not yet shared.
+            unsafe {
+                libc::close(fd);
+                if maps_fd >= 0 {
+                    libc::close(maps_fd);
+                }
+            }
+        };
+        for slot in 0..seg.layout.procs {
+            if !try_lock_byte(fd, slot) {
+                continue;
+            }
+            let s = seg.slot(slot)?;
+            // Every owner named with an older generation of this slot is now dead.
+            let gen = s.gen.load(Ordering::Relaxed).wrapping_add(1);
+            s.gen.store(gen, Ordering::SeqCst);
+            // SAFETY: getpid has no arguments and cannot fail.
+            s.pid.store(unsafe { libc::getpid() } as u32, Ordering::Relaxed);
+            s.state.store(SLOT_LIVE, Ordering::SeqCst);
+            super::fault::arm_from_env();
+            let base = slot * seg.layout.records;
+            let p = Proc {
+                seg,
+                me: Owner { slot, gen },
+                fd,
+                maps_fd,
+                free: Mutex::new((base..base + seg.layout.records).rev().collect()),
+            };
+            if let Err(e) = p.reap(slot) {
+                close();
+                return Err(e);
+            }
+            return Ok(p);
+        }
+        close();
+        Err(SharedError::NoSpace)
+    }
+
+    /// Take back every record of `slot`'s previous owner: out of any queue it is still in, its
+    /// filter count returned.
+    fn reap(&self, slot: u32) -> Result<(), SharedError> {
+        let s = self.seg.slot(slot)?;
+        let base = slot * self.seg.layout.records;
+        let used = s.used.load(Ordering::Relaxed).min(self.seg.layout.records);
+        for r in base..base + used {
+            let rec = self.seg.record(r)?;
+            while rec.state.load(Ordering::Acquire) == REC_QUEUED {
+                let b = rec.bucket.load(Ordering::Relaxed);
+                let g = self.lock_bucket(b)?;
+                if rec.state.load(Ordering::Relaxed) == REC_QUEUED && rec.bucket.load(Ordering::Relaxed) == b {
+                    g.begin();
+                    g.unlink(r)?;
+                    rec.state.store(REC_IDLE, Ordering::Release);
+                    g.end();
+                }
+            }
+            rec.state.store(REC_IDLE, Ordering::Relaxed);
+            self.release_filter(r)?;
+        }
+        s.used.store(0, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A free record of ours, marked used.
+    pub(crate) fn alloc(&self) -> Result<u32, SharedError> {
+        let r = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop().ok_or(SharedError::NoSpace)?;
+        let s = self.seg.slot(self.me.slot)?;
+        let n = r - self.me.slot * self.seg.layout.records + 1;
+        s.used.fetch_max(n, Ordering::Relaxed);
+        Ok(r)
+    }
+
+    /// Give back a record from [`Proc::alloc`] (idle, holding no filter count).
+    pub(crate) fn free(&self, r: u32) {
+        self.free.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+    }
+
+    /// Drop the filter count record `r` holds, if any (exactly once: a swap).
+    pub(crate) fn release_filter(&self, r: u32) -> Result<(), SharedError> {
+        let c = self.seg.record(r)?.counted.swap(0, Ordering::AcqRel);
+        if c & COUNTED != 0 {
+            // Relaxed: a count only ever over-estimates (the waiter's side increments before it
+            // checks the value, and this runs after the record left its queue).
+            self.seg.filter((c & !COUNTED) as usize).fetch_sub(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Lock bucket `b` as this process, repairing it first if its last owner died in it (or
+    /// left it half changed after finding corruption).
+    pub(crate) fn lock_bucket(&self, b: u32) -> Result<Locked<'_>, SharedError> {
+        let bucket = self.seg.bucket(b)?;
+        let taken = lock::lock(&bucket.lock, self.me, self)?;
+        let g = Locked { p: self, bucket, index: b };
+        if taken == Taken::FromDead || bucket.dirty.load(Ordering::Relaxed) != 0 {
+            g.recover()?;
+        }
+        if bucket.pending.load(Ordering::Relaxed) != NONE {
+            g.recover()?;
+        }
+        Ok(g)
+    }
+}
+
+impl Liveness for Proc {
+    fn life(&self, o: Owner) -> Life {
+        let Ok(s) = self.seg.slot(o.slot) else { return Life::Corrupt };
+        if o.slot == self.me.slot {
+            // Our own description's lock does not show in our own probe.
+            return if o.gen == self.me.gen { Life::Alive } else { Life::Dead };
+        }
+        if s.gen.load(Ordering::SeqCst) != o.gen || s.state.load(Ordering::Relaxed) != SLOT_LIVE {
+            return Life::Dead;
+        }
+        if byte_is_locked(self.fd, o.slot) {
+            Life::Alive
+        } else {
+            Life::Dead
+        }
+    }
+}
+
+fn liveness_lock(slot: u32, ty: libc::c_int) -> libc::flock {
+    // SAFETY: an all-zero flock is a valid value of the plain C struct.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = ty as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = LIVENESS_BASE + i64::from(slot);
+    fl.l_len = 1;
+    fl
+}
+
+/// Take slot `slot`'s liveness byte for our description, if no other description holds it.
+fn try_lock_byte(fd: libc::c_int, slot: u32) -> bool {
+    let mut fl = liveness_lock(slot, libc::F_WRLCK);
+    // SAFETY: `fl` is a valid flock; OFD locks need l_pid 0 (zeroed).
+    unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &mut fl) == 0 }
+}
+
+/// Whether some other open file description holds slot `slot`'s liveness byte.
+fn byte_is_locked(fd: libc::c_int, slot: u32) -> bool {
+    let mut fl = liveness_lock(slot, libc::F_WRLCK);
+    // SAFETY: `fl` is a valid flock the kernel overwrites with the conflicting lock, if any.
+    let r = unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut fl) };
+    // If the probe itself fails, say alive: never take a live owner's lock.
+    r != 0 || fl.l_type != libc::F_UNLCK as libc::c_short
+}
+
+/// A locked bucket. Changes to its queue or to its records' queue fields happen between
+/// [`Locked::begin`] and [`Locked::end`], so that a lock taken over from a dead owner knows to
+/// rebuild the queue from the records.
+pub(crate) struct Locked<'a> {
+    pub(crate) p: &'a Proc,
+    pub(crate) bucket: &'a Bucket,
+    pub(crate) index: u32,
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        lock::unlock(&self.bucket.lock);
+    }
+}
