@@ -16,8 +16,12 @@ fn env_is(name: &std::ffi::CStr, value: &[u8]) -> bool {
     !v.is_null() && unsafe { std::ffi::CStr::from_ptr(v) }.to_bytes() == value
 }
 
-/// Read `UFUTEX_PRELOAD` and `UFUTEX_PRELOAD_STATS`.
+/// Read `UFUTEX_PRELOAD`, `UFUTEX_PRELOAD_STATS` and `UFUTEX_PRELOAD_SHARED`.
 pub(crate) fn init() {
+    // Process-shared words go to the kernel, which every process meets on, preloaded or not;
+    // `UFUTEX_PRELOAD_SHARED=table` sends them to ufutex's shared table instead, for
+    // deployments where every participant runs preloaded (or on ufutex) as the same user.
+    ufutex::preload::refuse_shared(!env_is(c"UFUTEX_PRELOAD_SHARED", b"table"));
     let mut f = READ;
     if !env_is(c"UFUTEX_PRELOAD", b"off") {
         f |= ENABLED;

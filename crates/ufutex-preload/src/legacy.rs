@@ -41,7 +41,7 @@ pub(crate) unsafe fn call(a: [c_long; 6]) -> Option<c_long> {
         WAKE_BITSET => Kind::WakeBitset,
         _ => Kind::OtherFutex,
     };
-    // Process-shared words go to the kernel until ufutex has process-shared tables.
+    // Process-shared words go to the kernel (see `config::init`).
     let ours = op & PRIVATE_FLAG != 0 && !matches!(kind, Kind::OtherFutex);
     stats::count(kind, true, ours);
     if !ours {

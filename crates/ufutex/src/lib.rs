@@ -69,6 +69,12 @@ pub mod preload {
         preload_requeue, preload_wait, preload_wait_relative, ufutex_hash_get_slots, ufutex_hash_set_slots,
         ufutex_requeue, ufutex_wait, ufutex_waitv, ufutex_wake, ufutex_wake_op,
     };
+
+    /// Refuse process-shared words with `EOPNOTSUPP` (so that the caller can give them to the
+    /// kernel), or take them (the default).
+    pub fn refuse_shared(refuse: bool) {
+        crate::ffi::validate::refuse_shared(refuse)
+    }
 }
 #[doc(hidden)]
 pub use word::WordRefOpaque;

@@ -115,7 +115,7 @@ fn wait_queued(
     let bell = enqueue(tables, &node, word, expected, key, mask)?.bell();
     let watch = match wakers {
         Wakers::Ufutex => None,
-        Wakers::AlsoKernel => word.as_u32().map(|w| Watch { word: w, val: expected as u32 }),
+        Wakers::AlsoKernel => word.as_u32().map(|w| Watch { word: w, val: expected as u32, shared: false }),
     };
     match td.parker.park(1, timeout.as_ref(), Some(bell), watch) {
         Ok(()) => {

@@ -55,6 +55,12 @@ impl<'a> WaitEntry<'a> {
         (self.word, self.expected, self.mask)
     }
 
+    /// The entry's key (its node picks the table).
+    #[cfg_attr(ufutex_loom, allow(dead_code))]
+    pub(crate) fn key(&self) -> Key {
+        self.key
+    }
+
     /// The same entry with its key given: the key's node picks the table (NUMA, `numa.rs`).
     pub(crate) fn with_key(mut self, key: Key) -> Self {
         self.key = key;
@@ -102,12 +108,23 @@ fn waitv_queued(
 /// Take every still-queued node out; if wakers dequeued any, wait for all their unparks and
 /// return the highest woken index, else `otherwise`'s error.
 fn finish(td: &ThreadData, nodes: &[Node], otherwise: Result<(), WaitError>) -> Result<usize, WaitError> {
+    match (settle(td, nodes.iter()), otherwise) {
+        (Some(i), _) => Ok(i),
+        (None, Err(e)) => Err(e),
+        (None, Ok(())) => unreachable!("an unpark without a dequeued node"),
+    }
+}
+
+/// End a waitv episode over `nodes` (each queued once in it): take the still-queued ones out,
+/// wait for every unpark owed by wakers that took the others, and return the highest index a
+/// waker took, if any. The nodes are idle again afterwards.
+pub(crate) fn settle<'n>(td: &ThreadData, nodes: impl Iterator<Item = &'n Node> + Clone) -> Option<usize> {
     let mut woken = 0u32;
     let mut best = None;
-    for node in nodes {
+    for node in nodes.clone() {
         if dequeue_self(node) {
             woken += 1;
-            best = Some(node.index());
+            best = best.max(Some(node.index()));
         }
     }
     await_unparks(&td.parker, woken);
@@ -116,9 +133,5 @@ fn finish(td: &ThreadData, nodes: &[Node], otherwise: Result<(), WaitError>) -> 
         // waker's unpark has arrived (`await_unparks`): no other thread references them.
         unsafe { node.reclaim() };
     }
-    match (best, otherwise) {
-        (Some(i), _) => Ok(i),
-        (None, Err(e)) => Err(e),
-        (None, Ok(())) => unreachable!("an unpark without a dequeued node"),
-    }
+    best
 }

@@ -103,6 +103,7 @@ fn shared_futexes_across_processes() {
     waitv_across_processes_mixed_sizes();
     masks_across_processes();
     killed_waiters_are_not_counted();
+    mixed_private_and_shared_waitv();
     exec_d_helper();
 }
 
@@ -342,4 +343,50 @@ fn helper_role() {
     // SAFETY: a live mapping of the parent's memfd.
     let w: &AtomicU32 = unsafe { at(b, 40) };
     assert_eq!(shared::wait(w, 0, deadline(LONG)), Ok(()));
+}
+
+fn mixed_private_and_shared_waitv() {
+    use ufutex::preload::{ufutex_waitv, UfutexWaitv};
+    const U32: u32 = 0x02;
+    const PRIVATE: u32 = 0x80;
+    let p = shared_anon(4096);
+    // SAFETY: a live mapping.
+    let s: &AtomicU32 = unsafe { at(p, 256) };
+    let private: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+    let waitv = move || {
+        let mut v = [
+            UfutexWaitv { val: 0, uaddr: private.as_ptr() as u64, flags: U32 | PRIVATE, reserved: 0 },
+            UfutexWaitv { val: 0, uaddr: s.as_ptr() as u64, flags: U32, reserved: 0 },
+        ];
+        let ts = libc::timespec { tv_sec: LONG.as_secs() as i64, tv_nsec: 0 };
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: valid out-pointer.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+        let at = libc::timespec { tv_sec: now.tv_sec + ts.tv_sec, tv_nsec: now.tv_nsec };
+        // SAFETY: two readable entries and a readable timespec.
+        unsafe { ufutex_waitv(v.as_mut_ptr(), 2, 0, &at, libc::CLOCK_MONOTONIC) }
+    };
+    // The shared entry, woken from another process.
+    let t = std::thread::spawn(waitv);
+    let pid = child(move || {
+        let t = Instant::now();
+        while shared::wake(s, 1) != Ok(1) {
+            if t.elapsed() > LONG {
+                return 1;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        0
+    });
+    assert_eq!(reap(pid), 0);
+    assert_eq!(t.join().unwrap(), 1);
+    // The private entry, woken by a private wake in this process.
+    let t = std::thread::spawn(waitv);
+    let start = Instant::now();
+    while ufutex::wake(private, 1) != 1 {
+        assert!(start.elapsed() < LONG);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(t.join().unwrap(), 0);
+    assert_eq!(shared::wake(s, 1), Ok(0), "the shared entry left its queue");
 }

@@ -11,10 +11,12 @@ use super::abi::{UfutexWaitv, UFUTEX_WAITV_MAX};
 use super::validate::{self, WordFlags};
 use super::wake_op::WakeOp;
 use super::{fault, Errno};
+use crate::deadline::Timeout;
 use crate::domain::default_domain;
 use crate::key::Key;
 use crate::requeue::requeue_keys;
 use crate::resolve::{resolve, Purpose};
+use crate::shared;
 use crate::tables::Slots;
 use crate::wait::{wait_key, Wakers};
 use crate::waitv::{waitv_entries, WaitEntry};
@@ -182,6 +184,10 @@ unsafe fn wait_with(
         };
         let mask = validate::mask(ulong(mask))?;
         let addr = validate::address(uaddr as u64, f)?;
+        if !f.private {
+            // SAFETY: forwarded contract.
+            return unsafe { wait_shared(addr, f, ulong(val), mask, timeout) };
+        }
         // A NUMA/MPOL word's node is resolved before the value is compared, as the kernel
         // does; a plain word's key cannot fail, and is made only if the wait goes on.
         let node_key = if f.numa || f.mpol { Some(numa_key_of(addr, f, Purpose::Queue)?) } else { None };
@@ -194,6 +200,31 @@ unsafe fn wait_with(
         wait_key(default_domain().tables(), word, key, ulong(val), mask, timeout, wakers)?;
         Ok(0)
     })
+}
+
+/// A validated process-shared wait: the node word (if any) resolved and written back as for a
+/// private word (the shared table has no per-node tables), the value compared, then the shared
+/// table (or, with `UFUTEX_SHARED=kernel`, the kernel).
+///
+/// # Safety
+/// See the module documentation: memory found mapped stays mapped for the call.
+unsafe fn wait_shared(
+    addr: usize,
+    f: WordFlags,
+    val: u64,
+    mask: u64,
+    timeout: Option<Timeout>,
+) -> Result<c_long, Errno> {
+    if f.numa || f.mpol {
+        numa_key_of(addr, f, Purpose::Wake)?;
+    }
+    if validate::current(addr, f.size)? != val {
+        return Err(Errno::EAGAIN); // no queueing, no syscall
+    }
+    // SAFETY: `addr` is aligned and was just read; the caller keeps it mapped.
+    let word = unsafe { loadable(addr, f) };
+    shared::wait_word(word, val, mask, timeout.as_ref())?;
+    Ok(0)
 }
 
 /// The legacy `FUTEX_REQUEUE` for the preload library: wake up to `nr_wake` waiters of the
@@ -226,6 +257,13 @@ pub unsafe extern "C" fn ufutex_wake(uaddr: *mut c_void, mask: c_ulong, nr: c_in
         let addr = validate::nonnull(validate::address(uaddr as u64, f)?)?;
         // A NUMA node word is resolved (and -1 written back) even when `nr` is 0.
         let key = key_of(addr, f, Purpose::Wake)?;
+        if !f.private {
+            // The kernel's shared wake looks the page up: an unmapped word is EFAULT.
+            validate::current(addr, f.size)?;
+            // SAFETY: `addr` is aligned and was just read; the caller keeps it mapped.
+            let word = unsafe { loadable(addr, f) };
+            return Ok(shared::wake_word(word, nr, mask)? as c_long);
+        }
         Ok(wake(default_domain().tables(), key, nr, mask, Report::Count).count as c_long)
     })
 }
@@ -277,8 +315,37 @@ pub unsafe extern "C" fn ufutex_waitv(
             let word = unsafe { loadable(addr, *f) };
             entries.push(WaitEntry::from_raw(word, e.val, crate::MATCH_ANY).with_key(key));
         }
-        Ok(waitv_entries(default_domain().tables(), &entries, timeout)? as c_long)
+        if parsed.iter().all(|(_, f)| f.private) {
+            return Ok(waitv_entries(default_domain().tables(), &entries, timeout)? as c_long);
+        }
+        waitv_shared(&parsed, &entries, timeout)
     })
+}
+
+/// [`ufutex_waitv`] with process-shared entries, all of them or some.
+#[inline(never)]
+fn waitv_shared(
+    parsed: &[(UfutexWaitv, WordFlags)],
+    entries: &[WaitEntry<'_>],
+    timeout: Option<Timeout>,
+) -> Result<c_long, Errno> {
+    let mut private = Vec::new();
+    let mut shared = Vec::new();
+    for (i, ((_, f), e)) in parsed.iter().zip(entries).enumerate() {
+        if f.private {
+            private.push((i, *e));
+        } else {
+            let (word, expected, mask) = e.parts();
+            shared.push((i, shared::Entry { word, expected, mask }));
+        }
+    }
+    let i = if private.is_empty() {
+        let v: Vec<shared::Entry> = shared.iter().map(|&(_, e)| e).collect();
+        shared::waitv_words(&v, timeout.as_ref())?
+    } else {
+        shared::waitv_mixed(default_domain().tables(), &private, &shared, entries.len(), timeout)?
+    };
+    Ok(i as c_long)
 }
 
 /// Wake some waiters of `waiters[0]` and move others to `waiters[1]`: the `futex_requeue`
@@ -305,6 +372,10 @@ pub unsafe extern "C" fn ufutex_requeue(
         let (nr_wake, nr_requeue) = (validate::count(nr_wake)?, validate::count(nr_requeue)?);
         let from = validate::address(src.uaddr, fs)?;
         let to = validate::nonnull(validate::address(dst.uaddr, fd)?)?;
+        if !fs.private {
+            // SAFETY: forwarded contract.
+            return unsafe { requeue_shared((from, fs, src.val), (to, fd), nr_wake, nr_requeue) };
+        }
         let (k1, k2) = (key_of(from, fs, Purpose::Queue)?, key_of(to, fd, Purpose::Queue)?);
         if validate::current(from, fs.size)? != src.val {
             return Err(Errno::EAGAIN);
@@ -313,6 +384,32 @@ pub unsafe extern "C" fn ufutex_requeue(
         let from = unsafe { loadable(from, fs) };
         Ok(requeue_keys(default_domain().tables(), k1, k2, Some((from, src.val)), nr_wake, nr_requeue)? as c_long)
     })
+}
+
+/// A validated process-shared requeue: node words resolved as for private words, the source
+/// value compared, then the shared table (or the kernel).
+///
+/// # Safety
+/// See the module documentation: memory found mapped stays mapped for the call.
+unsafe fn requeue_shared(
+    (from, fs, val): (usize, WordFlags, u64),
+    (to, fd): (usize, WordFlags),
+    nr_wake: usize,
+    nr_requeue: usize,
+) -> Result<c_long, Errno> {
+    if fs.numa || fs.mpol {
+        numa_key_of(from, fs, Purpose::Wake)?;
+        numa_key_of(to, fd, Purpose::Wake)?;
+    }
+    if validate::current(from, fs.size)? != val {
+        return Err(Errno::EAGAIN);
+    }
+    // SAFETY: `from` is aligned and was just read; the caller keeps it mapped.
+    let from = unsafe { loadable(from, fs) };
+    // SAFETY: `to` is aligned; the shared table uses its address only, and the kernel mode hands
+    // it to the kernel, which reads it safely.
+    let to = unsafe { address_only(to, fd) };
+    Ok(shared::requeue_words(from, Some(val), to, nr_wake, nr_requeue)? as c_long)
 }
 
 /// Wake waiters of two 32-bit words, the second wake decided by an operation on the second
@@ -333,6 +430,11 @@ pub unsafe extern "C" fn ufutex_wake_op(
         let f = validate::word_flags(flags)?;
         if f.size != Size::U32 || f.numa || f.mpol {
             return Err(Errno::EINVAL);
+        }
+        if !f.private {
+            // Process-shared FUTEX_WAKE_OP is not implemented (the preload library sends it to
+            // the kernel).
+            return Err(Errno::EOPNOTSUPP);
         }
         let (nr1, nr2) = (validate::count(nr1)?, validate::count(nr2)?);
         let a1 = validate::nonnull(validate::address(uaddr1 as u64, f)?)?;

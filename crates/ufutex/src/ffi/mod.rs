@@ -17,7 +17,7 @@ mod fault;
 mod sync;
 #[cfg(test)]
 mod tests;
-mod validate;
+pub(crate) mod validate;
 mod wake_op;
 
 /// An `errno` value: why a call failed.
@@ -34,6 +34,12 @@ impl Errno {
 
 impl From<crate::error::WaitError> for Errno {
     fn from(e: crate::error::WaitError) -> Errno {
+        Errno(e.errno())
+    }
+}
+
+impl From<crate::shared::SharedError> for Errno {
+    fn from(e: crate::shared::SharedError) -> Errno {
         Errno(e.errno())
     }
 }

@@ -4,7 +4,7 @@
 #![allow(clippy::type_complexity)] // the tables are tuples, one column per argument
 use super::abi::{UfutexWaitv, UFUTEX_NUMA, UFUTEX_PRIVATE, UFUTEX_SIZE_U16, UFUTEX_SIZE_U32, UFUTEX_SIZE_U64};
 use super::calls::{ufutex_requeue, ufutex_wait, ufutex_waitv, ufutex_wake};
-use libc::{c_long, timespec, CLOCK_MONOTONIC, CLOCK_REALTIME, EAGAIN, EFAULT, EINVAL, EOPNOTSUPP, ETIMEDOUT};
+use libc::{c_long, timespec, CLOCK_MONOTONIC, CLOCK_REALTIME, EAGAIN, EFAULT, EINVAL, ETIMEDOUT};
 use std::ptr::{null, null_mut};
 
 const P32: u32 = UFUTEX_PRIVATE | UFUTEX_SIZE_U32;
@@ -47,8 +47,23 @@ fn end_of_page_before_hole(n: usize) -> usize {
 
 const GOOD_TS: timespec = timespec { tv_sec: 0, tv_nsec: 0 };
 
+/// Process-shared words in these tests use a shared table of their own (a fresh 0700
+/// directory), never the user's. Called by every test that passes a shared word.
+fn isolated_shared_table() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let dir = std::env::temp_dir().join(format!("ufutex-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::env::set_var("UFUTEX_SHARED_DIR", &dir);
+    });
+}
+
 #[test]
 fn wait_rejects_in_the_kernels_order() {
+    isolated_shared_table();
     let w = 0u64;
     let a = &w as *const u64 as *mut libc::c_void;
     let mis = (a as usize + 1) as *mut libc::c_void;
@@ -72,7 +87,9 @@ fn wait_rejects_in_the_kernels_order() {
         ("misaligned",                mis,        0,       1, P32,                        &GOOD_TS,      CLOCK_REALTIME,   EINVAL),
         ("NULL",                      null_mut(), 0,       1, P32,                        &GOOD_TS,      CLOCK_REALTIME,   EFAULT),
         ("misaligned shared",         mis,        0,       1, UFUTEX_SIZE_U32,            null(),        0,                EINVAL),
-        ("shared",                    a,          0,       1, UFUTEX_SIZE_U32,            null(),        0,                EOPNOTSUPP),
+        ("shared, mismatch",          a,          1,       1, UFUTEX_SIZE_U32,            null(),        0,                EAGAIN),
+        ("shared, unmapped",          h,          0,       1, UFUTEX_SIZE_U32,            null(),        0,                EFAULT),
+        ("shared, timeout",           a,          0,       1, UFUTEX_SIZE_U16,            &GOOD_TS,      CLOCK_MONOTONIC,  ETIMEDOUT),
         ("NUMA pair misaligned",      (a as usize + 4) as *mut _, 0, 1, P32 | UFUTEX_NUMA, null(),       0,                EINVAL),
         ("NUMA pair, mismatch",       a,          1,       1, P32 | UFUTEX_NUMA,          null(),        0,                EAGAIN),
         ("unmapped",                  h,          0,       1, P32,                        null(),        0,                EFAULT),
@@ -88,6 +105,7 @@ fn wait_rejects_in_the_kernels_order() {
 
 #[test]
 fn wake_rejects_in_the_kernels_order() {
+    isolated_shared_table();
     let w = 0u32;
     let a = &w as *const u32 as *mut libc::c_void;
     let mis = (a as usize + 2) as *mut libc::c_void;
@@ -99,7 +117,7 @@ fn wake_rejects_in_the_kernels_order() {
         ("nr < 0",           null_mut(), 1,       -1, P32,                EINVAL),
         ("misaligned",       mis,        1,       1,  P32,                EINVAL),
         ("NULL",             null_mut(), 1,       1,  P32,                EFAULT),
-        ("shared",           a,          1,       1,  UFUTEX_SIZE_U32,    EOPNOTSUPP),
+        ("shared, unmapped", hole() as *mut _, 1, 1, UFUTEX_SIZE_U32, EFAULT),
     ];
     for &(what, uaddr, mask, nr, flags, errno) in table {
         // SAFETY: a wake never reads the word.
@@ -111,6 +129,9 @@ fn wake_rejects_in_the_kernels_order() {
     assert_eq!(unsafe { ufutex_wake(hole() as *mut _, u64::MAX, 1, UFUTEX_PRIVATE | UFUTEX_SIZE_U64) }, 0);
     // SAFETY: as above.
     assert_eq!(unsafe { ufutex_wake(a, 1, 0, P32) }, 0);
+    // A shared wake with nobody waiting: 0.
+    // SAFETY: as above.
+    assert_eq!(unsafe { ufutex_wake(a, 1, 5, UFUTEX_SIZE_U32) }, 0);
 }
 
 fn entry(w: &u32, val: u64, flags: u32) -> UfutexWaitv {
@@ -119,6 +140,7 @@ fn entry(w: &u32, val: u64, flags: u32) -> UfutexWaitv {
 
 #[test]
 fn waitv_rejects_in_the_kernels_order() {
+    isolated_shared_table();
     let (x, y) = (0u32, 0u32);
     let good = entry(&x, 0, P32);
     let h = hole() as u64;
@@ -139,7 +161,9 @@ fn waitv_rejects_in_the_kernels_order() {
         ("NULL uaddr",        v(&[good, UfutexWaitv { uaddr: 0, ..good }]), 2, 0, null(), 0, EFAULT),
         // Every key before any value: a misaligned entry 1 beats a mismatch at entry 0.
         ("keys before values",v(&[UfutexWaitv { val: 1, ..good }, UfutexWaitv { uaddr: good.uaddr + 1, ..good }]), 2, 0, null(), 0, EINVAL),
-        ("shared entry",      v(&[good, UfutexWaitv { flags: UFUTEX_SIZE_U32, ..good }]), 2, 0, null(), 0, EOPNOTSUPP),
+        ("shared, mismatch",  v(&[good, UfutexWaitv { flags: UFUTEX_SIZE_U32, val: 1, ..good }]), 2, 0, null(), 0, EAGAIN),
+        ("mixed, timeout",    v(&[good, UfutexWaitv { flags: UFUTEX_SIZE_U32, ..entry(&y, 0, 0) }]), 2, 0, &GOOD_TS, CLOCK_REALTIME, ETIMEDOUT),
+        ("shared, timeout",   v(&[UfutexWaitv { flags: UFUTEX_SIZE_U32, ..entry(&y, 0, 0) }]), 1, 0, &GOOD_TS, CLOCK_MONOTONIC, ETIMEDOUT),
         // Values in index order: a mismatch at entry 0 beats a hole at entry 1.
         ("mismatch first",    v(&[UfutexWaitv { val: 1, ..good }, UfutexWaitv { uaddr: h, ..good }]), 2, 0, null(), 0, EAGAIN),
         ("hole",              v(&[good, UfutexWaitv { uaddr: h, ..good }]), 2, 0, null(), 0, EFAULT),
@@ -171,6 +195,7 @@ fn waitv_rejects_in_the_kernels_order() {
 
 #[test]
 fn requeue_rejects_in_the_kernels_order() {
+    isolated_shared_table();
     let (x, y) = (5u32, 0u32);
     let (s, t) = (entry(&x, 5, P32), entry(&y, 0, P32));
     let h = hole() as u64;
@@ -184,7 +209,7 @@ fn requeue_rejects_in_the_kernels_order() {
         ("nr_requeue < 0",  [s, UfutexWaitv { uaddr: 0, ..t }], 0, 0, -1, EINVAL),
         ("target NULL",     [s, UfutexWaitv { uaddr: 0, ..t }], 0, 1, 1, EFAULT),
         ("target misaligned", [s, UfutexWaitv { uaddr: t.uaddr + 1, ..t }], 0, 1, 1, EINVAL),
-        ("shared",          [UfutexWaitv { flags: UFUTEX_SIZE_U32, ..s }, UfutexWaitv { flags: UFUTEX_SIZE_U32, ..t }], 0, 1, 1, EOPNOTSUPP),
+        ("shared, mismatch",[UfutexWaitv { flags: UFUTEX_SIZE_U32, val: 4, ..s }, UfutexWaitv { flags: UFUTEX_SIZE_U32, ..t }], 0, 1, 1, EAGAIN),
         ("source unmapped", [UfutexWaitv { uaddr: h, ..s }, t], 0, 1, 1, EFAULT),
         ("mismatch",        [UfutexWaitv { val: 4, ..s }, t], 0, 1, 1, EAGAIN),
     ];
@@ -193,6 +218,9 @@ fn requeue_rejects_in_the_kernels_order() {
         let r = unsafe { ufutex_requeue(es.as_mut_ptr(), flags, nw, nq) };
         assert_eq!(errno_of(r), errno, "{what}");
     }
+    let mut shared = [UfutexWaitv { flags: UFUTEX_SIZE_U32, ..s }, UfutexWaitv { flags: UFUTEX_SIZE_U32, ..t }];
+    // SAFETY: two readable entries; nobody waits.
+    assert_eq!(unsafe { ufutex_requeue(shared.as_mut_ptr(), 0, 1, 1) }, 0);
     let mut ok = [s, UfutexWaitv { uaddr: h, ..t }];
     // SAFETY: two readable entries; the target word (unmapped) is never read.
     assert_eq!(unsafe { ufutex_requeue(ok.as_mut_ptr(), 0, 1, 1) }, 0);

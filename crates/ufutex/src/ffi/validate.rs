@@ -10,6 +10,7 @@ use super::Errno;
 use crate::deadline::{Clock, Timeout, Timespec};
 use crate::word::Size;
 use std::mem::size_of;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A word's flags, decoded (the kernel's `futex2_to_flags`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,8 +112,9 @@ fn read_timespec(ts: usize) -> Result<Timespec, Errno> {
 const USER_END: usize = (1 << 56) - 4096;
 
 /// The word's address (`get_futex_key`): misaligned → `EINVAL` (a NUMA pair must be aligned to
-/// twice the size); in the kernel's half → `EFAULT`; process-shared words → `EOPNOTSUPP` (not
-/// yet), or `EFAULT` if NULL (the kernel faults resolving such a key), as NUMA/MPOL words are.
+/// twice the size); in the kernel's half → `EFAULT`; NULL → `EFAULT` for process-shared words
+/// (the kernel faults resolving such a key), as for NUMA/MPOL words; process-shared words →
+/// `EOPNOTSUPP` while [`refuse_shared`] says so (the preload library's default).
 ///
 /// A NULL private word passes, as in the kernel: the call that reads it fails there with
 /// `EFAULT` (which keeps the kernel's order in `waitv`); calls that never read the word check
@@ -126,13 +128,23 @@ pub(crate) fn address(addr: u64, f: WordFlags) -> Result<usize, Errno> {
     if addr > USER_END - align {
         return Err(Errno::EFAULT);
     }
-    if !f.private {
+    if !f.private && (addr == 0 || SHARED_REFUSED.load(Ordering::Relaxed)) {
         return Err(if addr == 0 { Errno::EFAULT } else { Errno::EOPNOTSUPP });
     }
     if (f.numa || f.mpol) && addr == 0 {
         return Err(Errno::EFAULT); // the kernel faults reading the node word / the policy
     }
     Ok(addr)
+}
+
+/// Whether process-shared words are refused with `EOPNOTSUPP` (see [`refuse_shared`]).
+static SHARED_REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// Refuse (`true`) or take (`false`, the default) process-shared words in this process: the
+/// preload library refuses them so that they go to the kernel, which every process — preloaded
+/// or not — meets on.
+pub(crate) fn refuse_shared(refuse: bool) {
+    SHARED_REFUSED.store(refuse, Ordering::Relaxed);
 }
 
 /// A word that is never read (a wake, a requeue target) must still not be NULL → `EFAULT` (our
@@ -271,7 +283,7 @@ mod tests {
         assert_eq!(address(0, numa), Err(Errno::EFAULT)); // the kernel faults on the node word
         assert_eq!(address(0x1002, shared), Err(Errno::EINVAL)); // alignment before sharing
         assert_eq!(address(0, shared), Err(Errno::EFAULT));
-        assert_eq!(address(0x1000, shared), Err(Errno::EOPNOTSUPP));
+        assert_eq!(address(0x1000, shared), Ok(0x1000));
         assert_eq!(address(0x1000, p), Ok(0x1000));
     }
 

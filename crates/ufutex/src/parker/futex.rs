@@ -103,10 +103,15 @@ pub(crate) fn has_waitv() -> bool {
 }
 
 #[cfg(not(feature = "fallback-parker"))] // the Linux parker's bell and watched word only
-/// Sleep while every `*word == val` of `words` (private u32 words, at most 3), until one is
-/// woken or `timeout` passes (`futex_waitv`, whose deadline is absolute on `clock` like
-/// `futex_wait`'s): `Ok(index of the woken word)`, or why not. Only after [`has_waitv`] said yes.
-pub(crate) fn waitv(words: &[(&AtomicU32, u32)], timeout: Option<&Timeout>) -> Result<usize, KernelWait> {
+/// Sleep while every `*word == val` of `words` (u32 words, at most 3, private but for the last
+/// if `last_shared`), until one is woken or `timeout` passes (`futex_waitv`, whose deadline is
+/// absolute on `clock` like `futex_wait`'s): `Ok(index of the woken word)`, or why not. Only
+/// after [`has_waitv`] said yes.
+pub(crate) fn waitv(
+    words: &[(&AtomicU32, u32)],
+    last_shared: bool,
+    timeout: Option<&Timeout>,
+) -> Result<usize, KernelWait> {
     let ts = timeout.map(|t| t.at.to_libc());
     let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |ts| ts as *const libc::timespec);
     let clock = timeout.map_or(libc::CLOCK_MONOTONIC, |t| t.clock.id());
@@ -116,6 +121,9 @@ pub(crate) fn waitv(words: &[(&AtomicU32, u32)], timeout: Option<&Timeout>) -> R
         *e = WaitvEntry { val: u64::from(*val), uaddr: w.as_ptr() as u64, flags, reserved: 0 };
     }
     let n = words.len().min(v.len());
+    if last_shared && n > 0 {
+        v[n - 1].flags = FUTEX2_SIZE_U32 as u32;
+    }
     // SAFETY:
     // - every word is a live, aligned u32 for the whole call (borrowed);
     // - `v[..n]` and `ts` outlive the call; futex_waitv(waiters, nr, flags, timeout, clockid)

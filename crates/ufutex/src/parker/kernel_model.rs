@@ -72,8 +72,13 @@ pub(crate) fn wait(word: &AtomicU32, val: u32, timeout: Option<&Timeout>) -> Ker
     wait_all(&[(word, val)], timeout)
 }
 
-/// `futex_waitv`: the model does not say which word woke the sleeper (index 0).
-pub(crate) fn waitv(words: &[(&AtomicU32, u32)], timeout: Option<&Timeout>) -> Result<usize, KernelWait> {
+/// `futex_waitv`: the model does not say which word woke the sleeper (index 0), and has one
+/// kind of word (private and shared alike).
+pub(crate) fn waitv(
+    words: &[(&AtomicU32, u32)],
+    _last_shared: bool,
+    timeout: Option<&Timeout>,
+) -> Result<usize, KernelWait> {
     match wait_all(words, timeout) {
         KernelWait::Retry => Ok(0),
         other => Err(other),

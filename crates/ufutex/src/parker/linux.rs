@@ -158,7 +158,7 @@ impl Park for Parker {
                         words[n] = (w.word, w.val);
                         n += 1;
                     }
-                    match futex::waitv(&words[..n], timeout) {
+                    match futex::waitv(&words[..n], watch.is_some_and(|w| w.shared), timeout) {
                         // The watched word (last) was woken by someone else's kernel wake.
                         Ok(i) if watch.is_some() && i == n - 1 && !self.reached(need) => {
                             return Err(ParkTimeout::Watched)
@@ -375,7 +375,8 @@ mod loom_models {
             let p = Arc::new(Parker::new());
             let watched = Arc::new(AtomicU32::new(7));
             let (p2, w2) = (p.clone(), watched.clone());
-            let sleeper = thread::spawn(move || p2.park(1, None, None, Some(Watch { word: &w2, val: 7 })));
+            let sleeper =
+                thread::spawn(move || p2.park(1, None, None, Some(Watch { word: &w2, val: 7, shared: false })));
             watched.store(0, Ordering::SeqCst);
             futex::wake(&watched, 1);
             match sleeper.join().unwrap() {

@@ -61,6 +61,18 @@ pub(crate) trait Park {
 pub(crate) struct Watch<'a> {
     pub(crate) word: &'a crate::primitive::AtomicU32,
     pub(crate) val: u32,
+    /// The word is in memory shared between processes (woken with the kernel's shared futex):
+    /// a process-shared waiter's park word.
+    pub(crate) shared: bool,
+}
+
+/// Whether this backend can sleep on a [`Watch`] word (else a waiter that needs one sleeps in
+/// short slices and looks).
+pub(crate) fn can_watch() -> bool {
+    #[cfg(all(not(ufutex_loom), not(feature = "fallback-parker"), target_os = "linux"))]
+    return futex::has_waitv();
+    #[cfg(not(all(not(ufutex_loom), not(feature = "fallback-parker"), target_os = "linux")))]
+    false
 }
 
 /// A handle that unparks its thread by itself (backends without a bell).

@@ -9,11 +9,15 @@ mod fault;
 pub(crate) mod identity;
 pub(crate) mod kernel;
 mod lock;
+mod mixed;
 mod ops;
 mod park;
 mod process;
 mod queue;
 mod segment;
+
+pub(crate) use mixed::waitv_mixed;
+pub(crate) use ops::Entry;
 
 use crate::deadline::{Deadline, Timeout};
 use crate::waitv::{WaitEntry, WAITV_MAX};

@@ -109,54 +109,128 @@ pub(crate) fn wait(entries: &[Entry], timeout: Option<&Timeout>) -> Result<usize
     if entries.iter().any(|e| e.word.load() != e.expected) {
         return Err(SharedError::WouldBlock);
     }
-    let p = proc()?;
-    let first = my_record(p)?;
-    let mut recs = Vec::with_capacity(entries.len());
-    recs.push(first);
-    for _ in 1..entries.len() {
-        match p.alloc() {
-            Ok(r) => recs.push(r),
-            Err(e) => {
-                recs[1..].iter().for_each(|&r| p.free(r));
-                return Err(e);
-            }
-        }
+    let mut w = Waiting::new(entries)?;
+    w.count()?;
+    let mut outcome = w.queue();
+    if outcome.is_ok() {
+        outcome = park::park(w.p.seg, w.first, &w.recs, timeout).map(|_| ());
     }
-    let r = wait_records(p, entries, &recs, first, timeout);
-    recs[1..].iter().for_each(|&r| p.free(r));
-    r
+    w.finish(outcome.err())
 }
 
-fn wait_records(
-    p: &Proc,
-    entries: &[Entry],
-    recs: &[u32],
+/// One thread's shared entries of a wait: their records, queued and taken out again. `index`
+/// of each entry is what a wake of it returns (its position in the caller's vector).
+pub(crate) struct Waiting<'e> {
+    p: &'static Proc,
+    entries: &'e [Entry],
+    indices: Option<&'e [usize]>,
+    /// One record per entry; the first is the thread's own (its park word).
+    recs: Vec<u32>,
     first: u32,
-    timeout: Option<&Timeout>,
-) -> Result<usize, SharedError> {
-    let seg = p.seg;
-    for (e, &r) in entries.iter().zip(recs) {
-        let off = e.word.addr() & 4095;
-        seg.filter(off).fetch_add(1, Ordering::SeqCst); // (A)
-        seg.record(r)?.counted.store(off as u32 | COUNTED, Ordering::Relaxed);
+    queued: usize,
+}
+
+impl<'e> Waiting<'e> {
+    /// Records for `entries` (positions 0.. as indices).
+    pub(crate) fn new(entries: &'e [Entry]) -> Result<Waiting<'e>, SharedError> {
+        let p = proc()?;
+        let first = my_record(p)?;
+        let mut recs = Vec::new();
+        recs.try_reserve_exact(entries.len()).map_err(|_| SharedError::NoMemory)?;
+        recs.push(first);
+        let mut w = Waiting { p, entries, indices: None, recs, first, queued: 0 };
+        for _ in 1..entries.len() {
+            let r = w.p.alloc()?; // on error, Drop gives back what we took
+            w.recs.push(r);
+        }
+        Ok(w)
     }
-    point(Point::Counted);
-    fence(Ordering::SeqCst); // (A): pairs with the waker's (B) fence
-    let mut queued = 0;
-    let mut outcome = Ok(());
-    for (i, (e, &r)) in entries.iter().zip(recs).enumerate() {
-        match enqueue(p, e, r, first, i as u32) {
-            Ok(()) => queued += 1,
-            Err(err) => {
-                outcome = Err(err);
-                break;
+
+    /// The same, the i-th entry reporting `indices[i]` when woken.
+    pub(crate) fn with_indices(mut self, indices: &'e [usize]) -> Waiting<'e> {
+        self.indices = Some(indices);
+        self
+    }
+
+    /// (A): count every entry in the filter, then one fence.
+    pub(crate) fn count(&mut self) -> Result<(), SharedError> {
+        let seg = self.p.seg;
+        for (e, &r) in self.entries.iter().zip(&self.recs) {
+            let off = e.word.addr() & 4095;
+            seg.filter(off).fetch_add(1, Ordering::SeqCst); // (A)
+            seg.record(r)?.counted.store(off as u32 | COUNTED, Ordering::Relaxed);
+        }
+        point(Point::Counted);
+        fence(Ordering::SeqCst); // (A): pairs with the waker's (B) fence
+        Ok(())
+    }
+
+    /// Queue every entry whose word still holds its value; stop at the first that does not
+    /// (`WouldBlock`) or at an error.
+    pub(crate) fn queue(&mut self) -> Result<(), SharedError> {
+        for (i, (e, &r)) in self.entries.iter().zip(&self.recs).enumerate() {
+            let index = self.indices.map_or(i, |ix| ix[i]);
+            enqueue(self.p, e, r, self.first, index as u32)?;
+            self.queued += 1;
+        }
+        Ok(())
+    }
+
+    /// The park word a waker of any of these entries bumps and wakes.
+    pub(crate) fn park_word(&self) -> Result<&'static std::sync::atomic::AtomicU32, SharedError> {
+        Ok(&self.p.seg.record(self.first)?.park_seq)
+    }
+
+    /// Whether a waker took one of the entries.
+    pub(crate) fn woken(&self) -> Result<bool, SharedError> {
+        for &r in &self.recs[..self.queued] {
+            if self.p.seg.record(r)?.state.load(Ordering::Acquire) == REC_WOKEN {
+                return Ok(true);
             }
         }
+        Ok(false)
     }
-    if outcome.is_ok() {
-        outcome = park::park(seg, first, recs, timeout).map(|_| ());
+
+    /// Take every still-queued record out; if wakers took any, the highest woken index, else
+    /// `otherwise` (or `NotRecoverable` if there is no reason at all). Every record's filter
+    /// count is dropped and its state made Idle.
+    pub(crate) fn finish(mut self, otherwise: Option<SharedError>) -> Result<usize, SharedError> {
+        let mut best = None;
+        let mut failed = None;
+        for &r in &self.recs[..self.queued] {
+            match dequeue_self(self.p, r) {
+                Ok(true) => {
+                    let i = self.p.seg.record(r)?.index.load(Ordering::Relaxed) as usize;
+                    best = best.max(Some(i));
+                }
+                Ok(false) => {}
+                Err(e) => failed = Some(e),
+            }
+        }
+        self.queued = 0;
+        match (best, failed.or(otherwise)) {
+            (Some(i), _) => Ok(i),
+            (None, Some(e)) => Err(e),
+            (None, None) => Err(SharedError::NotRecoverable),
+        }
     }
-    finish(p, &recs[..queued], recs, outcome)
+}
+
+impl Drop for Waiting<'_> {
+    /// Whatever happened: no record left queued, every filter count dropped, the records given
+    /// back (the first one stays the thread's).
+    fn drop(&mut self) {
+        for &r in &self.recs[..self.queued] {
+            let _ = dequeue_self(self.p, r);
+        }
+        for &r in &self.recs {
+            let _ = self.p.release_filter(r);
+            if let Ok(rec) = self.p.seg.record(r) {
+                rec.state.store(REC_IDLE, Ordering::Release);
+            }
+        }
+        self.recs[1..].iter().for_each(|&r| self.p.free(r));
+    }
 }
 
 /// Queue record `r` for `e` if the word still holds the expected value.
@@ -182,30 +256,6 @@ fn enqueue(p: &Proc, e: &Entry, r: u32, park: u32, index: u32) -> Result<(), Sha
     point(Point::Enqueued);
     g.end();
     Ok(())
-}
-
-/// Take every still-queued record of ours out; if wakers took any, the highest woken index,
-/// else `otherwise`'s error. Every record's filter count is dropped and its state made Idle.
-fn finish(p: &Proc, queued: &[u32], all: &[u32], otherwise: Result<(), SharedError>) -> Result<usize, SharedError> {
-    let mut best = None;
-    let mut failed = None;
-    for &r in queued {
-        match dequeue_self(p, r) {
-            Ok(true) => best = Some(p.seg.record(r)?.index.load(Ordering::Relaxed) as usize),
-            Ok(false) => {}
-            Err(e) => failed = Some(e),
-        }
-    }
-    for &r in all {
-        p.release_filter(r)?;
-        p.seg.record(r)?.state.store(REC_IDLE, Ordering::Release);
-    }
-    match (best, failed, otherwise) {
-        (Some(i), _, _) => Ok(i),
-        (None, Some(e), _) => Err(e),
-        (None, None, Err(e)) => Err(e),
-        (None, None, Ok(())) => Err(SharedError::NotRecoverable),
-    }
 }
 
 /// Take our own record `r` out of whatever bucket it is in now: `true` if a waker had already

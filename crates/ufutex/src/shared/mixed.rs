@@ -1,0 +1,98 @@
+//! A waitv that mixes private and process-shared entries. The private entries queue in the
+//! process's own tables and are woken through the thread's parker; the shared ones queue in the
+//! shared table and are woken through the thread's park word in the segment. The thread sleeps
+//! on both at once — its parker watches the park word (the kernel's `futex_waitv` over both
+//! words) — and returns the highest index any waker took, as a waitv of one kind does.
+
+use super::ops::{Entry, Waiting};
+use super::{mode, Mode, SharedError};
+use crate::deadline::{Deadline, Timeout};
+use crate::parker::{can_watch, Park, ParkTimeout, Watch};
+use crate::table::Node;
+use crate::tables::Tables;
+use crate::thread::{with_thread, ThreadData};
+use crate::waiter::{enqueue, register};
+use crate::waitv::{settle, WaitEntry};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Without a way to sleep on the park word too, a mixed waiter sleeps in slices this long and
+/// looks at its shared entries between them.
+const SLICE: Duration = Duration::from_millis(1);
+
+/// Wait on `n` entries: `private[k] = (index, entry)` in `tables`, `shared[k] = (index, entry)`
+/// in the shared table; every index in `0..n` once. The highest woken index, or why not.
+pub(crate) fn waitv_mixed(
+    tables: &Tables,
+    private: &[(usize, WaitEntry<'_>)],
+    shared: &[(usize, Entry)],
+    n: usize,
+    timeout: Option<Timeout>,
+) -> Result<usize, SharedError> {
+    if mode() == Mode::Kernel {
+        // The kernel's waitv would have to sleep on every shared word and the parker at once,
+        // with per-entry bitsets it does not have.
+        return Err(SharedError::Invalid);
+    }
+    let entries: Vec<Entry> = shared.iter().map(|&(_, e)| e).collect();
+    let indices: Vec<usize> = shared.iter().map(|&(i, _)| i).collect();
+    with_thread(|td| {
+        register(tables, td);
+        // SAFETY: this thread is between episodes (every wait ends its episode before returning).
+        let nodes = unsafe { td.waitv_nodes(n) };
+        let mut w = Waiting::new(&entries)?.with_indices(&indices);
+        w.count()?;
+        let mut queued: Vec<&Node> = Vec::with_capacity(private.len());
+        let mut outcome = None;
+        for (i, e) in private {
+            let (word, expected, mask) = e.parts();
+            match enqueue(tables, &nodes[*i], word, expected, e.key(), mask) {
+                Ok(_) => queued.push(&nodes[*i]),
+                Err(err) => {
+                    outcome = Some(err.into());
+                    break;
+                }
+            }
+        }
+        if outcome.is_none() {
+            outcome = w.queue().err();
+        }
+        if outcome.is_none() {
+            outcome = sleep(td, &w, timeout.as_ref()).err();
+        }
+        let private_best = settle(td, queued.iter().copied());
+        match (private_best, w.finish(outcome)) {
+            (Some(a), Ok(b)) => Ok(a.max(b)),
+            (Some(a), Err(_)) => Ok(a),
+            (None, r) => r,
+        }
+    })
+}
+
+/// Sleep until a private unpark arrives or a shared entry is Woken, or `timeout`.
+fn sleep(td: &ThreadData, w: &Waiting<'_>, timeout: Option<&Timeout>) -> Result<(), SharedError> {
+    let word = w.park_word()?;
+    let watch = can_watch();
+    loop {
+        // Acquire: pairs with a waker's bump, after its Woken store.
+        let seq = word.load(Ordering::Acquire);
+        if w.woken()? {
+            return Ok(());
+        }
+        let slice = (!watch).then(|| Timeout::from(Deadline::from(SLICE)));
+        let until = match (timeout, &slice) {
+            (Some(t), Some(_)) if t.remaining() < SLICE => Some(t),
+            (_, Some(s)) => Some(s),
+            (t, None) => t,
+        };
+        let watched = watch.then_some(Watch { word, val: seq, shared: true });
+        match td.parker.park(1, until, None, watched) {
+            Ok(()) => return Ok(()),
+            Err(ParkTimeout::Watched) => {}
+            Err(ParkTimeout::TimedOut) if timeout.is_some_and(|t| t.expired()) => return Err(SharedError::TimedOut),
+            Err(ParkTimeout::TimedOut) if slice.is_some() => {}
+            Err(ParkTimeout::TimedOut) => return Err(SharedError::TimedOut),
+            Err(ParkTimeout::Interrupted) => return Err(SharedError::Interrupted),
+        }
+    }
+}
