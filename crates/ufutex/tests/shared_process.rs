@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::{at, child, map, memfd, reap, shared_anon, wake_until_one};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8};
 use std::time::{Duration, Instant};
@@ -14,74 +15,6 @@ use ufutex::shared::{self, SharedError};
 use ufutex::WaitEntry;
 
 const LONG: Duration = Duration::from_secs(20);
-
-/// Run `f` in a child process; its exit status is `f`'s value.
-fn child(f: impl FnOnce() -> i32) -> libc::pid_t {
-    // SAFETY: the child runs `f` and exits without returning into the harness.
-    match unsafe { libc::fork() } {
-        -1 => panic!("fork: {}", std::io::Error::last_os_error()),
-        0 => {
-            let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(99);
-            // SAFETY: ends the child at once, without running the parent's atexit handlers.
-            unsafe { libc::_exit(code) }
-        }
-        pid => pid,
-    }
-}
-
-/// The child's exit status (a signal is -signal).
-fn reap(pid: libc::pid_t) -> i32 {
-    let mut st = 0;
-    // SAFETY: `st` is a valid out-pointer; `pid` is our child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
-    if libc::WIFEXITED(st) {
-        libc::WEXITSTATUS(st)
-    } else {
-        -libc::WTERMSIG(st)
-    }
-}
-
-fn map(len: usize, flags: i32, fd: i32, off: i64) -> *mut u8 {
-    // SAFETY: a fresh mapping; nothing else refers to it.
-    let p = unsafe { libc::mmap(null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, off) };
-    assert_ne!(p, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
-    p as *mut u8
-}
-
-fn shared_anon(len: usize) -> *mut u8 {
-    map(len, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0)
-}
-
-fn memfd(len: usize) -> i32 {
-    // SAFETY: a literal name; a fresh memfd.
-    let fd = unsafe { libc::memfd_create(c"ufx-test".as_ptr(), 0) };
-    assert!(fd >= 0);
-    // SAFETY: `fd` is ours.
-    assert_eq!(unsafe { libc::ftruncate(fd, len as i64) }, 0);
-    fd
-}
-
-/// # Safety
-/// `p` is mapped, aligned for `T`, and stays mapped for `'static` (test mappings never go).
-unsafe fn at<T>(p: *mut u8, off: usize) -> &'static T {
-    // SAFETY: as the function's contract.
-    unsafe { &*(p.add(off) as *const T) }
-}
-
-/// Wake `word` until one waiter was woken (the child may not have queued yet); panics after
-/// `LONG`.
-fn wake_until_one(wake: impl Fn() -> Result<usize, SharedError>) {
-    let t = Instant::now();
-    loop {
-        match wake() {
-            Ok(1) => return,
-            Ok(0) => {}
-            other => panic!("wake: {other:?}"),
-        }
-        assert!(t.elapsed() < LONG, "no waiter arrived");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
 
 fn deadline(d: Duration) -> Option<ufutex::Deadline> {
     Some(d.into())

@@ -18,7 +18,10 @@ use std::time::Duration;
 
 /// Without a way to sleep on the park word too, a mixed waiter sleeps in slices this long and
 /// looks at its shared entries between them.
-const SLICE: Duration = Duration::from_millis(1);
+const BLIND_SLICE: Duration = Duration::from_millis(1);
+/// With it, slices as long as a shared-only waiter's (see `park.rs`: a waker that died between
+/// marking an entry Woken and kicking the thread).
+const SLICE: Duration = Duration::from_millis(200);
 
 /// Wait on `n` entries: `private[k] = (index, entry)` in `tables`, `shared[k] = (index, entry)`
 /// in the shared table; every index in `0..n` once. The highest woken index, or why not.
@@ -79,19 +82,18 @@ fn sleep(td: &ThreadData, w: &Waiting<'_>, timeout: Option<&Timeout>) -> Result<
         if w.woken()? {
             return Ok(());
         }
-        let slice = (!watch).then(|| Timeout::from(Deadline::from(SLICE)));
-        let until = match (timeout, &slice) {
-            (Some(t), Some(_)) if t.remaining() < SLICE => Some(t),
-            (_, Some(s)) => Some(s),
-            (t, None) => t,
+        let len = if watch { SLICE } else { BLIND_SLICE };
+        let slice = Timeout::from(Deadline::from(len));
+        let until = match timeout {
+            Some(t) if t.remaining() < len => t,
+            _ => &slice,
         };
         let watched = watch.then_some(Watch { word, val: seq, shared: true });
-        match td.parker.park(1, until, None, watched) {
+        match td.parker.park(1, Some(until), None, watched) {
             Ok(()) => return Ok(()),
             Err(ParkTimeout::Watched) => {}
             Err(ParkTimeout::TimedOut) if timeout.is_some_and(|t| t.expired()) => return Err(SharedError::TimedOut),
-            Err(ParkTimeout::TimedOut) if slice.is_some() => {}
-            Err(ParkTimeout::TimedOut) => return Err(SharedError::TimedOut),
+            Err(ParkTimeout::TimedOut) => {}
             Err(ParkTimeout::Interrupted) => return Err(SharedError::Interrupted),
         }
     }

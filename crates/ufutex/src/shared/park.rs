@@ -7,7 +7,7 @@
 
 use super::segment::{Record, Segment, REC_WOKEN};
 use super::SharedError;
-use crate::deadline::Timeout;
+use crate::deadline::{Deadline, Timeout};
 use crate::parker::futex::{self, KernelWait};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 /// How long a waiter spins on its records before it sleeps (a waker in another process takes
 /// a few microseconds: two mapping queries and a bucket).
 const SPIN: Duration = Duration::from_micros(8);
+
+/// The longest a parked waiter sleeps before it looks at its records again (see [`park`]).
+const SLICE: Duration = Duration::from_millis(200);
 
 /// Wake the thread that waits on `rec` (its park record's word). Returns how many threads the
 /// kernel woke (0: the thread was not asleep — running, about to sleep, or dead).
@@ -50,9 +53,17 @@ pub(crate) fn park(seg: &Segment, park: u32, recs: &[u32], timeout: Option<&Time
         if let Some(i) = woken()? {
             return Ok(i);
         }
-        match futex::wait_shared(word, seq, timeout) {
+        // Sleep in slices: a waker that dies between marking a record Woken and kicking its
+        // thread (holding the bucket lock) leaves the thread asleep; the slice bounds that.
+        let slice = Timeout::from(Deadline::from(SLICE));
+        let until = match timeout {
+            Some(t) if t.remaining() < SLICE => t,
+            _ => &slice,
+        };
+        match futex::wait_shared(word, seq, Some(until)) {
             KernelWait::Retry => {}
-            KernelWait::TimedOut => return Err(SharedError::TimedOut),
+            KernelWait::TimedOut if timeout.is_some_and(|t| t.expired()) => return Err(SharedError::TimedOut),
+            KernelWait::TimedOut => {}
             KernelWait::Interrupted => return Err(SharedError::Interrupted),
         }
     }

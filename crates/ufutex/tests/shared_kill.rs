@@ -1,0 +1,152 @@
+//! SIGKILL at random moments: worker processes hammer wait, waitv, wake and requeue on
+//! colliding process-shared words (one filter counter, a 4-bucket table) while the test kills
+//! them at random and starts new ones. Two survivors pass a token back and forth through the
+//! same table with untimed-in-spirit waits (a 10 s deadline that must never expire): a lost
+//! wakeup stops them. At the end: with every worker dead, a wake finds nobody, and a fresh round
+//! counts exactly.
+//!
+//! `UFUTEX_STRESS_SECS` sets how long the killing goes on (default 2 s; CI's stress step runs
+//! longer).
+
+mod common;
+
+use common::{at, child, reap, shared_anon};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use ufutex::shared::{self, SharedError};
+use ufutex::WaitEntry;
+
+fn deadline(d: Duration) -> Option<ufutex::Deadline> {
+    Some(d.into())
+}
+
+struct Words {
+    /// Three words at the same in-page offset of three pages, and a fourth beside them.
+    w: [&'static AtomicU32; 4],
+    /// The survivors' token and their stop flag.
+    token: &'static AtomicU32,
+    stop: &'static AtomicU32,
+    /// Rounds the survivors completed.
+    rounds: &'static AtomicU64,
+}
+
+fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+/// A worker: random operations forever (until killed, or the stop flag).
+fn worker(ws: &'static Words) -> i32 {
+    // SAFETY: getpid has no arguments.
+    let mut s = 0x9E37_79B9_7F4A_7C15 ^ (unsafe { libc::getpid() } as u64) << 17;
+    while ws.stop.load(Ordering::Relaxed) == 0 {
+        let r = xorshift(&mut s);
+        let w = ws.w[(r % 4) as usize];
+        let d = deadline(Duration::from_millis(1 + (r >> 8) % 20));
+        let res = match (r >> 16) % 20 {
+            0..=7 => shared::wait(w, 0, d).map(|()| 0),
+            8..=10 => {
+                let v = [WaitEntry::new(ws.w[0], 0), WaitEntry::new(ws.w[1], 0), WaitEntry::new(ws.w[3], 0)];
+                shared::waitv(&v, d)
+            }
+            11..=15 => shared::wake(w, 1 + (r >> 24) as usize % 3),
+            _ => shared::requeue(w, 0, ws.w[((r >> 24) % 4) as usize], (r >> 28) as usize % 2, (r >> 30) as usize % 3),
+        };
+        match res {
+            Ok(_) | Err(SharedError::TimedOut) => {}
+            Err(e) => return 10 + e.errno(),
+        }
+    }
+    0
+}
+
+/// A survivor: take the token when it is `mine` (mod 2), pass it on, until stopped.
+fn survivor(ws: &'static Words, mine: u32) -> i32 {
+    loop {
+        let t = ws.token.load(Ordering::Acquire);
+        if ws.stop.load(Ordering::Relaxed) != 0 {
+            return 0;
+        }
+        if t % 2 != mine {
+            match shared::wait(ws.token, t, deadline(Duration::from_secs(10))) {
+                Ok(()) | Err(SharedError::WouldBlock) => continue,
+                Err(SharedError::TimedOut) if ws.stop.load(Ordering::Relaxed) != 0 => return 0,
+                Err(SharedError::TimedOut) => return 3, // a lost wakeup
+                Err(e) => return 10 + e.errno(),
+            }
+        }
+        ws.token.store(t + 1, Ordering::Release);
+        ws.rounds.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = shared::wake(ws.token, 1) {
+            return 10 + e.errno();
+        }
+    }
+}
+
+#[test]
+fn random_kills_lose_no_wakeup_and_leave_nothing_queued() {
+    common::isolated_shared_table();
+    std::env::set_var("UFUTEX_SHARED_BUCKETS", "4");
+    let secs: f64 = std::env::var("UFUTEX_STRESS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(2.0);
+    let p = shared_anon(4 * 4096);
+    // SAFETY: a live mapping, never unmapped; offsets aligned.
+    let ws: &'static Words = Box::leak(Box::new(unsafe {
+        Words {
+            w: [at(p, 64), at(p, 4096 + 64), at(p, 8192 + 64), at(p, 72)],
+            token: at(p, 3 * 4096 + 64),
+            stop: at(p, 3 * 4096 + 128),
+            rounds: at(p, 3 * 4096 + 192),
+        }
+    }));
+    assert_eq!(shared::wake(ws.token, 1), Ok(0)); // map the table before forking
+
+    let survivors = [child(|| survivor(ws, 0)), child(|| survivor(ws, 1))];
+    let mut workers: Vec<libc::pid_t> = (0..6).map(|_| child(|| worker(ws))).collect();
+    let start = Instant::now();
+    let mut kills = 0u32;
+    let mut s = 0x1234_5678_9abc_def1u64;
+    while start.elapsed().as_secs_f64() < secs {
+        std::thread::sleep(Duration::from_micros(xorshift(&mut s) % 3000));
+        let i = (xorshift(&mut s) % workers.len() as u64) as usize;
+        // SAFETY: our own child.
+        unsafe { libc::kill(workers[i], libc::SIGKILL) };
+        let st = reap(workers[i]);
+        assert!(st == -libc::SIGKILL || st == 0, "a worker failed on its own: {st}");
+        kills += 1;
+        workers[i] = child(|| worker(ws));
+    }
+    for &pid in &workers {
+        // SAFETY: our own children.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        reap(pid);
+    }
+    ws.stop.store(1, Ordering::Relaxed);
+    ws.token.fetch_add(1, Ordering::Release);
+    assert_eq!(shared::wake(ws.token, 2).map(|_| ()), Ok(()));
+    for pid in survivors {
+        assert_eq!(reap(pid), 0, "a survivor lost a wakeup or failed");
+    }
+    let rounds = ws.rounds.load(Ordering::Relaxed);
+    eprintln!("{kills} kills, {rounds} token passes");
+    assert!(rounds > 0);
+
+    // Every worker is dead: nobody is counted on any word.
+    for w in ws.w {
+        assert_eq!(shared::wake(w, usize::MAX), Ok(0));
+    }
+    // A fresh round counts exactly.
+    let w = ws.w[1];
+    let pids: Vec<_> =
+        (0..3).map(|_| child(move || shared::wait(w, 0, deadline(common::CAP)).map_or(1, |()| 0))).collect();
+    let t = Instant::now();
+    while shared::requeue(w, 0, w, 0, usize::MAX) != Ok(3) {
+        assert!(t.elapsed() < common::CAP);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(shared::wake(w, usize::MAX), Ok(3));
+    for pid in pids {
+        assert_eq!(reap(pid), 0);
+    }
+}

@@ -1,0 +1,131 @@
+//! Targeted kills: a process dies (SIGKILL, by the fault-injection hook
+//! `UFUTEX_SHARED_DIE_AT`) at each step of queue surgery in the shared table, holding a bucket
+//! lock; the survivors take the lock over, repair the queue, lose no wakeup, never count the
+//! dead, and a fresh round counts exactly.
+//!
+//! One test runs every point in turn (so nothing else runs while it forks). The table has 4
+//! buckets, so every word of a scenario shares its bucket with others.
+
+mod common;
+
+use common::{at, child, reap, shared_anon, wake_until_one};
+use std::sync::atomic::AtomicU32;
+use std::time::{Duration, Instant};
+use ufutex::shared::{self, SharedError};
+
+const LONG: Duration = Duration::from_secs(20);
+
+fn deadline(d: Duration) -> Option<ufutex::Deadline> {
+    Some(d.into())
+}
+
+/// A child that waits on `w` (value 0): exit 0 if woken, 1 on timeout, 2 on another error.
+fn waiter(w: &'static AtomicU32, patience: Duration) -> libc::pid_t {
+    child(move || match shared::wait(w, 0, deadline(patience)) {
+        Ok(()) => 0,
+        Err(SharedError::TimedOut) => 1,
+        Err(_) => 2,
+    })
+}
+
+/// How many waiters are queued on `w` (a requeue onto itself moves nothing and counts them).
+fn queued(w: &AtomicU32) -> usize {
+    shared::requeue(w, 0, w, 0, usize::MAX).unwrap()
+}
+
+fn await_queued(w: &AtomicU32, n: usize) {
+    let t = Instant::now();
+    while queued(w) != n {
+        assert!(t.elapsed() < LONG, "never saw {n} queued");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Run `f` in a child armed to die at `point`; it must die by SIGKILL.
+fn dies_at(point: &str, f: impl FnOnce() -> i32) {
+    std::env::set_var("UFUTEX_SHARED_DIE_AT", point);
+    let pid = child(f);
+    std::env::remove_var("UFUTEX_SHARED_DIE_AT");
+    assert_eq!(reap(pid), -libc::SIGKILL, "the child did not reach {point}");
+}
+
+/// After a scenario: nobody is left on `w`, and a fresh round of `n` waiters counts exactly.
+fn fresh_round_is_exact(w: &'static AtomicU32, n: usize) {
+    assert_eq!(shared::wake(w, usize::MAX), Ok(0), "no waiter (dead or alive) left");
+    let pids: Vec<_> = (0..n).map(|_| waiter(w, LONG)).collect();
+    await_queued(w, n);
+    assert_eq!(shared::wake(w, usize::MAX), Ok(n));
+    for pid in pids {
+        assert_eq!(reap(pid), 0);
+    }
+    assert_eq!(shared::wake(w, usize::MAX), Ok(0));
+}
+
+#[test]
+fn a_process_killed_at_any_step_leaves_the_table_usable() {
+    common::isolated_shared_table();
+    std::env::set_var("UFUTEX_SHARED_BUCKETS", "4");
+    let p = shared_anon(3 * 4096);
+    // SAFETY: a live mapping, never unmapped; offsets aligned. Same in-page offset on three
+    // pages: one filter counter, and (4 buckets) often one bucket.
+    let (a, b, c): (&AtomicU32, &AtomicU32, &AtomicU32) = unsafe { (at(p, 64), at(p, 4096 + 64), at(p, 8192 + 64)) };
+    assert_eq!(shared::wake(a, 1), Ok(0)); // map the table before forking
+
+    // A waiter dies counted in the filter, before it queued: only the fast path is lost.
+    dies_at("counted", || shared::wait(a, 0, None).map_or(2, |()| 0));
+    fresh_round_is_exact(a, 2);
+
+    // A waiter dies holding the bucket lock, nothing changed yet.
+    dies_at("locked", || shared::wait(a, 0, None).map_or(2, |()| 0));
+    let t = Instant::now();
+    assert_eq!(shared::wake(a, 1), Ok(0));
+    eprintln!("lock of a dead owner taken over in {:?}", t.elapsed());
+    fresh_round_is_exact(a, 2);
+
+    // A waiter dies with its record linked, the bucket marked dirty: the queue is rebuilt, and
+    // the dead waiter is found and not counted.
+    dies_at("enqueued", || shared::wait(a, 0, None).map_or(2, |()| 0));
+    assert_eq!(shared::wake(a, 1), Ok(0));
+    fresh_round_is_exact(a, 2);
+
+    // A waker dies after unlinking a live waiter, before marking it: the waiter is queued again
+    // by the repair and the next wake gets it.
+    let w = waiter(b, LONG);
+    await_queued(b, 1);
+    dies_at("unlinked", || shared::wake(b, 1).map_or(2, |n| n as i32));
+    wake_until_one(|| shared::wake(b, 1));
+    assert_eq!(reap(w), 0);
+    fresh_round_is_exact(b, 2);
+
+    // A waker dies after marking a live waiter woken, before kicking it: the waiter sees it by
+    // itself (it sleeps in slices) or the next locker kicks it; the wake counted it.
+    let w = waiter(b, LONG);
+    await_queued(b, 1);
+    dies_at("marked", || shared::wake(b, 1).map_or(2, |n| n as i32));
+    assert_eq!(reap(w), 0);
+    fresh_round_is_exact(b, 2);
+
+    // A requeuer dies between the two queues: the waiter is back on its old word (the requeue
+    // never happened) and a wake of either word finds it exactly once.
+    let w = waiter(a, LONG);
+    await_queued(a, 1);
+    dies_at("moving", || shared::requeue(a, 0, c, 0, 1).map_or(2, |n| n as i32));
+    let t = Instant::now();
+    loop {
+        let n = shared::wake(a, 1).unwrap() + shared::wake(c, 1).unwrap();
+        if n == 1 {
+            break;
+        }
+        assert_eq!(n, 0);
+        assert!(t.elapsed() < LONG);
+    }
+    assert_eq!(reap(w), 0);
+    fresh_round_is_exact(a, 1);
+    fresh_round_is_exact(c, 1);
+
+    // A waiter that timed out dies while taking itself out: rebuilt, found dead, not counted.
+    dies_at("cancelled", || shared::wait(c, 0, deadline(Duration::from_millis(20))).map_or(2, |()| 0));
+    assert_eq!(shared::wake(c, 1), Ok(0));
+    fresh_round_is_exact(c, 2);
+    fresh_round_is_exact(a, 1);
+}
