@@ -201,6 +201,12 @@ impl<'e> Waiting<'e> {
             match dequeue_self(self.p, r) {
                 Ok(true) => {
                     let i = self.p.seg.record(r)?.index.load(Ordering::Relaxed) as usize;
+                    // Ours, written at queueing; read back from the segment, so checked.
+                    let expected = self.indices.map_or(self.recs.len(), |ix| ix.iter().max().map_or(0, |m| m + 1));
+                    if i >= expected {
+                        failed = Some(SharedError::NotRecoverable);
+                        continue;
+                    }
                     best = best.max(Some(i));
                 }
                 Ok(false) => {}

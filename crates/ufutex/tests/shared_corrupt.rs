@@ -1,0 +1,142 @@
+//! A corrupt shared table gives errors, never undefined behaviour, a crash or a hang: child
+//! processes scribble random bytes over every region of a live segment (header, filter, process
+//! slots, buckets, waiter records) and keep operating on it; a new process opening a segment
+//! whose header was scribbled over gets `ENOTRECOVERABLE` or a working table. A child that
+//! crashes (a signal) or hangs (killed by the watchdog) fails the test.
+
+mod common;
+
+use common::{at, child, shared_anon};
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::AtomicU32;
+use std::time::{Duration, Instant};
+use ufutex::shared::{self, SharedError};
+use ufutex::WaitEntry;
+
+fn deadline(d: Duration) -> Option<ufutex::Deadline> {
+    Some(d.into())
+}
+
+fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+/// Reap `pid`, killing it if it takes longer than `limit` (a hang): its exit status, or
+/// -signal.
+fn reap_within(pid: libc::pid_t, limit: Duration) -> i32 {
+    let t = Instant::now();
+    loop {
+        let mut st = 0;
+        // SAFETY: `st` is a valid out-pointer; `pid` is our child.
+        let r = unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) };
+        if r == pid {
+            return if libc::WIFEXITED(st) { libc::WEXITSTATUS(st) } else { -libc::WTERMSIG(st) };
+        }
+        if t.elapsed() > limit {
+            // SAFETY: our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            common::reap(pid);
+            return -1000; // hung
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Operations that must each end (Ok or an error) on whatever the segment holds.
+fn operate(words: &[&'static AtomicU32; 3], rounds: u32) {
+    for i in 0..rounds {
+        let w = words[i as usize % 3];
+        let t = std::thread::spawn(move || shared::wait(w, 0, deadline(Duration::from_millis(5))));
+        let _ = shared::wake(w, 1);
+        let _ = shared::requeue(w, 0, words[(i as usize + 1) % 3], 0, 1);
+        let _ = shared::waitv(
+            &[WaitEntry::new(words[0], 0), WaitEntry::new(words[2], 0)],
+            deadline(Duration::from_millis(1)),
+        );
+        let r = t.join().expect("a waiter panicked");
+        if let Err(e) = r {
+            assert!(e != SharedError::WouldBlock, "the word never changes");
+        }
+    }
+}
+
+#[test]
+fn a_scribbled_segment_gives_errors_never_a_crash_or_a_hang() {
+    let root = std::env::temp_dir().join(format!("ufutex-corrupt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir(&root).unwrap();
+    std::env::set_var("UFUTEX_SHARED_PROCS", "4");
+    std::env::set_var("UFUTEX_SHARED_WAITERS", "16");
+    std::env::set_var("UFUTEX_SHARED_BUCKETS", "8");
+    let p = shared_anon(3 * 4096);
+    // SAFETY: a live mapping, never unmapped; aligned offsets.
+    let words: [&'static AtomicU32; 3] = unsafe { [at(p, 0), at(p, 4096), at(p, 8192 + 4)] };
+    let trials: u64 = std::env::var("UFUTEX_CORRUPT_TRIALS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    let mut errors = 0;
+    for trial in 0..trials {
+        let dir = root.join(trial.to_string());
+        std::fs::create_dir(&dir).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let file = dir.join("table");
+        let pid = child(move || {
+            std::env::set_var("UFUTEX_SHARED_DIR", &dir);
+            operate(&words, 3);
+            let f = std::fs::OpenOptions::new().read(true).write(true).open(&file).unwrap();
+            let len = f.metadata().unwrap().len();
+            let mut s = 0x2545_F491_4F6C_DD1D ^ (trial + 1).wrapping_mul(0x9E37_79B9);
+            for _ in 0..1 + trial % 64 {
+                // Mostly where the live structures are: the first pages (header, filter, slots,
+                // buckets) and the first records.
+                let at = match xorshift(&mut s) % 4 {
+                    0 => xorshift(&mut s) % 4096,
+                    1 => 4096 + xorshift(&mut s) % (5 * 4096),
+                    _ => xorshift(&mut s) % len,
+                };
+                let bytes = xorshift(&mut s).to_le_bytes();
+                let n = 1 + (xorshift(&mut s) % 8) as usize;
+                f.write_at(&bytes[..n], at).unwrap();
+            }
+            operate(&words, 4);
+            0
+        });
+        match reap_within(pid, Duration::from_secs(20)) {
+            0 => {}
+            -1000 => panic!("trial {trial}: a process hung on a corrupt segment"),
+            st if st < 0 => panic!("trial {trial}: a process died of signal {} on a corrupt segment", -st),
+            st => {
+                errors += 1;
+                eprintln!("trial {trial}: exit {st}");
+            }
+        }
+    }
+    assert_eq!(errors, 0, "operations panicked (a test assertion, not a crash)");
+    // A new process opening a segment whose header is scribbled over: an error or a table.
+    for trial in 0..16u64 {
+        let dir = root.join(format!("header-{trial}"));
+        std::fs::create_dir(&dir).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let d = dir.clone();
+        let pid = child(move || {
+            std::env::set_var("UFUTEX_SHARED_DIR", &d);
+            shared::wake(words[0], 1).map_or(1, |_| 0)
+        });
+        assert_eq!(reap_within(pid, Duration::from_secs(20)), 0);
+        let f = std::fs::OpenOptions::new().write(true).open(dir.join("table")).unwrap();
+        f.write_at(&(trial * 0x0101_0101_0101_0101 + 1).to_le_bytes(), 8 * (trial % 4)).unwrap();
+        let pid = child(move || {
+            std::env::set_var("UFUTEX_SHARED_DIR", &dir);
+            match shared::wake(words[0], 1) {
+                Ok(_) => 0,
+                Err(SharedError::NotRecoverable) => 0,
+                Err(_) => 1,
+            }
+        });
+        assert_eq!(reap_within(pid, Duration::from_secs(20)), 0, "header trial {trial}");
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
