@@ -31,7 +31,7 @@ mod primitive;
 mod queue;
 mod requeue;
 mod resolve;
-#[cfg(all(target_os = "linux", not(ufutex_loom)))]
+#[cfg(target_os = "linux")]
 pub mod shared;
 pub mod sync;
 mod table;

@@ -68,6 +68,7 @@ pub(crate) struct Watch<'a> {
 
 /// Whether this backend can sleep on a [`Watch`] word (else a waiter that needs one sleeps in
 /// short slices and looks).
+#[cfg_attr(ufutex_loom, allow(dead_code))] // the process-shared waitv only
 pub(crate) fn can_watch() -> bool {
     #[cfg(all(not(ufutex_loom), not(feature = "fallback-parker"), target_os = "linux"))]
     return futex::has_waitv();

@@ -3,8 +3,10 @@
 //! makes it `SIGKILL` itself the `n`-th time (default: the first) it reaches `point` — in the
 //! middle of queue surgery, holding a bucket lock. A testing hook, not an interface: one relaxed
 //! load where it is not armed.
-
-use std::sync::atomic::{AtomicU32, Ordering};
+//!
+//! Under loom a model thread stands for a process: [`arm`] makes it "die" at a point — it
+//! unwinds out of the operation without releasing what it holds ([`dying`]: the bucket guard
+//! keeps its lock), and the model marks its slot dead.
 
 /// Where a process may be made to die.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +27,7 @@ pub(crate) enum Point {
     Cancelled,
 }
 
+#[cfg(not(ufutex_loom))]
 const POINTS: [(&str, Point); 7] = [
     ("counted", Point::Counted),
     ("locked", Point::Locked),
@@ -35,34 +38,79 @@ const POINTS: [(&str, Point); 7] = [
     ("cancelled", Point::Cancelled),
 ];
 
-static ARMED: AtomicU32 = AtomicU32::new(0);
-static LEFT: AtomicU32 = AtomicU32::new(0);
+#[cfg(not(ufutex_loom))]
+mod process {
+    use super::{Point, POINTS};
+    use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Read `UFUTEX_SHARED_DIE_AT` (at slot claim: once per process, again in a forked child).
-pub(crate) fn arm_from_env() {
-    let Ok(v) = std::env::var("UFUTEX_SHARED_DIE_AT") else {
-        ARMED.store(0, Ordering::Relaxed);
-        return;
-    };
-    let (name, n) = v.split_once(':').unwrap_or((&v, "1"));
-    if let Some(&(_, p)) = POINTS.iter().find(|(s, _)| *s == name) {
-        LEFT.store(n.parse().unwrap_or(1).max(1), Ordering::Relaxed);
-        ARMED.store(p as u32, Ordering::Relaxed);
+    static ARMED: AtomicU32 = AtomicU32::new(0);
+    static LEFT: AtomicU32 = AtomicU32::new(0);
+
+    /// Read `UFUTEX_SHARED_DIE_AT` (at slot claim: once per process, again in a forked child).
+    pub(crate) fn arm_from_env() {
+        let Ok(v) = std::env::var("UFUTEX_SHARED_DIE_AT") else {
+            ARMED.store(0, Ordering::Relaxed);
+            return;
+        };
+        let (name, n) = v.split_once(':').unwrap_or((&v, "1"));
+        if let Some(&(_, p)) = POINTS.iter().find(|(s, _)| *s == name) {
+            LEFT.store(n.parse().unwrap_or(1).max(1), Ordering::Relaxed);
+            ARMED.store(p as u32, Ordering::Relaxed);
+        }
+    }
+
+    /// Die here if armed for `p` and this is the n-th time.
+    #[inline]
+    pub(crate) fn point(p: Point) {
+        if ARMED.load(Ordering::Relaxed) == p as u32 {
+            reached();
+        }
+    }
+
+    #[cold]
+    fn reached() {
+        if LEFT.fetch_sub(1, Ordering::Relaxed) == 1 {
+            // SAFETY: raising a signal has no memory effects; SIGKILL ends the process here.
+            unsafe { libc::raise(libc::SIGKILL) };
+        }
+    }
+
+    /// A process that dies is gone: nothing of it runs on.
+    #[inline]
+    pub(crate) fn dying() -> bool {
+        false
     }
 }
+#[cfg(not(ufutex_loom))]
+pub(crate) use process::{arm_from_env, dying, point};
 
-/// Die here if armed for `p` and this is the n-th time.
-#[inline]
-pub(crate) fn point(p: Point) {
-    if ARMED.load(Ordering::Relaxed) == p as u32 {
-        reached(p);
+#[cfg(ufutex_loom)]
+mod model {
+    use super::Point;
+    use std::cell::Cell;
+
+    loom::thread_local! {
+        static ARMED: Cell<Option<Point>> = Cell::new(None);
+        static DYING: Cell<bool> = Cell::new(false);
+    }
+
+    /// Make this model thread die at `p` (`None`: not at all).
+    pub(crate) fn arm(p: Option<Point>) {
+        ARMED.with(|a| a.set(p));
+    }
+
+    /// Die here if armed for `p`: unwind without releasing anything.
+    pub(crate) fn point(p: Point) {
+        if ARMED.with(|a| a.get()) == Some(p) {
+            DYING.with(|d| d.set(true));
+            std::panic::resume_unwind(Box::new("model death"));
+        }
+    }
+
+    /// Whether this thread is dying (its guards keep what they hold).
+    pub(crate) fn dying() -> bool {
+        DYING.with(|d| d.get())
     }
 }
-
-#[cold]
-fn reached(_p: Point) {
-    if LEFT.fetch_sub(1, Ordering::Relaxed) == 1 {
-        // SAFETY: raising a signal has no memory effects; SIGKILL ends the process here.
-        unsafe { libc::raise(libc::SIGKILL) };
-    }
-}
+#[cfg(ufutex_loom)]
+pub(crate) use model::{arm, dying, point};

@@ -15,14 +15,15 @@
 //! owner may have left half done. A lock word naming a slot that does not exist is corruption.
 
 use super::SharedError;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::primitive::{AtomicU64, Ordering};
 use std::time::Duration;
 
 const WAITERS: u64 = 1 << 31;
 /// How long a contender sleeps before it asks whether the owner is alive (a live owner holds a
 /// bucket lock for microseconds).
 pub(crate) const PROBE_AFTER: Duration = Duration::from_millis(1);
-const SPINS: u32 = 64;
+/// Spins before a contender sleeps (none under loom: a sleep is a yield there).
+const SPINS: u32 = if cfg!(ufutex_loom) { 0 } else { 64 };
 
 /// A process, as a lock owner: its slot and the slot's generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +66,7 @@ pub(crate) enum Taken {
 }
 
 /// Take `lock` for `me`.
-pub(crate) fn lock(lock: &AtomicU64, me: Owner, live: &impl Liveness) -> Result<Taken, SharedError> {
+pub(crate) fn lock(lock: &AtomicU64, me: Owner, live: &(impl Liveness + ?Sized)) -> Result<Taken, SharedError> {
     // Acquire: the critical section sees what the previous owner wrote before unlocking.
     if lock.compare_exchange(0, me.word(), Ordering::Acquire, Ordering::Relaxed).is_ok() {
         return Ok(Taken::Clean);
@@ -74,7 +75,8 @@ pub(crate) fn lock(lock: &AtomicU64, me: Owner, live: &impl Liveness) -> Result<
 }
 
 #[cold]
-fn lock_slow(lock: &AtomicU64, me: Owner, live: &impl Liveness) -> Result<Taken, SharedError> {
+#[allow(clippy::absurd_extreme_comparisons)] // SPINS is 0 under loom
+fn lock_slow(lock: &AtomicU64, me: Owner, live: &(impl Liveness + ?Sized)) -> Result<Taken, SharedError> {
     let mut spins = 0;
     loop {
         let cur = lock.load(Ordering::Relaxed);
@@ -89,7 +91,7 @@ fn lock_slow(lock: &AtomicU64, me: Owner, live: &impl Liveness) -> Result<Taken,
         }
         if spins < SPINS {
             spins += 1;
-            std::hint::spin_loop();
+            crate::primitive::spin_hint();
             continue;
         }
         let marked = cur | WAITERS;
@@ -121,12 +123,14 @@ pub(crate) fn unlock(lock: &AtomicU64) {
 }
 
 /// The low half of the lock word, which the kernel futex sleeps on.
-fn low(lock: &AtomicU64) -> *const AtomicU32 {
+#[cfg(not(ufutex_loom))]
+fn low(lock: &AtomicU64) -> *const std::sync::atomic::AtomicU32 {
     // x86-64 is little-endian: the low half is the first four bytes.
-    lock.as_ptr() as *const AtomicU32
+    lock.as_ptr() as *const std::sync::atomic::AtomicU32
 }
 
 /// Sleep while the low half reads `val`, at most [`PROBE_AFTER`]: `true` unless it timed out.
+#[cfg(not(ufutex_loom))]
 fn sleep(lock: &AtomicU64, val: u32) -> bool {
     let ts = libc::timespec { tv_sec: 0, tv_nsec: PROBE_AFTER.as_nanos() as libc::c_long };
     // SAFETY:
@@ -138,14 +142,26 @@ fn sleep(lock: &AtomicU64, val: u32) -> bool {
     !(r != 0 && super::segment::errno() == libc::ETIMEDOUT)
 }
 
+/// Under loom: a sleep is a yield that "times out" (so the contender asks about the owner).
+#[cfg(ufutex_loom)]
+fn sleep(_lock: &AtomicU64, _val: u32) -> bool {
+    loom::thread::yield_now();
+    false
+}
+
+#[cfg(not(ufutex_loom))]
 fn wake_one(lock: &AtomicU64) {
     // SAFETY: FUTEX_WAKE only hashes the address (a live word of the segment).
     unsafe { libc::syscall(libc::SYS_futex, low(lock), libc::FUTEX_WAKE, 1) };
 }
 
+#[cfg(ufutex_loom)]
+fn wake_one(_lock: &AtomicU64) {}
+
 #[cfg(all(test, not(ufutex_loom)))]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicU32;
     use std::sync::Arc;
 
     struct Table(Vec<Life>);

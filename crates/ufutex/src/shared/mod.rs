@@ -4,26 +4,42 @@
 //! Two modes, chosen once per process from the environment ([`mode`]):
 //! - the default: ufutex's own shared table in a per-user segment (`segment`, `table`, ...);
 //! - `UFUTEX_SHARED=kernel`: the kernel's futex on the word itself (`kernel`).
+#![cfg_attr(ufutex_loom, allow(dead_code, unused_imports))]
 
+// The parts the loom models run (a model segment, model threads for processes):
 mod fault;
-pub(crate) mod identity;
-pub(crate) mod kernel;
+mod identity;
 mod lock;
-mod mixed;
-mod ops;
+#[cfg(all(test, ufutex_loom))]
+mod loom_tests;
 mod park;
-mod process;
 mod queue;
 mod segment;
+mod surgery;
+// The parts that need the real system:
+#[cfg(not(ufutex_loom))]
+mod file;
+pub(crate) mod kernel;
+#[cfg(not(ufutex_loom))]
+mod mixed;
+#[cfg(not(ufutex_loom))]
+mod ops;
+#[cfg(not(ufutex_loom))]
+mod process;
 
+#[cfg(not(ufutex_loom))]
 pub(crate) use mixed::waitv_mixed;
+#[cfg(not(ufutex_loom))]
 pub(crate) use ops::Entry;
 
-use crate::deadline::{Deadline, Timeout};
-use crate::waitv::{WaitEntry, WAITV_MAX};
-use crate::word::{word_of, Futex, WordRef};
-use crate::MATCH_ANY;
 use std::fmt;
+#[cfg(not(ufutex_loom))]
+use {
+    crate::deadline::{Deadline, Timeout},
+    crate::waitv::{WaitEntry, WAITV_MAX},
+    crate::word::{word_of, Futex, WordRef},
+    crate::MATCH_ANY,
+};
 
 /// Why a process-shared operation failed. Each variant is the errno the C ABI returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -166,6 +182,7 @@ pub(crate) fn mode() -> Mode {
 /// assert_eq!(ufutex::shared::wait(word, 1, None), Err(ufutex::shared::SharedError::WouldBlock));
 /// assert_eq!(ufutex::shared::wake(word, 1), Ok(0));
 /// ```
+#[cfg(not(ufutex_loom))]
 pub fn wait<F: Futex>(f: &F, expected: F::Value, deadline: Option<Deadline>) -> Result<(), SharedError> {
     wait_bitset(f, expected, MATCH_ANY, deadline)
 }
@@ -174,6 +191,7 @@ pub fn wait<F: Futex>(f: &F, expected: F::Value, deadline: Option<Deadline>) -> 
 ///
 /// # Errors
 /// As [`wait`].
+#[cfg(not(ufutex_loom))]
 pub fn wait_bitset<F: Futex>(
     f: &F,
     expected: F::Value,
@@ -189,6 +207,7 @@ pub fn wait_bitset<F: Futex>(
 ///
 /// # Errors
 /// Only when the shared table cannot be used (see [`SharedError`]).
+#[cfg(not(ufutex_loom))]
 pub fn wake<F: Futex>(f: &F, n: usize) -> Result<usize, SharedError> {
     wake_bitset(f, n, MATCH_ANY)
 }
@@ -197,6 +216,7 @@ pub fn wake<F: Futex>(f: &F, n: usize) -> Result<usize, SharedError> {
 ///
 /// # Errors
 /// As [`wake`].
+#[cfg(not(ufutex_loom))]
 pub fn wake_bitset<F: Futex>(f: &F, n: usize, mask: u64) -> Result<usize, SharedError> {
     wake_word(word_of(f), n, mask)
 }
@@ -206,6 +226,7 @@ pub fn wake_bitset<F: Futex>(f: &F, n: usize, mask: u64) -> Result<usize, Shared
 ///
 /// # Errors
 /// [`SharedError::WouldBlock`] if `*from != expected`; as [`wake`] otherwise.
+#[cfg(not(ufutex_loom))]
 pub fn requeue<F: Futex>(
     from: &F,
     expected: F::Value,
@@ -221,6 +242,7 @@ pub fn requeue<F: Futex>(
 ///
 /// # Errors
 /// As [`wait`]; [`SharedError::Invalid`] for no entries or more than [`WAITV_MAX`].
+#[cfg(not(ufutex_loom))]
 pub fn waitv(entries: &[WaitEntry<'_>], deadline: Option<Deadline>) -> Result<usize, SharedError> {
     if entries.is_empty() || entries.len() > WAITV_MAX {
         return Err(SharedError::Invalid);
@@ -237,6 +259,7 @@ pub fn waitv(entries: &[WaitEntry<'_>], deadline: Option<Deadline>) -> Result<us
 }
 
 /// The untyped shared wait every front end calls, in this process's [`mode`].
+#[cfg(not(ufutex_loom))]
 pub(crate) fn wait_word(word: WordRef, expected: u64, mask: u64, timeout: Option<&Timeout>) -> Result<(), SharedError> {
     match mode() {
         Mode::Table => ops::wait(&[ops::Entry { word, expected, mask }], timeout).map(|_| ()),
@@ -246,6 +269,7 @@ pub(crate) fn wait_word(word: WordRef, expected: u64, mask: u64, timeout: Option
 
 /// The untyped shared wake.
 #[inline]
+#[cfg(not(ufutex_loom))]
 pub(crate) fn wake_word(word: WordRef, n: usize, mask: u64) -> Result<usize, SharedError> {
     match mode() {
         Mode::Table => ops::wake(word.addr(), n, mask),
@@ -254,6 +278,7 @@ pub(crate) fn wake_word(word: WordRef, n: usize, mask: u64) -> Result<usize, Sha
 }
 
 /// The untyped shared requeue (`expected`: `None` for the legacy `FUTEX_REQUEUE`).
+#[cfg(not(ufutex_loom))]
 pub(crate) fn requeue_words(
     from: WordRef,
     expected: Option<u64>,
@@ -268,6 +293,7 @@ pub(crate) fn requeue_words(
 }
 
 /// The untyped shared waitv (every entry shared).
+#[cfg(not(ufutex_loom))]
 pub(crate) fn waitv_words(entries: &[ops::Entry], timeout: Option<&Timeout>) -> Result<usize, SharedError> {
     match mode() {
         Mode::Table => ops::wait(entries, timeout),

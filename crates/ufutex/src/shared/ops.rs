@@ -31,10 +31,10 @@
 
 use super::fault::{point, Point};
 use super::identity::{self, SharedKey};
-use super::lock::{Life, Liveness, Owner};
 use super::park;
-use super::process::{proc, segment, Locked, Proc};
-use super::segment::{Record, COUNTED, NONE, REC_IDLE, REC_QUEUED, REC_WOKEN};
+use super::process::{proc, segment, Proc};
+use super::segment::{COUNTED, REC_IDLE, REC_QUEUED, REC_WOKEN};
+use super::surgery::{enqueue_locked, has_key, move_one, unlink_self, wake_one, walk};
 use super::SharedError;
 use crate::deadline::Timeout;
 use crate::word::WordRef;
@@ -53,20 +53,6 @@ pub(crate) struct Entry {
 fn key_of(p: &Proc, addr: usize) -> Result<SharedKey, SharedError> {
     let vma = identity::query(p.maps_fd, addr)?;
     identity::classify(addr, &vma, (p.me.slot, p.me.gen))
-}
-
-fn has_key(rec: &Record, k: &SharedKey) -> bool {
-    rec.class.load(Ordering::Relaxed) == k.class as u32
-        && rec.off.load(Ordering::Relaxed) == k.off
-        && rec.ino.load(Ordering::Relaxed) == k.ino
-        && rec.dev.load(Ordering::Relaxed) == k.dev
-}
-
-fn set_key(rec: &Record, k: &SharedKey) {
-    rec.class.store(k.class as u32, Ordering::Relaxed);
-    rec.dev.store(k.dev, Ordering::Relaxed);
-    rec.ino.store(k.ino, Ordering::Relaxed);
-    rec.off.store(k.off, Ordering::Relaxed);
 }
 
 thread_local! {
@@ -248,20 +234,7 @@ fn enqueue(p: &Proc, e: &Entry, r: u32, park: u32, index: u32) -> Result<(), Sha
         // (A): this load follows the (A) fence, which pairs with the waker's (B) fence.
         return Err(SharedError::WouldBlock);
     }
-    let rec = p.seg.record(r)?;
-    g.begin();
-    set_key(rec, &key);
-    rec.mask.store(e.mask, Ordering::Relaxed);
-    rec.park.store(park, Ordering::Relaxed);
-    rec.index.store(index, Ordering::Relaxed);
-    rec.gen.store(p.me.gen, Ordering::Relaxed);
-    rec.ticket.store(g.ticket(), Ordering::Relaxed);
-    rec.bucket.store(g.index, Ordering::Relaxed);
-    rec.state.store(REC_QUEUED, Ordering::Release);
-    g.push_back(r)?;
-    point(Point::Enqueued);
-    g.end();
-    Ok(())
+    enqueue_locked(&g, r, &key, e.mask, (park, index, p.me.gen))
 }
 
 /// Take our own record `r` out of whatever bucket it is in now: `true` if a waker had already
@@ -279,12 +252,7 @@ fn dequeue_self(p: &Proc, r: u32) -> Result<bool, SharedError> {
         if rec.bucket.load(Ordering::Relaxed) != b {
             continue; // moved by a requeue after we read it
         }
-        if rec.state.load(Ordering::Relaxed) == REC_QUEUED {
-            g.begin();
-            g.unlink(r)?;
-            point(Point::Cancelled);
-            rec.state.store(REC_IDLE, Ordering::Release);
-            g.end();
+        if unlink_self(&g, r)? {
             return Ok(false);
         }
     }
@@ -314,52 +282,6 @@ fn wake_slow(addr: usize, n: usize, mask: u64) -> Result<usize, SharedError> {
         Ok(woken < n)
     })?;
     Ok(woken)
-}
-
-/// Visit the queue in order until `f` says stop; `f` may take the record it is given out.
-fn walk(g: &Locked<'_>, mut f: impl FnMut(u32, &Record) -> Result<bool, SharedError>) -> Result<(), SharedError> {
-    let mut r = g.head();
-    let mut steps = 0u32;
-    while r != NONE {
-        steps += 1;
-        if steps > g.p.seg.records() {
-            return Err(SharedError::NotRecoverable); // a cycle: corrupt links
-        }
-        let rec = g.p.seg.record(r)?;
-        let next = g.next(r)?;
-        if !f(r, rec)? {
-            break;
-        }
-        r = next;
-    }
-    Ok(())
-}
-
-/// Dequeue `r`, mark it Woken and kick its thread. `true` if it counts as a wake: a thread was
-/// woken, or its process lives (it was about to sleep, or spinning). A dead process's waiter is
-/// not counted and its record is given up.
-fn wake_one(g: &Locked<'_>, r: u32) -> Result<bool, SharedError> {
-    let seg = g.p.seg;
-    let rec = seg.record(r)?;
-    g.begin();
-    g.bucket.pending.store(r, Ordering::Relaxed);
-    g.unlink(r)?;
-    point(Point::Unlinked);
-    rec.state.store(REC_WOKEN, Ordering::Release);
-    g.end();
-    point(Point::Marked);
-    let kicked = park::kick(seg, rec);
-    g.bucket.pending.store(NONE, Ordering::Relaxed);
-    if kicked > 0 {
-        return Ok(true);
-    }
-    let owner = Owner { slot: seg.owner_of(r), gen: rec.gen.load(Ordering::Relaxed) };
-    if g.p.life(owner) == Life::Alive {
-        return Ok(true);
-    }
-    g.p.release_filter(r)?;
-    rec.state.store(REC_IDLE, Ordering::Release);
-    Ok(false)
 }
 
 /// Wake up to `nr_wake` waiters on `from` and move up to `nr_requeue` more to `to`, if `from`
@@ -408,27 +330,11 @@ pub(crate) fn requeue(
         Ok(woken < nr_wake || to_move.len() < nr_requeue)
     })?;
     for r in to_move {
-        let rec = seg.record(r)?;
         moved += 1;
         if k1 == k2 {
             continue; // the kernel counts a requeue onto the same futex, and moves nothing
         }
-        let off = to & 4095;
-        seg.filter(off).fetch_add(1, Ordering::SeqCst); // before the old count goes
-        g1.begin();
-        g2.begin();
-        g1.unlink(r)?;
-        point(Point::Moving);
-        set_key(rec, &k2);
-        rec.ticket.store(g2.ticket(), Ordering::Relaxed);
-        rec.bucket.store(g2.index, Ordering::Relaxed);
-        g2.push_back(r)?;
-        let old = rec.counted.swap(off as u32 | COUNTED, Ordering::AcqRel);
-        g2.end();
-        g1.end();
-        if old & COUNTED != 0 {
-            seg.filter((old & !COUNTED) as usize).fetch_sub(1, Ordering::Relaxed);
-        }
+        move_one(g1, g2, r, &k2, to & 4095)?;
     }
     Ok(woken + moved)
 }

@@ -5,17 +5,23 @@
 //! The waiter checks its records' states after reading `park_seq` and sleeps expecting the value
 //! it read, so a kick between the check and the sleep makes the sleep return at once.
 
-use super::segment::{Record, Segment, REC_WOKEN};
-use super::SharedError;
-use crate::deadline::{Deadline, Timeout};
-use crate::parker::futex::{self, KernelWait};
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use super::segment::{Record, Segment};
+use crate::primitive::Ordering;
+#[cfg(not(ufutex_loom))]
+use {
+    super::segment::REC_WOKEN,
+    super::SharedError,
+    crate::deadline::{Deadline, Timeout},
+    crate::parker::futex::{self, KernelWait},
+    std::time::{Duration, Instant},
+};
 
+#[cfg(not(ufutex_loom))]
 /// How long a waiter spins on its records before it sleeps (a waker in another process takes
 /// a few microseconds: two mapping queries and a bucket).
 const SPIN: Duration = Duration::from_micros(8);
 
+#[cfg(not(ufutex_loom))]
 /// The longest a parked waiter sleeps before it looks at its records again (see [`park`]).
 const SLICE: Duration = Duration::from_millis(200);
 
@@ -25,10 +31,15 @@ pub(crate) fn kick(seg: &Segment, rec: &Record) -> usize {
     let Ok(park) = seg.record(rec.park.load(Ordering::Relaxed)) else { return 0 };
     // Release: the thread that sees the new sequence sees the record's Woken state.
     park.park_seq.fetch_add(1, Ordering::Release);
-    futex::wake_shared(&park.park_seq, 1)
+    #[cfg(not(ufutex_loom))]
+    return futex::wake_shared(&park.park_seq, 1);
+    // The models' threads never sleep: none is woken.
+    #[cfg(ufutex_loom)]
+    0
 }
 
 /// Sleep until one of `recs` is Woken: its position, or why not.
+#[cfg(not(ufutex_loom))]
 pub(crate) fn park(seg: &Segment, park: u32, recs: &[u32], timeout: Option<&Timeout>) -> Result<usize, SharedError> {
     let woken = || -> Result<Option<usize>, SharedError> {
         for (i, &r) in recs.iter().enumerate() {

@@ -14,8 +14,9 @@
 //! made without the atfork handlers (a raw `clone`) are caught too: a page mapped
 //! `MADV_WIPEONFORK` reads zero in any child.
 
-use super::lock::{self, Life, Liveness, Owner, Taken};
-use super::segment::{Bucket, Segment, COUNTED, LIVENESS_BASE, NONE, REC_IDLE, REC_QUEUED, SLOT_LIVE};
+use super::lock::{Life, Liveness, Owner};
+use super::queue::{lock_bucket, Host, Locked};
+use super::segment::{Segment, LIVENESS_BASE, REC_IDLE, REC_QUEUED, SLOT_LIVE};
 use super::SharedError;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
 use std::sync::Mutex;
@@ -156,7 +157,7 @@ impl Proc {
     /// `/proc/self/maps`, lock a liveness byte no live process holds, bump the slot's
     /// generation, reap what its dead previous owner left.
     fn claim(seg: &'static Segment) -> Result<Proc, SharedError> {
-        let path = std::ffi::CString::new(super::segment::segment_path()?).map_err(|_| SharedError::Invalid)?;
+        let path = std::ffi::CString::new(super::file::segment_path()?).map_err(|_| SharedError::Invalid)?;
         // SAFETY: NUL-terminated paths that outlive the calls.
         let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
         if fd < 0 {
@@ -242,30 +243,23 @@ impl Proc {
         self.free.lock().unwrap_or_else(|e| e.into_inner()).push(r);
     }
 
-    /// Drop the filter count record `r` holds, if any (exactly once: a swap).
+    /// Drop the filter count record `r` holds, if any.
     pub(crate) fn release_filter(&self, r: u32) -> Result<(), SharedError> {
-        let c = self.seg.record(r)?.counted.swap(0, Ordering::AcqRel);
-        if c & COUNTED != 0 {
-            // Relaxed: a count only ever over-estimates (the waiter's side increments before it
-            // checks the value, and this runs after the record left its queue).
-            self.seg.filter((c & !COUNTED) as usize).fetch_sub(1, Ordering::Relaxed);
-        }
-        Ok(())
+        self.seg.release_filter(r)
     }
 
-    /// Lock bucket `b` as this process, repairing it first if its last owner died in it (or
-    /// left it half changed after finding corruption).
+    /// Lock bucket `b` as this process (see [`lock_bucket`]).
     pub(crate) fn lock_bucket(&self, b: u32) -> Result<Locked<'_>, SharedError> {
-        let bucket = self.seg.bucket(b)?;
-        let taken = lock::lock(&bucket.lock, self.me, self)?;
-        let g = Locked { p: self, bucket, index: b };
-        if taken == Taken::FromDead || bucket.dirty.load(Ordering::Relaxed) != 0 {
-            g.recover()?;
-        }
-        if bucket.pending.load(Ordering::Relaxed) != NONE {
-            g.recover()?;
-        }
-        Ok(g)
+        lock_bucket(self, b)
+    }
+}
+
+impl Host for Proc {
+    fn seg(&self) -> &Segment {
+        self.seg
+    }
+    fn me(&self) -> Owner {
+        self.me
     }
 }
 
@@ -311,19 +305,4 @@ fn byte_is_locked(fd: libc::c_int, slot: u32) -> bool {
     let r = unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut fl) };
     // If the probe itself fails, say alive: never take a live owner's lock.
     r != 0 || fl.l_type != libc::F_UNLCK as libc::c_short
-}
-
-/// A locked bucket. Changes to its queue or to its records' queue fields happen between
-/// [`Locked::begin`] and [`Locked::end`], so that a lock taken over from a dead owner knows to
-/// rebuild the queue from the records.
-pub(crate) struct Locked<'a> {
-    pub(crate) p: &'a Proc,
-    pub(crate) bucket: &'a Bucket,
-    pub(crate) index: u32,
-}
-
-impl Drop for Locked<'_> {
-    fn drop(&mut self) {
-        lock::unlock(&self.bucket.lock);
-    }
 }

@@ -9,10 +9,63 @@
 //! consistent at any instruction. A waker marks a record Woken and then kicks its thread
 //! (`pending` names it in between); if it dies there, the recoverer kicks it.
 
-use super::process::Locked;
-use super::segment::{Record, NONE, REC_QUEUED};
+use super::lock::{self, Liveness, Owner, Taken};
+use super::segment::{Bucket, Record, Segment, COUNTED, NONE, REC_QUEUED};
 use super::SharedError;
-use std::sync::atomic::Ordering;
+use crate::primitive::Ordering;
+
+/// Whoever operates on the shared table: this process (`process.rs`), or a model thread
+/// standing for one (the loom models).
+pub(crate) trait Host: Liveness {
+    fn seg(&self) -> &Segment;
+    /// Who we are, as a lock owner.
+    fn me(&self) -> Owner;
+}
+
+/// A locked bucket. Changes to its queue or to its records' queue fields happen between
+/// [`Locked::begin`] and [`Locked::end`], so that a lock taken over from a dead owner knows to
+/// rebuild the queue from the records.
+pub(crate) struct Locked<'a> {
+    pub(crate) h: &'a dyn Host,
+    pub(crate) bucket: &'a Bucket,
+    pub(crate) index: u32,
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        if !super::fault::dying() {
+            lock::unlock(&self.bucket.lock);
+        }
+    }
+}
+
+/// Lock bucket `b` as `h`, repairing it first if its last owner died in it (or left it half
+/// changed after finding corruption).
+pub(crate) fn lock_bucket(h: &dyn Host, b: u32) -> Result<Locked<'_>, SharedError> {
+    let bucket = h.seg().bucket(b)?;
+    let taken = lock::lock(&bucket.lock, h.me(), h)?;
+    let g = Locked { h, bucket, index: b };
+    if taken == Taken::FromDead
+        || bucket.dirty.load(Ordering::Relaxed) != 0
+        || bucket.pending.load(Ordering::Relaxed) != NONE
+    {
+        g.recover()?;
+    }
+    Ok(g)
+}
+
+impl Segment {
+    /// Drop the filter count record `r` holds, if any (exactly once: a swap).
+    pub(crate) fn release_filter(&self, r: u32) -> Result<(), SharedError> {
+        let c = self.record(r)?.counted.swap(0, Ordering::AcqRel);
+        if c & COUNTED != 0 {
+            // Relaxed: a count only ever over-estimates (the waiter's side increments before it
+            // checks the value, and this runs after the record left its queue).
+            self.filter((c & !COUNTED) as usize).fetch_sub(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
 
 impl Locked<'_> {
     /// About to change the queue or a record's queue fields.
@@ -27,7 +80,7 @@ impl Locked<'_> {
     }
 
     fn rec(&self, r: u32) -> Result<&Record, SharedError> {
-        self.p.seg.record(r)
+        self.h.seg().record(r)
     }
 
     /// The first record of the queue, or [`NONE`].
@@ -84,7 +137,7 @@ impl Locked<'_> {
         let pending = self.bucket.pending.load(Ordering::Relaxed);
         if pending != NONE {
             if let Ok(rec) = self.rec(pending) {
-                super::park::kick(self.p.seg, rec);
+                super::park::kick(self.h.seg(), rec);
             }
             self.bucket.pending.store(NONE, Ordering::Relaxed);
         }
@@ -98,7 +151,7 @@ impl Locked<'_> {
     /// Relink the queue from the records: every record Queued in this bucket, in ticket order.
     /// Scans each slot's used records only.
     fn rebuild(&self) -> Result<(), SharedError> {
-        let seg = self.p.seg;
+        let seg = self.h.seg();
         let mut queued = Vec::new();
         for s in 0..seg.layout.procs {
             let used = seg.slot(s)?.used.load(Ordering::Relaxed).min(seg.layout.records);

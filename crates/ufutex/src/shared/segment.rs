@@ -17,13 +17,13 @@
 //! however it dies, so the check is safe against PID reuse and PID namespaces.
 
 use super::SharedError;
-use std::ffi::CString;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::primitive::{AtomicU32, AtomicU64};
 
 pub(crate) const MAGIC: u64 = 0x5546_5554_5853_4831; // "UFUTXSH1"
 pub(crate) const VERSION: u32 = 1;
-const PAGE: usize = 4096;
+pub(crate) const PAGE: usize = 4096;
 pub(crate) const FILTER_LEN: usize = 4096;
+#[cfg_attr(ufutex_loom, allow(dead_code))]
 const FILTER_OFF: usize = PAGE;
 const SLOTS_OFF: usize = FILTER_OFF + FILTER_LEN * 4;
 const SLOT_SIZE: usize = 64;
@@ -86,12 +86,12 @@ pub(crate) struct Bucket {
     pub(crate) dirty: AtomicU32,
     /// A record a waker marked woken and has not yet kicked: the recoverer kicks it.
     pub(crate) pending: AtomicU32,
-    _pad: [u8; 48],
+    pub(crate) _pad: [u8; 48],
     pub(crate) head: AtomicU32,
     pub(crate) tail: AtomicU32,
     /// FIFO order: the ticket the next queued record gets.
     pub(crate) ticket: AtomicU64,
-    _pad2: [u8; 48],
+    pub(crate) _pad2: [u8; 48],
 }
 
 /// One waiter record: one queued entry of one waiting thread (a `wait` uses one, a `waitv` one
@@ -129,6 +129,7 @@ pub(crate) const REC_QUEUED: u32 = 1;
 pub(crate) const REC_WOKEN: u32 = 2;
 pub(crate) const COUNTED: u32 = 1 << 31;
 
+#[cfg(not(ufutex_loom))] // loom's atomics are larger
 const _: () = {
     assert!(std::mem::size_of::<Header>() <= PAGE);
     assert!(std::mem::size_of::<Slot>() <= SLOT_SIZE);
@@ -161,14 +162,15 @@ impl Layout {
         self.records_off() + self.procs as usize * self.records as usize * RECORD_SIZE
     }
     /// Whether these capacities are within the documented bounds.
-    fn valid(&self) -> bool {
+    pub(crate) fn valid(&self) -> bool {
         (1..=MAX_PROCS).contains(&self.procs)
             && (1..=MAX_RECORDS).contains(&self.records)
             && (1..=MAX_BUCKETS).contains(&self.buckets)
             && self.buckets.is_power_of_two()
     }
     /// The capacities for a new segment: defaults, or the environment's.
-    fn from_env() -> Layout {
+    #[cfg(not(ufutex_loom))]
+    pub(crate) fn from_env() -> Layout {
         fn var(name: &str, default: u32) -> u32 {
             std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
         }
@@ -182,18 +184,84 @@ impl Layout {
 
 /// A mapped segment. Mapped once per process and never unmapped (so that no lock word in it
 /// can ever be freed under a thread, and the mapping survives fork).
+#[cfg(not(ufutex_loom))]
 pub(crate) struct Segment {
-    base: *mut u8,
+    pub(crate) base: *mut u8,
     pub(crate) layout: Layout,
 }
 
+/// Under loom: the same regions, built of loom's atomics on the heap (a model of the segment
+/// that model threads stand for processes on).
+#[cfg(ufutex_loom)]
+pub(crate) struct Segment {
+    filter: Box<[AtomicU32]>,
+    slots: Box<[Slot]>,
+    buckets: Box<[Bucket]>,
+    records: Box<[Record]>,
+    pub(crate) layout: Layout,
+}
+
+#[cfg(not(ufutex_loom))]
 // SAFETY: the mapping is shared memory accessed only through atomics; the raw pointer is never
 // freed (the mapping lives as long as the process), so sharing it between threads is sound.
 unsafe impl Sync for Segment {}
+#[cfg(not(ufutex_loom))]
 // SAFETY: as above.
 unsafe impl Send for Segment {}
 
+#[cfg(ufutex_loom)]
 impl Segment {
+    /// A fresh model segment.
+    pub(crate) fn model(layout: Layout) -> Segment {
+        let n = |k: u32| 0..k as usize;
+        Segment {
+            filter: n(FILTER_LEN as u32).map(|_| AtomicU32::new(0)).collect(),
+            slots: n(layout.procs)
+                .map(|_| Slot {
+                    state: AtomicU32::new(0),
+                    gen: AtomicU32::new(0),
+                    pid: AtomicU32::new(0),
+                    used: AtomicU32::new(0),
+                })
+                .collect(),
+            buckets: n(layout.buckets)
+                .map(|_| Bucket {
+                    lock: AtomicU64::new(0),
+                    dirty: AtomicU32::new(0),
+                    pending: AtomicU32::new(NONE),
+                    _pad: [0; 48],
+                    head: AtomicU32::new(NONE),
+                    tail: AtomicU32::new(NONE),
+                    ticket: AtomicU64::new(0),
+                    _pad2: [0; 48],
+                })
+                .collect(),
+            records: n(layout.procs * layout.records)
+                .map(|_| Record {
+                    state: AtomicU32::new(0),
+                    park_seq: AtomicU32::new(0),
+                    bucket: AtomicU32::new(0),
+                    prev: AtomicU32::new(0),
+                    next: AtomicU32::new(0),
+                    park: AtomicU32::new(0),
+                    gen: AtomicU32::new(0),
+                    counted: AtomicU32::new(0),
+                    class: AtomicU32::new(0),
+                    index: AtomicU32::new(0),
+                    dev: AtomicU64::new(0),
+                    ino: AtomicU64::new(0),
+                    off: AtomicU64::new(0),
+                    mask: AtomicU64::new(0),
+                    ticket: AtomicU64::new(0),
+                })
+                .collect(),
+            layout,
+        }
+    }
+}
+
+impl Segment {
+    #[cfg(not(ufutex_loom))]
     pub(crate) fn header(&self) -> &Header {
         // SAFETY: the header is at the start of a mapping at least one page long, page-aligned,
         // and made of atomics (any bit pattern is valid).
@@ -203,8 +271,13 @@ impl Segment {
     /// The filter counter for in-page byte offset `off` (masked to the page).
     #[inline]
     pub(crate) fn filter(&self, off: usize) -> &AtomicU32 {
+        #[cfg(ufutex_loom)]
+        return &self.filter[off & (FILTER_LEN - 1)];
         // SAFETY: `off & 4095` < FILTER_LEN; the filter region is FILTER_LEN aligned u32 atomics.
-        unsafe { &*(self.base.add(FILTER_OFF) as *const AtomicU32).add(off & (FILTER_LEN - 1)) }
+        #[cfg(not(ufutex_loom))]
+        unsafe {
+            &*(self.base.add(FILTER_OFF) as *const AtomicU32).add(off & (FILTER_LEN - 1))
+        }
     }
 
     /// Slot `i`, or `NotRecoverable` if out of range.
@@ -212,7 +285,10 @@ impl Segment {
         if i >= self.layout.procs {
             return Err(SharedError::NotRecoverable);
         }
+        #[cfg(ufutex_loom)]
+        return Ok(&self.slots[i as usize]);
         // SAFETY: `i` < procs; the slots region holds `procs` slots of SLOT_SIZE bytes, aligned.
+        #[cfg(not(ufutex_loom))]
         Ok(unsafe { &*(self.base.add(SLOTS_OFF + i as usize * SLOT_SIZE) as *const Slot) })
     }
 
@@ -221,8 +297,11 @@ impl Segment {
         if i >= self.layout.buckets {
             return Err(SharedError::NotRecoverable);
         }
+        #[cfg(ufutex_loom)]
+        return Ok(&self.buckets[i as usize]);
         // SAFETY: `i` < buckets; the region holds `buckets` buckets of BUCKET_SIZE, 64-aligned
         // (page-aligned region start).
+        #[cfg(not(ufutex_loom))]
         Ok(unsafe { &*(self.base.add(self.layout.buckets_off() + i as usize * BUCKET_SIZE) as *const Bucket) })
     }
 
@@ -236,204 +315,17 @@ impl Segment {
         if i >= self.records() {
             return Err(SharedError::NotRecoverable);
         }
+        #[cfg(ufutex_loom)]
+        return Ok(&self.records[i as usize]);
         // SAFETY: `i` < procs × records; the region holds that many records of RECORD_SIZE,
         // page-aligned start.
+        #[cfg(not(ufutex_loom))]
         Ok(unsafe { &*(self.base.add(self.layout.records_off() + i as usize * RECORD_SIZE) as *const Record) })
     }
 
     /// The slot that owns record `i`.
     pub(crate) fn owner_of(&self, i: u32) -> u32 {
         i / self.layout.records
-    }
-
-    /// Open (or create) the user's segment and map it.
-    pub(crate) fn open() -> Result<Segment, SharedError> {
-        let path = segment_path()?;
-        let cpath = CString::new(path.clone()).map_err(|_| SharedError::Invalid)?;
-        let flags = libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        // SAFETY: `cpath` is a NUL-terminated string that outlives the call.
-        let mut fd = unsafe { libc::open(cpath.as_ptr(), flags | libc::O_CREAT | libc::O_EXCL, 0o600) };
-        if fd < 0 && errno() == libc::EEXIST {
-            // SAFETY: as above.
-            fd = unsafe { libc::open(cpath.as_ptr(), flags) };
-        }
-        if fd < 0 {
-            return Err(open_error(errno()));
-        }
-        let r = Segment::map(fd);
-        // The mapping outlives the descriptor (each process opens its own for its liveness
-        // lock: `process.rs`).
-        // SAFETY: `fd` is ours and open.
-        unsafe { libc::close(fd) };
-        r
-    }
-
-    /// Check ownership, initialise under an exclusive `flock` if nobody has, map.
-    fn map(fd: libc::c_int) -> Result<Segment, SharedError> {
-        check_owner(fd)?;
-        // SAFETY: `fd` is open; flock has no memory arguments.
-        if unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
-            return Err(SharedError::from_errno(errno()));
-        }
-        let r = Segment::map_locked(fd);
-        // SAFETY: as above.
-        unsafe { libc::flock(fd, libc::LOCK_UN) };
-        r
-    }
-
-    fn map_locked(fd: libc::c_int) -> Result<Segment, SharedError> {
-        let mut size = file_size(fd)?;
-        if size >= PAGE && !Segment::published(fd)? {
-            // Its creator died before publishing it (creators hold the flock we now hold until
-            // they have): start again from nothing.
-            // SAFETY: `fd` is open for writing; ftruncate has no memory arguments.
-            if unsafe { libc::ftruncate(fd, 0) } != 0 {
-                return Err(SharedError::from_errno(errno()));
-            }
-            size = 0;
-        }
-        if size == 0 {
-            // A new segment: make it ours.
-            let layout = Layout::from_env();
-            // SAFETY: `fd` is open for writing; ftruncate has no memory arguments.
-            if unsafe { libc::ftruncate(fd, layout.len() as libc::off_t) } != 0 {
-                return Err(SharedError::from_errno(errno()));
-            }
-            let seg = Segment::mmap(fd, layout)?;
-            for b in 0..layout.buckets {
-                let b = seg.bucket(b)?;
-                b.head.store(NONE, Ordering::Relaxed);
-                b.tail.store(NONE, Ordering::Relaxed);
-                b.pending.store(NONE, Ordering::Relaxed);
-            }
-            let h = seg.header();
-            h.version.store(VERSION, Ordering::Relaxed);
-            h.procs.store(layout.procs, Ordering::Relaxed);
-            h.records.store(layout.records, Ordering::Relaxed);
-            h.buckets.store(layout.buckets, Ordering::Relaxed);
-            h.len.store(layout.len() as u64, Ordering::Relaxed);
-            // Release: a process that sees the magic sees the fields (the flock also orders it).
-            h.magic.store(MAGIC, Ordering::Release);
-            return Ok(seg);
-        }
-        // An existing segment: its header must describe exactly this file. Read it through a
-        // one-page mapping first, so that a corrupt header never sizes a mapping.
-        if size < PAGE {
-            return Err(SharedError::NotRecoverable);
-        }
-        let probe = Segment::mmap(fd, Layout { procs: 0, records: 0, buckets: 0 })?;
-        let h = probe.header();
-        let layout = Layout {
-            procs: h.procs.load(Ordering::Relaxed),
-            records: h.records.load(Ordering::Relaxed),
-            buckets: h.buckets.load(Ordering::Relaxed),
-        };
-        let ok = h.magic.load(Ordering::Acquire) == MAGIC
-            && h.version.load(Ordering::Relaxed) == VERSION
-            && layout.valid()
-            && h.len.load(Ordering::Relaxed) == layout.len() as u64
-            && size == layout.len();
-        probe.unmap();
-        if !ok {
-            return Err(SharedError::NotRecoverable);
-        }
-        Segment::mmap(fd, layout)
-    }
-
-    /// Whether the segment's magic was ever published.
-    fn published(fd: libc::c_int) -> Result<bool, SharedError> {
-        let probe = Segment::mmap(fd, Layout { procs: 0, records: 0, buckets: 0 })?;
-        let yes = probe.header().magic.load(Ordering::Acquire) != 0;
-        probe.unmap();
-        Ok(yes)
-    }
-
-    /// Map `layout.len()` bytes of `fd` (one page for an all-zero layout: the header probe).
-    fn mmap(fd: libc::c_int, layout: Layout) -> Result<Segment, SharedError> {
-        let len = if layout.procs == 0 { PAGE } else { layout.len() };
-        // SAFETY: a fresh shared mapping of an open file; no existing memory is affected.
-        let p = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
-        };
-        if p == libc::MAP_FAILED {
-            return Err(match errno() {
-                libc::ENOMEM => SharedError::NoMemory,
-                _ => SharedError::Fault,
-            });
-        }
-        Ok(Segment { base: p as *mut u8, layout })
-    }
-
-    /// Unmap a header probe (never a segment in use).
-    fn unmap(self) {
-        // SAFETY: `base` is a one-page mapping made by `mmap` above that nothing else refers to.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, PAGE) };
-    }
-}
-
-/// Where the user's segment lives: `$UFUTEX_SHARED_DIR/table` if set (tests, deployments that
-/// choose), else `$XDG_RUNTIME_DIR/ufutex-table`, else `/dev/shm/ufutex-<uid>/table` (the
-/// directory created 0700 and checked like the file).
-pub(crate) fn segment_path() -> Result<String, SharedError> {
-    if let Some(d) = std::env::var_os("UFUTEX_SHARED_DIR").filter(|d| !d.is_empty()) {
-        return Ok(format!("{}/table", d.to_string_lossy()));
-    }
-    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        return Ok(format!("{}/ufutex-table", d.to_string_lossy()));
-    }
-    // SAFETY: geteuid has no arguments and cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    let dir = format!("/dev/shm/ufutex-{uid}");
-    let cdir = CString::new(dir.clone()).map_err(|_| SharedError::Invalid)?;
-    // SAFETY: `cdir` is NUL-terminated and outlives the call.
-    if unsafe { libc::mkdir(cdir.as_ptr(), 0o700) } != 0 && errno() != libc::EEXIST {
-        return Err(open_error(errno()));
-    }
-    // SAFETY: an all-zero stat is a valid out-buffer; `cdir` outlives the call.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; lstat does not follow a symlink planted in /dev/shm.
-    if unsafe { libc::lstat(cdir.as_ptr(), &mut st) } != 0 {
-        return Err(open_error(errno()));
-    }
-    if st.st_mode & libc::S_IFMT != libc::S_IFDIR || st.st_uid != uid || st.st_mode & 0o077 != 0 {
-        return Err(SharedError::Access);
-    }
-    Ok(format!("{dir}/table"))
-}
-
-/// The file must be a regular file owned by us with no group/other permission bits.
-fn check_owner(fd: libc::c_int) -> Result<(), SharedError> {
-    // SAFETY: an all-zero stat is a valid out-buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is open; `st` is a valid out-buffer.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return Err(SharedError::from_errno(errno()));
-    }
-    // SAFETY: geteuid has no arguments and cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_uid != uid || st.st_mode & 0o077 != 0 {
-        return Err(SharedError::Access);
-    }
-    Ok(())
-}
-
-fn file_size(fd: libc::c_int) -> Result<usize, SharedError> {
-    // SAFETY: an all-zero stat is a valid out-buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is open; `st` is a valid out-buffer.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return Err(SharedError::from_errno(errno()));
-    }
-    Ok(st.st_size as usize)
-}
-
-/// An errno from opening the segment or its directory.
-fn open_error(e: i32) -> SharedError {
-    match e {
-        // A symlink where the segment should be (O_NOFOLLOW), or no permission.
-        libc::ELOOP | libc::EACCES | libc::EPERM => SharedError::Access,
-        libc::ENOMEM | libc::ENOSPC => SharedError::NoMemory,
-        _ => SharedError::Fault,
     }
 }
 

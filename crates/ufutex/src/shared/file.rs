@@ -1,0 +1,202 @@
+//! Where the user's shared table segment lives, and how it is created and opened safely: a
+//! regular file owned by the user with no group/other permission bits, created `O_EXCL` mode
+//! 0600 and opened `O_NOFOLLOW` (anything else is `EACCES`), initialised under an exclusive
+//! `flock` with its magic published last (a creator that died before publishing is redone),
+//! and mapped only after its header is checked against the file (else `ENOTRECOVERABLE`).
+
+use super::segment::{errno, Layout, Segment, MAGIC, NONE, PAGE, VERSION};
+use super::SharedError;
+use std::ffi::CString;
+use std::sync::atomic::Ordering;
+
+impl Segment {
+    /// Open (or create) the user's segment and map it.
+    pub(crate) fn open() -> Result<Segment, SharedError> {
+        let path = segment_path()?;
+        let cpath = CString::new(path.clone()).map_err(|_| SharedError::Invalid)?;
+        let flags = libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: `cpath` is a NUL-terminated string that outlives the call.
+        let mut fd = unsafe { libc::open(cpath.as_ptr(), flags | libc::O_CREAT | libc::O_EXCL, 0o600) };
+        if fd < 0 && errno() == libc::EEXIST {
+            // SAFETY: as above.
+            fd = unsafe { libc::open(cpath.as_ptr(), flags) };
+        }
+        if fd < 0 {
+            return Err(open_error(errno()));
+        }
+        let r = Segment::map(fd);
+        // The mapping outlives the descriptor (each process opens its own for its liveness
+        // lock: `process.rs`).
+        // SAFETY: `fd` is ours and open.
+        unsafe { libc::close(fd) };
+        r
+    }
+
+    /// Check ownership, initialise under an exclusive `flock` if nobody has, map.
+    fn map(fd: libc::c_int) -> Result<Segment, SharedError> {
+        check_owner(fd)?;
+        // SAFETY: `fd` is open; flock has no memory arguments.
+        if unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
+            return Err(SharedError::from_errno(errno()));
+        }
+        let r = Segment::map_locked(fd);
+        // SAFETY: as above.
+        unsafe { libc::flock(fd, libc::LOCK_UN) };
+        r
+    }
+
+    fn map_locked(fd: libc::c_int) -> Result<Segment, SharedError> {
+        let mut size = file_size(fd)?;
+        if size >= PAGE && !Segment::published(fd)? {
+            // Its creator died before publishing it (creators hold the flock we now hold until
+            // they have): start again from nothing.
+            // SAFETY: `fd` is open for writing; ftruncate has no memory arguments.
+            if unsafe { libc::ftruncate(fd, 0) } != 0 {
+                return Err(SharedError::from_errno(errno()));
+            }
+            size = 0;
+        }
+        if size == 0 {
+            // A new segment: make it ours.
+            let layout = Layout::from_env();
+            // SAFETY: `fd` is open for writing; ftruncate has no memory arguments.
+            if unsafe { libc::ftruncate(fd, layout.len() as libc::off_t) } != 0 {
+                return Err(SharedError::from_errno(errno()));
+            }
+            let seg = Segment::mmap(fd, layout)?;
+            for b in 0..layout.buckets {
+                let b = seg.bucket(b)?;
+                b.head.store(NONE, Ordering::Relaxed);
+                b.tail.store(NONE, Ordering::Relaxed);
+                b.pending.store(NONE, Ordering::Relaxed);
+            }
+            let h = seg.header();
+            h.version.store(VERSION, Ordering::Relaxed);
+            h.procs.store(layout.procs, Ordering::Relaxed);
+            h.records.store(layout.records, Ordering::Relaxed);
+            h.buckets.store(layout.buckets, Ordering::Relaxed);
+            h.len.store(layout.len() as u64, Ordering::Relaxed);
+            // Release: a process that sees the magic sees the fields (the flock also orders it).
+            h.magic.store(MAGIC, Ordering::Release);
+            return Ok(seg);
+        }
+        // An existing segment: its header must describe exactly this file. Read it through a
+        // one-page mapping first, so that a corrupt header never sizes a mapping.
+        if size < PAGE {
+            return Err(SharedError::NotRecoverable);
+        }
+        let probe = Segment::mmap(fd, Layout { procs: 0, records: 0, buckets: 0 })?;
+        let h = probe.header();
+        let layout = Layout {
+            procs: h.procs.load(Ordering::Relaxed),
+            records: h.records.load(Ordering::Relaxed),
+            buckets: h.buckets.load(Ordering::Relaxed),
+        };
+        let ok = h.magic.load(Ordering::Acquire) == MAGIC
+            && h.version.load(Ordering::Relaxed) == VERSION
+            && layout.valid()
+            && h.len.load(Ordering::Relaxed) == layout.len() as u64
+            && size == layout.len();
+        probe.unmap();
+        if !ok {
+            return Err(SharedError::NotRecoverable);
+        }
+        Segment::mmap(fd, layout)
+    }
+
+    /// Whether the segment's magic was ever published.
+    fn published(fd: libc::c_int) -> Result<bool, SharedError> {
+        let probe = Segment::mmap(fd, Layout { procs: 0, records: 0, buckets: 0 })?;
+        let yes = probe.header().magic.load(Ordering::Acquire) != 0;
+        probe.unmap();
+        Ok(yes)
+    }
+
+    /// Map `layout.len()` bytes of `fd` (one page for an all-zero layout: the header probe).
+    fn mmap(fd: libc::c_int, layout: Layout) -> Result<Segment, SharedError> {
+        let len = if layout.procs == 0 { PAGE } else { layout.len() };
+        // SAFETY: a fresh shared mapping of an open file; no existing memory is affected.
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+        };
+        if p == libc::MAP_FAILED {
+            return Err(match errno() {
+                libc::ENOMEM => SharedError::NoMemory,
+                _ => SharedError::Fault,
+            });
+        }
+        Ok(Segment { base: p as *mut u8, layout })
+    }
+
+    /// Unmap a header probe (never a segment in use).
+    fn unmap(self) {
+        // SAFETY: `base` is a one-page mapping made by `mmap` above that nothing else refers to.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, PAGE) };
+    }
+}
+
+/// Where the user's segment lives: `$UFUTEX_SHARED_DIR/table` if set (tests, deployments that
+/// choose), else `$XDG_RUNTIME_DIR/ufutex-table`, else `/dev/shm/ufutex-<uid>/table` (the
+/// directory created 0700 and checked like the file).
+pub(crate) fn segment_path() -> Result<String, SharedError> {
+    if let Some(d) = std::env::var_os("UFUTEX_SHARED_DIR").filter(|d| !d.is_empty()) {
+        return Ok(format!("{}/table", d.to_string_lossy()));
+    }
+    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        return Ok(format!("{}/ufutex-table", d.to_string_lossy()));
+    }
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let dir = format!("/dev/shm/ufutex-{uid}");
+    let cdir = CString::new(dir.clone()).map_err(|_| SharedError::Invalid)?;
+    // SAFETY: `cdir` is NUL-terminated and outlives the call.
+    if unsafe { libc::mkdir(cdir.as_ptr(), 0o700) } != 0 && errno() != libc::EEXIST {
+        return Err(open_error(errno()));
+    }
+    // SAFETY: an all-zero stat is a valid out-buffer; `cdir` outlives the call.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; lstat does not follow a symlink planted in /dev/shm.
+    if unsafe { libc::lstat(cdir.as_ptr(), &mut st) } != 0 {
+        return Err(open_error(errno()));
+    }
+    if st.st_mode & libc::S_IFMT != libc::S_IFDIR || st.st_uid != uid || st.st_mode & 0o077 != 0 {
+        return Err(SharedError::Access);
+    }
+    Ok(format!("{dir}/table"))
+}
+
+/// The file must be a regular file owned by us with no group/other permission bits.
+fn check_owner(fd: libc::c_int) -> Result<(), SharedError> {
+    // SAFETY: an all-zero stat is a valid out-buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open; `st` is a valid out-buffer.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(SharedError::from_errno(errno()));
+    }
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_uid != uid || st.st_mode & 0o077 != 0 {
+        return Err(SharedError::Access);
+    }
+    Ok(())
+}
+
+fn file_size(fd: libc::c_int) -> Result<usize, SharedError> {
+    // SAFETY: an all-zero stat is a valid out-buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open; `st` is a valid out-buffer.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(SharedError::from_errno(errno()));
+    }
+    Ok(st.st_size as usize)
+}
+
+/// An errno from opening the segment or its directory.
+fn open_error(e: i32) -> SharedError {
+    match e {
+        // A symlink where the segment should be (O_NOFOLLOW), or no permission.
+        libc::ELOOP | libc::EACCES | libc::EPERM => SharedError::Access,
+        libc::ENOMEM | libc::ENOSPC => SharedError::NoMemory,
+        _ => SharedError::Fault,
+    }
+}

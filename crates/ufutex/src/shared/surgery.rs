@@ -1,0 +1,146 @@
+//! Queue surgery on locked buckets: what the operations do between taking a bucket lock and
+//! releasing it. Each step that changes a queue runs between `begin` and `end` (see
+//! `queue.rs`), and each names its fault-injection point, so that a process killed anywhere in
+//! here leaves records from which the next lock holder rebuilds the queue. Knows nothing of
+//! processes or identities: the loom models run it on a model segment.
+
+use super::fault::{point, Point};
+use super::identity::SharedKey;
+use super::lock::{Life, Owner};
+use super::queue::Locked;
+use super::segment::{Record, COUNTED, NONE, REC_IDLE, REC_QUEUED};
+use super::SharedError;
+use crate::primitive::Ordering;
+
+pub(crate) fn has_key(rec: &Record, k: &SharedKey) -> bool {
+    rec.class.load(Ordering::Relaxed) == k.class as u32
+        && rec.off.load(Ordering::Relaxed) == k.off
+        && rec.ino.load(Ordering::Relaxed) == k.ino
+        && rec.dev.load(Ordering::Relaxed) == k.dev
+}
+
+fn set_key(rec: &Record, k: &SharedKey) {
+    rec.class.store(k.class as u32, Ordering::Relaxed);
+    rec.dev.store(k.dev, Ordering::Relaxed);
+    rec.ino.store(k.ino, Ordering::Relaxed);
+    rec.off.store(k.off, Ordering::Relaxed);
+}
+
+/// Queue record `r` on `key` at the tail: `(park, index, gen)` are the record of the thread's
+/// park word, the index a wake returns, the owner's generation.
+pub(crate) fn enqueue_locked(
+    g: &Locked<'_>,
+    r: u32,
+    key: &SharedKey,
+    mask: u64,
+    (park, index, gen): (u32, u32, u32),
+) -> Result<(), SharedError> {
+    let rec = g.h.seg().record(r)?;
+    g.begin();
+    set_key(rec, key);
+    rec.mask.store(mask, Ordering::Relaxed);
+    rec.park.store(park, Ordering::Relaxed);
+    rec.index.store(index, Ordering::Relaxed);
+    rec.gen.store(gen, Ordering::Relaxed);
+    rec.ticket.store(g.ticket(), Ordering::Relaxed);
+    rec.bucket.store(g.index, Ordering::Relaxed);
+    rec.state.store(REC_QUEUED, Ordering::Release);
+    g.push_back(r)?;
+    point(Point::Enqueued);
+    g.end();
+    Ok(())
+}
+
+/// Take our own record `r` out of this bucket if it is still queued here: `true` if it was.
+pub(crate) fn unlink_self(g: &Locked<'_>, r: u32) -> Result<bool, SharedError> {
+    let rec = g.h.seg().record(r)?;
+    if rec.state.load(Ordering::Relaxed) != REC_QUEUED || rec.bucket.load(Ordering::Relaxed) != g.index {
+        return Ok(false);
+    }
+    g.begin();
+    g.unlink(r)?;
+    point(Point::Cancelled);
+    rec.state.store(REC_IDLE, Ordering::Release);
+    g.end();
+    Ok(true)
+}
+
+/// Visit the queue in order until `f` says stop; `f` may take the record it is given out.
+pub(crate) fn walk(
+    g: &Locked<'_>,
+    mut f: impl FnMut(u32, &Record) -> Result<bool, SharedError>,
+) -> Result<(), SharedError> {
+    let seg = g.h.seg();
+    let mut r = g.head();
+    let mut steps = 0u32;
+    while r != NONE {
+        steps += 1;
+        if steps > seg.records() {
+            return Err(SharedError::NotRecoverable); // a cycle: corrupt links
+        }
+        let rec = seg.record(r)?;
+        let next = g.next(r)?;
+        if !f(r, rec)? {
+            break;
+        }
+        r = next;
+    }
+    Ok(())
+}
+
+/// Dequeue `r`, mark it Woken and kick its thread. `true` if it counts as a wake: a thread was
+/// woken, or its process lives (it was about to sleep, or spinning). A dead process's waiter is
+/// not counted and its record is given up.
+pub(crate) fn wake_one(g: &Locked<'_>, r: u32) -> Result<bool, SharedError> {
+    let seg = g.h.seg();
+    let rec = seg.record(r)?;
+    g.begin();
+    g.bucket.pending.store(r, Ordering::Relaxed);
+    g.unlink(r)?;
+    point(Point::Unlinked);
+    rec.state.store(super::segment::REC_WOKEN, Ordering::Release);
+    g.end();
+    point(Point::Marked);
+    let kicked = super::park::kick(seg, rec);
+    g.bucket.pending.store(NONE, Ordering::Relaxed);
+    if kicked > 0 {
+        return Ok(true);
+    }
+    let owner = Owner { slot: seg.owner_of(r), gen: rec.gen.load(Ordering::Relaxed) };
+    if g.h.life(owner) == Life::Alive {
+        return Ok(true);
+    }
+    seg.release_filter(r)?;
+    rec.state.store(REC_IDLE, Ordering::Release);
+    Ok(false)
+}
+
+/// Move `r` from `g1`'s queue to the tail of `g2`'s (which may be the same bucket), keyed
+/// `key`, its filter count moved to in-page offset `off` (the new count first: a count is never
+/// too low).
+pub(crate) fn move_one(
+    g1: &Locked<'_>,
+    g2: &Locked<'_>,
+    r: u32,
+    key: &SharedKey,
+    off: usize,
+) -> Result<(), SharedError> {
+    let seg = g1.h.seg();
+    let rec = seg.record(r)?;
+    seg.filter(off).fetch_add(1, Ordering::SeqCst); // before the old count goes
+    g1.begin();
+    g2.begin();
+    g1.unlink(r)?;
+    point(Point::Moving);
+    set_key(rec, key);
+    rec.ticket.store(g2.ticket(), Ordering::Relaxed);
+    rec.bucket.store(g2.index, Ordering::Relaxed);
+    g2.push_back(r)?;
+    let old = rec.counted.swap(off as u32 | COUNTED, Ordering::AcqRel);
+    g2.end();
+    g1.end();
+    if old & COUNTED != 0 {
+        seg.filter((old & !COUNTED) as usize).fetch_sub(1, Ordering::Relaxed);
+    }
+    Ok(())
+}
