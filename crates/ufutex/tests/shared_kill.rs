@@ -87,7 +87,7 @@ fn survivor(ws: &'static Words, mine: u32) -> i32 {
 
 #[test]
 fn random_kills_lose_no_wakeup_and_leave_nothing_queued() {
-    common::isolated_shared_table();
+    let _table = common::isolated_shared_table();
     std::env::set_var("UFUTEX_SHARED_BUCKETS", "4");
     let secs: f64 = std::env::var("UFUTEX_STRESS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(2.0);
     let p = shared_anon(4 * 4096);

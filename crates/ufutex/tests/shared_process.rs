@@ -22,7 +22,7 @@ fn deadline(d: Duration) -> Option<ufutex::Deadline> {
 
 #[test]
 fn shared_futexes_across_processes() {
-    common::isolated_shared_table();
+    let _table = common::isolated_shared_table();
     // Map the table in the parent before any fork (the children inherit the mapping).
     let warm = AtomicU32::new(0);
     assert_eq!(shared::wake(&warm, 1), Ok(0));

@@ -63,7 +63,7 @@ fn fresh_round_is_exact(w: &'static AtomicU32, n: usize) {
 
 #[test]
 fn a_process_killed_at_any_step_leaves_the_table_usable() {
-    common::isolated_shared_table();
+    let _table = common::isolated_shared_table();
     std::env::set_var("UFUTEX_SHARED_BUCKETS", "4");
     let p = shared_anon(3 * 4096);
     // SAFETY: a live mapping, never unmapped; offsets aligned. Same in-page offset on three

@@ -47,14 +47,15 @@ fn end_of_page_before_hole(n: usize) -> usize {
 
 const GOOD_TS: timespec = timespec { tv_sec: 0, tv_nsec: 0 };
 
-/// Process-shared words in these tests use a shared table of their own (a fresh 0700
-/// directory), never the user's. Called by every test that passes a shared word.
+/// Process-shared words in these tests use a shared table of their own (a 0700 directory of
+/// the tests', reused from run to run), never the user's. Called by every test that passes a
+/// shared word.
 fn isolated_shared_table() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        let dir = std::env::temp_dir().join(format!("ufutex-unit-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
+        // SAFETY: geteuid has no arguments and cannot fail.
+        let dir = std::env::temp_dir().join(format!("ufutex-unit-tests-{}", unsafe { libc::geteuid() }));
+        let _ = std::fs::create_dir(&dir);
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         std::env::set_var("UFUTEX_SHARED_DIR", &dir);

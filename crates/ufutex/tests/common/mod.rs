@@ -116,17 +116,26 @@ impl Rng {
 
 /// Point this test process (and the processes it starts) at a shared table of its own, in a
 /// fresh 0700 directory, so that tests never touch the user's real table nor each other's.
-/// Must run before the first shared operation.
-pub fn isolated_shared_table() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let dir = std::env::temp_dir().join(format!("ufutex-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-        std::env::set_var("UFUTEX_SHARED_DIR", &dir);
-    });
+/// Must run before the first shared operation; the directory is removed when the returned
+/// guard drops (at the end of the test).
+pub fn isolated_shared_table() -> TableDir {
+    let dir = std::env::temp_dir().join(format!("ufutex-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::env::set_var("UFUTEX_SHARED_DIR", &dir);
+    TableDir(dir)
+}
+
+/// A test's shared table directory, removed on drop (the mapping lives on; nothing opens the
+/// file again).
+pub struct TableDir(std::path::PathBuf);
+
+impl Drop for TableDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 // Processes and shared memory, for the process-shared tests.
