@@ -32,7 +32,62 @@
  * UFUTEX_NUMA_NODES=N in the environment makes N virtual nodes (for tests). A node word of -1
  * in memory that cannot be written fails with EFAULT, as the kernel's write-back does.
  *
- * Not yet: process-shared words — a word without UFUTEX_PRIVATE fails with EOPNOTSUPP.
+ * Process-shared words (no UFUTEX_PRIVATE): waiters in different processes that map the same
+ * object — a memfd, a shm_open object, a MAP_SHARED file, a SysV segment, or MAP_SHARED |
+ * MAP_ANONYMOUS memory inherited across fork — meet, at any address in each process, with the
+ * same calls, counts and errors as private words. A shared word in process-private memory
+ * (heap, stack, writable MAP_PRIVATE) works within the process, keyed by process and address;
+ * a shared word never meets a private word at the same address. Two modes, chosen once per
+ * process by the environment at its first shared call:
+ *
+ *  - Default: ufutex's own per-user shared table, in a segment file every process of the user
+ *    maps. Every size (U8/U16/U32/U64), masks, waitv entries that mix private and shared words
+ *    (up to UFUTEX_WAITV_MAX), requeue. A shared wake with nobody waiting anywhere costs a
+ *    fence and a load (no system call). The fastest; for processes of one user that all use
+ *    ufutex (or libufutex_preload.so with UFUTEX_PRELOAD_SHARED=table).
+ *  - UFUTEX_SHARED=kernel: every shared word goes to the kernel's futex on the word itself. It
+ *    meets processes that call the futex system calls directly, processes of other users, and
+ *    works in sandboxes that cannot open the segment. U32 is exact; U8 and U16 use their lane
+ *    of the containing aligned u32 with the mask moved onto the lane (exact among words of the
+ *    same size; overlapping words of other sizes may meet); U64 only with a mask of all ones
+ *    (else EINVAL); requeue U32 only (else EINVAL); waitv only U32 entries, at most 128, all
+ *    shared (a mix of private and shared entries is EINVAL).
+ *
+ * Never mix modes across processes that share words: a waiter in one mode and a waker in the
+ * other do not see each other (the waiter sleeps on until its deadline).
+ *
+ * The segment (default mode) is $UFUTEX_SHARED_DIR/table if that variable is set, else
+ * $XDG_RUNTIME_DIR/ufutex-table, else /dev/shm/ufutex-<uid>/table (the directory created with
+ * mode 0700). It must be a regular file owned by the user with no group or other permission
+ * bits, and not a symlink (else EACCES). Its capacities are fixed by the process that creates
+ * it, from the environment (read only then): UFUTEX_SHARED_PROCS processes at once (default
+ * 128), UFUTEX_SHARED_WAITERS waiting entries per process (default 2048; a waitv takes one per
+ * entry), UFUTEX_SHARED_BUCKETS hash buckets (default 4096, rounded up to a power of two). A
+ * process killed at any point leaves the table usable: a lock its dead owner held is taken over
+ * after about a millisecond and its queue repaired; its waiters are not counted by a wake.
+ * Reset: if a call reports ENOTRECOVERABLE (the segment is corrupt), or to change the
+ * capacities, remove the segment file when no process uses it; the next shared call creates a
+ * fresh one. (Removing it while processes use it splits them: old and new users stop meeting.)
+ *
+ * The errors shared words add, per call below: EACCES (the segment is not safely owned, as
+ * above), ENOTRECOVERABLE (the segment is corrupt), ENOSPC (a capacity above is reached),
+ * ENOMEM (the segment cannot be created or mapped), EFAULT (the word is not mapped — a shared
+ * wake reads the word, as the kernel looks its page up — or lies in read-only private anonymous
+ * memory, as the kernel). With UFUTEX_NUMA or UFUTEX_MPOL the node word is resolved and written
+ * back as for a private word; the shared table itself has no per-node tables.
+ *
+ * Example: a parent and its child share a word in MAP_SHARED | MAP_ANONYMOUS memory.
+ *
+ *     uint32_t *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+ *     *w = 0;
+ *     if (fork() == 0) {
+ *             __atomic_store_n(w, 1, __ATOMIC_SEQ_CST);
+ *             ufutex_wake(w, ~0UL >> 32, INT_MAX, UFUTEX_SIZE_U32);  // no UFUTEX_PRIVATE
+ *             _exit(0);
+ *     }
+ *     while (__atomic_load_n(w, __ATOMIC_SEQ_CST) == 0)
+ *             ufutex_wait(w, 0, ~0UL >> 32, UFUTEX_SIZE_U32, NULL, 0);  // EAGAIN once it is 1
+ *     wait(NULL);
  *
  * Unmapped memory: a call that must read a word, a timespec or a ufutex_waitv array that is
  * not mapped fails with EFAULT instead of crashing. On x86_64 the read is a single load whose
@@ -44,16 +99,18 @@
  * when the environment holds UFUTEX_FAULT_PROBE=syscall at the first such call (no handler is
  * installed then), every read is checked with process_vm_readv instead: a few microseconds.
  * Memory that was found mapped must stay mapped until the call returns (the kernel would
- * return EFAULT then; ufutex may crash). A wake never reads the word: waking an address that
- * was just unmapped is fine, as with the kernel.
+ * return EFAULT then; ufutex may crash). A private wake never reads the word: waking an
+ * address that was just unmapped is fine, as with the kernel (a shared wake is EFAULT there,
+ * as with the kernel).
  *
  * Out of memory for a wait-queue table, a call returns ENOMEM and changes nothing: a resize
  * (ufutex_hash_set_slots) keeps the old table, and a wait, waitv or requeue on a UFUTEX_NUMA
  * word whose node has no table yet fails before it queues. The plain table never needs memory
  * for a wait: it starts as a static one, and automatic growth that fails keeps its size.
  *
- * Waiters and wakers meet in the process default table of the library; each copy of the
- * library in a process (a static and a shared one) has its own table.
+ * Private waiters and wakers meet in the process default table of the library; each copy of
+ * the library in a process (a static and a shared one) has its own table. Shared words meet in
+ * the user's shared table (or the kernel), whatever copy of the library makes the call.
  */
 #ifndef UFUTEX_H
 #define UFUTEX_H
@@ -75,7 +132,7 @@ extern "C" {
 #define UFUTEX_NUMA 0x04
 /* Node from the preferred memory policy covering the word, where there is one. */
 #define UFUTEX_MPOL 0x08
-/* Process-private word. Required for now: without it a call fails with EOPNOTSUPP. */
+/* Process-private word; without it the word is process-shared (see above). */
 #define UFUTEX_PRIVATE 0x80
 /* Every flag bit a word may carry; any other bit is EINVAL. */
 #define UFUTEX_VALID_MASK 0x8f
@@ -94,7 +151,7 @@ struct ufutex_waitv {
 	uint64_t val;
 	/* the word's address */
 	uint64_t uaddr;
-	/* UFUTEX_SIZE_* | UFUTEX_PRIVATE */
+	/* UFUTEX_SIZE_* [| UFUTEX_PRIVATE] [| UFUTEX_NUMA] [| UFUTEX_MPOL] */
 	uint32_t flags;
 	/* must be zero */
 	uint32_t __reserved;
@@ -113,7 +170,7 @@ _Static_assert(__builtin_offsetof(struct ufutex_waitv, __reserved) == 20, "__res
  * @uaddr:   the word; aligned to its size
  * @val:     the value to compare with, at the word's size
  * @mask:    wake mask; only wakes whose mask shares a bit with it count (not 0)
- * @flags:   UFUTEX_SIZE_* | UFUTEX_PRIVATE
+ * @flags:   UFUTEX_SIZE_* | UFUTEX_PRIVATE (without it: process-shared, see above)
  * @timeout: absolute time to give up at, on @clockid; NULL waits forever
  * @clockid: CLOCK_MONOTONIC or CLOCK_REALTIME (looked at only when @timeout is given)
  *
@@ -126,32 +183,36 @@ _Static_assert(__builtin_offsetof(struct ufutex_waitv, __reserved) == 20, "__res
  *  - EINVAL: unknown flag bits; @val or @mask wider than the size; @mask is 0; @clockid not
  *    CLOCK_MONOTONIC/CLOCK_REALTIME with a @timeout; tv_sec < 0 or tv_nsec outside [0, 1e9);
  *    @uaddr misaligned (for UFUTEX_NUMA: to twice the size); a node word naming no node;
+ *    shared, UFUTEX_SHARED=kernel: a U64 word with a @mask other than all ones;
  *  - EFAULT: @timeout not mapped; @uaddr (or its node word) NULL, not mapped or in the
- *    kernel's half;
- *  - EOPNOTSUPP: no UFUTEX_PRIVATE (process-shared words: not yet);
+ *    kernel's half; shared: @uaddr in read-only private anonymous memory;
  *  - EAGAIN: *@uaddr != @val;
  *  - ETIMEDOUT: @timeout passed;
- *  - EINTR: a signal handler without SA_RESTART ran.
+ *  - EINTR: a signal handler without SA_RESTART ran;
+ *  - shared words, default mode: EACCES, ENOTRECOVERABLE, ENOMEM (the segment, see above);
+ *    ENOSPC (the process slots or this process's waiter records are all in use).
  */
 long ufutex_wait(void *uaddr, unsigned long val, unsigned long mask, unsigned int flags,
 		 const struct timespec *timeout, clockid_t clockid);
 
 /**
  * ufutex_wake() - wake waiters of a futex word.
- * @uaddr: the word; aligned to its size; never read
+ * @uaddr: the word; aligned to its size; a private word is never read, a shared one is
  * @mask:  wake only waiters whose mask shares a bit with it (not 0)
  * @nr:    most waiters to wake; 0 wakes none, INT_MAX all
- * @flags: UFUTEX_SIZE_* | UFUTEX_PRIVATE
+ * @flags: UFUTEX_SIZE_* | UFUTEX_PRIVATE (without it: process-shared, see above)
  *
- * Wakes up to @nr waiters on @uaddr, oldest first. Change the word before waking. With no
- * waiters this does not enter the kernel.
+ * Wakes up to @nr waiters on @uaddr, oldest first (for a shared word: in any process). Change
+ * the word before waking. With no waiters this does not enter the kernel (a shared word in
+ * UFUTEX_SHARED=kernel mode always does). A waiter whose process died is not counted.
  *
  * Return: the number woken; -1 and errno:
  *  - EINVAL: unknown flag bits; @mask wider than the size or 0; @nr < 0; @uaddr misaligned;
- *    a node word naming no node;
- *  - EFAULT: @uaddr NULL or in the kernel's half (the word itself is never read; a NUMA
- *    node word is, and not mapped is EFAULT);
- *  - EOPNOTSUPP: no UFUTEX_PRIVATE (process-shared words: not yet).
+ *    a node word naming no node; shared, UFUTEX_SHARED=kernel: a U64 word with a @mask other
+ *    than all ones;
+ *  - EFAULT: @uaddr NULL or in the kernel's half; a NUMA node word not mapped; shared: @uaddr
+ *    not mapped (a private word itself is never read);
+ *  - shared words, default mode: EACCES, ENOTRECOVERABLE, ENOMEM (the segment, see above).
  */
 long ufutex_wake(void *uaddr, unsigned long mask, int nr, unsigned int flags);
 
@@ -165,19 +226,27 @@ long ufutex_wake(void *uaddr, unsigned long mask, int nr, unsigned int flags);
  * @clockid:    CLOCK_MONOTONIC or CLOCK_REALTIME (looked at only when @timeout is given)
  *
  * Queues on every entry in index order, each compared atomically with its queueing, and
- * sleeps until a waker dequeues this thread from one of them. Duplicates are allowed.
+ * sleeps until a waker dequeues this thread from one of them. Duplicates are allowed. Entries
+ * may mix private and shared words (default mode; each is found as by ufutex_wait()); with
+ * UFUTEX_SHARED=kernel, a vector with shared entries must hold only shared U32 entries, at most
+ * 128.
  *
  * Return: the index of a woken entry (the highest among those a waker dequeued); -1 and errno:
  *  - EINVAL: @flags != 0; @nr_futexes 0 or above UFUTEX_WAITV_MAX; @waiters NULL; bad clock
  *    or timespec; an entry with unknown flag bits, a non-zero __reserved, a val wider than its
- *    size, or a misaligned uaddr; a node word naming no node;
+ *    size, or a misaligned uaddr; a node word naming no node; UFUTEX_SHARED=kernel with a
+ *    shared entry: an entry that is not U32, private entries beside shared ones, or more
+ *    than 128 entries;
  *  - EFAULT: @waiters or @timeout not mapped; an entry's uaddr (or node word) NULL, not mapped
- *    or in the kernel's half;
- *  - EOPNOTSUPP: an entry without UFUTEX_PRIVATE (process-shared words: not yet);
+ *    or in the kernel's half; a shared entry in read-only private anonymous memory;
  *  - EAGAIN: some entry's word does not hold its val (unless an earlier entry was woken
  *    meanwhile: its index is returned);
  *  - ETIMEDOUT, EINTR: as ufutex_wait();
- *  - ENOMEM: no memory to copy the entries, or for a node's first table (UFUTEX_NUMA).
+ *  - ENOMEM: no memory to copy the entries, or for a node's first table (UFUTEX_NUMA); the
+ *    shared segment cannot be mapped;
+ *  - shared entries, default mode: EACCES, ENOTRECOVERABLE (the segment, see above); ENOSPC
+ *    (the process slots, or this process's waiter records — one per shared entry — are all
+ *    in use).
  */
 long ufutex_waitv(struct ufutex_waitv *waiters, unsigned int nr_futexes, unsigned int flags,
 		  const struct timespec *timeout, clockid_t clockid);
@@ -185,23 +254,26 @@ long ufutex_waitv(struct ufutex_waitv *waiters, unsigned int nr_futexes, unsigne
 /**
  * ufutex_requeue() - wake waiters of one word and move others to another word.
  * @waiters:    two entries: [0] the source (its val is compared), [1] the target (its val is
- *              only checked to fit the size); both must carry identical flags
+ *              only checked to fit the size); both must carry identical flags (both private
+ *              or both shared)
  * @flags:      must be 0
  * @nr_wake:    most waiters of the source to wake
  * @nr_requeue: most further waiters of the source to move to the target
  *
  * If *waiters[0].uaddr == waiters[0].val (compared with both queues locked), wakes up to
  * @nr_wake waiters of the source, oldest first, and moves up to @nr_requeue more behind the
- * target's waiters. The target word is never read.
+ * target's waiters. The target word is never read. Shared words: waiters of any process are
+ * woken or moved; with UFUTEX_SHARED=kernel only U32 words.
  *
  * Return: woken + moved; -1 and errno:
  *  - EINVAL: @flags != 0; @waiters NULL; an entry with unknown flag bits, a non-zero
  *    __reserved or a val wider than its size; entries' flags differ; @nr_wake < 0 or
- *    @nr_requeue < 0; a misaligned uaddr; a node word naming no node;
+ *    @nr_requeue < 0; a misaligned uaddr; a node word naming no node; shared words with
+ *    UFUTEX_SHARED=kernel: a size other than U32;
  *  - EFAULT: @waiters not mapped; a uaddr NULL or in the kernel's half; the source word (or a
  *    node word) not mapped;
- *  - EOPNOTSUPP: no UFUTEX_PRIVATE (process-shared words: not yet);
- *  - EAGAIN: the source word does not hold waiters[0].val.
+ *  - EAGAIN: the source word does not hold waiters[0].val;
+ *  - shared words, default mode: EACCES, ENOTRECOVERABLE, ENOMEM (the segment, see above).
  */
 long ufutex_requeue(struct ufutex_waitv *waiters, unsigned int flags, int nr_wake, int nr_requeue);
 
@@ -215,7 +287,7 @@ long ufutex_requeue(struct ufutex_waitv *waiters, unsigned int flags, int nr_wak
  * @op:     the operation word of linux/futex.h's FUTEX_OP(op, oparg, cmp, cmparg): SET, ADD, OR,
  *          ANDN or XOR with a 12-bit signed oparg (or 1 << oparg with FUTEX_OP_OPARG_SHIFT),
  *          then EQ, NE, LT, LE, GT or GE of the old value against a 12-bit signed cmparg
- * @flags:  UFUTEX_SIZE_U32 | UFUTEX_PRIVATE
+ * @flags:  UFUTEX_SIZE_U32 | UFUTEX_PRIVATE (required, see EOPNOTSUPP)
  *
  * With the queues of both words locked: applies the operation to *@uaddr2 atomically, wakes up
  * to @nr1 waiters of @uaddr1 (any mask), oldest first, and, if the old value of *@uaddr2
@@ -225,7 +297,8 @@ long ufutex_requeue(struct ufutex_waitv *waiters, unsigned int flags, int nr_wak
  *  - EINVAL: unknown flag bits, a size other than 32 bits, UFUTEX_NUMA or UFUTEX_MPOL;
  *    @nr1 < 0 or @nr2 < 0; a misaligned word;
  *  - EFAULT: a word NULL or in the kernel's half; @uaddr2 not mapped writable;
- *  - EOPNOTSUPP: no UFUTEX_PRIVATE (process-shared words: not yet);
+ *  - EOPNOTSUPP: no UFUTEX_PRIVATE: a process-shared FUTEX_WAKE_OP is not implemented
+ *    (libufutex_preload.so sends those to the kernel);
  *  - ENOSYS: an unknown op (nothing written) or comparison (the word was written, as the
  *    kernel does).
  */
@@ -236,7 +309,8 @@ long ufutex_wake_op(void *uaddr1, void *uaddr2, int nr1, int nr2, unsigned int o
  * @slots: 0 for one large fixed table (final); a power of two >= 2 for that many buckets
  * @flags: must be 0
  *
- * The analogue of prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, slots, flags). By default the
+ * The analogue of prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, slots, flags), for private
+ * words only (the shared table is sized when its segment is created, see above). By default the
  * table sizes itself to the number of threads that wait; a fixed size stops that. Switching to
  * the large table is final. Queued waiters move to the new table.
  *

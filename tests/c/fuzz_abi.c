@@ -2,8 +2,12 @@
  * A seeded random-call driver for the C ABI: random flags, sizes, values, masks, counts,
  * addresses (NULL, misaligned, inaccessible, unmapped, kernel-half, wild, valid), timespecs
  * and vectors, while two helper threads wake and wait on the same words. Every result must be
- * one the header allows for that call; nothing may crash or hang. Afterwards, valid calls must
- * still work (a full wait/wake, waitv and requeue round on every size).
+ * one the header allows for that call; nothing may crash or hang. Words are private or
+ * process-shared (no UFUTEX_PRIVATE), on the heap, in MAP_SHARED | MAP_ANONYMOUS memory that a
+ * forked helper process also waits on and wakes, or on a read-only private page; vectors mix
+ * both kinds. The shared table lives in a fresh directory (UFUTEX_SHARED_DIR), removed at the
+ * end. Afterwards, valid calls must still work (a full wait/wake, waitv and requeue round on
+ * every size, private and shared).
  *
  *     fuzz_abi [CALLS [SEED]]      (default 1000000 calls, seed 1)
  *
@@ -19,9 +23,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <ufutex.h>
+#include <unistd.h>
 
 #include "deadline.h"
 
@@ -43,6 +51,8 @@ static uint64_t below(uint64_t n)
 
 enum { ARENA_WORDS = 64 };
 static uint64_t *arena;         /* valid words, shared with the helpers */
+static uint64_t *shm;           /* valid words in MAP_SHARED memory, shared with a helper process */
+static char *readonly;          /* a PROT_READ private anonymous page */
 static char *inaccessible;      /* PROT_NONE page */
 static char *unmapped;          /* a hole */
 static struct ufutex_waitv *vec; /* room for UFUTEX_WAITV_MAX + 1 entries */
@@ -57,14 +67,15 @@ static void die(const char *what, long r, int e)
 
 static unsigned rand_flags(void)
 {
+	unsigned f;
 	switch (below(16)) {
 	case 0: return (unsigned)rnd();                           /* anything */
-	case 1: return (unsigned)below(4);                        /* shared */
-	case 2: return UFUTEX_PRIVATE | UFUTEX_NUMA | (unsigned)below(4);
-	case 3: return UFUTEX_PRIVATE | UFUTEX_MPOL | (unsigned)below(4);
-	case 4: return UFUTEX_PRIVATE | (1u << (4 + below(28))) | (unsigned)below(4); /* unknown bit */
-	default: return UFUTEX_PRIVATE | (unsigned)below(4);
+	case 1: f = UFUTEX_NUMA | (unsigned)below(4); break;
+	case 2: f = UFUTEX_MPOL | (unsigned)below(4); break;
+	case 3: f = (1u << (4 + below(28))) | (unsigned)below(4); break; /* unknown bit */
+	default: f = (unsigned)below(4); break;
 	}
+	return below(5) < 2 ? f & ~(unsigned)UFUTEX_PRIVATE : f | UFUTEX_PRIVATE; /* 2 in 5 shared */
 }
 
 static unsigned size_bytes(unsigned flags)
@@ -83,6 +94,9 @@ static uint64_t rand_addr(unsigned flags)
 	case 4: return rnd();                                                  /* wild */
 	case 5: return (uint64_t)(uintptr_t)arena + 1 + below(ARENA_WORDS * 8 - 2); /* maybe misaligned */
 	case 6: return below(4096) & ~7ULL;                                    /* the zero page region */
+	case 7: return (uint64_t)(uintptr_t)(readonly + below(4096 / sz) * sz);
+	case 8: case 9: case 10: case 11: case 12:
+		return (uint64_t)(uintptr_t)((char *)shm + below(ARENA_WORDS * 8 / sz) * sz);
 	default: return (uint64_t)(uintptr_t)((char *)arena + below(ARENA_WORDS * 8 / sz) * sz);
 	}
 }
@@ -90,9 +104,10 @@ static uint64_t rand_addr(unsigned flags)
 /* What the word at addr holds now, if it is in the arena (so that waits often match). */
 static uint64_t rand_val(uint64_t addr, unsigned flags)
 {
-	uintptr_t a = (uintptr_t)addr, lo = (uintptr_t)arena;
+	uintptr_t a = (uintptr_t)addr, lo = (uintptr_t)arena, slo = (uintptr_t)shm;
 	unsigned sz = size_bytes(flags);
-	if (below(4) && a >= lo && a + sz <= lo + ARENA_WORDS * 8 && a % sz == 0) {
+	int in = (a >= lo && a + sz <= lo + ARENA_WORDS * 8) || (a >= slo && a + sz <= slo + ARENA_WORDS * 8);
+	if (below(4) && in && a % sz == 0) {
 		switch (sz) {
 		case 1: return __atomic_load_n((uint8_t *)a, __ATOMIC_RELAXED);
 		case 2: return __atomic_load_n((uint16_t *)a, __ATOMIC_RELAXED);
@@ -312,6 +327,10 @@ static void *waker(void *p)
 			__atomic_add_fetch(&arena[i], 1, __ATOMIC_SEQ_CST);
 		ufutex_wake(&arena[i], ~0UL, INT_MAX, UFUTEX_PRIVATE | UFUTEX_SIZE_U64);
 		ufutex_wake(&arena[i], ~0UL >> 32, INT_MAX, UFUTEX_PRIVATE | UFUTEX_SIZE_U32);
+		if ((seed >> 21) & 1)
+			__atomic_add_fetch(&shm[i], 1, __ATOMIC_SEQ_CST);
+		ufutex_wake(&shm[i], ~0UL, INT_MAX, UFUTEX_SIZE_U64);
+		ufutex_wake(&shm[i], 0xff, INT_MAX, UFUTEX_SIZE_U8);
 		struct timespec pause = {0, 20000};
 		nanosleep(&pause, NULL);
 	}
@@ -334,8 +353,47 @@ static void *sleeper(void *p)
 		uint32_t *w = (uint32_t *)&arena[i];
 		ufutex_wait(w, __atomic_load_n(w, __ATOMIC_SEQ_CST), 1, UFUTEX_PRIVATE | UFUTEX_SIZE_U32, &t,
 			    CLOCK_MONOTONIC);
+		/* A shared word, alone or beside a private one. */
+		uint32_t *sw = (uint32_t *)&shm[i];
+		struct ufutex_waitv v[2] = {
+			{.val = __atomic_load_n(sw, __ATOMIC_SEQ_CST), .uaddr = (uintptr_t)sw, .flags = UFUTEX_SIZE_U32},
+			{.val = __atomic_load_n(w, __ATOMIC_SEQ_CST), .uaddr = (uintptr_t)w,
+			 .flags = UFUTEX_PRIVATE | UFUTEX_SIZE_U32},
+		};
+		ufutex_waitv(v, 1 + (unsigned)((seed >> 40) & 1), 0, &t, CLOCK_MONOTONIC);
 	}
 	return NULL;
+}
+
+/* The helper process: waits on and wakes the shared words until told to stop (or orphaned),
+ * every wait 200 us at most. */
+static volatile uint32_t *helper_stop; /* in shared memory */
+
+static void helper_process(pid_t parent)
+{
+	uint64_t seed = 12345;
+	while (!__atomic_load_n(helper_stop, __ATOMIC_RELAXED) && getppid() == parent) {
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		unsigned i = (unsigned)(seed >> 33) % ARENA_WORDS;
+		unsigned s = (unsigned)(seed >> 50) & 3;
+		char *w = (char *)&shm[i];
+		if ((seed >> 20) & 1) {
+			__atomic_add_fetch(&shm[i], 1, __ATOMIC_SEQ_CST);
+			ufutex_wake(w, ~0UL >> (64 - 8 * (1u << s)), INT_MAX, s);
+			continue;
+		}
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		t.tv_nsec += 200000;
+		if (t.tv_nsec >= 1000000000L) {
+			t.tv_nsec -= 1000000000L;
+			t.tv_sec++;
+		}
+		uint64_t v = __atomic_load_n(&shm[i], __ATOMIC_SEQ_CST);
+		uint64_t val = s == 3 ? v : v & ((1ULL << (8 * (1u << s))) - 1); /* little-endian */
+		ufutex_wait(w, val, ~0UL >> (64 - 8 * (1u << s)), s, &t, CLOCK_MONOTONIC);
+	}
+	_exit(0);
 }
 
 struct rt {
@@ -347,23 +405,34 @@ struct rt {
 static void *rt_wait(void *p)
 {
 	struct rt *r = p;
-	r->ret = ufutex_wait(r->uaddr, 0, 1, r->flags, NULL, 0);
+	struct timespec d;
+	clock_gettime(CLOCK_MONOTONIC, &d);
+	d.tv_sec += 60; /* woken at once below; the deadline only bounds a failure */
+	r->ret = ufutex_wait(r->uaddr, 0, 1, r->flags, &d, CLOCK_MONOTONIC);
 	return NULL;
 }
 
-/* After the storm: every call still does its job on every size. */
+/* After the storm: every call still does its job on every size, private and shared (on the
+ * heap and in shared memory). */
 static void still_works(void)
 {
-	for (unsigned s = 0; s < 4; s++) {
-		uint64_t a = 0, b = 0;
-		unsigned flags = UFUTEX_PRIVATE | s;
-		struct rt w = {.uaddr = &a, .flags = flags};
+	for (unsigned k = 0; k < 12; k++) {
+		unsigned s = k % 4;
+		uint64_t ha = 0, hb = 0;
+		uint64_t *sa = &shm[ARENA_WORDS], *sb = &shm[ARENA_WORDS + 8];
+		*sa = *sb = 0;
+		uint64_t *pa = k < 8 ? &ha : sa, *pb = k < 8 ? &hb : sb;
+		unsigned flags = (k < 4 ? UFUTEX_PRIVATE : 0) | s;
+		struct rt w = {.uaddr = pa, .flags = flags};
 		pthread_t t;
 		pthread_create(&t, NULL, rt_wait, &w);
-		struct ufutex_waitv ab[2] = {{.uaddr = (uintptr_t)&a, .flags = flags}, {.uaddr = (uintptr_t)&b, .flags = flags}};
-		while (ufutex_requeue(ab, 0, 0, 1) != 1)
+		struct ufutex_waitv ab[2] = {{.uaddr = (uintptr_t)pa, .flags = flags}, {.uaddr = (uintptr_t)pb, .flags = flags}};
+		long moved = 0;
+		for (long i = 0; i < 10000000 && (moved = ufutex_requeue(ab, 0, 0, 1)) == 0; i++)
 			sched_yield();
-		if (ufutex_wake(&a, 1, 1, flags) != 0 || ufutex_wake(&b, 1, 1, flags) != 1)
+		if (moved != 1)
+			die("still_works: requeue", moved, errno);
+		if (ufutex_wake(pa, 1, 1, flags) != 0 || ufutex_wake(pb, 1, 1, flags) != 1)
 			die("still_works: requeued waiter not on the target", 0, 0);
 		pthread_join(t, NULL);
 		if (w.ret != 0)
@@ -381,8 +450,20 @@ int main(int argc, char **argv)
 	rng_state = argc > 2 ? strtoull(argv[2], NULL, 0) : 1;
 	if (!rng_state)
 		rng_state = 1;
+	/* Our own shared table, before any shared call: never the user's. */
+	char dir[] = "/tmp/ufutex-fuzz-XXXXXX";
+	if (!mkdtemp(dir) || chmod(dir, 0700) != 0)
+		die("mkdtemp", -1, errno);
+	setenv("UFUTEX_SHARED_DIR", dir, 1);
+	unsetenv("UFUTEX_SHARED");
 	arena = aligned_alloc(64, ARENA_WORDS * 8);
 	memset(arena, 0, ARENA_WORDS * 8);
+	/* ARENA_WORDS fuzzed words, then room for still_works, then the helper's stop flag. */
+	shm = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	readonly = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (shm == MAP_FAILED || readonly == MAP_FAILED)
+		die("mmap", -1, errno);
+	helper_stop = (volatile uint32_t *)&shm[4096 / 8 - 1];
 	vec = calloc(UFUTEX_WAITV_MAX + 1, sizeof(*vec));
 	inaccessible = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	/* Never mapped: below mmap_min_addr (a hole punched into a mapping can be refilled). */
@@ -390,6 +471,12 @@ int main(int argc, char **argv)
 	if (!arena || !vec || inaccessible == MAP_FAILED)
 		die("setup", -1, errno);
 
+	fflush(NULL);
+	pid_t parent = getpid(), helper = fork();
+	if (helper == 0)
+		helper_process(parent);
+	if (helper < 0)
+		die("fork", -1, errno);
 	pthread_t helpers[2];
 	pthread_create(&helpers[0], NULL, waker, (void *)(uintptr_t)(rng_state + 1));
 	pthread_create(&helpers[1], NULL, sleeper, (void *)(uintptr_t)(rng_state + 2));
@@ -419,6 +506,10 @@ int main(int argc, char **argv)
 	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < 2; i++)
 		pthread_join(helpers[i], NULL);
+	__atomic_store_n(helper_stop, 1, __ATOMIC_RELAXED);
+	int status = 0;
+	if (waitpid(helper, &status, 0) != helper || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		die("helper process", status, errno);
 	/* Wake anything the storm left queued on the arena (requeues may have moved helpers). */
 	still_works();
 	printf("fuzz_abi: %ld calls ok (wait %ld, wake %ld, waitv %ld, requeue %ld, slots %ld, wake_op %ld)\n", calls,
@@ -426,5 +517,9 @@ int main(int argc, char **argv)
 	print_outcomes();
 	free(vec);
 	free(arena);
+	char table[64];
+	snprintf(table, sizeof table, "%s/table", dir);
+	unlink(table);
+	rmdir(dir);
 	return 0;
 }

@@ -1,6 +1,7 @@
 /*
  * The C ABI test suite: every call, every word size, every errno of the header, timeouts on
- * both clocks, a 1024-entry waitv, requeue counts, the hash-slot calls. Built against the
+ * both clocks, a 1024-entry waitv, requeue counts, the hash-slot calls, and process-shared
+ * words across fork (shared anonymous memory, a memfd mapped twice, requeue, mixed waitv). Built against the
  * *installed* header and library:
  *
  *     cc -O1 -g -pthread ufutex_test.c $(pkg-config --cflags --libs ufutex)
@@ -21,6 +22,7 @@
 #include <setjmp.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <ufutex.h>
@@ -211,7 +213,7 @@ static void test_wait_errors(void)
 	FAILS(ufutex_wait(inaccessible, 0, 1, P(UFUTEX_SIZE_U32), NULL, 0), EFAULT);     /* unmapped */
 	FAILS(ufutex_wait(unmapped, 0, 1, P(UFUTEX_SIZE_U16), NULL, 0), EFAULT);
 	FAILS(ufutex_wait((void *)0xffff800000000000UL, 0, 1, P(UFUTEX_SIZE_U64), NULL, 0), EFAULT);
-	FAILS(ufutex_wait(&w, 0, 1, UFUTEX_SIZE_U32, NULL, 0), EOPNOTSUPP);              /* shared */
+	FAILS(ufutex_wait(&w, 1, 1, UFUTEX_SIZE_U32, NULL, 0), EAGAIN);                  /* shared */
 	FAILS(ufutex_wait((char *)&w + 4, 0, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA, NULL, 0), EINVAL);
 	FAILS(ufutex_wait(NULL, 0, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA, NULL, 0), EFAULT);
 	w = 5;
@@ -233,7 +235,7 @@ static void test_wake_errors(void)
 	FAILS(ufutex_wake(&w, 1, INT_MIN, P(UFUTEX_SIZE_U32)), EINVAL);
 	FAILS(ufutex_wake((char *)&w + 2, 1, 1, P(UFUTEX_SIZE_U32)), EINVAL);
 	FAILS(ufutex_wake(NULL, 1, 1, P(UFUTEX_SIZE_U32)), EFAULT);
-	FAILS(ufutex_wake(&w, 1, 1, UFUTEX_SIZE_U32), EOPNOTSUPP);
+	CHECK(ufutex_wake(&w, 1, 1, UFUTEX_SIZE_U32) == 0);                                    /* shared */
 	uint64_t pair = 0;
 	FAILS(ufutex_wake((char *)&pair + 4, 1, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA), EINVAL); /* pair misaligned */
 	CHECK(ufutex_wake(&pair, 1, 1, P(UFUTEX_SIZE_U32) | UFUTEX_NUMA) == 0);          /* node 0 */
@@ -281,8 +283,10 @@ static void test_waitv_errors(void)
 	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EFAULT);
 	memcpy(e, v, sizeof(v)); e[1].uaddr = (uintptr_t)inaccessible;
 	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EFAULT);
-	memcpy(e, v, sizeof(v)); e[1].flags = UFUTEX_SIZE_U32;
-	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EOPNOTSUPP);
+	memcpy(e, v, sizeof(v)); e[1].flags = UFUTEX_SIZE_U32; e[1].val = 3; /* shared, mismatching */
+	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EAGAIN);
+	memcpy(e, v, sizeof(v)); e[1].flags = UFUTEX_SIZE_U32; e[1].uaddr = (uintptr_t)inaccessible;
+	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EFAULT);
 	/* Values in index order: a mismatch at 0 is found before the fault at 1. */
 	memcpy(e, v, sizeof(v)); e[0].val = 9; e[1].uaddr = (uintptr_t)inaccessible;
 	FAILS(ufutex_waitv(e, 2, 0, NULL, 0), EAGAIN);
@@ -316,8 +320,12 @@ static void test_requeue_errors(void)
 	FAILS(ufutex_requeue(e, 0, 1, 1), EINVAL);
 	memcpy(e, v, sizeof(v)); e[0].uaddr = 0;
 	FAILS(ufutex_requeue(e, 0, 1, 1), EFAULT);
-	memcpy(e, v, sizeof(v)); e[0].flags = e[1].flags = UFUTEX_SIZE_U16;
-	FAILS(ufutex_requeue(e, 0, 1, 1), EOPNOTSUPP);
+	memcpy(e, v, sizeof(v)); e[0].flags = e[1].flags = UFUTEX_SIZE_U16; /* shared, nobody waits */
+	CHECK(ufutex_requeue(e, 0, 1, 1) == 0);
+	e[0].val = 6;
+	FAILS(ufutex_requeue(e, 0, 1, 1), EAGAIN);
+	memcpy(e, v, sizeof(v)); e[0].flags = UFUTEX_SIZE_U16;              /* shared and private */
+	FAILS(ufutex_requeue(e, 0, 1, 1), EINVAL);
 	memcpy(e, v, sizeof(v)); e[0].uaddr = (uintptr_t)unmapped;
 	FAILS(ufutex_requeue(e, 0, 1, 1), EFAULT);
 	memcpy(e, v, sizeof(v)); e[0].val = 6;
@@ -776,8 +784,473 @@ static void test_no_memory(void)
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* ---- process-shared words (no UFUTEX_PRIVATE), across fork ------------------------------------
+ *
+ * main points UFUTEX_SHARED_DIR at a fresh 0700 directory before any shared call, so the tests
+ * make their own shared table and never touch the user's. Every wait has a deadline (seconds
+ * ahead, from now); the parent waits for a child to be queued by requeueing the child's word
+ * onto itself (which counts the waiters and wakes none), or by waking until one is woken, both
+ * in bounded loops; children report with their exit status, which the parent checks. */
+
+static char shared_dir[64];
+static pid_t shared_dir_owner;
+
+static void remove_shared_dir(void)
+{
+	if (getpid() != shared_dir_owner || !shared_dir[0])
+		return;
+	char path[96];
+	snprintf(path, sizeof path, "%s/table", shared_dir);
+	unlink(path);
+	rmdir(shared_dir);
+	shared_dir[0] = 0;
+}
+
+static void make_shared_dir(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	snprintf(shared_dir, sizeof shared_dir, "%s/ufutex-test-XXXXXX", tmp && strlen(tmp) < 40 ? tmp : "/tmp");
+	if (!mkdtemp(shared_dir) || chmod(shared_dir, 0700) != 0) {
+		perror("ufutex_test: mkdtemp");
+		exit(2);
+	}
+	shared_dir_owner = getpid();
+	atexit(remove_shared_dir);
+	setenv("UFUTEX_SHARED_DIR", shared_dir, 1);
+	unsetenv("UFUTEX_SHARED"); /* these tests are for the default mode, ufutex's own table */
+}
+
+/* A deadline `secs` seconds from now on CLOCK_MONOTONIC: long enough for any machine, short
+ * enough that a lost wakeup fails the test instead of hanging it. */
+#define SHARED_DEADLINE_S 20
+static struct timespec soon(void)
+{
+	return at(CLOCK_MONOTONIC, SHARED_DEADLINE_S * 1000000000L);
+}
+
+/* A child's report: 0 when `r` is what it wanted, else 100 + errno, or 98 for another value
+ * (99 is valgrind's --error-exitcode in CI). */
+static int report(long r, int err, long want)
+{
+	if (r == want)
+		return 0;
+	if (r == -1)
+		return err > 0 && err < 100 ? 100 + err : 97;
+	return 98;
+}
+
+static pid_t spawn(int (*fn)(void *), void *arg)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(fn(arg));
+	CHECK(pid > 0);
+	return pid;
+}
+
+/* The child's exit status; killed and -1 if it is still running after the wait deadline plus
+ * a margin (a hang), 1000 + signal if a signal ended it. */
+static int reap(pid_t pid)
+{
+	int st = 0;
+	for (int i = 0; i < (SHARED_DEADLINE_S + 30) * 1000; i++) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + WTERMSIG(st);
+		if (r < 0)
+			return -2;
+		usleep(1000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+#define CHILD_OK(pid)                                                                             \
+	do {                                                                                      \
+		int st_ = reap(pid);                                                              \
+		if (st_ != 0) {                                                                   \
+			fprintf(stderr, "%s:%d: child reported %d (100+errno: a failed call; 99: valgrind found errors in it)\n", __FILE__, \
+				__LINE__, st_);                                                   \
+			failures++;                                                               \
+		}                                                                                 \
+	} while (0)
+
+/* How many threads wait (shared) on the word: a requeue of the word onto itself counts them
+ * and wakes or moves none. `val` is what the word holds. */
+static long shared_waiters(void *uaddr, uint64_t val, unsigned flags)
+{
+	struct ufutex_waitv self[2] = {{.val = val, .uaddr = (uintptr_t)uaddr, .flags = flags},
+				       {.val = 0, .uaddr = (uintptr_t)uaddr, .flags = flags}};
+	return ufutex_requeue(self, 0, 0, INT_MAX);
+}
+
+/* Until `n` threads wait on the word (bounded: ~SHARED_DEADLINE_S / 2 seconds): whether they do. */
+static int until_waiters(void *uaddr, uint64_t val, unsigned flags, long n)
+{
+	for (int i = 0; i < SHARED_DEADLINE_S * 500; i++) {
+		long r = shared_waiters(uaddr, val, flags);
+		if (r >= n)
+			return r == n;
+		if (r < 0) {
+			fprintf(stderr, "until_waiters: requeue failed, errno %d\n", errno);
+			return 0;
+		}
+		usleep(1000);
+	}
+	fprintf(stderr, "until_waiters: nobody came\n");
+	return 0;
+}
+
+/* Wake until one waiter is woken (bounded): what the last wake returned. */
+static long shared_wake_one(void *uaddr, unsigned long mask, unsigned flags)
+{
+	long r = 0;
+	for (int i = 0; i < SHARED_DEADLINE_S * 500 && r == 0; i++) {
+		r = ufutex_wake(uaddr, mask, 1, flags);
+		if (r == 0)
+			usleep(1000);
+	}
+	return r;
+}
+
+static void *map_shared_anon(void)
+{
+	void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(p != MAP_FAILED);
+	memset(p, 0, 4096);
+	return p;
+}
+
+/* Without a waiter: a wake is 0 at every size and count; a mismatch is EAGAIN; a matching value
+ * with a past deadline is ETIMEDOUT; the argument errors; private memory (heap) too. */
+static void test_shared_no_waiter(void)
+{
+	struct timespec past = {0, 0};
+	uint64_t *shm = map_shared_anon();
+	uint64_t *heap = calloc(2, sizeof(uint64_t));
+	uint64_t *words[2] = {shm, heap};
+	for (int m = 0; m < 2; m++) {
+		uint64_t *w = words[m];
+		for (int s = 0; s < 4; s++) {
+			unsigned f = sizes[s];
+			*w = ~0ULL;
+			CHECK(ufutex_wake(w, maxval[s], 0, f) == 0);
+			CHECK(ufutex_wake(w, maxval[s], INT_MAX, f) == 0);
+			CHECK(ufutex_wake(w, 1, 1, f) == 0);
+			FAILS(ufutex_wait(w, maxval[s] - 1, maxval[s], f, NULL, 0), EAGAIN);
+			FAILS(ufutex_wait(w, maxval[s], 1, f, &past, CLOCK_MONOTONIC), ETIMEDOUT);
+			FAILS(ufutex_wait(w, maxval[s], 1, f, &past, CLOCK_REALTIME), ETIMEDOUT);
+			if (s > 0) {
+				FAILS(ufutex_wait((char *)w + 1, 0, 1, f, NULL, 0), EINVAL);
+				FAILS(ufutex_wake((char *)w + 1, 1, 1, f), EINVAL);
+			}
+			if (s < 3)
+				FAILS(ufutex_wait(w, maxval[s] + 1, 1, f, NULL, 0), EINVAL);
+			FAILS(ufutex_wait(w, 0, 0, f, NULL, 0), EINVAL);
+			FAILS(ufutex_wake(w, 0, 1, f), EINVAL);
+			FAILS(ufutex_wake(w, 1, -1, f), EINVAL);
+			/* Timed waits on both clocks, a little ahead: ETIMEDOUT, never early. */
+			if (s == 2) {
+				struct timespec d = at(CLOCK_REALTIME, 5 * 1000 * 1000);
+				FAILS(ufutex_wait(w, maxval[s], 1, f, &d, CLOCK_REALTIME), ETIMEDOUT);
+				CHECK(not_before(CLOCK_REALTIME, d));
+			}
+		}
+		/* Stale wakes do not linger: after them, a wait still times out. */
+		*w = 0;
+		FAILS(ufutex_wait(w, 0, ~0UL, UFUTEX_SIZE_U64, &past, CLOCK_MONOTONIC), ETIMEDOUT);
+	}
+	/* NULL, unmapped, inaccessible: EFAULT; a shared wake reads the word, as the kernel's. */
+	for (int s = 0; s < 4; s++) {
+		FAILS(ufutex_wait(NULL, 0, 1, sizes[s], NULL, 0), EFAULT);
+		FAILS(ufutex_wake(NULL, 1, 1, sizes[s]), EFAULT);
+		FAILS(ufutex_wait(unmapped, 0, 1, sizes[s], NULL, 0), EFAULT);
+		FAILS(ufutex_wake(unmapped, 1, 1, sizes[s]), EFAULT);
+		FAILS(ufutex_wait(inaccessible, 0, 1, sizes[s], &past, CLOCK_MONOTONIC), EFAULT);
+		FAILS(ufutex_wake(inaccessible, 1, 0, sizes[s]), EFAULT);
+	}
+	/* Read-only private anonymous memory "never changes": a wait that would queue is EFAULT,
+	 * as from the kernel. */
+	uint32_t *ro = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(ro != MAP_FAILED);
+	FAILS(ufutex_wait(ro, 0, 1, UFUTEX_SIZE_U32, &past, CLOCK_MONOTONIC), EFAULT);
+	munmap(ro, 4096);
+	/* A NUMA pair: the node word is resolved and written back as for a private word. */
+	struct numa_pair32_s {
+		uint32_t word, node;
+	} __attribute__((aligned(8))) *np = (void *)shm;
+	np->word = 3;
+	np->node = UINT32_MAX;
+	FAILS(ufutex_wait(np, 2, 1, UFUTEX_SIZE_U32 | UFUTEX_NUMA, NULL, 0), EAGAIN);
+	CHECK(np->node != UINT32_MAX);
+	CHECK(ufutex_wake(np, 1, 1, UFUTEX_SIZE_U32 | UFUTEX_NUMA) == 0);
+	/* FUTEX_WAKE_OP on shared words is not implemented. */
+	FAILS(ufutex_wake_op(shm, shm + 1, 1, 1, 0, UFUTEX_SIZE_U32), EOPNOTSUPP);
+	/* waitv: shared entries with private ones; requeue with nobody waiting. */
+	uint32_t priv = 1;
+	shm[0] = 2;
+	struct ufutex_waitv v[2] = {{.val = 1, .uaddr = (uintptr_t)&priv, .flags = P(UFUTEX_SIZE_U32)},
+				    {.val = 2, .uaddr = (uintptr_t)shm, .flags = UFUTEX_SIZE_U64}};
+	FAILS(ufutex_waitv(v, 2, 0, &past, CLOCK_MONOTONIC), ETIMEDOUT);
+	v[1].val = 3;
+	FAILS(ufutex_waitv(v, 2, 0, NULL, 0), EAGAIN);
+	struct ufutex_waitv rq[2] = {{.val = 2, .uaddr = (uintptr_t)shm, .flags = UFUTEX_SIZE_U64},
+				     {.val = 0, .uaddr = (uintptr_t)heap, .flags = UFUTEX_SIZE_U64}};
+	CHECK(ufutex_requeue(rq, 0, 1, INT_MAX) == 0);
+	rq[0].val = 1;
+	FAILS(ufutex_requeue(rq, 0, 1, INT_MAX), EAGAIN);
+	free(heap);
+	munmap(shm, 4096);
+}
+
+struct sw {
+	void *uaddr;
+	uint64_t val;
+	unsigned long mask;
+	unsigned flags;
+	long want;
+	long ret; /* of a thread's wait */
+	int err;
+};
+
+static void *timed_wait_thread(void *p)
+{
+	struct sw *a = p;
+	struct timespec d = soon();
+	errno = 0;
+	a->ret = ufutex_wait(a->uaddr, a->val, a->mask, a->flags, &d, CLOCK_MONOTONIC);
+	a->err = errno;
+	return NULL;
+}
+
+static int child_wait(void *p)
+{
+	struct sw *a = p;
+	struct timespec d = soon();
+	errno = 0;
+	long r = ufutex_wait(a->uaddr, a->val, a->mask, a->flags, &d, CLOCK_MONOTONIC);
+	return report(r, errno, a->want);
+}
+
+static int child_wake(void *p)
+{
+	struct sw *a = p;
+	return report(shared_wake_one(a->uaddr, a->mask, a->flags), errno, 1);
+}
+
+/* MAP_SHARED | MAP_ANONYMOUS inherited across fork: a child waits, the parent wakes; then the
+ * parent waits and a child wakes. */
+static void test_shared_fork_u32(void)
+{
+	uint32_t *w = map_shared_anon();
+	const unsigned f = UFUTEX_SIZE_U32;
+	struct sw a = {.uaddr = w, .val = 0, .mask = ~0U, .flags = f, .want = 0};
+	pid_t pid = spawn(child_wait, &a);
+	CHECK(shared_wake_one(w, ~0U, f) == 1);
+	CHILD_OK(pid);
+	CHECK(ufutex_wake(w, ~0U, INT_MAX, f) == 0);
+
+	pid = spawn(child_wake, &a);
+	struct timespec d = soon();
+	errno = 0;
+	long r = ufutex_wait(w, 0, ~0U, f, &d, CLOCK_MONOTONIC);
+	CHECK(r == 0);
+	if (r != 0)
+		fprintf(stderr, "parent's wait: %ld errno %d\n", r, errno);
+	CHILD_OK(pid);
+	munmap(w, 4096);
+}
+
+struct memfd_arg {
+	int fd;
+	unsigned off, s;
+};
+
+/* The child maps the memfd again — only its second page, at an address of the kernel's choice
+ * (the parent's mapping is still there, so it differs) — and waits on the word. */
+static int child_memfd_wait(void *p)
+{
+	struct memfd_arg *a = p;
+	char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 4096);
+	if (m == MAP_FAILED)
+		return 96;
+	struct timespec d = soon();
+	errno = 0;
+	long r = ufutex_wait(m + a->off, maxval[a->s], 0x3, sizes[a->s], &d, CLOCK_MONOTONIC);
+	return report(r, errno, 0);
+}
+
+static void test_shared_memfd_sizes(void)
+{
+	int fd = memfd_create("ufutex_test", MFD_CLOEXEC);
+	CHECK(fd >= 0 && ftruncate(fd, 2 * 4096) == 0);
+	char *m = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED);
+	for (unsigned s = 0; s < 4; s++) {
+		struct memfd_arg a = {.fd = fd, .off = 64 + 8 * s, .s = s};
+		char *word = m + 4096 + a.off;
+		memset(word, 0xff, 8);
+		pid_t pid = spawn(child_memfd_wait, &a);
+		if (until_waiters(word, maxval[s], sizes[s], 1)) {
+			CHECK(ufutex_wake(word, 0x4, INT_MAX, sizes[s]) == 0);  /* no common mask bit */
+			CHECK(ufutex_wake(m + a.off, 0x3, INT_MAX, sizes[s]) == 0); /* other page */
+			CHECK(ufutex_wake(word, 0x2, INT_MAX, sizes[s]) == 1);
+		} else {
+			CHECK(!"the child never queued");
+		}
+		CHILD_OK(pid);
+		CHECK(ufutex_wake(word, 0x3, INT_MAX, sizes[s]) == 0);
+	}
+	munmap(m, 2 * 4096);
+	close(fd);
+}
+
+/* A shared word on the child's heap is the child's own: the parent's wake at the same address
+ * (its own heap) never reaches it. The child waits on [heap word, MAP_SHARED word] (queued in
+ * that order), so once the parent sees it on the second, it is on the first too. */
+struct heap_arg {
+	uint32_t *heap, *shm;
+};
+
+static int child_heap_wait(void *p)
+{
+	struct heap_arg *a = p;
+	struct ufutex_waitv v[2] = {{.val = 0, .uaddr = (uintptr_t)a->heap, .flags = UFUTEX_SIZE_U32},
+				    {.val = 0, .uaddr = (uintptr_t)a->shm, .flags = UFUTEX_SIZE_U32}};
+	struct timespec d = soon();
+	errno = 0;
+	long r = ufutex_waitv(v, 2, 0, &d, CLOCK_MONOTONIC);
+	return report(r, errno, 1);
+}
+
+static void test_shared_heap_is_local(void)
+{
+	struct heap_arg a = {.heap = calloc(1, sizeof(uint32_t)), .shm = map_shared_anon()};
+	pid_t pid = spawn(child_heap_wait, &a);
+	if (until_waiters(a.shm, 0, UFUTEX_SIZE_U32, 1)) {
+		CHECK(ufutex_wake(a.heap, ~0U, INT_MAX, UFUTEX_SIZE_U32) == 0);
+		CHECK(ufutex_wake(a.heap, ~0U, INT_MAX, P(UFUTEX_SIZE_U32)) == 0);
+		CHECK(shared_waiters(a.heap, 0, UFUTEX_SIZE_U32) == 0);
+		CHECK(ufutex_wake(a.shm, ~0U, INT_MAX, UFUTEX_SIZE_U32) == 1);
+	} else {
+		CHECK(!"the child never queued");
+	}
+	CHILD_OK(pid);
+	/* Within one process a shared word on the heap works, and never meets a private word. */
+	struct sw t = {.uaddr = a.heap, .val = 0, .mask = ~0U, .flags = UFUTEX_SIZE_U32, .ret = 1};
+	pthread_t th;
+	pthread_create(&th, NULL, timed_wait_thread, &t);
+	if (until_waiters(a.heap, 0, UFUTEX_SIZE_U32, 1)) {
+		CHECK(ufutex_wake(a.heap, ~0U, INT_MAX, P(UFUTEX_SIZE_U32)) == 0);
+		CHECK(ufutex_wake(a.heap, ~0U, INT_MAX, UFUTEX_SIZE_U32) == 1);
+	} else {
+		CHECK(!"the thread never queued");
+	}
+	pthread_join(th, NULL);
+	CHECK(t.ret == 0);
+	free(a.heap);
+	munmap(a.shm, 4096);
+}
+
+/* Requeue across processes: two children wait on a; the parent moves them to b (each call
+ * reports what it moved), then wakes them through b. */
+static void test_shared_requeue_fork(void)
+{
+	uint64_t *m = map_shared_anon();
+	uint16_t *a = (uint16_t *)&m[1], *b = (uint16_t *)&m[9];
+	const unsigned f = UFUTEX_SIZE_U16;
+	struct sw arg = {.uaddr = a, .val = 0, .mask = 0xffff, .flags = f, .want = 0};
+	pid_t pid[2] = {spawn(child_wait, &arg), spawn(child_wait, &arg)};
+	struct ufutex_waitv ab[2] = {{.val = 0, .uaddr = (uintptr_t)a, .flags = f},
+				     {.val = 0, .uaddr = (uintptr_t)b, .flags = f}};
+	long moved = 0;
+	for (int i = 0; i < SHARED_DEADLINE_S * 500 && moved < 2; i++) {
+		long r = ufutex_requeue(ab, 0, 0, INT_MAX);
+		CHECK(r >= 0);
+		moved += r > 0 ? r : 0;
+		if (r <= 0)
+			usleep(1000);
+	}
+	CHECK(moved == 2);
+	CHECK(ufutex_wake(a, 0xffff, INT_MAX, f) == 0);
+	CHECK(shared_waiters(b, 0, f) == 2);
+	*a = 1;
+	FAILS(ufutex_requeue(ab, 0, 1, 1), EAGAIN);
+	ab[0].flags = UFUTEX_PRIVATE | f;
+	FAILS(ufutex_requeue(ab, 0, 1, 1), EINVAL); /* entries' flags differ */
+	CHECK(ufutex_wake(b, 0xffff, 1, f) == 1);
+	CHECK(ufutex_wake(b, 0xffff, INT_MAX, f) == 1);
+	CHECK(ufutex_wake(b, 0xffff, INT_MAX, f) == 0);
+	CHILD_OK(pid[0]);
+	CHILD_OK(pid[1]);
+	munmap(m, 4096);
+}
+
+/* A waitv mixing a private and a shared entry: woken through either. In a child: [private word
+ * of its own, shared U16 word], woken by the parent through the shared one (index 1). In this
+ * process: a thread woken through the private one (index 0). */
+static int child_mixed_waitv(void *p)
+{
+	uint16_t *shm = p;
+	uint32_t priv = 0;
+	struct ufutex_waitv v[2] = {{.val = 0, .uaddr = (uintptr_t)&priv, .flags = P(UFUTEX_SIZE_U32)},
+				    {.val = 5, .uaddr = (uintptr_t)shm, .flags = UFUTEX_SIZE_U16}};
+	struct timespec d = soon();
+	errno = 0;
+	long r = ufutex_waitv(v, 2, 0, &d, CLOCK_MONOTONIC);
+	return report(r, errno, 1);
+}
+
+struct mixed {
+	struct ufutex_waitv v[2];
+	long ret;
+	int err;
+};
+
+static void *mixed_thread(void *p)
+{
+	struct mixed *m = p;
+	struct timespec d = soon();
+	errno = 0;
+	m->ret = ufutex_waitv(m->v, 2, 0, &d, CLOCK_MONOTONIC);
+	m->err = errno;
+	return NULL;
+}
+
+static void test_shared_waitv_mixed(void)
+{
+	uint16_t *shm = map_shared_anon();
+	*shm = 5;
+	pid_t pid = spawn(child_mixed_waitv, shm);
+	if (until_waiters(shm, 5, UFUTEX_SIZE_U16, 1))
+		CHECK(ufutex_wake(shm, 0xffff, INT_MAX, UFUTEX_SIZE_U16) == 1);
+	else
+		CHECK(!"the child never queued");
+	CHILD_OK(pid);
+
+	uint32_t priv = 0;
+	struct mixed m = {.v = {{.val = 0, .uaddr = (uintptr_t)&priv, .flags = P(UFUTEX_SIZE_U32)},
+				{.val = 5, .uaddr = (uintptr_t)shm, .flags = UFUTEX_SIZE_U16}},
+			  .ret = -2};
+	pthread_t t;
+	pthread_create(&t, NULL, mixed_thread, &m);
+	if (until_waiters(shm, 5, UFUTEX_SIZE_U16, 1)) /* queued on the shared entry: on both */
+		CHECK(ufutex_wake(&priv, ~0U, INT_MAX, P(UFUTEX_SIZE_U32)) == 1);
+	else
+		CHECK(!"the thread never queued");
+	pthread_join(t, NULL);
+	CHECK(m.ret == 0);
+	if (m.ret != 0)
+		fprintf(stderr, "mixed waitv: %ld errno %d\n", m.ret, m.err);
+	CHECK(shared_waiters(shm, 5, UFUTEX_SIZE_U16) == 0); /* the shared entry was taken out */
+	munmap(shm, 4096);
+}
+
 int main(void)
 {
+	make_shared_dir(); /* before any shared call */
 	make_bad_pages();
 	RUN(test_fault_chaining);
 	RUN(test_wait_errors);
@@ -795,6 +1268,13 @@ int main(void)
 	RUN(test_wake_op);
 	RUN(test_slots);
 	RUN(test_numa);
+	RUN(test_shared_no_waiter);
+	RUN(test_shared_fork_u32);
+	RUN(test_shared_memfd_sizes);
+	RUN(test_shared_heap_is_local);
+	RUN(test_shared_requeue_fork);
+	RUN(test_shared_waitv_mixed);
+	remove_shared_dir();
 	if (failures) {
 		fprintf(stderr, "ufutex_test: %d failure(s)\n", failures);
 		return 1;

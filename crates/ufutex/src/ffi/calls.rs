@@ -294,7 +294,12 @@ pub unsafe extern "C" fn ufutex_waitv(
         let mut addrs = Vec::new();
         addrs.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
         for (e, f) in &parsed {
-            addrs.push(validate::address(e.uaddr, *f)?);
+            let addr = validate::address(e.uaddr, *f)?;
+            if !f.private {
+                // The kernel looks a shared word's page up while making its key (EFAULT).
+                validate::current(addr, f.size)?;
+            }
+            addrs.push(addr);
         }
         // NUMA/MPOL entries' nodes (the only keys that can fail), in index order.
         let mut node_keys: Vec<Option<Key>> = Vec::new();
@@ -371,7 +376,14 @@ pub unsafe extern "C" fn ufutex_requeue(
         }
         let (nr_wake, nr_requeue) = (validate::count(nr_wake)?, validate::count(nr_requeue)?);
         let from = validate::address(src.uaddr, fs)?;
+        if !fs.private {
+            // Each shared key is made with its page looked up (EFAULT), source first.
+            validate::current(from, fs.size)?;
+        }
         let to = validate::nonnull(validate::address(dst.uaddr, fd)?)?;
+        if !fd.private {
+            validate::current(to, fd.size)?;
+        }
         if !fs.private {
             // SAFETY: forwarded contract.
             return unsafe { requeue_shared((from, fs, src.val), (to, fd), nr_wake, nr_requeue) };

@@ -31,7 +31,17 @@ pub(crate) struct Proc {
     pub(crate) maps_fd: libc::c_int,
     /// Our slot's free records.
     free: Mutex<Vec<u32>>,
+    /// In a forked child, the parent's `Proc` as the child inherited it: never used again, but
+    /// kept reachable (a leak checker would call it lost, and one fork in a signal handler
+    /// could still hold a reference to it).
+    _parent: *const Proc,
 }
+
+// SAFETY: `_parent` is never dereferenced; everything else is Sync (atomics, a Mutex, and the
+// leaked segment).
+unsafe impl Sync for Proc {}
+// SAFETY: as above.
+unsafe impl Send for Proc {}
 
 /// The segment, mapped once for the life of the process (children inherit the mapping).
 static SEGMENT: AtomicPtr<Segment> = AtomicPtr::new(std::ptr::null_mut());
@@ -92,7 +102,9 @@ fn new_proc() -> Result<&'static Proc, SharedError> {
     }
     // A first call, or a child: the parent's descriptions (if any) are not ours.
     close_inherited();
-    let p: &'static Proc = Box::leak(Box::new(Proc::claim(seg)?));
+    let mut fresh = Proc::claim(seg)?;
+    fresh._parent = p;
+    let p: &'static Proc = Box::leak(Box::new(fresh));
     FDS[0].store(p.fd, Ordering::Relaxed);
     FDS[1].store(p.maps_fd, Ordering::Relaxed);
     here.store(1, Ordering::Relaxed);
@@ -193,6 +205,7 @@ impl Proc {
                 fd,
                 maps_fd,
                 free: Mutex::new((base..base + seg.layout.records).rev().collect()),
+                _parent: std::ptr::null(),
             };
             if let Err(e) = p.reap(slot) {
                 close();
