@@ -185,7 +185,9 @@ _Static_assert(__builtin_offsetof(struct ufutex_waitv, __reserved) == 20, "__res
  *    @uaddr misaligned (for UFUTEX_NUMA: to twice the size); a node word naming no node;
  *    shared, UFUTEX_SHARED=kernel: a U64 word with a @mask other than all ones;
  *  - EFAULT: @timeout not mapped; @uaddr (or its node word) NULL, not mapped or in the
- *    kernel's half; shared: @uaddr in read-only private anonymous memory;
+ *    kernel's half; shared: @uaddr in read-only private anonymous memory, when the value
+ *    matches (a mismatch is EAGAIN without asking what backs the page; the kernel says
+ *    EFAULT there too);
  *  - EAGAIN: *@uaddr != @val;
  *  - ETIMEDOUT: @timeout passed;
  *  - EINTR: a signal handler without SA_RESTART ran;
@@ -211,7 +213,8 @@ long ufutex_wait(void *uaddr, unsigned long val, unsigned long mask, unsigned in
  *    a node word naming no node; shared, UFUTEX_SHARED=kernel: a U64 word with a @mask other
  *    than all ones;
  *  - EFAULT: @uaddr NULL or in the kernel's half; a NUMA node word not mapped; shared: @uaddr
- *    not mapped (a private word itself is never read);
+ *    not mapped (a private word itself is never read). A shared word in read-only private
+ *    anonymous memory, where nobody can wait, is woken with 0 (the kernel says EFAULT);
  *  - shared words, default mode: EACCES, ENOTRECOVERABLE, ENOMEM (the segment, see above).
  */
 long ufutex_wake(void *uaddr, unsigned long mask, int nr, unsigned int flags);
