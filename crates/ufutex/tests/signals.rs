@@ -204,3 +204,62 @@ fn a_signal_to_a_thread_not_waiting_changes_nothing() {
         assert_eq!(t.join().unwrap(), Ok(()));
     });
 }
+
+/// A process-shared word in memory a child could share (the table lives in this test's own
+/// directory).
+fn shared_word() -> &'static AtomicU32 {
+    let p = common::shared_anon(4096);
+    // SAFETY: a live, page-aligned mapping that is never unmapped.
+    unsafe { common::at(p, 0) }
+}
+
+/// How many shared waiters are queued on `w` (a requeue onto itself counts without moving).
+fn shared_queued(w: &AtomicU32) -> usize {
+    ufutex::shared::requeue(w, 0, w, 0, usize::MAX).unwrap()
+}
+
+#[test]
+fn a_shared_wait_is_interrupted_and_leaves_nothing_queued() {
+    let (_g, _d) = setup(false);
+    let _table = common::isolated_shared_table();
+    let w = shared_word();
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = s.spawn(move || {
+            tx.send(current_thread()).unwrap();
+            ufutex::shared::wait(w, 0, Some(Deadline::from(common::CAP)))
+        });
+        let id = rx.recv().unwrap();
+        await_until("the shared waiter queued", || shared_queued(w) == 1);
+        signal_until(id, || t.is_finished());
+        assert_eq!(t.join().unwrap(), Err(ufutex::shared::SharedError::Interrupted));
+    });
+    assert_eq!(shared_queued(w), 0);
+    assert_eq!(ufutex::shared::wake(w, 1), Ok(0));
+}
+
+#[test]
+fn a_shared_wait_goes_on_under_sa_restart() {
+    let (_g, _d) = setup(true);
+    let _table = common::isolated_shared_table();
+    let w = shared_word();
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = s.spawn(move || {
+            tx.send(current_thread()).unwrap();
+            ufutex::shared::wait(w, 0, Some(Deadline::from(common::CAP)))
+        });
+        let id = rx.recv().unwrap();
+        await_until("the shared waiter queued", || shared_queued(w) == 1);
+        let before = HITS.load(Ordering::SeqCst);
+        for _ in 0..5 {
+            signal(id);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        await_until("the handler ran", || HITS.load(Ordering::SeqCst) > before);
+        assert!(!t.is_finished(), "SA_RESTART: the wait goes on");
+        assert_eq!(shared_queued(w), 1);
+        assert_eq!(ufutex::shared::wake(w, 1), Ok(1));
+        assert_eq!(t.join().unwrap(), Ok(()));
+    });
+}
