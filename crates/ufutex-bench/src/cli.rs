@@ -18,9 +18,10 @@ pub struct Cli {
 #[derive(Debug, Clone, Args)]
 pub struct CommonArgs {
     /// Competitors, comma-separated (futex workloads: ufutex, ufutex-domain, kernel, atomic-wait,
-    /// parking_lot_core; lock: ufutex, pthread, std, parking_lot, and, only when named, the
-    /// ufutex variants ufutex-nohandoff, ufutex-handoff-<T> (T: 50us, 1ms, … or <N>wakeups) and
-    /// ufutex-spin-<B>x<F>-<Y>y (B busy rounds from F hints, then Y yields; default 2x16-7y))
+    /// parking_lot_core, and with --shared also ufutex-shared, kernel-shared; lock: ufutex,
+    /// pthread, std, parking_lot, and, only when named, the ufutex variants ufutex-nohandoff,
+    /// ufutex-handoff-<T> (T: 50us, 1ms, … or <N>wakeups) and ufutex-spin-<B>x<F>-<Y>y (B busy
+    /// rounds from F hints, then Y yields; default 2x16-7y))
     #[arg(long = "impl", value_name = "LIST")]
     pub impls: Option<String>,
     /// Timed repetitions per competitor, interleaved round-robin [default: 5; report --quick: 2]
@@ -49,6 +50,10 @@ pub enum Command {
     Fastpath {
         #[command(flatten)]
         common: CommonArgs,
+        /// Process-shared futexes (like perf bench futex -S): ufutex → ufutex-shared, kernel →
+        /// kernel-shared (the baseline), words in a MAP_SHARED memfd; other competitors left out
+        #[arg(long)]
+        shared: bool,
     },
     /// The kernel's own perf bench futex (hash, wake, wake-parallel, requeue), as it is and
     /// through the preload library, interleaved
@@ -60,6 +65,10 @@ pub enum Command {
     Hash {
         #[command(flatten)]
         common: CommonArgs,
+        /// Process-shared futexes (like perf bench futex -S): ufutex → ufutex-shared, kernel →
+        /// kernel-shared (the baseline), words in a MAP_SHARED memfd; other competitors left out
+        #[arg(long)]
+        shared: bool,
         /// Threads
         #[arg(long, short = 't', default_value_t = 2)]
         threads: usize,
@@ -84,6 +93,10 @@ pub enum Command {
     Wake {
         #[command(flatten)]
         common: CommonArgs,
+        /// Process-shared futexes (like perf bench futex -S): ufutex → ufutex-shared, kernel →
+        /// kernel-shared (the baseline), words in a MAP_SHARED memfd; other competitors left out
+        #[arg(long)]
+        shared: bool,
         #[arg(long, short = 'n', default_value_t = 128)]
         waiters: usize,
         /// Waiters woken per call (default: all in one call)
@@ -94,6 +107,10 @@ pub enum Command {
     WakeParallel {
         #[command(flatten)]
         common: CommonArgs,
+        /// Process-shared futexes (like perf bench futex -S): ufutex → ufutex-shared, kernel →
+        /// kernel-shared (the baseline), words in a MAP_SHARED memfd; other competitors left out
+        #[arg(long)]
+        shared: bool,
         #[arg(long, short = 'n', default_value_t = 128)]
         waiters: usize,
         #[arg(long, short = 'w', default_value_t = 2)]
@@ -103,6 +120,10 @@ pub enum Command {
     Requeue {
         #[command(flatten)]
         common: CommonArgs,
+        /// Process-shared futexes (like perf bench futex -S): ufutex → ufutex-shared, kernel →
+        /// kernel-shared (the baseline), words in a MAP_SHARED memfd; other competitors left out
+        #[arg(long)]
+        shared: bool,
         #[arg(long, short = 'n', default_value_t = 128)]
         waiters: usize,
         /// Waiters woken by the requeue (the rest are moved)
@@ -113,6 +134,10 @@ pub enum Command {
     Waitv {
         #[command(flatten)]
         common: CommonArgs,
+        /// Process-shared futexes (like perf bench futex -S): ufutex → ufutex-shared, kernel →
+        /// kernel-shared (the baseline), words in a MAP_SHARED memfd; other competitors left out
+        #[arg(long)]
+        shared: bool,
         /// Entry counts, comma-separated (1 … 1024)
         #[arg(long, default_value = "1,8,32,128,1024")]
         entries: String,
@@ -124,6 +149,10 @@ pub enum Command {
     PingPong {
         #[command(flatten)]
         common: CommonArgs,
+        /// Process-shared futexes (like perf bench futex -S): ufutex → ufutex-shared, kernel →
+        /// kernel-shared (the baseline), words in a MAP_SHARED memfd; other competitors left out
+        #[arg(long)]
+        shared: bool,
         #[arg(long, short = 'p', default_value_t = 1)]
         pairs: usize,
         /// Round trips per repetition
@@ -163,6 +192,12 @@ pub enum Command {
         /// The competitor ratios are taken against; must be one of --impl [default: pthread]
         #[arg(long, value_name = "NAME")]
         baseline: Option<String>,
+    },
+    /// Recovery of a shared bucket lock whose owner died: per repetition a fresh shared table,
+    /// a process killed holding the lock in a shared wait, then one timed shared wake (ms)
+    Recovery {
+        #[command(flatten)]
+        common: CommonArgs,
     },
     /// Everything at a chosen scale: report.md, report.json and SVG plots in --out
     Report {

@@ -4,11 +4,11 @@
 
 use crate::sys;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::OnceLock;
 use ufutex::{Domain, DomainConfig, Slots};
 
 /// A futex word of any size the workloads use.
-pub trait Word: ufutex::Futex + Sync + Send + 'static {
-    fn new(v: u64) -> Self;
+pub trait Word: ufutex::Futex + crate::shm::Zeroed + Sync + Send + 'static {
     fn get(&self) -> u64;
     fn set(&self, v: u64);
     fn value(v: u64) -> Self::Value;
@@ -18,9 +18,6 @@ pub trait Word: ufutex::Futex + Sync + Send + 'static {
 macro_rules! word {
     ($t:ty, $v:ty, $as32:expr) => {
         impl Word for $t {
-            fn new(v: u64) -> Self {
-                <$t>::new(v as $v)
-            }
             #[inline]
             fn get(&self) -> u64 {
                 self.load(Ordering::Acquire) as u64
@@ -194,14 +191,24 @@ fn kernel_wait_result(r: std::io::Result<usize>) -> Wait {
     }
 }
 
-/// The kernel's futex2 syscalls (32-bit private words).
+/// The kernel's futex2 syscalls on 32-bit words: private (`FUTEX2_PRIVATE`), or process-shared
+/// (without it: the kernel keys the word by the object behind its page).
 pub struct Kernel {
     pub label: String,
+    /// futex2 flags of every call: [`sys::FLAGS_U32`] or [`sys::FLAGS_U32_SHARED`].
+    flags: u32,
 }
 
 impl Default for Kernel {
     fn default() -> Self {
-        Kernel { label: "kernel".into() }
+        Kernel { label: "kernel".into(), flags: sys::FLAGS_U32 }
+    }
+}
+
+impl Kernel {
+    /// The process-shared variant, `kernel-shared`.
+    pub fn shared() -> Self {
+        Kernel { label: "kernel-shared".into(), flags: sys::FLAGS_U32_SHARED }
     }
 }
 
@@ -224,16 +231,16 @@ impl Competitor for Kernel {
     #[inline]
     fn wait<W: Word>(&self, w: &W, expected: u64, mask: u64) -> Wait {
         match w.as_u32() {
-            Some(w) => kernel_wait_result(sys::futex2_wait(w, expected as u32, mask)),
+            Some(w) => kernel_wait_result(sys::futex2_wait(w, expected as u32, mask, self.flags)),
             None => Wait::Other,
         }
     }
     #[inline]
     fn wake<W: Word>(&self, w: &W, n: usize, mask: u64) -> usize {
-        w.as_u32().and_then(|w| sys::futex2_wake(w, n, mask).ok()).unwrap_or(0)
+        w.as_u32().and_then(|w| sys::futex2_wake(w, n, mask, self.flags).ok()).unwrap_or(0)
     }
     fn prepare_waitv<'a>(&'a self, entries: &[(&'a AtomicU32, u32)]) -> Self::Waitv<'a> {
-        entries.iter().map(|&(w, v)| sys::FutexWaitv::new(w, v)).collect()
+        entries.iter().map(|&(w, v)| sys::FutexWaitv::new(w, v, self.flags)).collect()
     }
     #[inline]
     fn waitv(&self, v: &Self::Waitv<'_>) -> Result<usize, Wait> {
@@ -247,7 +254,72 @@ impl Competitor for Kernel {
         nr_wake: usize,
         nr_requeue: usize,
     ) -> Result<usize, Wait> {
-        sys::futex2_requeue(from, expected, to, nr_wake, nr_requeue).map_err(|e| kernel_wait_result(Err(e)))
+        sys::futex2_requeue(from, expected, to, nr_wake, nr_requeue, self.flags).map_err(|e| kernel_wait_result(Err(e)))
+    }
+}
+
+/// ufutex's process-shared futexes (`ufutex::shared`): its per-user shared table, keyed by the
+/// object behind the word's page. It cannot count its queue.
+pub struct UfutexShared;
+
+fn shared_wait_result(r: Result<(), ufutex::shared::SharedError>) -> Wait {
+    match r {
+        Ok(()) => Wait::Woken,
+        Err(ufutex::shared::SharedError::WouldBlock) => Wait::Mismatch,
+        Err(_) => Wait::Other,
+    }
+}
+
+/// Why ufutex's shared table cannot be used here, probed once (a wake on a word in a shared
+/// mapping opens the segment).
+fn shared_table_unusable() -> Option<String> {
+    static WHY: OnceLock<Option<String>> = OnceLock::new();
+    WHY.get_or_init(|| {
+        if std::env::var_os("UFUTEX_SHARED").is_some_and(|v| v == "kernel") {
+            return Some("UFUTEX_SHARED=kernel is set: ufutex's shared calls would be the kernel's".into());
+        }
+        let words = match crate::shm::Words::<AtomicU32>::new(1, true) {
+            Ok(w) => w,
+            Err(e) => return Some(format!("memfd for the probe: {e}")),
+        };
+        ufutex::shared::wake(&words[0], 1).err().map(|e| format!("ufutex's shared table: {e} (errno {})", e.errno()))
+    })
+    .clone()
+}
+
+impl Competitor for UfutexShared {
+    type Waitv<'a> = Vec<ufutex::WaitEntry<'a>>;
+
+    fn name(&self) -> String {
+        "ufutex-shared".into()
+    }
+    fn unsupported(&self, _op: Op) -> Option<String> {
+        shared_table_unusable()
+    }
+    #[inline]
+    fn wait<W: Word>(&self, w: &W, expected: u64, mask: u64) -> Wait {
+        shared_wait_result(ufutex::shared::wait_bitset(w, W::value(expected), ufutex_mask(mask), None))
+    }
+    #[inline]
+    fn wake<W: Word>(&self, w: &W, n: usize, mask: u64) -> usize {
+        ufutex::shared::wake_bitset(w, n, ufutex_mask(mask)).unwrap_or(0)
+    }
+    fn prepare_waitv<'a>(&'a self, entries: &[(&'a AtomicU32, u32)]) -> Self::Waitv<'a> {
+        entries.iter().map(|&(w, v)| ufutex::WaitEntry::new(w, v)).collect()
+    }
+    #[inline]
+    fn waitv(&self, v: &Self::Waitv<'_>) -> Result<usize, Wait> {
+        ufutex::shared::waitv(v, None).map_err(|e| shared_wait_result(Err(e)))
+    }
+    fn requeue(
+        &self,
+        from: &AtomicU32,
+        expected: u32,
+        to: &AtomicU32,
+        nr_wake: usize,
+        nr_requeue: usize,
+    ) -> Result<usize, Wait> {
+        ufutex::shared::requeue(from, expected, to, nr_wake, nr_requeue).map_err(|e| shared_wait_result(Err(e)))
     }
 }
 
@@ -383,13 +455,28 @@ impl Competitor for ParkingLotCore {
     }
 }
 
-/// Competitor names accepted by `--impl` for the futex workloads.
+/// Competitor names accepted by `--impl` for the futex workloads (private runs).
 pub const NAMES: &[&str] = &["ufutex", "ufutex-domain", "kernel", "atomic-wait", "parking_lot_core"];
+
+/// The process-shared competitors (`--shared` runs), and the baseline of those runs.
+pub const SHARED_NAMES: &[&str] = &["ufutex-shared", "kernel-shared"];
+pub const SHARED_BASELINE: &str = "kernel-shared";
+
+/// The competitor a `--shared` run uses for `name`: `Ok(shared name)`, or `Err(reason)` when
+/// it has no process-shared mode.
+pub fn shared_variant(name: &str) -> Result<&'static str, String> {
+    match name {
+        "ufutex" | "ufutex-shared" => Ok("ufutex-shared"),
+        "kernel" | "kernel-shared" => Ok("kernel-shared"),
+        other => Err(format!("{other} has no process-shared mode; left out of --shared runs")),
+    }
+}
 
 /// A competitor picked on the command line (static dispatch through [`dispatch!`]).
 pub enum AnyCompetitor {
     Ufutex(Ufutex),
     Kernel(Kernel),
+    UfutexShared(UfutexShared),
     AtomicWait(AtomicWaitStyle),
     ParkingLot(ParkingLotCore),
 }
@@ -401,6 +488,8 @@ impl AnyCompetitor {
             "ufutex" => AnyCompetitor::Ufutex(Ufutex::default_domain()),
             "ufutex-domain" => AnyCompetitor::Ufutex(Ufutex::with_slots(domain_slots)?),
             "kernel" => AnyCompetitor::Kernel(Kernel::default()),
+            "ufutex-shared" => AnyCompetitor::UfutexShared(UfutexShared),
+            "kernel-shared" => AnyCompetitor::Kernel(Kernel::shared()),
             "atomic-wait" => AnyCompetitor::AtomicWait(AtomicWaitStyle),
             "parking_lot_core" => AnyCompetitor::ParkingLot(ParkingLotCore),
             other => return Err(std::io::Error::other(format!("unknown competitor {other:?}"))),
@@ -423,6 +512,7 @@ macro_rules! dispatch {
         match $any {
             $crate::competitor::AnyCompetitor::Ufutex($c) => $body,
             $crate::competitor::AnyCompetitor::Kernel($c) => $body,
+            $crate::competitor::AnyCompetitor::UfutexShared($c) => $body,
             $crate::competitor::AnyCompetitor::AtomicWait($c) => $body,
             $crate::competitor::AnyCompetitor::ParkingLot($c) => $body,
         }

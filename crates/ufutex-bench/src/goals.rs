@@ -1,10 +1,24 @@
-//! The goals of issues 2, 4 and 6, judged from a run's benches as ratios measured in that run.
+//! The goals of issues 2, 4, 6 and 12, judged from a run's benches as ratios measured in that
+//! run (or, where a goal is absolute, as the measured value against its bound).
 
 use crate::export::num;
 use crate::result::{Bench, Goal};
+use crate::workloads::SHARED_SUFFIX;
 
+/// The first private bench of `workload` whose case starts with `case_starts`.
 fn bench<'a>(benches: &'a [Bench], workload: &str, case_starts: &str) -> Option<&'a Bench> {
-    benches.iter().find(|b| b.workload == workload && b.case.starts_with(case_starts))
+    find(benches, workload, case_starts, false)
+}
+
+/// The first `--shared` bench of `workload` whose case starts with `case_starts`.
+fn shared<'a>(benches: &'a [Bench], workload: &str, case_starts: &str) -> Option<&'a Bench> {
+    find(benches, workload, case_starts, true)
+}
+
+fn find<'a>(benches: &'a [Bench], workload: &str, case_starts: &str, shared: bool) -> Option<&'a Bench> {
+    benches.iter().find(|b| {
+        b.workload == workload && b.case.starts_with(case_starts) && b.case.ends_with(SHARED_SUFFIX) == shared
+    })
 }
 
 /// `x` against the baseline row of `metric` in `b`, as (ratio > 1 = x better, words).
@@ -69,7 +83,61 @@ pub fn judge(benches: &[Bench]) -> Vec<Goal> {
     }
     g.push(resize_goal(bench(benches, "schbench", "")));
     g.extend(lock_goals(benches));
+    g.extend(shared_goals(benches));
     g
+}
+
+/// Issue 12: process-shared futexes against the kernel's shared futex (`kernel-shared`, the
+/// baseline of `--shared` runs), and the recovery of a lock whose owner died.
+fn shared_goals(benches: &[Bench]) -> Vec<Goal> {
+    let u = "ufutex-shared";
+    let mut g = Vec::new();
+    let wake0 = shared(benches, "fastpath", "wake, no waiters");
+    g.push(goal("#12", "shared wake with no waiters", "≥ 10×", versus(wake0, "call", u), |r| r >= 10.0));
+    let wait = shared(benches, "fastpath", "wait, value mismatch");
+    g.push(goal("#12", "shared wait with a mismatching value", "≥ 25×", versus(wait, "call", u), |r| r >= 25.0));
+    let pp = shared(benches, "ping-pong", "pairs=1 ");
+    g.push(goal(
+        "#12",
+        "cross-process ping-pong on a memfd word, one pair pinned",
+        "≥ 10×",
+        versus(pp, "round trip", u),
+        |r| r >= 10.0,
+    ));
+    let pp4 = shared(benches, "ping-pong", "pairs=4 ");
+    g.push(goal(
+        "#12",
+        "cross-process ping-pong on a memfd word, 4 pairs on 2 CPUs",
+        "≥ 1× (no slower)",
+        versus(pp4, "round trip", u),
+        |r| r >= 1.0,
+    ));
+    let hash = shared(benches, "hash", "wait mismatch");
+    g.push(goal("#12", "hash, shared (perf's -S)", "≥ 10×", versus(hash, "ops/s/thread", u), |r| r >= 10.0));
+    let wk1 = shared(benches, "wake", "waiters=1 ");
+    g.push(goal(
+        "#12",
+        "shared wake with one waiter present (the call)",
+        "≥ 0.67× (within 1.5×)",
+        versus(wk1, "wake call(s)", u),
+        |r| r >= 1.0 / 1.5,
+    ));
+    g.push(recovery_goal(shared(benches, "recovery", "")));
+    g
+}
+
+/// Issue 12: a shared bucket lock whose owner died is recovered in under 10 ms. Absolute, like
+/// [`resize_goal`] not a kernel ratio: the ratio judged is 10 ms / the median (> 1 = met).
+fn recovery_goal(b: Option<&Bench>) -> Goal {
+    const BOUND_MS: f64 = 10.0;
+    let row = b.and_then(|b| b.metric("recovery")).and_then(|m| m.row(crate::workloads::recovery::COMPETITOR));
+    let measured = row.filter(|r| r.median > 0.0).map(|r| {
+        (
+            BOUND_MS / r.median,
+            format!("ufutex-shared {} ms per recovery [{} .. {}]", num(r.median), num(r.min), num(r.max)),
+        )
+    });
+    goal("#12", "recovery of a lock whose owner died", "< 10 ms (10 ms / median > 1×)", measured, |r| r > 1.0)
 }
 
 /// Issue 4 (b): a domain that resized itself vs one fixed at that size, within 3%.
@@ -187,6 +255,51 @@ mod tests {
         let resize = by("schbench: resized (auto) table vs fixed table");
         assert_eq!(resize.met, Some(true));
         assert!((resize.ratio.unwrap() - 1.01).abs() < 1e-9);
+    }
+
+    #[test]
+    fn shared_goals_use_the_shared_benches_only() {
+        let ns = || Metric::lower("call", "ns");
+        let benches = vec![
+            bench("fastpath", "wake, no waiters", ns(), &[("ufutex", 10.0), ("kernel", 1000.0)]),
+            shared_bench(
+                "fastpath",
+                "wake, no waiters, shared",
+                ns(),
+                &[("ufutex-shared", 20.0), ("kernel-shared", 100.0)],
+            ),
+            shared_bench(
+                "wake",
+                "waiters=1 nwake=all, shared",
+                Metric::lower("wake call(s)", "µs"),
+                &[("ufutex-shared", 3.0), ("kernel-shared", 2.1)],
+            ),
+            shared_bench(
+                "recovery",
+                "bucket lock, shared",
+                Metric::lower("recovery", "ms"),
+                &[("ufutex-shared", 1.25)],
+            ),
+        ];
+        let g = judge(&benches);
+        let by = |name: &str| g.iter().find(|x| x.goal == name).unwrap_or_else(|| panic!("{name}: {g:?}"));
+        assert_eq!(by("wake with no waiters").ratio, Some(100.0)); // the private bench, not the shared one
+        let w = by("shared wake with no waiters");
+        assert_eq!((w.ratio, w.met), (Some(5.0), Some(false)));
+        assert!(w.measured.contains("kernel-shared"), "{w:?}");
+        assert_eq!(by("shared wake with one waiter present (the call)").met, Some(true)); // 0.7×
+        let r = by("recovery of a lock whose owner died");
+        assert_eq!((r.ratio, r.met), (Some(8.0), Some(true)));
+        assert_eq!(by("hash, shared (perf's -S)").met, None); // not run
+        let slow = [shared_bench("recovery", "x, shared", Metric::lower("recovery", "ms"), &[("ufutex-shared", 12.0)])];
+        assert_eq!(recovery_goal(shared(&slow, "recovery", "")).met, Some(false));
+    }
+
+    fn shared_bench(workload: &str, case: &str, metric: Metric, rows: &[(&str, f64)]) -> Bench {
+        let mut b = bench(workload, case, metric.clone(), rows);
+        let samples = rows.iter().map(|(c, v)| (c.to_string(), vec![*v])).collect();
+        b.metrics = vec![MetricResult::new(metric, "kernel-shared", samples)];
+        b
     }
 
     #[test]

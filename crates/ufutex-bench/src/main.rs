@@ -6,6 +6,7 @@
 //! type ([`result`]) → exporters ([`export`]).
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod child;
 mod cli;
 mod competitor;
 mod export;
@@ -18,6 +19,7 @@ mod progress;
 mod report;
 mod result;
 mod sched;
+mod shm;
 mod stats;
 mod sys;
 mod workloads;
@@ -28,7 +30,7 @@ use options::{Job, Options};
 use result::{Bench, Document};
 use std::io::Write;
 use std::process::ExitCode;
-use workloads::{fastpath, hash, lock, perfbench, pingpong, schbench, waitv, wake};
+use workloads::{fastpath, hash, lock, perfbench, pingpong, recovery, schbench, waitv, wake};
 
 fn main() -> ExitCode {
     match run() {
@@ -77,6 +79,7 @@ fn execute(opts: &Options) -> std::io::Result<Vec<Bench>> {
         Job::PingPong(p) => Ok(vec![pingpong::run(c, *p)?]),
         Job::Schbench(p) => Ok(vec![schbench::run(c, *p)?]),
         Job::Lock { threads, sections, baseline } => lock::run(c, threads, sections, baseline),
+        Job::Recovery => Ok(vec![recovery::run(c)?]),
         Job::Report { .. } => unreachable!("handled in run()"),
     }
 }

@@ -2,12 +2,12 @@
 //! that names the option, before anything runs.
 
 use crate::cli::{Cli, Command, CommonArgs};
-use crate::competitor::NAMES;
+use crate::competitor::{shared_variant, NAMES, SHARED_NAMES};
 use crate::lock_competitor::{self, LockEntry};
 use crate::workloads::hash::{Params as HashParams, SlotPoint};
 use crate::workloads::lock::Section;
 use crate::workloads::waitv::Mode;
-use crate::workloads::wake::{Kind, Params as WakeParams};
+use crate::workloads::wake::{Kind as WakeKind, Params as WakeParams};
 use crate::workloads::{parse_list, pingpong, schbench, Common};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,6 +24,7 @@ pub enum Job {
     PingPong(pingpong::Params),
     Schbench(schbench::Params),
     Lock { threads: Vec<usize>, sections: Vec<Section>, baseline: String },
+    Recovery,
     Report { out: PathBuf, quick: bool, scale: f64 },
 }
 
@@ -65,25 +66,48 @@ fn impl_names(c: &CommonArgs, defaults: &[&str]) -> Vec<String> {
     }
 }
 
-fn common(c: &CommonArgs, default_runtime: f64, lock: bool) -> R<Common> {
+/// How a run treats its competitors: private, process-shared, or lock competitors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Private,
+    Shared,
+    Lock,
+}
+
+fn common(c: &CommonArgs, default_runtime: f64, kind: Kind) -> R<Common> {
     let reps = range("--reps", c.reps.unwrap_or(5), 1, 1000)?;
     let runtime = c.runtime.unwrap_or(default_runtime);
     if !(runtime.is_finite() && runtime > 0.0 && runtime <= 3600.0) {
         return Err(format!("--runtime {runtime}: must be > 0 and ≤ 3600 seconds"));
     }
-    let impls = impl_names(c, &if lock { lock_competitor::names() } else { NAMES.to_vec() });
-    if impls.is_empty() {
+    let names = impl_names(c, &if kind == Kind::Lock { lock_competitor::names() } else { NAMES.to_vec() });
+    if names.is_empty() {
         return Err("--impl: no competitor given".into());
     }
-    for i in &impls {
-        let known = if lock {
-            LockEntry::by_name(i).map(drop)
-        } else if NAMES.contains(&i.as_str()) {
-            Ok(())
-        } else {
-            Err(format!("unknown competitor {i:?}; expected one of: {}", NAMES.join(", ")))
+    let mut impls = Vec::new();
+    let mut left_out = Vec::new();
+    for i in names {
+        let known = match kind {
+            Kind::Lock => LockEntry::by_name(&i).map(drop),
+            _ if NAMES.contains(&i.as_str()) => Ok(()),
+            Kind::Shared if SHARED_NAMES.contains(&i.as_str()) => Ok(()),
+            Kind::Private if SHARED_NAMES.contains(&i.as_str()) => {
+                Err(format!("{i} needs --shared (its words must be in shared memory)"))
+            }
+            _ => Err(format!("unknown competitor {i:?}; expected one of: {}", NAMES.join(", "))),
         };
         known.map_err(|e| format!("--impl: {e}"))?;
+        match kind {
+            Kind::Shared => match shared_variant(&i) {
+                Ok(s) if !impls.iter().any(|x| x == s) => impls.push(s.to_string()),
+                Ok(_) => {}
+                Err(reason) => left_out.push((i, reason)),
+            },
+            _ => impls.push(i),
+        }
+    }
+    if impls.is_empty() {
+        return Err("--impl: no competitor with a process-shared mode (ufutex, kernel) given with --shared".into());
     }
     Ok(Common {
         repetitions: reps,
@@ -92,6 +116,8 @@ fn common(c: &CommonArgs, default_runtime: f64, lock: bool) -> R<Common> {
         domain_slots: slots(&c.domain_slots)?,
         quiet: c.quiet,
         warmup: !c.no_warmup,
+        shared: kind == Kind::Shared,
+        left_out,
     })
 }
 
@@ -102,10 +128,10 @@ fn hash_slots(s: &str) -> R<Vec<SlotPoint>> {
 
 /// Check everything; the error names the offending option.
 pub fn validate(cli: Cli) -> R<Options> {
-    let (c, job, default_runtime, lock) = match cli.command {
-        Command::Fastpath { common } => (common, Job::Fastpath, 0.1, false),
+    let (c, job, default_runtime, shared) = match cli.command {
+        Command::Fastpath { common, shared } => (common, Job::Fastpath, 0.1, shared),
         Command::PerfBench { common } => (common, Job::PerfBench, 1.0, false),
-        Command::Hash { common, threads, futexes, contend, sleepers, size, slots } => {
+        Command::Hash { common, shared, threads, futexes, contend, sleepers, size, slots } => {
             if ![8, 16, 32, 64].contains(&size) {
                 return Err(format!("--size {size}: must be 8, 16, 32 or 64"));
             }
@@ -116,24 +142,27 @@ pub fn validate(cli: Cli) -> R<Options> {
                 size,
             };
             let slots = slots.as_deref().map(hash_slots).transpose()?;
-            (common, Job::Hash { params, slots }, 0.5, false)
+            if shared && slots.is_some() {
+                return Err("--slots sweeps private tables (ufutex domains, PR_FUTEX_HASH): not with --shared".into());
+            }
+            (common, Job::Hash { params, slots }, 0.5, shared)
         }
-        Command::Wake { common, waiters, nwake } => {
+        Command::Wake { common, shared, waiters, nwake } => {
             let waiters = range("--waiters", waiters, 1, 4096)?;
             let nwake = range("--nwake", nwake.unwrap_or(waiters), 1, usize::MAX)?;
-            (common, Job::Wake(WakeParams { waiters, kind: Kind::Wake { nwake } }), 0.1, false)
+            (common, Job::Wake(WakeParams { waiters, kind: WakeKind::Wake { nwake } }), 0.1, shared)
         }
-        Command::WakeParallel { common, waiters, wakers } => {
+        Command::WakeParallel { common, shared, waiters, wakers } => {
             let waiters = range("--waiters", waiters, 1, 4096)?;
             let wakers = range("--wakers", wakers, 1, waiters)?;
-            (common, Job::Wake(WakeParams { waiters, kind: Kind::Parallel { wakers } }), 0.1, false)
+            (common, Job::Wake(WakeParams { waiters, kind: WakeKind::Parallel { wakers } }), 0.1, shared)
         }
-        Command::Requeue { common, waiters, nr_wake } => {
+        Command::Requeue { common, shared, waiters, nr_wake } => {
             let waiters = range("--waiters", waiters, 1, 4096)?;
             let nr_wake = range("--nr-wake", nr_wake, 0, waiters)?;
-            (common, Job::Wake(WakeParams { waiters, kind: Kind::Requeue { nr_wake } }), 0.1, false)
+            (common, Job::Wake(WakeParams { waiters, kind: WakeKind::Requeue { nr_wake } }), 0.1, shared)
         }
-        Command::Waitv { common, entries, modes } => {
+        Command::Waitv { common, shared, entries, modes } => {
             let entries = list("--entries", &entries, 1, ufutex::WAITV_MAX)?;
             let modes = modes
                 .split(',')
@@ -144,15 +173,15 @@ pub fn validate(cli: Cli) -> R<Options> {
                     o => Err(format!("--modes: {o:?} is not first, last or latency")),
                 })
                 .collect::<R<Vec<_>>>()?;
-            (common, Job::Waitv { entries, modes }, 0.05, false)
+            (common, Job::Waitv { entries, modes }, 0.05, shared)
         }
-        Command::PingPong { common, pairs, iters, no_pin } => {
+        Command::PingPong { common, shared, pairs, iters, no_pin } => {
             let p = pingpong::Params {
                 pairs: range("--pairs", pairs, 1, 512)?,
                 iters: range("--iters", iters, 1, 100_000_000)?,
                 pin: !no_pin,
             };
-            (common, Job::PingPong(p), 0.1, false)
+            (common, Job::PingPong(p), 0.1, shared)
         }
         Command::Schbench { common, messages, workers, work_us, no_resize } => {
             let p = schbench::Params {
@@ -172,7 +201,22 @@ pub fn validate(cli: Cli) -> R<Options> {
                 Some(b) if impl_names(&common, &lock_competitor::names()).contains(&b) => b,
                 Some(b) => return Err(format!("--baseline {b:?}: not one of the competitors run (--impl)")),
             };
-            (common, Job::Lock { threads, sections, baseline }, 0.3, true)
+            let json = common.json.clone();
+            return Ok(Options {
+                common: self::common(&common, 0.3, Kind::Lock)?,
+                job: Job::Lock { threads, sections, baseline },
+                json,
+            });
+        }
+        Command::Recovery { common } => {
+            if let Some(list) = &common.impls {
+                if list.split(',').map(str::trim).any(|n| !n.is_empty() && n != "ufutex-shared" && n != "ufutex") {
+                    return Err("--impl: recovery runs ufutex-shared only".into());
+                }
+            }
+            let mut c = common.clone();
+            c.impls = Some("ufutex-shared".into());
+            (c, Job::Recovery, 1.0, true)
         }
         Command::Report { common, out, quick, scale } => {
             if !(scale.is_finite() && scale > 0.0 && scale <= 100.0) {
@@ -185,7 +229,8 @@ pub fn validate(cli: Cli) -> R<Options> {
         }
     };
     let json = c.json.clone();
-    Ok(Options { common: common(&c, default_runtime, lock)?, job, json })
+    let kind = if shared { Kind::Shared } else { Kind::Private };
+    Ok(Options { common: common(&c, default_runtime, kind)?, job, json })
 }
 
 #[cfg(test)]
@@ -228,6 +273,36 @@ mod tests {
         let e = parse(&["lock", "--impl", "ufutex-spin-2x3-7y"]).unwrap_err();
         assert!(e.starts_with("--impl: ") && e.contains("power of two"), "{e}");
         assert!(parse(&["hash", "--impl", "ufutex-nohandoff"]).unwrap_err().contains("unknown competitor"));
+    }
+
+    #[test]
+    fn shared_runs_map_competitors_and_leave_the_rest_out() {
+        let o = parse(&["hash", "--shared"]).unwrap();
+        assert!(o.common.shared);
+        assert_eq!(o.common.impls, ["ufutex-shared", "kernel-shared"]);
+        let left: Vec<&str> = o.common.left_out.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(left, ["ufutex-domain", "atomic-wait", "parking_lot_core"]);
+        assert!(o.common.left_out[0].1.contains("no process-shared mode"));
+        let o = parse(&["ping-pong", "--shared", "--impl", "kernel,ufutex-shared,ufutex"]).unwrap();
+        assert_eq!(o.common.impls, ["kernel-shared", "ufutex-shared"]);
+        assert!(o.common.left_out.is_empty());
+        assert!(!parse(&["hash"]).unwrap().common.shared);
+        assert!(parse(&["wake", "--impl", "ufutex-shared"]).unwrap_err().contains("needs --shared"));
+        assert!(parse(&["wake", "--shared", "--impl", "atomic-wait"]).unwrap_err().contains("process-shared"));
+        assert!(parse(&["hash", "--shared", "--slots", "2"]).unwrap_err().contains("--slots"));
+        assert!(parse(&["lock", "--shared"]).is_err());
+        assert!(parse(&["schbench", "--shared"]).is_err());
+        assert!(parse(&["perf-bench", "--shared"]).is_err());
+    }
+
+    #[test]
+    fn recovery_runs_ufutex_shared_only() {
+        let o = parse(&["recovery"]).unwrap();
+        assert!(matches!(o.job, Job::Recovery));
+        assert!(o.common.shared);
+        assert_eq!(o.common.impls, ["ufutex-shared"]);
+        assert!(o.common.left_out.is_empty());
+        assert!(parse(&["recovery", "--impl", "kernel"]).unwrap_err().contains("ufutex-shared only"));
     }
 
     #[test]

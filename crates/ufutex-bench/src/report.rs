@@ -55,6 +55,19 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
             &format!("lock --threads {lock_threads} --cs {lock_cs} --reps {} --runtime {}", r(5), t(0.2, 0.05)),
         ),
         step("perf bench futex", &format!("perf-bench --reps {}", r(3))),
+        // Process-shared futexes (issue #12): words in a MAP_SHARED memfd, against kernel-shared.
+        step("fast paths, shared", &format!("fastpath --shared --reps {} --runtime {}", r(7), t(0.1, 0.03))),
+        step("hash, shared", &format!("hash --shared --reps {} --runtime {}", r(5), t(0.5, 0.1))),
+        step("wake 1 waiter, shared", &format!("wake -n 1 --shared --reps {}", r(15))),
+        step(
+            "ping-pong pinned, shared",
+            &format!("ping-pong -p 1 --shared --iters {} --reps {}", n(20_000, 2_000), r(5)),
+        ),
+        step(
+            "ping-pong 4 pairs, shared",
+            &format!("ping-pong -p 4 --shared --iters {} --reps {}", n(5_000, 500), r(5)),
+        ),
+        step("recovery, shared", &format!("recovery --reps {}", r(7))),
     ]
 }
 

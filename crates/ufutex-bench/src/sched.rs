@@ -10,6 +10,8 @@ pub struct Scheduler {
     pub repetitions: usize,
     pub warmup: bool,
     pub progress: Progress,
+    /// Competitors left out before the run (e.g. no process-shared mode), added to every bench.
+    pub left_out: Vec<Skip>,
 }
 
 /// The description of one bench before it runs.
@@ -31,7 +33,7 @@ impl Scheduler {
         skip: impl Fn(&T) -> Option<String>,
         mut run: impl FnMut(&T) -> io::Result<Vec<f64>>,
     ) -> io::Result<Bench> {
-        let mut skipped = Vec::new();
+        let mut skipped = self.left_out.clone();
         let mut active = Vec::new();
         for item in items {
             match skip(item) {
@@ -91,7 +93,7 @@ mod tests {
 
     #[test]
     fn interleaves_round_robin_and_records_skips() {
-        let s = Scheduler { repetitions: 3, warmup: false, progress: Progress::disabled() };
+        let s = Scheduler { repetitions: 3, warmup: false, progress: Progress::disabled(), left_out: Vec::new() };
         let mut order = Vec::new();
         let plan = Plan { workload: "w", case: "c".into(), metrics: vec![Metric::lower("t", "ns")], baseline: "b" };
         let bench = s
@@ -115,7 +117,7 @@ mod tests {
 
     #[test]
     fn wrong_value_count_is_an_error() {
-        let s = Scheduler { repetitions: 1, warmup: true, progress: Progress::disabled() };
+        let s = Scheduler { repetitions: 1, warmup: true, progress: Progress::disabled(), left_out: Vec::new() };
         let plan = Plan { workload: "w", case: "c".into(), metrics: vec![Metric::lower("t", "ns")], baseline: "b" };
         assert!(s.run(plan, &[1], |_| "a".into(), |_| None, |_| Ok(vec![])).is_err());
     }

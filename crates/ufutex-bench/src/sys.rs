@@ -13,7 +13,10 @@ pub const SYS_FUTEX_REQUEUE: libc::c_long = 456;
 pub const FUTEX2_SIZE_U8: u32 = 0x00;
 pub const FUTEX2_SIZE_U32: u32 = 0x02;
 pub const FUTEX2_PRIVATE: u32 = 128;
+/// A 32-bit private word (the kernel hashes it by this process and its address).
 pub const FLAGS_U32: u32 = FUTEX2_SIZE_U32 | FUTEX2_PRIVATE;
+/// A 32-bit process-shared word (the kernel hashes it by the object behind the page).
+pub const FLAGS_U32_SHARED: u32 = FUTEX2_SIZE_U32;
 pub const KERNEL_WAITV_MAX: usize = 128;
 pub const MATCH_ANY: u64 = u32::MAX as u64;
 
@@ -34,8 +37,9 @@ pub struct FutexWaitv {
 const _: () = assert!(std::mem::size_of::<FutexWaitv>() == 24);
 
 impl FutexWaitv {
-    pub fn new(word: &AtomicU32, val: u32) -> Self {
-        FutexWaitv { val: val as u64, uaddr: word.as_ptr() as u64, flags: FLAGS_U32, reserved: 0 }
+    /// An entry for `word` with futex2 `flags` ([`FLAGS_U32`] or [`FLAGS_U32_SHARED`]).
+    pub fn new(word: &AtomicU32, val: u32, flags: u32) -> Self {
+        FutexWaitv { val: val as u64, uaddr: word.as_ptr() as u64, flags, reserved: 0 }
     }
 }
 
@@ -47,9 +51,10 @@ fn ret(r: libc::c_long) -> io::Result<usize> {
     }
 }
 
-/// futex2 `futex_wait` on a 32-bit private word, no timeout.
+/// futex2 `futex_wait` on a 32-bit word with `flags` ([`FLAGS_U32`] or [`FLAGS_U32_SHARED`]),
+/// no timeout.
 #[inline]
-pub fn futex2_wait(word: &AtomicU32, val: u32, mask: u64) -> io::Result<usize> {
+pub fn futex2_wait(word: &AtomicU32, val: u32, mask: u64, flags: u32) -> io::Result<usize> {
     // SAFETY:
     // - `word` is a live, aligned 32-bit atomic for the whole call; the kernel only reads it.
     // - a NULL timeout means "no timeout"; the clock id is ignored then.
@@ -59,17 +64,17 @@ pub fn futex2_wait(word: &AtomicU32, val: u32, mask: u64) -> io::Result<usize> {
             word.as_ptr(),
             val as libc::c_ulong,
             mask as libc::c_ulong,
-            FLAGS_U32,
+            flags,
             std::ptr::null::<libc::timespec>(),
             libc::CLOCK_MONOTONIC,
         )
     })
 }
 
-/// futex2 `futex_wake` on a 32-bit private word.
+/// futex2 `futex_wake` on a 32-bit word with `flags` ([`FLAGS_U32`] or [`FLAGS_U32_SHARED`]).
 #[inline]
-pub fn futex2_wake(word: &AtomicU32, nr: usize, mask: u64) -> io::Result<usize> {
-    futex2_wake_flags(word.as_ptr() as *const u8, nr, mask, FLAGS_U32)
+pub fn futex2_wake(word: &AtomicU32, nr: usize, mask: u64, flags: u32) -> io::Result<usize> {
+    futex2_wake_flags(word.as_ptr() as *const u8, nr, mask, flags)
 }
 
 /// futex2 `futex_wake` with explicit flags (used to probe which sizes the kernel accepts).
@@ -100,7 +105,7 @@ pub fn futex2_waitv(entries: &[FutexWaitv]) -> io::Result<usize> {
     })
 }
 
-/// futex2 `futex_requeue` from `from` (compared with `val`) to `to`.
+/// futex2 `futex_requeue` from `from` (compared with `val`) to `to`, both with `flags`.
 #[inline]
 pub fn futex2_requeue(
     from: &AtomicU32,
@@ -108,8 +113,9 @@ pub fn futex2_requeue(
     to: &AtomicU32,
     nr_wake: usize,
     nr_requeue: usize,
+    flags: u32,
 ) -> io::Result<usize> {
-    let pair = [FutexWaitv::new(from, val), FutexWaitv::new(to, 0)];
+    let pair = [FutexWaitv::new(from, val, flags), FutexWaitv::new(to, 0, flags)];
     let clamp = |n: usize| n.min(i32::MAX as usize) as libc::c_int;
     // SAFETY:
     // - `pair` is two valid `futex_waitv` structs for live 32-bit words; flags argument is 0.
@@ -180,7 +186,7 @@ pub fn kernel_support() -> &'static KernelSupport {
     static SUPPORT: OnceLock<KernelSupport> = OnceLock::new();
     SUPPORT.get_or_init(|| {
         let w = AtomicU32::new(0);
-        let futex2 = futex2_wake(&w, 1, MATCH_ANY).err().map(|e| format!("futex_wake: {}", describe(&e)));
+        let futex2 = futex2_wake(&w, 1, MATCH_ANY, FLAGS_U32).err().map(|e| format!("futex_wake: {}", describe(&e)));
         let futex_hash = futex_hash_get_slots().err().map(|e| format!("PR_FUTEX_HASH: {}", describe(&e)));
         let byte = 0u8;
         let small_sizes = match futex2_wake_flags(&byte, 1, 0xff, FUTEX2_SIZE_U8 | FUTEX2_PRIVATE) {
@@ -258,10 +264,14 @@ mod tests {
         let w = AtomicU32::new(1);
         assert_eq!(legacy_wait(&w, 0).unwrap_err().raw_os_error(), Some(libc::EAGAIN));
         if kernel_support().futex2.is_none() {
-            assert_eq!(futex2_wait(&w, 0, MATCH_ANY).unwrap_err().raw_os_error(), Some(libc::EAGAIN));
-            let v = [FutexWaitv::new(&w, 0)];
-            assert_eq!(futex2_waitv(&v).unwrap_err().raw_os_error(), Some(libc::EAGAIN));
-            assert_eq!(futex2_wake(&w, 1, MATCH_ANY).unwrap(), 0);
+            for flags in [FLAGS_U32, FLAGS_U32_SHARED] {
+                assert_eq!(futex2_wait(&w, 0, MATCH_ANY, flags).unwrap_err().raw_os_error(), Some(libc::EAGAIN));
+                let v = [FutexWaitv::new(&w, 0, flags)];
+                assert_eq!(futex2_waitv(&v).unwrap_err().raw_os_error(), Some(libc::EAGAIN));
+                assert_eq!(futex2_wake(&w, 1, MATCH_ANY, flags).unwrap(), 0);
+                let to = AtomicU32::new(0);
+                assert_eq!(futex2_requeue(&w, 0, &to, 1, 1, flags).unwrap_err().raw_os_error(), Some(libc::EAGAIN));
+            }
         }
     }
 }

@@ -26,6 +26,10 @@ fn bad_arguments_get_clear_errors() {
     assert!(stderr_of(&["ping-pong", "--pairs", "x"]).contains("invalid value"));
     assert!(stderr_of(&["no-such-workload"]).contains("unrecognized subcommand"));
     assert!(stderr_of(&["report", "--scale", "0"]).contains("--scale"));
+    assert!(stderr_of(&["wake", "--impl", "kernel-shared"]).contains("needs --shared"));
+    assert!(stderr_of(&["hash", "--shared", "--slots", "2"]).contains("--slots"));
+    assert!(stderr_of(&["recovery", "--impl", "kernel"]).contains("ufutex-shared only"));
+    assert!(stderr_of(&["lock", "--shared"]).contains("unexpected argument '--shared'"));
 }
 
 fn json_of(args: &[&str]) -> serde_json::Value {
@@ -55,6 +59,16 @@ fn every_workload_writes_valid_json() {
         &["ping-pong", "--iters", "50", "--pairs", "2", "--no-pin"],
         &["schbench", "--runtime", "0.02", "-m", "1", "-w", "2"],
         &["lock", "--threads", "2", "--cs", "5", "--runtime", "0.01"],
+        &["fastpath", "--shared", "--runtime", "0.005"],
+        &["hash", "--shared", "--runtime", "0.01", "--futexes", "8"],
+        &["hash", "--shared", "--contend", "--sleepers", "4", "--runtime", "0.01"],
+        &["wake", "--shared", "-n", "1"],
+        &["wake-parallel", "--shared", "-n", "4", "-w", "2"],
+        &["requeue", "--shared", "-n", "4"],
+        &["waitv", "--shared", "--entries", "1,4", "--runtime", "0.005"],
+        &["ping-pong", "--shared", "--iters", "50", "--pairs", "2"],
+        &["ping-pong", "--shared", "--iters", "50", "--no-pin"],
+        &["recovery"],
     ];
     for args in cases {
         let v = json_of(args);
@@ -113,4 +127,31 @@ fn lock_at_one_thread_times_the_uncontended_pair_against_a_chosen_baseline() {
     assert!(metrics.iter().all(|m| m["baseline"] == "parking_lot"));
     let rows = per_op["rows"].as_array().unwrap();
     assert!(rows.iter().all(|r| r["median"].as_f64().is_some_and(|ns| ns > 0.0)), "{rows:?}");
+}
+
+/// `--shared`: the shared competitors against kernel-shared, ", shared" cases, the competitors
+/// without a shared mode listed as left out; ping-pong's pongers in child processes.
+#[test]
+fn shared_runs_say_what_they_ran_against_what() {
+    let v = json_of(&["ping-pong", "--shared", "--iters", "50", "--impl", "ufutex,kernel,atomic-wait"]);
+    let b = &v["benches"][0];
+    assert!(b["case"].as_str().unwrap().ends_with("child processes (memfd mapped again), shared"), "{b}");
+    let m = &b["metrics"][0];
+    assert_eq!(m["baseline"], "kernel-shared");
+    let rows: Vec<&str> = m["rows"].as_array().unwrap().iter().map(|r| r["competitor"].as_str().unwrap()).collect();
+    assert_eq!(rows, ["ufutex-shared", "kernel-shared"]);
+    assert_eq!(b["skipped"][0]["competitor"], "atomic-wait");
+    assert!(b["skipped"][0]["reason"].as_str().unwrap().contains("no process-shared mode"));
+}
+
+/// `recovery` measures one takeover per repetition (the child checks that the grandchild died
+/// by SIGKILL and that the wake woke nobody; any surprise fails the run).
+#[test]
+fn recovery_reports_one_takeover_per_repetition() {
+    let v = json_of(&["recovery"]);
+    let b = &v["benches"][0];
+    assert_eq!(b["workload"], "recovery");
+    let row = &b["metrics"][0]["rows"][0];
+    assert_eq!(row["competitor"], "ufutex-shared");
+    assert!(row["median"].as_f64().is_some_and(|ms| ms > 0.0), "{row}");
 }

@@ -189,8 +189,14 @@ pub fn series_of(benches: &[&Bench], metric: &str, prefix: &str) -> Vec<Series> 
 /// The report's plots, from whatever benches the document holds.
 pub struct Plots;
 
+/// The private benches of `workload` whose case has every one of `case_has` (`--shared` runs
+/// have plots of their own to come, not a place in these).
 fn find<'a>(doc: &'a Document, workload: &str, case_has: &[&str]) -> Vec<&'a Bench> {
-    doc.benches.iter().filter(|b| b.workload == workload && case_has.iter().all(|c| b.case.contains(c))).collect()
+    doc.benches
+        .iter()
+        .filter(|b| b.workload == workload && !b.case.ends_with(crate::workloads::SHARED_SUFFIX))
+        .filter(|b| case_has.iter().all(|c| b.case.contains(c)))
+        .collect()
 }
 
 fn after<'a>(case: &'a str, key: &str) -> &'a str {

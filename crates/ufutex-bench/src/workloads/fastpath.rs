@@ -1,13 +1,15 @@
 //! Fast paths: a wake with no waiters and a wait whose value mismatches, in ns per call, over
 //! 256 distinct words (each on its own cache line) so that no competitor profits from one
-//! hot address; `black_box` keeps every call and its result alive.
+//! hot address; `black_box` keeps every call and its result alive. `--shared`: the words are
+//! in a `MAP_SHARED` memfd mapping and the competitors are the process-shared ones.
 
-use super::{padded_words, skip_reason, Common};
+use super::{padded_words, skip_reason, Common, Padded};
 use crate::competitor::{dispatch, Competitor, Op, ANY};
 use crate::result::{Bench, Metric};
 use crate::sched::Plan;
 use std::hint::black_box;
 use std::io;
+use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
 
 const WORDS: usize = 256;
@@ -29,8 +31,9 @@ impl Path {
 }
 
 /// One repetition: ns per call, for at least `runtime`.
-pub fn once<C: Competitor>(c: &C, path: Path, runtime: Duration) -> io::Result<f64> {
-    let words = padded_words(WORDS);
+pub fn once<C: Competitor>(c: &C, path: Path, runtime: Duration, shared: bool) -> io::Result<f64> {
+    let words = padded_words(WORDS, shared)?;
+    let words: &[Padded<AtomicU32>] = &words;
     // Check the competitor does what we time: a mismatch really is one, nobody is woken.
     match path {
         Path::WakeNoWaiters if c.wake(&*words[0], 1, ANY) != 0 => return Err(io::Error::other("woke a ghost")),
@@ -65,22 +68,22 @@ pub fn once<C: Competitor>(c: &C, path: Path, runtime: Duration) -> io::Result<f
 pub fn run(common: &Common, paths: &[Path]) -> io::Result<Vec<Bench>> {
     let comps = common.competitors()?;
     let sched = common.scheduler();
-    let runtime = common.runtime;
+    let (runtime, shared) = (common.runtime, common.shared);
     paths
         .iter()
         .map(|&path| {
             let plan = Plan {
                 workload: "fastpath",
-                case: path.label().into(),
+                case: common.case(path.label().into()),
                 metrics: vec![Metric::lower("call", "ns")],
-                baseline: "kernel",
+                baseline: common.baseline(),
             };
             sched.run(
                 plan,
                 &comps,
                 |c| c.name(),
                 |c| skip_reason(c, &[Op::WaitWake]),
-                |c| dispatch!(c, c => once(c, path, runtime)).map(|v| vec![v]),
+                |c| dispatch!(c, c => once(c, path, runtime, shared)).map(|v| vec![v]),
             )
         })
         .collect()

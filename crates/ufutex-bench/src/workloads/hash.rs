@@ -3,16 +3,19 @@
 //! locks real: sleepers wait on their own words with mask 1 while T threads wake those words
 //! with mask 2, so every wake finds a bucket with sleepers, takes its lock, walks the chain
 //! and wakes nobody. `--slots` sweeps the table size of a ufutex domain and of the kernel's
-//! private hash (PR_FUTEX_HASH) side by side.
+//! private hash (PR_FUTEX_HASH) side by side. `--shared` (perf's `-S`): the process-shared
+//! competitors, every word in a `MAP_SHARED` memfd mapping.
 
 use super::{skip_reason, Common, Gate, Padded, Waiters, STACK};
 use crate::competitor::{dispatch, AnyCompetitor, Competitor, Kernel, Op, Ufutex, Word, ANY};
 use crate::result::{Bench, Metric};
 use crate::sched::Plan;
+use crate::shm::Words;
 use crate::sys;
 use std::hint::black_box;
 use std::io;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 use ufutex::Slots;
 
@@ -76,34 +79,43 @@ impl SlotPoint {
 }
 
 /// One repetition: ops/s per thread.
-pub fn once<C: Competitor>(c: &C, p: Params, runtime: Duration) -> io::Result<f64> {
+pub fn once<C: Competitor>(c: &C, p: Params, runtime: Duration, shared: bool) -> io::Result<f64> {
     match p.size {
-        8 => once_sized::<C, AtomicU8>(c, p, runtime),
-        16 => once_sized::<C, AtomicU16>(c, p, runtime),
-        32 => once_sized::<C, AtomicU32>(c, p, runtime),
-        64 => once_sized::<C, AtomicU64>(c, p, runtime),
+        8 => once_sized::<C, AtomicU8>(c, p, runtime, shared),
+        16 => once_sized::<C, AtomicU16>(c, p, runtime, shared),
+        32 => once_sized::<C, AtomicU32>(c, p, runtime, shared),
+        64 => once_sized::<C, AtomicU64>(c, p, runtime, shared),
         s => Err(io::Error::other(format!("word size {s} is not 8, 16, 32 or 64"))),
     }
 }
 
-fn once_sized<C: Competitor, W: Word>(c: &C, p: Params, runtime: Duration) -> io::Result<f64> {
+fn once_sized<C: Competitor, W: Word>(c: &C, p: Params, runtime: Duration, shared: bool) -> io::Result<f64> {
     match p.contend {
-        None => eagain::<C, W>(c, p, runtime),
-        Some(sleepers) => contend::<C, W>(c, p, sleepers, runtime),
+        None => eagain::<C, W>(c, p, runtime, shared),
+        Some(sleepers) => contend::<C, W>(c, p, sleepers, runtime, shared),
     }
 }
 
-fn eagain<C: Competitor, W: Word>(c: &C, p: Params, runtime: Duration) -> io::Result<f64> {
+fn eagain<C: Competitor, W: Word>(c: &C, p: Params, runtime: Duration, shared: bool) -> io::Result<f64> {
     let gate = Gate::default();
     let total = AtomicU64::new(0);
+    let failed = Mutex::new(None);
     let elapsed = std::thread::scope(|s| -> io::Result<Duration> {
         for _ in 0..p.threads {
             std::thread::Builder::new().stack_size(STACK).spawn_scoped(s, || {
-                let words: Vec<W> = (0..p.futexes).map(|_| W::new(0)).collect();
+                // Each thread's own words, made by that thread (as perf does).
+                let words = match Words::<W>::new(p.futexes, shared) {
+                    Ok(w) => w,
+                    Err(e) => {
+                        *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                        gate.enter();
+                        return;
+                    }
+                };
                 gate.enter();
                 let mut ops = 0u64;
                 while !gate.stopped() {
-                    for w in &words {
+                    for w in words.iter() {
                         black_box(c.wait(black_box(w), 1, ANY));
                     }
                     ops += words.len() as u64;
@@ -113,11 +125,20 @@ fn eagain<C: Competitor, W: Word>(c: &C, p: Params, runtime: Duration) -> io::Re
         }
         Ok(gate.run_for(p.threads, runtime))
     })?;
+    if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
     Ok(total.load(Ordering::Relaxed) as f64 / p.threads as f64 / elapsed.as_secs_f64())
 }
 
-fn contend<C: Competitor, W: Word>(c: &C, p: Params, sleepers: usize, runtime: Duration) -> io::Result<f64> {
-    let words: Vec<Padded<W>> = (0..sleepers.max(1)).map(|_| Padded(W::new(0))).collect();
+fn contend<C: Competitor, W: Word>(
+    c: &C,
+    p: Params,
+    sleepers: usize,
+    runtime: Duration,
+    shared: bool,
+) -> io::Result<f64> {
+    let words = Words::<Padded<W>>::new(sleepers.max(1), shared)?;
     let waiters = Waiters::new(words.len());
     let gate = Gate::default();
     let total = AtomicU64::new(0);
@@ -138,7 +159,7 @@ fn contend<C: Competitor, W: Word>(c: &C, p: Params, sleepers: usize, runtime: D
                     gate.enter();
                     let (mut ops, mut extra) = (0u64, 0u64);
                     while !gate.stopped() {
-                        for w in &words {
+                        for w in words.iter() {
                             extra += c.wake(black_box(&w.0), 1, 2) as u64;
                         }
                         ops += words.len() as u64;
@@ -151,7 +172,7 @@ fn contend<C: Competitor, W: Word>(c: &C, p: Params, sleepers: usize, runtime: D
         });
         // Always release the sleepers, even when something above failed.
         gate.run_for(0, Duration::ZERO);
-        for w in &words {
+        for w in words.iter() {
             w.0.set(1);
             c.wake(&w.0, usize::MAX, ANY);
         }
@@ -181,15 +202,16 @@ fn metric() -> Metric {
 /// Every competitor of `--impl` at the table sizes they have.
 pub fn run(common: &Common, p: Params) -> io::Result<Bench> {
     let comps = common.competitors()?;
-    let plan = Plan { workload: "hash", case: p.case(), metrics: vec![metric()], baseline: "kernel" };
+    let plan =
+        Plan { workload: "hash", case: common.case(p.case()), metrics: vec![metric()], baseline: common.baseline() };
     let ops = ops_for(&p);
-    let runtime = common.runtime;
+    let (runtime, shared) = (common.runtime, common.shared);
     common.scheduler().run(
         plan,
         &comps,
         |c| c.name(),
         |c| skip_reason(c, &ops),
-        |c| dispatch!(c, c => once(c, p, runtime)).map(|v| vec![v]),
+        |c| dispatch!(c, c => once(c, p, runtime, shared)).map(|v| vec![v]),
     )
 }
 
@@ -233,7 +255,7 @@ pub fn sweep(common: &Common, p: Params, points: &[SlotPoint]) -> io::Result<Vec
             &comps,
             |c| c.name(),
             |c| skip_reason(c, &ops),
-            |c| dispatch!(c, c => once(c, p, runtime)).map(|v| vec![v]),
+            |c| dispatch!(c, c => once(c, p, runtime, false)).map(|v| vec![v]),
         )?;
         let kernel_ran = kernel_skip.is_none();
         if let Some(reason) = kernel_skip {
@@ -294,8 +316,10 @@ mod tests {
         let m = Mock::default();
         for size in [8, 16, 32, 64] {
             let p = Params { threads: 2, futexes: 4, contend: None, size };
-            let rate = once(&m, p, Duration::from_millis(20)).unwrap();
-            assert!(rate > 0.0);
+            for shared in [false, true] {
+                let rate = once(&m, p, Duration::from_millis(20), shared).unwrap();
+                assert!(rate > 0.0);
+            }
         }
         assert!(m.waits() > 0);
         assert_eq!(m.queued(), Some(0));
@@ -305,8 +329,10 @@ mod tests {
     fn contend_mode_wakes_nobody_and_releases_the_sleepers() {
         let m = Mock::default();
         let p = Params { threads: 2, futexes: 1, contend: Some(4), size: 32 };
-        let rate = once(&m, p, Duration::from_millis(20)).unwrap();
-        assert!(rate > 0.0);
+        for shared in [false, true] {
+            let rate = once(&m, p, Duration::from_millis(20), shared).unwrap();
+            assert!(rate > 0.0);
+        }
         assert_eq!(m.queued(), Some(0));
     }
 }

@@ -6,13 +6,16 @@ pub mod hash;
 pub mod lock;
 pub mod perfbench;
 pub mod pingpong;
+pub mod recovery;
 pub mod schbench;
 pub mod waitv;
 pub mod wake;
 
-use crate::competitor::{AnyCompetitor, Competitor, Op, Word};
+use crate::competitor::{AnyCompetitor, Competitor, Op, Word, SHARED_BASELINE};
 use crate::progress::Progress;
+use crate::result::Skip;
 use crate::sched::Scheduler;
+use crate::shm::Words;
 use crate::sys;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -33,11 +36,34 @@ pub struct Common {
     pub quiet: bool,
     /// One unmeasured run per competitor before the timed ones.
     pub warmup: bool,
+    /// Process-shared futexes (`--shared`): shared competitors, words in a shared memfd.
+    pub shared: bool,
+    /// Competitors of `--impl` a `--shared` run leaves out, and why.
+    pub left_out: Vec<(String, String)>,
 }
 
 impl Common {
     pub fn scheduler(&self) -> Scheduler {
-        Scheduler { repetitions: self.repetitions, warmup: self.warmup, progress: Progress::new(self.quiet) }
+        let left_out = self.left_out.iter().map(|(c, r)| Skip { competitor: c.clone(), reason: r.clone() }).collect();
+        Scheduler { repetitions: self.repetitions, warmup: self.warmup, progress: Progress::new(self.quiet), left_out }
+    }
+
+    /// The competitor ratios are taken against: the kernel, private or shared like the run.
+    pub fn baseline(&self) -> &'static str {
+        if self.shared {
+            SHARED_BASELINE
+        } else {
+            "kernel"
+        }
+    }
+
+    /// A bench's case label: `case`, with ", shared" for a `--shared` run.
+    pub fn case(&self, case: String) -> String {
+        if self.shared {
+            format!("{case}{SHARED_SUFFIX}")
+        } else {
+            case
+        }
     }
 
     pub fn competitors(&self) -> io::Result<Vec<AnyCompetitor>> {
@@ -187,9 +213,13 @@ impl Gate {
     }
 }
 
-/// Words spread over distinct addresses (each its own cache line).
-pub fn padded_words(n: usize) -> Vec<Padded<AtomicU32>> {
-    (0..n).map(|_| Padded(AtomicU32::new(0))).collect()
+/// The suffix of a `--shared` run's case labels.
+pub const SHARED_SUFFIX: &str = ", shared";
+
+/// Words spread over distinct addresses (each its own cache line), all 0: on the heap, or in a
+/// `MAP_SHARED` memfd mapping if `shared`.
+pub fn padded_words(n: usize, shared: bool) -> io::Result<Words<Padded<AtomicU32>>> {
+    Words::new(n, shared)
 }
 
 /// Parse a comma-separated list of numbers (used by the CLI for sweeps).

@@ -31,8 +31,14 @@ impl Mode {
 }
 
 /// One repetition of a failing waitv: ns per call.
-pub fn fail_once<C: Competitor>(c: &C, entries: usize, first: bool, runtime: Duration) -> io::Result<f64> {
-    let words = padded_words(entries);
+pub fn fail_once<C: Competitor>(
+    c: &C,
+    entries: usize,
+    first: bool,
+    runtime: Duration,
+    shared: bool,
+) -> io::Result<f64> {
+    let words = padded_words(entries, shared)?;
     let bad = if first { 0 } else { entries - 1 };
     let list: Vec<(&AtomicU32, u32)> = words.iter().enumerate().map(|(i, w)| (&w.0, u32::from(i == bad))).collect();
     let v = c.prepare_waitv(&list);
@@ -51,8 +57,8 @@ pub fn fail_once<C: Competitor>(c: &C, entries: usize, first: bool, runtime: Dur
 }
 
 /// One repetition of the latency case: µs from the wake call to the waiter's return.
-pub fn latency_once<C: Competitor>(c: &C, entries: usize) -> io::Result<f64> {
-    let words = padded_words(entries);
+pub fn latency_once<C: Competitor>(c: &C, entries: usize, shared: bool) -> io::Result<f64> {
+    let words = padded_words(entries, shared)?;
     let list: Vec<(&AtomicU32, u32)> = words.iter().map(|w| (&w.0, 0)).collect();
     let v = c.prepare_waitv(&list);
     let waiters = Waiters::new(1);
@@ -81,7 +87,7 @@ pub fn latency_once<C: Competitor>(c: &C, entries: usize) -> io::Result<f64> {
 pub fn run(common: &Common, entries: &[usize], modes: &[Mode]) -> io::Result<Vec<Bench>> {
     let comps = common.competitors()?;
     let sched = common.scheduler();
-    let runtime = common.runtime;
+    let (runtime, shared) = (common.runtime, common.shared);
     let mut out = Vec::new();
     for &mode in modes {
         for &n in entries {
@@ -91,9 +97,9 @@ pub fn run(common: &Common, entries: &[usize], modes: &[Mode]) -> io::Result<Vec
             };
             let plan = Plan {
                 workload: "waitv",
-                case: format!("{}, entries={n}", mode.label()),
+                case: common.case(format!("{}, entries={n}", mode.label())),
                 metrics: vec![metric],
-                baseline: "kernel",
+                baseline: common.baseline(),
             };
             let skip = |c: &crate::competitor::AnyCompetitor| {
                 skip_reason(c, &[Op::Waitv]).or_else(|| {
@@ -108,9 +114,9 @@ pub fn run(common: &Common, entries: &[usize], modes: &[Mode]) -> io::Result<Vec
                 skip,
                 |c| {
                     let v = match mode {
-                        Mode::Latency => dispatch!(c, c => latency_once(c, n)),
-                        Mode::MismatchFirst => dispatch!(c, c => fail_once(c, n, true, runtime)),
-                        Mode::MismatchLast => dispatch!(c, c => fail_once(c, n, false, runtime)),
+                        Mode::Latency => dispatch!(c, c => latency_once(c, n, shared)),
+                        Mode::MismatchFirst => dispatch!(c, c => fail_once(c, n, true, runtime, shared)),
+                        Mode::MismatchLast => dispatch!(c, c => fail_once(c, n, false, runtime, shared)),
                     };
                     v.map(|v| vec![v])
                 },
@@ -129,15 +135,18 @@ mod tests {
     #[test]
     fn failing_waitv_is_timed_at_both_ends() {
         let m = Mock::default();
-        assert!(fail_once(&m, 16, true, Duration::from_millis(5)).unwrap() > 0.0);
-        assert!(fail_once(&m, 16, false, Duration::from_millis(5)).unwrap() > 0.0);
+        for shared in [false, true] {
+            assert!(fail_once(&m, 16, true, Duration::from_millis(5), shared).unwrap() > 0.0);
+            assert!(fail_once(&m, 16, false, Duration::from_millis(5), shared).unwrap() > 0.0);
+        }
         assert_eq!(m.queued(), Some(0));
     }
 
     #[test]
     fn sleeping_waitv_is_woken_on_its_last_entry() {
         let m = Mock::default();
-        assert!(latency_once(&m, 8).unwrap() > 0.0);
+        assert!(latency_once(&m, 8, false).unwrap() > 0.0);
+        assert!(latency_once(&m, 8, true).unwrap() > 0.0);
         assert_eq!(m.queued(), Some(0));
     }
 }

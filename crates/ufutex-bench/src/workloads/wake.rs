@@ -1,9 +1,10 @@
 //! `wake`, `wake-parallel` and `requeue`: perf bench futex-wake / -wake-parallel / -requeue.
 //! N waiters sleep on one word, verified asleep (every waiter thread in state 'S' in /proc, and
 //! for ufutex exactly N queued); then the timed call(s), and the time until every waiter has
-//! returned from its wait.
+//! returned from its wait. `--shared`: the process-shared competitors on words in a `MAP_SHARED`
+//! memfd mapping; `wake -n 1 --shared` is the cost of a shared wake that finds one waiter.
 
-use super::{skip_reason, wait_while, Common, Padded, Waiters, STACK};
+use super::{padded_words, skip_reason, wait_while, Common, Waiters, STACK};
 use crate::competitor::{dispatch, Competitor, Op, ANY};
 use crate::result::{Bench, Metric};
 use crate::sched::Plan;
@@ -48,14 +49,14 @@ impl Params {
 }
 
 /// One repetition: [time of the call(s) in µs, time until all waiters ran in µs].
-pub fn once<C: Competitor>(c: &C, p: Params) -> io::Result<[f64; 2]> {
+pub fn once<C: Competitor>(c: &C, p: Params, shared: bool) -> io::Result<[f64; 2]> {
     let n = p.waiters;
-    let from = Padded(AtomicU32::new(0));
-    let to = Padded(AtomicU32::new(0));
+    let words = padded_words(2, shared)?;
+    let (from, to) = (&words[0], &words[1]);
     let waiters = Waiters::new(n);
     std::thread::scope(|s| {
         for i in 0..n {
-            let (waiters, from) = (&waiters, &from);
+            let waiters = &waiters;
             std::thread::Builder::new().stack_size(STACK).spawn_scoped(s, move || {
                 waiters.arrive();
                 wait_while(c, &from.0, 0, ANY);
@@ -170,17 +171,18 @@ pub fn run(common: &Common, p: Params) -> io::Result<Bench> {
     };
     let plan = Plan {
         workload: p.workload(),
-        case: p.case(),
+        case: common.case(p.case()),
         metrics: vec![Metric::lower(call, "µs"), Metric::lower("until all ran", "µs")],
-        baseline: "kernel",
+        baseline: common.baseline(),
     };
+    let shared = common.shared;
     let ops: &[Op] = if matches!(p.kind, Kind::Requeue { .. }) { &[Op::Requeue] } else { &[Op::WaitWake] };
     common.scheduler().run(
         plan,
         &comps,
         |c| c.name(),
         |c| skip_reason(c, ops),
-        |c| dispatch!(c, c => once(c, p)).map(|v| v.to_vec()),
+        |c| dispatch!(c, c => once(c, p, shared)).map(|v| v.to_vec()),
     )
 }
 
@@ -190,11 +192,13 @@ mod tests {
     use crate::mock::Mock;
 
     fn check(kind: Kind) {
-        let m = Mock::default();
-        let [call, all] = once(&m, Params { waiters: 8, kind }).unwrap();
-        // The last waiter may run before the waker returns from its call: no order between the two.
-        assert!(call > 0.0 && all > 0.0, "{kind:?}: call {call} all {all}");
-        assert_eq!(m.queued(), Some(0));
+        for (waiters, shared) in [(8, false), (8, true), (1, true)] {
+            let m = Mock::default();
+            let [call, all] = once(&m, Params { waiters, kind }, shared).unwrap();
+            // The last waiter may run before the waker returns from its call: no order between the two.
+            assert!(call > 0.0 && all > 0.0, "{kind:?}: call {call} all {all}");
+            assert_eq!(m.queued(), Some(0));
+        }
     }
 
     #[test]
