@@ -65,12 +65,16 @@
  * entry), UFUTEX_SHARED_BUCKETS hash buckets (default 4096, rounded up to a power of two). A
  * process killed at any point leaves the table usable: a lock its dead owner held is taken over
  * after about a millisecond and its queue repaired; its waiters are not counted by a wake.
- * Reset: if a call reports ENOTRECOVERABLE (the segment is corrupt), or to change the
- * capacities, remove the segment file when no process uses it; the next shared call creates a
- * fresh one. (Removing it while processes use it splits them: old and new users stop meeting.)
+ * A segment whose header is corrupt or of another version of ufutex is started afresh by the
+ * next process that opens it when no live process holds a slot in it; while one does, opening
+ * it fails with ENOTRECOVERABLE (processes of two versions never share a table: they would not
+ * see each other's waiters). Reset by hand (after ENOTRECOVERABLE from a corrupt queue, or to
+ * change the capacities): remove the segment file when no process uses it; the next shared
+ * call creates a fresh one. (Removing it while processes use it splits them: old and new users
+ * stop meeting.)
  *
  * The errors shared words add, per call below: EACCES (the segment is not safely owned, as
- * above), ENOTRECOVERABLE (the segment is corrupt), ENOSPC (a capacity above is reached),
+ * above), ENOTRECOVERABLE (the segment is corrupt, or of another version and in use), ENOSPC (a capacity above is reached),
  * ENOMEM (the segment cannot be created or mapped), EFAULT (the word is not mapped — a shared
  * wake reads the word, as the kernel looks its page up — or lies in read-only private anonymous
  * memory, as the kernel). With UFUTEX_NUMA or UFUTEX_MPOL the node word is resolved and written

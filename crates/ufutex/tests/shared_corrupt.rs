@@ -138,5 +138,42 @@ fn a_scribbled_segment_gives_errors_never_a_crash_or_a_hang() {
         });
         assert_eq!(reap_within(pid, Duration::from_secs(20)), 0, "header trial {trial}");
     }
+    // A segment of another version (or with a corrupt header) is refused while a process that
+    // claimed a slot in it lives, and started afresh once none does.
+    let dir = root.join("version");
+    std::fs::create_dir(&dir).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (d, go, ready) = (dir.clone(), words[1], words[2]);
+    let holder = child(move || {
+        std::env::set_var("UFUTEX_SHARED_DIR", &d);
+        // Claim a slot (a wait that times out at once), say so, then hold it until told to go.
+        let _ = shared::wait(go, 0, deadline(Duration::ZERO));
+        ready.store(1, std::sync::atomic::Ordering::Release);
+        while go.load(std::sync::atomic::Ordering::Acquire) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        0
+    });
+    let opener = |expect: Result<usize, SharedError>| {
+        let d = dir.clone();
+        let pid = child(move || {
+            std::env::set_var("UFUTEX_SHARED_DIR", &d);
+            i32::from(shared::wake(words[0], 1) != expect)
+        });
+        reap_within(pid, Duration::from_secs(20))
+    };
+    let file = dir.join("table");
+    let t = Instant::now();
+    while ready.load(std::sync::atomic::Ordering::Acquire) == 0 {
+        assert!(t.elapsed() < Duration::from_secs(20), "the holder never claimed its slot");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+    f.write_at(&99u32.to_le_bytes(), 8).unwrap(); // the version field
+    assert_eq!(opener(Err(SharedError::NotRecoverable)), 0, "a live process's segment is never pulled away");
+    go.store(1, std::sync::atomic::Ordering::Release);
+    assert_eq!(reap_within(holder, Duration::from_secs(20)), 0);
+    assert_eq!(opener(Ok(0)), 0, "a segment nobody uses is started afresh");
     let _ = std::fs::remove_dir_all(&root);
 }

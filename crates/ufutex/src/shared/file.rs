@@ -4,7 +4,7 @@
 //! `flock` with its magic published last (a creator that died before publishing is redone),
 //! and mapped only after its header is checked against the file (else `ENOTRECOVERABLE`).
 
-use super::segment::{errno, Layout, Segment, MAGIC, NONE, PAGE, VERSION};
+use super::segment::{errno, Layout, Segment, LIVENESS_BASE, MAGIC, NONE, PAGE, VERSION};
 use super::SharedError;
 use std::ffi::CString;
 use std::sync::atomic::Ordering;
@@ -47,9 +47,11 @@ impl Segment {
 
     fn map_locked(fd: libc::c_int) -> Result<Segment, SharedError> {
         let mut size = file_size(fd)?;
-        if size >= PAGE && !Segment::published(fd)? {
-            // Its creator died before publishing it (creators hold the flock we now hold until
-            // they have): start again from nothing.
+        // Start again from nothing when the segment cannot be used as it is and nobody uses it:
+        // its creator died before publishing it (creators hold the flock we now hold until they
+        // have), or its header is of another version of ufutex or corrupt, and no process holds
+        // a liveness lock in it (every process that ever claimed a slot in it is dead).
+        if size != 0 && !Segment::usable(fd, size)? && !anyone_alive(fd) {
             // SAFETY: `fd` is open for writing; ftruncate has no memory arguments.
             if unsafe { libc::ftruncate(fd, 0) } != 0 {
                 return Err(SharedError::from_errno(errno()));
@@ -82,8 +84,24 @@ impl Segment {
         }
         // An existing segment: its header must describe exactly this file. Read it through a
         // one-page mapping first, so that a corrupt header never sizes a mapping.
+        if !Segment::usable(fd, size)? {
+            return Err(SharedError::NotRecoverable); // in use by someone: never pulled away
+        }
+        let probe = Segment::mmap(fd, Layout { procs: 0, records: 0, buckets: 0 })?;
+        let h = probe.header();
+        let layout = Layout {
+            procs: h.procs.load(Ordering::Relaxed),
+            records: h.records.load(Ordering::Relaxed),
+            buckets: h.buckets.load(Ordering::Relaxed),
+        };
+        probe.unmap();
+        Segment::mmap(fd, layout)
+    }
+
+    /// Whether the segment's header is published and describes exactly this file (`size`).
+    fn usable(fd: libc::c_int, size: usize) -> Result<bool, SharedError> {
         if size < PAGE {
-            return Err(SharedError::NotRecoverable);
+            return Ok(false);
         }
         let probe = Segment::mmap(fd, Layout { procs: 0, records: 0, buckets: 0 })?;
         let h = probe.header();
@@ -98,18 +116,7 @@ impl Segment {
             && h.len.load(Ordering::Relaxed) == layout.len() as u64
             && size == layout.len();
         probe.unmap();
-        if !ok {
-            return Err(SharedError::NotRecoverable);
-        }
-        Segment::mmap(fd, layout)
-    }
-
-    /// Whether the segment's magic was ever published.
-    fn published(fd: libc::c_int) -> Result<bool, SharedError> {
-        let probe = Segment::mmap(fd, Layout { procs: 0, records: 0, buckets: 0 })?;
-        let yes = probe.header().magic.load(Ordering::Acquire) != 0;
-        probe.unmap();
-        Ok(yes)
+        Ok(ok)
     }
 
     /// Map `layout.len()` bytes of `fd` (one page for an all-zero layout: the header probe).
@@ -133,6 +140,21 @@ impl Segment {
         // SAFETY: `base` is a one-page mapping made by `mmap` above that nothing else refers to.
         unsafe { libc::munmap(self.base as *mut libc::c_void, PAGE) };
     }
+}
+
+/// Whether any open file description holds a liveness lock in the segment file `fd` (whose
+/// own description holds none): a live process that claimed a slot. If the probe itself fails,
+/// say yes (never pull a segment from under someone).
+fn anyone_alive(fd: libc::c_int) -> bool {
+    // SAFETY: an all-zero flock is a valid value of the plain C struct.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = LIVENESS_BASE;
+    fl.l_len = 0; // to the end of the file's offsets: every slot of any layout
+                  // SAFETY: `fl` is a valid flock the kernel overwrites with a conflicting lock, if any.
+    let r = unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut fl) };
+    r != 0 || fl.l_type != libc::F_UNLCK as libc::c_short
 }
 
 /// Where the user's segment lives: `$UFUTEX_SHARED_DIR/table` if set (tests, deployments that

@@ -5,6 +5,7 @@
 //! words) — and returns the highest index any waker took, as a waitv of one kind does.
 
 use super::ops::{Entry, Waiting};
+use super::park::announce_sleep;
 use super::{mode, Mode, SharedError};
 use crate::deadline::{Deadline, Timeout};
 use crate::parker::{can_watch, Park, ParkTimeout, Watch};
@@ -74,12 +75,13 @@ pub(crate) fn waitv_mixed(
 
 /// Sleep until a private unpark arrives or a shared entry is Woken, or `timeout`.
 fn sleep(td: &ThreadData, w: &Waiting<'_>, timeout: Option<&Timeout>) -> Result<(), SharedError> {
-    let word = w.park_word()?;
+    let park = w.park_record()?;
+    let word = &park.park_seq;
     let watch = can_watch();
     loop {
         // Acquire: pairs with a waker's bump, after its Woken store.
         let seq = word.load(Ordering::Acquire);
-        if w.woken()? {
+        if announce_sleep(park, || w.woken())? {
             return Ok(());
         }
         let len = if watch { SLICE } else { BLIND_SLICE };
@@ -89,7 +91,9 @@ fn sleep(td: &ThreadData, w: &Waiting<'_>, timeout: Option<&Timeout>) -> Result<
             _ => &slice,
         };
         let watched = watch.then_some(Watch { word, val: seq, shared: true });
-        match td.parker.park(1, Some(until), None, watched) {
+        let parked = td.parker.park(1, Some(until), None, watched);
+        park.asleep.store(0, Ordering::Relaxed);
+        match parked {
             Ok(()) => return Ok(()),
             Err(ParkTimeout::Watched) => {}
             Err(ParkTimeout::TimedOut) if timeout.is_some_and(|t| t.expired()) => return Err(SharedError::TimedOut),

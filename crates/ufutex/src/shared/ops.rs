@@ -162,9 +162,9 @@ impl<'e> Waiting<'e> {
         Ok(())
     }
 
-    /// The park word a waker of any of these entries bumps and wakes.
-    pub(crate) fn park_word(&self) -> Result<&'static std::sync::atomic::AtomicU32, SharedError> {
-        Ok(&self.p.seg.record(self.first)?.park_seq)
+    /// The record whose park word a waker of any of these entries bumps and wakes.
+    pub(crate) fn park_record(&self) -> Result<&'static super::segment::Record, SharedError> {
+        self.p.seg.record(self.first)
     }
 
     /// Whether a waker took one of the entries.

@@ -1,12 +1,23 @@
 //! Parking across processes: a waiting thread sleeps on the `park_seq` word of its first record,
 //! in the segment, with the kernel's shared futex; a waker in any process that maps the segment
-//! marks the thread's record Woken, bumps that word and wakes it ([`kick`]).
+//! marks the thread's record Woken, bumps that word and, if the thread may be asleep, wakes it
+//! ([`kick`]).
 //!
-//! The waiter checks its records' states after reading `park_seq` and sleeps expecting the value
-//! it read, so a kick between the check and the sleep makes the sleep return at once.
+//! ```text
+//!   waiter                                   waker (holding the bucket lock)
+//!   seq = park_seq                           record.state = Woken
+//!   spin on the records (yielding)           park_seq += 1
+//!   asleep = 1; fence(SeqCst)                fence(SeqCst)
+//!   any record Woken? -> asleep = 0, done    asleep == 1? -> futex_wake(park_seq)
+//!   futex_wait(park_seq, seq); asleep = 0
+//! ```
+//!
+//! Either the waker sees `asleep` and wakes (and a wait that had not begun sees `park_seq`
+//! changed and returns at once), or the waiter's look after its fence sees Woken: a spinning
+//! waiter costs its waker no system call.
 
 use super::segment::{Record, Segment};
-use crate::primitive::Ordering;
+use crate::primitive::{fence, Ordering};
 #[cfg(not(ufutex_loom))]
 use {
     super::segment::REC_WOKEN,
@@ -16,26 +27,50 @@ use {
     std::time::{Duration, Instant},
 };
 
+/// How long a waiter spins on its records before it sleeps: a waker in another process takes
+/// a few microseconds (a mapping query and a bucket). A time, not a count of spin hints, so it
+/// is the same on every host; the spin yields the CPU every [`YIELD_EVERY`], so that
+/// oversubscribed, the waker gets the CPU (alone on it, a yield returns at once).
 #[cfg(not(ufutex_loom))]
-/// How long a waiter spins on its records before it sleeps (a waker in another process takes
-/// a few microseconds: two mapping queries and a bucket).
 const SPIN: Duration = Duration::from_micros(8);
-
 #[cfg(not(ufutex_loom))]
+const YIELD_EVERY: Duration = Duration::from_micros(1);
+
 /// The longest a parked waiter sleeps before it looks at its records again (see [`park`]).
+#[cfg(not(ufutex_loom))]
 const SLICE: Duration = Duration::from_millis(200);
 
 /// Wake the thread that waits on `rec` (its park record's word). Returns how many threads the
-/// kernel woke (0: the thread was not asleep — running, about to sleep, or dead).
+/// kernel woke (0: the thread was not asleep — spinning, about to look, or dead).
 pub(crate) fn kick(seg: &Segment, rec: &Record) -> usize {
     let Ok(park) = seg.record(rec.park.load(Ordering::Relaxed)) else { return 0 };
     // Release: the thread that sees the new sequence sees the record's Woken state.
     park.park_seq.fetch_add(1, Ordering::Release);
+    fence(Ordering::SeqCst); // pairs with the waiter's fence after `asleep = 1`
+    if park.asleep.load(Ordering::Relaxed) == 0 {
+        return 0;
+    }
     #[cfg(not(ufutex_loom))]
     return futex::wake_shared(&park.park_seq, 1);
-    // The models' threads never sleep: none is woken.
+    // The models' threads never sleep.
     #[cfg(ufutex_loom)]
     0
+}
+
+/// About to sleep on `park`'s word (or watch it): say so, then look once more. `true` if a
+/// record is already Woken (then the caller does not sleep; `asleep` is cleared).
+#[cfg(not(ufutex_loom))]
+pub(crate) fn announce_sleep(
+    park: &Record,
+    woken: impl Fn() -> Result<bool, SharedError>,
+) -> Result<bool, SharedError> {
+    park.asleep.store(1, Ordering::Relaxed);
+    fence(Ordering::SeqCst); // pairs with the waker's fence after its bump
+    if woken()? {
+        park.asleep.store(0, Ordering::Relaxed);
+        return Ok(true);
+    }
+    Ok(false)
 }
 
 /// Sleep until one of `recs` is Woken: its position, or why not.
@@ -49,20 +84,29 @@ pub(crate) fn park(seg: &Segment, park: u32, recs: &[u32], timeout: Option<&Time
         }
         Ok(None)
     };
-    let word = &seg.record(park)?.park_seq;
+    let park = seg.record(park)?;
     let start = Instant::now();
-    while start.elapsed() < SPIN {
+    let mut next_yield = YIELD_EVERY;
+    loop {
         if let Some(i) = woken()? {
             return Ok(i);
+        }
+        let spent = start.elapsed();
+        if spent >= SPIN {
+            break;
+        }
+        if spent >= next_yield {
+            std::thread::yield_now();
+            next_yield = spent + YIELD_EVERY;
         }
         for _ in 0..16 {
             std::hint::spin_loop();
         }
     }
     loop {
-        let seq = word.load(Ordering::Acquire);
-        if let Some(i) = woken()? {
-            return Ok(i);
+        let seq = park.park_seq.load(Ordering::Acquire);
+        if announce_sleep(park, || woken().map(|w| w.is_some()))? {
+            return Ok(woken()?.unwrap_or(0));
         }
         // Sleep in slices: a waker that dies between marking a record Woken and kicking its
         // thread (holding the bucket lock) leaves the thread asleep; the slice bounds that.
@@ -71,7 +115,12 @@ pub(crate) fn park(seg: &Segment, park: u32, recs: &[u32], timeout: Option<&Time
             Some(t) if t.remaining() < SLICE => t,
             _ => &slice,
         };
-        match futex::wait_shared(word, seq, Some(until)) {
+        let slept = futex::wait_shared(&park.park_seq, seq, Some(until));
+        park.asleep.store(0, Ordering::Relaxed);
+        if let Some(i) = woken()? {
+            return Ok(i);
+        }
+        match slept {
             KernelWait::Retry => {}
             KernelWait::TimedOut if timeout.is_some_and(|t| t.expired()) => return Err(SharedError::TimedOut),
             KernelWait::TimedOut => {}

@@ -20,7 +20,9 @@ use super::SharedError;
 use crate::primitive::{AtomicU32, AtomicU64};
 
 pub(crate) const MAGIC: u64 = 0x5546_5554_5853_4831; // "UFUTXSH1"
-pub(crate) const VERSION: u32 = 1;
+/// Bumped whenever the layout or the protocol changes: processes of two versions never share a
+/// segment (the later one gets `ENOTRECOVERABLE`), they would miss each other's waiters.
+pub(crate) const VERSION: u32 = 2;
 pub(crate) const PAGE: usize = 4096;
 pub(crate) const FILTER_LEN: usize = 4096;
 #[cfg_attr(ufutex_loom, allow(dead_code))]
@@ -122,6 +124,10 @@ pub(crate) struct Record {
     pub(crate) off: AtomicU64,
     pub(crate) mask: AtomicU64,
     pub(crate) ticket: AtomicU64,
+    /// On a thread's first record: 1 while the thread may be asleep in the kernel on
+    /// `park_seq` (set before its last look at its records), so a waker calls `futex_wake`
+    /// only then (see `park.rs`).
+    pub(crate) asleep: AtomicU32,
 }
 
 pub(crate) const REC_IDLE: u32 = 0;
@@ -253,6 +259,7 @@ impl Segment {
                     off: AtomicU64::new(0),
                     mask: AtomicU64::new(0),
                     ticket: AtomicU64::new(0),
+                    asleep: AtomicU32::new(0),
                 })
                 .collect(),
             layout,
