@@ -85,8 +85,19 @@ pub(crate) fn waitv(
     }
 }
 
-/// Wake up to `n` sleepers that listen to `word`, oldest first.
-pub(crate) fn wake_addr(word: *const AtomicU32, n: i32) {
+/// The shared futex (the process-shared table's park words): in the model, the same kind of
+/// word as a private one.
+pub(crate) fn wait_shared(word: &AtomicU32, val: u32, timeout: Option<&Timeout>) -> KernelWait {
+    wait(word, val, timeout)
+}
+
+/// [`wake_addr`] for the shared futex: how many sleepers it woke.
+pub(crate) fn wake_shared(word: &AtomicU32, n: i32) -> usize {
+    wake_addr(word, n)
+}
+
+/// Wake up to `n` sleepers that listen to `word`, oldest first: how many.
+pub(crate) fn wake_addr(word: *const AtomicU32, n: i32) -> usize {
     let mut k = KERNEL.lock().unwrap();
     let mut left = n;
     let a = addr(word);
@@ -99,8 +110,9 @@ pub(crate) fn wake_addr(word: *const AtomicU32, n: i32) {
             true
         }
     });
+    (n - left) as usize
 }
 
 pub(crate) fn wake(word: &AtomicU32, n: i32) {
-    wake_addr(word, n)
+    wake_addr(word, n);
 }

@@ -249,7 +249,9 @@ impl<'b> WakeBatch<'b> {
     pub(crate) fn finish(self) {
         match (self.on_bell, self.bell) {
             (0, _) | (_, None) => {}
-            (1, _) => futex::wake_addr(self.first, 1),
+            (1, _) => {
+                futex::wake_addr(self.first, 1);
+            }
             (_, Some(bell)) => {
                 // Relaxed: every thread to wake already has its count (Release, above); a
                 // sleeper woken by the ring re-reads its own word. The bump makes a waiter

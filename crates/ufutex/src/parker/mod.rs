@@ -24,9 +24,9 @@ pub(crate) use backend::{Parker, UnparkHandle, WakeBatch};
 
 // Under loom's unit tests, the Linux parker also runs on a model of the kernel futex.
 #[cfg(all(ufutex_loom, test))]
-mod kernel_model;
+pub(crate) mod kernel_model;
 #[cfg(all(ufutex_loom, test))]
-use kernel_model as futex;
+pub(crate) use kernel_model as futex;
 #[cfg(all(ufutex_loom, test))]
 mod linux;
 

@@ -181,3 +181,20 @@ fn a_waker_dying_anywhere_loses_no_wake() {
         });
     }
 }
+
+/// A queued waiter parks — spins, says it may sleep, looks once more, sleeps in the kernel (the
+/// parker's model of the futex) — while a waker marks it Woken and kicks it, calling the kernel
+/// only if the waiter said it may be asleep: whichever looks first, the waiter returns woken (a
+/// lost wakeup leaves it asleep for ever: a loom deadlock), and the wake is counted once.
+#[test]
+fn a_parked_waiter_is_always_woken() {
+    loom::model(|| {
+        let m = Model::new();
+        as_process(&m, 0, None, |h| enqueue(h).unwrap()).unwrap();
+        let m2 = m.clone();
+        let waker = thread::spawn(move || as_process(&m2, 1, None, |h| wake_all(h).unwrap()).unwrap());
+        assert_eq!(super::park::park(&m.seg, 0, &[0], None), Ok(0));
+        assert_eq!(waker.join().unwrap(), 1);
+        assert_eq!(m.seg.record(0).unwrap().asleep.load(Ordering::Relaxed), 0);
+    });
+}

@@ -18,7 +18,9 @@
 
 use super::segment::{Record, Segment};
 use crate::primitive::{fence, Ordering};
-#[cfg(not(ufutex_loom))]
+// Under loom's unit tests the kernel futex is the parker's model of it (`parker/kernel_model.rs`),
+// so the park below is model-checked with it (`loom_tests.rs`).
+#[cfg(any(not(ufutex_loom), test))]
 use {
     super::segment::REC_WOKEN,
     super::SharedError,
@@ -30,15 +32,21 @@ use {
 /// How long a waiter spins on its records before it sleeps: a waker in another process takes
 /// a few microseconds (a mapping query and a bucket). A time, not a count of spin hints, so it
 /// is the same on every host; the spin yields the CPU every [`YIELD_EVERY`], so that
-/// oversubscribed, the waker gets the CPU (alone on it, a yield returns at once).
+/// oversubscribed, the waker gets the CPU (alone on it, a yield returns at once). None under
+/// loom (a model explores every interleaving of the looks instead).
 #[cfg(not(ufutex_loom))]
 const SPIN: Duration = Duration::from_micros(8);
-#[cfg(not(ufutex_loom))]
+#[cfg(all(ufutex_loom, test))]
+const SPIN: Duration = Duration::ZERO;
+#[cfg(any(not(ufutex_loom), test))]
 const YIELD_EVERY: Duration = Duration::from_micros(1);
 
 /// The longest a parked waiter sleeps before it looks at its records again (see [`park`]).
+/// Under loom a waiter sleeps without slices, so that a lost wakeup shows as a deadlock.
 #[cfg(not(ufutex_loom))]
-const SLICE: Duration = Duration::from_millis(200);
+const SLICE: Option<Duration> = Some(Duration::from_millis(200));
+#[cfg(all(ufutex_loom, test))]
+const SLICE: Option<Duration> = None;
 
 /// Wake the thread that waits on `rec` (its park record's word). Returns how many threads the
 /// kernel woke (0: the thread was not asleep — spinning, about to look, or dead).
@@ -50,16 +58,15 @@ pub(crate) fn kick(seg: &Segment, rec: &Record) -> usize {
     if park.asleep.load(Ordering::Relaxed) == 0 {
         return 0;
     }
-    #[cfg(not(ufutex_loom))]
+    #[cfg(any(not(ufutex_loom), test))]
     return futex::wake_shared(&park.park_seq, 1);
-    // The models' threads never sleep.
-    #[cfg(ufutex_loom)]
+    #[cfg(all(ufutex_loom, not(test)))]
     0
 }
 
 /// About to sleep on `park`'s word (or watch it): say so, then look once more. `true` if a
 /// record is already Woken (then the caller does not sleep; `asleep` is cleared).
-#[cfg(not(ufutex_loom))]
+#[cfg(any(not(ufutex_loom), test))]
 pub(crate) fn announce_sleep(
     park: &Record,
     woken: impl Fn() -> Result<bool, SharedError>,
@@ -74,7 +81,7 @@ pub(crate) fn announce_sleep(
 }
 
 /// Sleep until one of `recs` is Woken: its position, or why not.
-#[cfg(not(ufutex_loom))]
+#[cfg(any(not(ufutex_loom), test))]
 pub(crate) fn park(seg: &Segment, park: u32, recs: &[u32], timeout: Option<&Timeout>) -> Result<usize, SharedError> {
     let woken = || -> Result<Option<usize>, SharedError> {
         for (i, &r) in recs.iter().enumerate() {
@@ -96,11 +103,11 @@ pub(crate) fn park(seg: &Segment, park: u32, recs: &[u32], timeout: Option<&Time
             break;
         }
         if spent >= next_yield {
-            std::thread::yield_now();
+            crate::primitive::yield_now();
             next_yield = spent + YIELD_EVERY;
         }
         for _ in 0..16 {
-            std::hint::spin_loop();
+            crate::primitive::spin_hint();
         }
     }
     loop {
@@ -110,12 +117,13 @@ pub(crate) fn park(seg: &Segment, park: u32, recs: &[u32], timeout: Option<&Time
         }
         // Sleep in slices: a waker that dies between marking a record Woken and kicking its
         // thread (holding the bucket lock) leaves the thread asleep; the slice bounds that.
-        let slice = Timeout::from(Deadline::from(SLICE));
-        let until = match timeout {
-            Some(t) if t.remaining() < SLICE => t,
-            _ => &slice,
+        let slice = SLICE.map(|s| (s, Timeout::from(Deadline::from(s))));
+        let until = match (timeout, &slice) {
+            (Some(t), Some((len, _))) if t.remaining() < *len => Some(t),
+            (_, Some((_, s))) => Some(s),
+            (t, None) => t,
         };
-        let slept = futex::wait_shared(&park.park_seq, seq, Some(until));
+        let slept = futex::wait_shared(&park.park_seq, seq, until);
         park.asleep.store(0, Ordering::Relaxed);
         if let Some(i) = woken()? {
             return Ok(i);
