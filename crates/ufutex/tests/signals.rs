@@ -218,19 +218,28 @@ fn shared_queued(w: &AtomicU32) -> usize {
     ufutex::shared::requeue(w, 0, w, 0, usize::MAX).unwrap()
 }
 
+/// A thread of `s` in a shared wait on `w`, queued: its handle and its pthread id.
+fn shared_waiter<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    w: &'static AtomicU32,
+) -> (std::thread::ScopedJoinHandle<'s, Result<(), ufutex::shared::SharedError>>, u64) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = s.spawn(move || {
+        tx.send(current_thread()).unwrap();
+        ufutex::shared::wait(w, 0, Some(Deadline::from(common::CAP)))
+    });
+    let id = rx.recv().unwrap();
+    await_until("the shared waiter queued", || shared_queued(w) == 1);
+    (t, id)
+}
+
 #[test]
 fn a_shared_wait_is_interrupted_and_leaves_nothing_queued() {
     let (_g, _d) = setup(false);
     let _table = common::isolated_shared_table();
     let w = shared_word();
     std::thread::scope(|s| {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let t = s.spawn(move || {
-            tx.send(current_thread()).unwrap();
-            ufutex::shared::wait(w, 0, Some(Deadline::from(common::CAP)))
-        });
-        let id = rx.recv().unwrap();
-        await_until("the shared waiter queued", || shared_queued(w) == 1);
+        let (t, id) = shared_waiter(s, w);
         signal_until(id, || t.is_finished());
         assert_eq!(t.join().unwrap(), Err(ufutex::shared::SharedError::Interrupted));
     });
@@ -244,13 +253,7 @@ fn a_shared_wait_goes_on_under_sa_restart() {
     let _table = common::isolated_shared_table();
     let w = shared_word();
     std::thread::scope(|s| {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let t = s.spawn(move || {
-            tx.send(current_thread()).unwrap();
-            ufutex::shared::wait(w, 0, Some(Deadline::from(common::CAP)))
-        });
-        let id = rx.recv().unwrap();
-        await_until("the shared waiter queued", || shared_queued(w) == 1);
+        let (t, id) = shared_waiter(s, w);
         let before = HITS.load(Ordering::SeqCst);
         for _ in 0..5 {
             signal(id);

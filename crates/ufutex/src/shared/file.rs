@@ -51,7 +51,7 @@ impl Segment {
         // its creator died before publishing it (creators hold the flock we now hold until they
         // have), or its header is of another version of ufutex or corrupt, and no process holds
         // a liveness lock in it (every process that ever claimed a slot in it is dead).
-        if size != 0 && !Segment::usable(fd, size)? && !anyone_alive(fd) {
+        if size != 0 && Segment::usable(fd, size)?.is_none() && !anyone_alive(fd) {
             // SAFETY: `fd` is open for writing; ftruncate has no memory arguments.
             if unsafe { libc::ftruncate(fd, 0) } != 0 {
                 return Err(SharedError::from_errno(errno()));
@@ -84,24 +84,17 @@ impl Segment {
         }
         // An existing segment: its header must describe exactly this file. Read it through a
         // one-page mapping first, so that a corrupt header never sizes a mapping.
-        if !Segment::usable(fd, size)? {
-            return Err(SharedError::NotRecoverable); // in use by someone: never pulled away
+        match Segment::usable(fd, size)? {
+            Some(layout) => Segment::mmap(fd, layout),
+            None => Err(SharedError::NotRecoverable), // in use by someone: never pulled away
         }
-        let probe = Segment::mmap(fd, Layout { procs: 0, records: 0, buckets: 0 })?;
-        let h = probe.header();
-        let layout = Layout {
-            procs: h.procs.load(Ordering::Relaxed),
-            records: h.records.load(Ordering::Relaxed),
-            buckets: h.buckets.load(Ordering::Relaxed),
-        };
-        probe.unmap();
-        Segment::mmap(fd, layout)
     }
 
-    /// Whether the segment's header is published and describes exactly this file (`size`).
-    fn usable(fd: libc::c_int, size: usize) -> Result<bool, SharedError> {
+    /// The segment's layout, if its header is published and describes exactly this file
+    /// (`size` bytes).
+    fn usable(fd: libc::c_int, size: usize) -> Result<Option<Layout>, SharedError> {
         if size < PAGE {
-            return Ok(false);
+            return Ok(None);
         }
         let probe = Segment::mmap(fd, Layout { procs: 0, records: 0, buckets: 0 })?;
         let h = probe.header();
@@ -116,7 +109,7 @@ impl Segment {
             && h.len.load(Ordering::Relaxed) == layout.len() as u64
             && size == layout.len();
         probe.unmap();
-        Ok(ok)
+        Ok(ok.then_some(layout))
     }
 
     /// Map `layout.len()` bytes of `fd` (one page for an all-zero layout: the header probe).
