@@ -37,6 +37,9 @@ fn shared_futexes_across_processes() {
     masks_across_processes();
     killed_waiters_are_not_counted();
     mixed_private_and_shared_waitv();
+    waiters_are_woken_oldest_first();
+    a_read_only_private_file_mapping_meets_the_file();
+    a_dead_waiter_never_takes_a_live_ones_wake();
     exec_d_helper();
 }
 
@@ -322,4 +325,89 @@ fn mixed_private_and_shared_waitv() {
     }
     assert_eq!(t.join().unwrap(), 0);
     assert_eq!(shared::wake(s, 1), Ok(0), "the shared entry left its queue");
+}
+
+fn waiters_are_woken_oldest_first() {
+    let p = shared_anon(4096);
+    // SAFETY: a live mapping; aligned offsets.
+    let (w, order): (&AtomicU32, &AtomicU32) = unsafe { (at(p, 0), at(p, 64)) };
+    // Three children queue one after the other (each queued before the next starts); each
+    // records when it was woken, in order.
+    let mut pids = Vec::new();
+    for i in 0..3u32 {
+        pids.push(child(move || match shared::wait(w, 0, deadline(LONG)) {
+            Ok(()) => {
+                let n = order.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if n == i {
+                    0
+                } else {
+                    50 + n as i32
+                }
+            }
+            Err(e) => e.errno(),
+        }));
+        let t = Instant::now();
+        while shared::requeue(w, 0, w, 0, usize::MAX) != Ok(i as usize + 1) {
+            assert!(t.elapsed() < LONG);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    for (i, pid) in pids.into_iter().enumerate() {
+        assert_eq!(shared::wake(w, 1), Ok(1));
+        // Each woken child records its rank before the next wake.
+        let t = Instant::now();
+        while order.load(std::sync::atomic::Ordering::SeqCst) != i as u32 + 1 {
+            assert!(t.elapsed() < LONG);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(reap(pid), 0, "waiter {i} was not the oldest");
+    }
+}
+
+fn a_read_only_private_file_mapping_meets_the_file() {
+    // The kernel keys an un-COWed page of a read-only MAP_PRIVATE file mapping by the file.
+    let path = std::env::temp_dir().join(format!("ufx-ro-{}", std::process::id()));
+    let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+    file.set_len(4096).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    let rw = map(4096, libc::MAP_SHARED, fd, 0);
+    let pid = child(move || {
+        // SAFETY: a fresh read-only private mapping of the file.
+        let ro = unsafe { libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ, libc::MAP_PRIVATE, fd, 0) };
+        if ro == libc::MAP_FAILED {
+            return 3;
+        }
+        // SAFETY: a live mapping; the word is only read.
+        shared::wait(unsafe { at::<AtomicU32>(ro as *mut u8, 16) }, 0, deadline(LONG))
+            .map_or_else(|e| e.errno(), |()| 0)
+    });
+    // SAFETY: a live mapping.
+    wake_until_one(|| shared::wake(unsafe { at::<AtomicU32>(rw, 16) }, 1));
+    assert_eq!(reap(pid), 0);
+}
+
+fn a_dead_waiter_never_takes_a_live_ones_wake() {
+    let p = shared_anon(4096);
+    // SAFETY: a live mapping.
+    let w: &AtomicU32 = unsafe { at(p, 128) };
+    let dead = child(move || shared::wait(w, 0, deadline(LONG)).map_or(1, |()| 0));
+    let t = Instant::now();
+    while shared::requeue(w, 0, w, 0, usize::MAX) != Ok(1) {
+        assert!(t.elapsed() < LONG);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let live = child(move || shared::wait(w, 0, deadline(LONG)).map_or(1, |()| 0));
+    while shared::requeue(w, 0, w, 0, usize::MAX) != Ok(2) {
+        assert!(t.elapsed() < LONG);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // SAFETY: our own child.
+    unsafe { libc::kill(dead, libc::SIGKILL) };
+    assert_eq!(reap(dead), -libc::SIGKILL);
+    // The dead one is first in line: the wake passes it by, uncounted, to the live one.
+    assert_eq!(shared::wake(w, 1), Ok(1));
+    assert_eq!(reap(live), 0);
+    assert_eq!(shared::wake(w, 1), Ok(0));
 }
