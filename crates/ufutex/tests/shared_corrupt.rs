@@ -7,7 +7,7 @@
 mod common;
 
 use common::{at, child, shared_anon};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
 use ufutex::shared::{self, SharedError};
@@ -79,7 +79,6 @@ fn a_scribbled_segment_gives_errors_never_a_crash_or_a_hang() {
     for trial in 0..trials {
         let dir = root.join(trial.to_string());
         std::fs::create_dir(&dir).unwrap();
-        use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         let file = dir.join("table");
         let pid = child(move || {
@@ -118,7 +117,6 @@ fn a_scribbled_segment_gives_errors_never_a_crash_or_a_hang() {
     for trial in 0..16u64 {
         let dir = root.join(format!("header-{trial}"));
         std::fs::create_dir(&dir).unwrap();
-        use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         let d = dir.clone();
         let pid = child(move || {
@@ -138,11 +136,41 @@ fn a_scribbled_segment_gives_errors_never_a_crash_or_a_hang() {
         });
         assert_eq!(reap_within(pid, Duration::from_secs(20)), 0, "header trial {trial}");
     }
+    // Queue links scribbled over heal: the wake that finds them corrupt fails and marks the
+    // bucket, and the next lock holder rebuilds the queue from the records, which are intact.
+    let dir = root.join("heal");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let d = dir.clone();
+    let healer = child(move || {
+        std::env::set_var("UFUTEX_SHARED_DIR", &d);
+        let w = words[0];
+        let t = std::thread::spawn(move || shared::wait(w, 0, deadline(Duration::from_secs(20))));
+        while shared::requeue(w, 0, w, 0, 1) != Ok(1) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // The layout of `shared/segment.rs` with 4 process slots and 8 buckets: every bucket's
+        // queue head (64 bytes into its 128) points into nowhere.
+        let buckets_at = 4096 + 4 * 4096 + 4096;
+        let f = std::fs::OpenOptions::new().write(true).open(d.join("table")).unwrap();
+        for b in 0..8u64 {
+            f.write_at(&0x00ab_cdefu32.to_le_bytes(), buckets_at + 128 * b + 64).unwrap();
+        }
+        let first = shared::wake(w, 1);
+        let second = shared::wake(w, 1);
+        match (first, second, t.join().unwrap()) {
+            (Err(SharedError::NotRecoverable), Ok(1), Ok(())) => 0,
+            other => {
+                eprintln!("heal: {other:?}");
+                1
+            }
+        }
+    });
+    assert_eq!(reap_within(healer, Duration::from_secs(30)), 0, "corrupt links did not heal");
     // A segment of another version (or with a corrupt header) is refused while a process that
     // claimed a slot in it lives, and started afresh once none does.
     let dir = root.join("version");
     std::fs::create_dir(&dir).unwrap();
-    use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     let (d, go, ready) = (dir.clone(), words[1], words[2]);
     let holder = child(move || {

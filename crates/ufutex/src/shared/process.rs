@@ -227,6 +227,9 @@ impl Proc {
             let rec = self.seg.record(r)?;
             while rec.state.load(Ordering::Acquire) == REC_QUEUED {
                 let b = rec.bucket.load(Ordering::Relaxed);
+                if self.seg.bucket(b).is_err() {
+                    break; // a corrupt bucket index: the record is in no queue
+                }
                 let g = self.lock_bucket(b)?;
                 if rec.state.load(Ordering::Relaxed) == REC_QUEUED && rec.bucket.load(Ordering::Relaxed) == b {
                     g.begin();

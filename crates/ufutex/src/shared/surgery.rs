@@ -66,6 +66,8 @@ pub(crate) fn unlink_self(g: &Locked<'_>, r: u32) -> Result<bool, SharedError> {
 }
 
 /// Visit the queue in order until `f` says stop; `f` may take the record it is given out.
+/// Links found corrupt (a cycle, an index out of range) are an error, and mark the bucket for a
+/// rebuild from its records by the next lock holder.
 pub(crate) fn walk(
     g: &Locked<'_>,
     mut f: impl FnMut(u32, &Record) -> Result<bool, SharedError>,
@@ -75,11 +77,10 @@ pub(crate) fn walk(
     let mut steps = 0u32;
     while r != NONE {
         steps += 1;
-        if steps > seg.records() {
-            return Err(SharedError::NotRecoverable); // a cycle: corrupt links
-        }
-        let rec = seg.record(r)?;
-        let next = g.next(r)?;
+        let (Ok(rec), Ok(next), true) = (seg.record(r), g.next(r), steps <= seg.records()) else {
+            g.begin(); // never ended: the next lock holder rebuilds the links
+            return Err(SharedError::NotRecoverable);
+        };
         if !f(r, rec)? {
             break;
         }
