@@ -12,37 +12,7 @@ use std::sync::atomic::Ordering;
 impl Segment {
     /// Open (or create) the user's segment and map it.
     pub(crate) fn open() -> Result<Segment, SharedError> {
-        let path = segment_path()?;
-        let cpath = CString::new(path.clone()).map_err(|_| SharedError::Invalid)?;
-        let flags = libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        // SAFETY: `cpath` is a NUL-terminated string that outlives the call.
-        let mut fd = unsafe { libc::open(cpath.as_ptr(), flags | libc::O_CREAT | libc::O_EXCL, 0o600) };
-        if fd < 0 && errno() == libc::EEXIST {
-            // SAFETY: as above.
-            fd = unsafe { libc::open(cpath.as_ptr(), flags) };
-        }
-        if fd < 0 {
-            return Err(open_error(errno()));
-        }
-        let r = Segment::map(fd);
-        // The mapping outlives the descriptor (each process opens its own for its liveness
-        // lock: `process.rs`).
-        // SAFETY: `fd` is ours and open.
-        unsafe { libc::close(fd) };
-        r
-    }
-
-    /// Check ownership, initialise under an exclusive `flock` if nobody has, map.
-    fn map(fd: libc::c_int) -> Result<Segment, SharedError> {
-        check_owner(fd)?;
-        // SAFETY: `fd` is open; flock has no memory arguments.
-        if unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
-            return Err(SharedError::from_errno(errno()));
-        }
-        let r = Segment::map_locked(fd);
-        // SAFETY: as above.
-        unsafe { libc::flock(fd, libc::LOCK_UN) };
-        r
+        with_owned_file(&segment_path()?, Segment::map_locked)
     }
 
     fn map_locked(fd: libc::c_int) -> Result<Segment, SharedError> {
@@ -150,15 +120,54 @@ fn anyone_alive(fd: libc::c_int) -> bool {
     r != 0 || fl.l_type != libc::F_UNLCK as libc::c_short
 }
 
+/// Open (or create, 0600 `O_EXCL`) the user's file at `path` without following a symlink,
+/// check it is safely owned (`EACCES`), and run `f` on it under an exclusive `flock` (creators
+/// and openers are serialised: a creator publishes its header before anyone looks). The
+/// descriptor is closed afterwards (mappings outlive it).
+pub(crate) fn with_owned_file<T>(
+    path: &str,
+    f: impl FnOnce(libc::c_int) -> Result<T, SharedError>,
+) -> Result<T, SharedError> {
+    let cpath = CString::new(path).map_err(|_| SharedError::Invalid)?;
+    let flags = libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: `cpath` is a NUL-terminated string that outlives the call.
+    let mut fd = unsafe { libc::open(cpath.as_ptr(), flags | libc::O_CREAT | libc::O_EXCL, 0o600) };
+    if fd < 0 && errno() == libc::EEXIST {
+        // SAFETY: as above.
+        fd = unsafe { libc::open(cpath.as_ptr(), flags) };
+    }
+    if fd < 0 {
+        return Err(open_error(errno()));
+    }
+    let r = check_owner(fd).and_then(|()| {
+        // SAFETY: `fd` is open; flock has no memory arguments.
+        if unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
+            return Err(SharedError::from_errno(errno()));
+        }
+        let r = f(fd);
+        // SAFETY: as above.
+        unsafe { libc::flock(fd, libc::LOCK_UN) };
+        r
+    });
+    // SAFETY: `fd` is ours and open; nothing else uses it.
+    unsafe { libc::close(fd) };
+    r
+}
+
 /// Where the user's segment lives: `$UFUTEX_SHARED_DIR/table` if set (tests, deployments that
 /// choose), else `$XDG_RUNTIME_DIR/ufutex-table`, else `/dev/shm/ufutex-<uid>/table` (the
 /// directory created 0700 and checked like the file).
 pub(crate) fn segment_path() -> Result<String, SharedError> {
+    user_file("table")
+}
+
+/// The path of the user's file `stem` beside the shared table (see [`segment_path`]).
+pub(crate) fn user_file(stem: &str) -> Result<String, SharedError> {
     if let Some(d) = std::env::var_os("UFUTEX_SHARED_DIR").filter(|d| !d.is_empty()) {
-        return Ok(format!("{}/table", d.to_string_lossy()));
+        return Ok(format!("{}/{stem}", d.to_string_lossy()));
     }
     if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        return Ok(format!("{}/ufutex-table", d.to_string_lossy()));
+        return Ok(format!("{}/ufutex-{stem}", d.to_string_lossy()));
     }
     // SAFETY: geteuid has no arguments and cannot fail.
     let uid = unsafe { libc::geteuid() };
@@ -177,7 +186,7 @@ pub(crate) fn segment_path() -> Result<String, SharedError> {
     if st.st_mode & libc::S_IFMT != libc::S_IFDIR || st.st_uid != uid || st.st_mode & 0o077 != 0 {
         return Err(SharedError::Access);
     }
-    Ok(format!("{dir}/table"))
+    Ok(format!("{dir}/{stem}"))
 }
 
 /// The file must be a regular file owned by us with no group/other permission bits.
@@ -196,7 +205,7 @@ fn check_owner(fd: libc::c_int) -> Result<(), SharedError> {
     Ok(())
 }
 
-fn file_size(fd: libc::c_int) -> Result<usize, SharedError> {
+pub(crate) fn file_size(fd: libc::c_int) -> Result<usize, SharedError> {
     // SAFETY: an all-zero stat is a valid out-buffer.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `fd` is open; `st` is a valid out-buffer.
