@@ -25,6 +25,8 @@ mod error;
 mod ffi;
 mod key;
 mod lock;
+#[cfg(target_os = "linux")]
+pub mod named;
 mod numa;
 mod parker;
 mod primitive;

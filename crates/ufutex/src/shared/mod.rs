@@ -9,23 +9,23 @@
 // The parts the loom models run (a model segment, model threads for processes):
 mod fault;
 mod identity;
-mod lock;
+pub(crate) mod lock;
 #[cfg(all(test, ufutex_loom))]
 mod loom_tests;
 mod park;
 mod queue;
-mod segment;
+pub(crate) mod segment;
 mod surgery;
 // The parts that need the real system:
 #[cfg(not(ufutex_loom))]
-mod file;
+pub(crate) mod file;
 pub(crate) mod kernel;
 #[cfg(not(ufutex_loom))]
 mod mixed;
 #[cfg(not(ufutex_loom))]
 mod ops;
 #[cfg(not(ufutex_loom))]
-mod process;
+pub(crate) mod process;
 
 #[cfg(not(ufutex_loom))]
 pub(crate) use mixed::waitv_mixed;

@@ -1,0 +1,393 @@
+//! Named cross-process objects: find an object by a 64-bit key in a namespace — a shared segment
+//! of the user's, beside the shared futex table — without a lock or a system call, then operate
+//! on it with atomics, entering the kernel only to sleep or wake (its word is a process-shared
+//! futex word: `shared`).
+//!
+//! This is the first part of issue 15: namespaces, 64-bit keys, create/open with semget's flags
+//! and errors plus an "it existed" answer, counting semaphores and raw 32-bit futex words,
+//! removal now (waiters see `Removed`, like `IPC_RMID`'s `EIDRM`), generation-checked handles,
+//! crash-consistent creation and removal. Not yet: byte-string names, events, mutexes with
+//! owners, waiting on many objects, reference-counted lifetime, a table that grows, the C ABI
+//! and the inspection tool.
+//!
+//! The trust model is the shared table's: one user's processes trust each other; a namespace
+//! is a 0600 file of the user's (`EACCES` otherwise); a corrupt one gives errors, never UB.
+
+#![cfg_attr(ufutex_loom, allow(dead_code, unused_imports))]
+
+#[cfg(all(test, ufutex_loom))]
+mod loom_tests;
+mod table;
+
+pub use table::Open;
+use table::{Found, Header, Slot, Table, TableError, REMOVED};
+
+use crate::deadline::Deadline;
+use crate::shared::{self, SharedError};
+use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+const MAGIC: u64 = 0x5546_5554_584e_5331; // "UFUTXNS1"
+const VERSION: u32 = 1;
+const PAGE: usize = 4096;
+const KIND_SEMAPHORE: u32 = 1;
+const KIND_WORD: u32 = 2;
+/// Slots of a new namespace: 2^21 (one object per 64 bytes, a sparse 128 MiB file), so that a
+/// million keys keep the table half empty. `UFUTEX_NAMED_SLOTS` (a power of two) overrides it
+/// when the namespace is created.
+const DEFAULT_ORDER: u32 = 21;
+/// The most a semaphore counts to (SysV's `SEMVMX` is 32767; ours stays clear of the removed
+/// mark).
+pub const SEMAPHORE_MAX: u32 = i32::MAX as u32;
+
+/// Why a named-object operation failed; [`NamedError::errno`] is semget/semop's errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NamedError {
+    /// `ENOENT`: no object has that key ([`Open::Existing`]).
+    NotFound,
+    /// `EEXIST`: an object has that key ([`Open::CreateNew`]).
+    Exists,
+    /// `EINVAL`: the key's object is of another kind, or a name or value is invalid.
+    Invalid,
+    /// `EIDRM`: the object was removed (the handle's, even if its key was reused since).
+    Removed,
+    /// `ENOSPC`: the namespace is full.
+    Full,
+    /// `ERANGE`: a semaphore would pass [`SEMAPHORE_MAX`].
+    Range,
+    /// `EAGAIN`: a `try_wait` found the semaphore at 0.
+    WouldBlock,
+    /// The deadline passed, a signal handler ran, or the shared table failed.
+    Shared(SharedError),
+}
+
+impl NamedError {
+    pub fn errno(self) -> i32 {
+        match self {
+            NamedError::NotFound => libc::ENOENT,
+            NamedError::Exists => libc::EEXIST,
+            NamedError::Invalid => libc::EINVAL,
+            NamedError::Removed => libc::EIDRM,
+            NamedError::Full => libc::ENOSPC,
+            NamedError::Range => libc::ERANGE,
+            NamedError::WouldBlock => libc::EAGAIN,
+            NamedError::Shared(e) => e.errno(),
+        }
+    }
+}
+
+impl fmt::Display for NamedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NamedError::Shared(e) => e.fmt(f),
+            other => write!(f, "{}", std::io::Error::from_raw_os_error(other.errno())),
+        }
+    }
+}
+
+impl std::error::Error for NamedError {}
+
+impl From<TableError> for NamedError {
+    fn from(e: TableError) -> NamedError {
+        match e {
+            TableError::NotFound => NamedError::NotFound,
+            TableError::Exists => NamedError::Exists,
+            TableError::WrongKind => NamedError::Invalid,
+            TableError::Full => NamedError::Full,
+            TableError::Shared(e) => NamedError::Shared(e),
+        }
+    }
+}
+
+impl From<SharedError> for NamedError {
+    fn from(e: SharedError) -> NamedError {
+        NamedError::Shared(e)
+    }
+}
+
+#[cfg(not(ufutex_loom))]
+/// A namespace: the user's segment `ns-<name>` beside the shared table, mapped for the life of
+/// the process.
+pub struct Namespace {
+    header: &'static Header,
+    slots: &'static [Slot],
+}
+
+#[cfg(not(ufutex_loom))]
+impl fmt::Debug for Namespace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Namespace").field("slots", &self.slots.len()).finish()
+    }
+}
+
+#[cfg(not(ufutex_loom))]
+impl Namespace {
+    /// Open (or create) the namespace `name` (letters, digits, `.`, `_`, `-`; 1 to 64 bytes).
+    /// Each call maps it anew; open a namespace once and share the handle.
+    ///
+    /// # Errors
+    /// [`NamedError::Invalid`] for a bad name; `Shared(Access)` if its file is not safely the
+    /// user's; `Shared(NotRecoverable)` if it is corrupt or of another version; `Shared(NoMemory)`.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{Namespace, Open};
+    /// let ns = Namespace::open("doc-example").unwrap();
+    /// let key = 0x5eed_0000 + std::process::id() as u64;
+    /// let (sem, existed) = ns.semaphore(key, Open::CreateNew, 1).unwrap();
+    /// assert!(!existed);
+    /// sem.wait(None).unwrap(); // 1 → 0, no system call
+    /// sem.post(1).unwrap();
+    /// ns.remove(key).unwrap();
+    /// assert_eq!(sem.post(1), Err(ufutex::named::NamedError::Removed));
+    /// ```
+    pub fn open(name: &str) -> Result<Namespace, NamedError> {
+        let ok = (1..=64).contains(&name.len())
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
+        if !ok {
+            return Err(NamedError::Invalid);
+        }
+        let path = shared::file::user_file(&format!("ns-{name}"))?;
+        let (base, order) = shared::file::with_owned_file(&path, map_namespace)?;
+        // SAFETY: `base` is a leaked mapping of one header page and 2^order slots, page-aligned,
+        // all atomics (any bit pattern is valid); it is never unmapped.
+        let (header, slots) = unsafe {
+            (&*(base as *const Header), std::slice::from_raw_parts(base.add(PAGE) as *const Slot, 1 << order))
+        };
+        Ok(Namespace { header, slots })
+    }
+
+    fn table(&self) -> Table<'_> {
+        Table { header: self.header, slots: self.slots }
+    }
+
+    fn create(&self, key: u64, kind: u32, word: u32, how: Open) -> Result<(Found, bool), NamedError> {
+        if how != Open::CreateNew {
+            if let Some(f) = self.table().lookup(key) {
+                return if f.kind == kind { Ok((f, true)) } else { Err(NamedError::Invalid) };
+            }
+        }
+        if how == Open::Existing {
+            return Err(NamedError::NotFound);
+        }
+        let p = shared::process::proc()?;
+        Ok(self.table().create(key, (kind, word), how, p.me, p, &wake_all)?)
+    }
+
+    /// The counting semaphore `key`, opened or created (`initial`: a new one's count), and
+    /// whether it existed.
+    ///
+    /// # Errors
+    /// [`NamedError::NotFound`], [`NamedError::Exists`] as `how` says; [`NamedError::Invalid`]
+    /// if the key's object is not a semaphore or `initial` > [`SEMAPHORE_MAX`];
+    /// [`NamedError::Full`]; `Shared(_)` if the shared table cannot be used.
+    pub fn semaphore(&self, key: u64, how: Open, initial: u32) -> Result<(Semaphore<'_>, bool), NamedError> {
+        if initial > SEMAPHORE_MAX {
+            return Err(NamedError::Invalid);
+        }
+        let (f, existed) = self.create(key, KIND_SEMAPHORE, initial, how)?;
+        Ok((Semaphore { ns: self, slot: f.slot, gen: f.gen }, existed))
+    }
+
+    /// The raw 32-bit futex word `key` (a new one holds 0), opened or created, and whether it
+    /// existed. Wait and wake on it with [`crate::shared`].
+    ///
+    /// # Errors
+    /// As [`Namespace::semaphore`].
+    pub fn word(&self, key: u64, how: Open) -> Result<(Word<'_>, bool), NamedError> {
+        let (f, existed) = self.create(key, KIND_WORD, 0, how)?;
+        Ok((Word { ns: self, slot: f.slot, gen: f.gen }, existed))
+    }
+
+    /// Remove the object `key` now (`IPC_RMID`): its handles fail with [`NamedError::Removed`]
+    /// from here on, its waiters wake and see that, and the key is free for a new object.
+    ///
+    /// # Errors
+    /// [`NamedError::NotFound`]; `Shared(_)` if the shared table cannot be used.
+    pub fn remove(&self, key: u64) -> Result<(), NamedError> {
+        let p = shared::process::proc()?;
+        Ok(self.table().remove(key, p.me, p, &wake_all)?)
+    }
+
+    /// How many objects the namespace holds.
+    pub fn len(&self) -> usize {
+        self.header.live.load(Ordering::Relaxed) as usize
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The object's slot, if the handle still names it.
+    fn live(&self, slot: u32, gen: u32) -> Result<&Slot, NamedError> {
+        self.table().check(slot, gen).ok_or(NamedError::Removed)
+    }
+}
+
+#[cfg(not(ufutex_loom))]
+/// Wake every waiter of a removed object's word (best effort: the removal stands either way,
+/// and a waiter that misses this sees the removed mark when its own wait ends).
+fn wake_all(w: &AtomicU32) {
+    let _ = shared::wake(w, usize::MAX);
+}
+
+#[cfg(not(ufutex_loom))]
+/// Map a namespace file (under its flock): create it if new (or if its creator died before
+/// publishing it), else check its header. Its base and slot order.
+fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32), SharedError> {
+    let size = shared::file::file_size(fd)?;
+    let (mut published, mut order, mut version) = (false, 0, 0);
+    if size >= PAGE {
+        let probe = map(fd, PAGE)?;
+        // SAFETY: a page-aligned mapping of the file's first page (it has one); the header is
+        // atomics.
+        let h = unsafe { &*(probe as *const Header) };
+        published = h.magic.load(Ordering::Acquire) == MAGIC;
+        order = h.order.load(Ordering::Relaxed);
+        version = h.version.load(Ordering::Relaxed);
+        // SAFETY: the probe mapping is ours and no reference to it outlives this.
+        unsafe { libc::munmap(probe as *mut libc::c_void, PAGE) };
+    }
+    if published {
+        let ok = version == VERSION && (1..=28).contains(&order) && size == PAGE + (64 << order);
+        if !ok {
+            return Err(SharedError::NotRecoverable);
+        }
+        return Ok((map(fd, size)?, order));
+    }
+    // New (or never published): size it and publish the header last.
+    let order = std::env::var("UFUTEX_NAMED_SLOTS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|n| n.is_power_of_two() && (2..=1 << 28).contains(n))
+        .map_or(DEFAULT_ORDER, |n| n.trailing_zeros());
+    let len = PAGE + (64usize << order);
+    // SAFETY: `fd` is open for writing; ftruncate has no memory arguments. Truncating to 0 first
+    // zeroes whatever a dead creator left.
+    if unsafe { libc::ftruncate(fd, 0) } != 0 || unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
+        return Err(SharedError::from_errno(shared::segment::errno()));
+    }
+    let base = map(fd, len)?;
+    // SAFETY: as for the probe: the header is at the start of the fresh mapping.
+    let h = unsafe { &*(base as *const Header) };
+    h.version.store(VERSION, Ordering::Relaxed);
+    h.order.store(order, Ordering::Relaxed);
+    h.magic.store(MAGIC, Ordering::Release);
+    Ok((base, order))
+}
+
+#[cfg(not(ufutex_loom))]
+fn map(fd: libc::c_int, len: usize) -> Result<*mut u8, SharedError> {
+    // SAFETY: a fresh shared mapping of an open file; no existing memory is affected.
+    let p =
+        unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
+    if p == libc::MAP_FAILED {
+        return Err(SharedError::NoMemory);
+    }
+    Ok(p as *mut u8)
+}
+
+#[cfg(not(ufutex_loom))]
+/// A counting semaphore of a namespace.
+#[derive(Debug, Clone, Copy)]
+pub struct Semaphore<'ns> {
+    ns: &'ns Namespace,
+    slot: u32,
+    gen: u32,
+}
+
+#[cfg(not(ufutex_loom))]
+impl Semaphore<'_> {
+    /// Add `n` to the count and wake up to `n` waiters (`semop` +n).
+    ///
+    /// # Errors
+    /// [`NamedError::Removed`]; [`NamedError::Range`] past [`SEMAPHORE_MAX`].
+    pub fn post(&self, n: u32) -> Result<(), NamedError> {
+        let word = &self.ns.live(self.slot, self.gen)?.word;
+        let mut c = word.load(Ordering::Relaxed);
+        loop {
+            if c == REMOVED {
+                return Err(NamedError::Removed);
+            }
+            let next = c.checked_add(n).filter(|&v| v <= SEMAPHORE_MAX).ok_or(NamedError::Range)?;
+            // Release: a waiter that takes the count sees what we did before posting.
+            match word.compare_exchange_weak(c, next, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => c = now,
+            }
+        }
+        shared::wake(word, n as usize)?;
+        Ok(())
+    }
+
+    /// Take one from the count if it is above 0: whether it was.
+    ///
+    /// # Errors
+    /// [`NamedError::Removed`].
+    pub fn try_wait(&self) -> Result<bool, NamedError> {
+        let word = &self.ns.live(self.slot, self.gen)?.word;
+        let mut c = word.load(Ordering::Relaxed);
+        loop {
+            match c {
+                REMOVED => return Err(NamedError::Removed),
+                0 => return Ok(false),
+                _ => match word.compare_exchange_weak(c, c - 1, Ordering::Acquire, Ordering::Relaxed) {
+                    Ok(_) => return Ok(true),
+                    Err(now) => c = now,
+                },
+            }
+        }
+    }
+
+    /// Take one from the count, sleeping while it is 0, until `deadline` (`semop` −1).
+    ///
+    /// # Errors
+    /// [`NamedError::Removed`] (also when removed while waiting); `Shared(TimedOut)`,
+    /// `Shared(Interrupted)`.
+    pub fn wait(&self, deadline: Option<Deadline>) -> Result<(), NamedError> {
+        loop {
+            if self.try_wait()? {
+                return Ok(());
+            }
+            let word = &self.ns.live(self.slot, self.gen)?.word;
+            match shared::wait(word, 0, deadline) {
+                Ok(()) | Err(SharedError::WouldBlock) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// The count now.
+    ///
+    /// # Errors
+    /// [`NamedError::Removed`].
+    pub fn value(&self) -> Result<u32, NamedError> {
+        match self.ns.live(self.slot, self.gen)?.word.load(Ordering::Relaxed) {
+            REMOVED => Err(NamedError::Removed),
+            c => Ok(c),
+        }
+    }
+}
+
+#[cfg(not(ufutex_loom))]
+/// A raw 32-bit futex word of a namespace, for [`crate::shared`]'s operations.
+#[derive(Debug, Clone, Copy)]
+pub struct Word<'ns> {
+    ns: &'ns Namespace,
+    slot: u32,
+    gen: u32,
+}
+
+#[cfg(not(ufutex_loom))]
+impl Word<'_> {
+    /// The word, while the object lives.
+    ///
+    /// # Errors
+    /// [`NamedError::Removed`]: the object was removed (its word then holds `u32::MAX`, and
+    /// waiters on it were woken).
+    pub fn get(&self) -> Result<&AtomicU32, NamedError> {
+        Ok(&self.ns.live(self.slot, self.gen)?.word)
+    }
+}

@@ -1,0 +1,351 @@
+//! A namespace's object table: open addressing (linear probing) over a power-of-two array of
+//! slots, keyed by a 64-bit key. Lookups take no lock and make no system call; creating and
+//! removing take the namespace's robust lock (`shared::lock`), so at most one changes the table
+//! at a time and a dead changer is taken over.
+//!
+//! A slot's `state` is `(generation << 8) | phase`:
+//!
+//! ```text
+//!   Empty --create--> Busy(g) --publish--> Live(g) --remove--> Dead(g+1) --create--> Busy(g+1) ...
+//! ```
+//!
+//! A reader is a seqlock reader: it reads `state` (Acquire), the key and kind, then `state`
+//! again after an Acquire fence; equal states mean a consistent slot, and every transition
+//! changes the state (the phase, or the generation on removal), so no change can hide. A
+//! writer stores `Busy` and a Release fence before it writes the fields, and publishes `Live`
+//! with a Release store. Empty ends a probe; Dead (a tombstone) and Busy do not, and a create
+//! reuses the first Dead slot of the probe.
+//!
+//! Crash consistency: the changer writes the slot it is changing to `intent` first. Whoever takes
+//! the lock over from a dead changer finishes the job: a Busy slot becomes Dead, and a Dead slot's
+//! word is marked removed and its waiters woken (a removal whose waker died).
+//!
+//! A handle is (slot, generation): an operation checks the slot is still `Live` with that
+//! generation, so a handle to a removed object fails (`Removed`) even after its key was reused.
+
+use crate::primitive::{fence, AtomicU32, AtomicU64, Ordering};
+use crate::shared::lock::{self, Liveness, Owner, Taken};
+use crate::shared::SharedError;
+
+pub(crate) const EMPTY: u64 = 0;
+pub(crate) const BUSY: u64 = 1;
+pub(crate) const LIVE: u64 = 2;
+pub(crate) const DEAD: u64 = 3;
+const PHASE: u64 = 0xff;
+
+/// What a removed object's word holds: a value no semaphore reaches, so that a waiter that
+/// expected a count sees it change.
+pub(crate) const REMOVED: u32 = u32::MAX;
+
+pub(crate) fn pack(gen: u32, phase: u64) -> u64 {
+    (u64::from(gen) << 8) | phase
+}
+
+fn gen_of(state: u64) -> u32 {
+    (state >> 8) as u32
+}
+
+/// One object.
+#[repr(C, align(64))]
+pub(crate) struct Slot {
+    pub(crate) state: AtomicU64,
+    pub(crate) key: AtomicU64,
+    pub(crate) kind: AtomicU32,
+    /// The object's futex word: a semaphore's count, or a raw word.
+    pub(crate) word: AtomicU32,
+}
+
+/// The namespace's header (its first page).
+#[repr(C)]
+pub(crate) struct Header {
+    pub(crate) magic: AtomicU64,
+    pub(crate) version: AtomicU32,
+    /// log2 of the slot count.
+    pub(crate) order: AtomicU32,
+    /// The robust lock of creators and removers (`shared::lock`).
+    pub(crate) lock: AtomicU64,
+    /// The slot being changed, + 1 (0: none).
+    pub(crate) intent: AtomicU32,
+    /// Live objects (a count for people; after a crash it may be off by one).
+    pub(crate) live: AtomicU32,
+}
+
+/// What a lookup found: a live object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Found {
+    pub(crate) slot: u32,
+    pub(crate) gen: u32,
+    pub(crate) kind: u32,
+}
+
+/// How a create goes when the key exists or not (semget's flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Open {
+    /// Open an existing object; absent → `NotFound` (semget without `IPC_CREAT`).
+    Existing,
+    /// Open it, or create it if absent (`IPC_CREAT`).
+    Create,
+    /// Create it; present → `Exists` (`IPC_CREAT | IPC_EXCL`).
+    CreateNew,
+}
+
+/// Why a table operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TableError {
+    NotFound,
+    Exists,
+    WrongKind,
+    Full,
+    Shared(SharedError),
+}
+
+/// A view of a namespace's header and slots (a mapping, or a loom model's heap).
+pub(crate) struct Table<'a> {
+    pub(crate) header: &'a Header,
+    pub(crate) slots: &'a [Slot],
+}
+
+/// Where a key's probe starts (Fibonacci hashing of the key).
+fn home(key: u64, len: usize) -> usize {
+    let h = key.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h >> (64 - len.trailing_zeros())) as usize & (len - 1)
+}
+
+impl<'a> Table<'a> {
+    /// The live object of `key`, if any: no lock, no system call.
+    pub(crate) fn lookup(&self, key: u64) -> Option<Found> {
+        let len = self.slots.len();
+        let mut i = home(key, len);
+        let mut probed = 0;
+        while probed < len {
+            let s = &self.slots[i];
+            let st = s.state.load(Ordering::Acquire);
+            match st & PHASE {
+                EMPTY => return None,
+                LIVE => {
+                    let (k, kind) = (s.key.load(Ordering::Relaxed), s.kind.load(Ordering::Relaxed));
+                    fence(Ordering::Acquire); // the fields are read before the state again
+                    if s.state.load(Ordering::Relaxed) != st {
+                        continue; // changed under us: look at this slot again
+                    }
+                    if k == key {
+                        return Some(Found { slot: i as u32, gen: gen_of(st), kind });
+                    }
+                }
+                _ => {} // Busy or Dead: the key may be further on
+            }
+            i = (i + 1) & (len - 1);
+            probed += 1;
+        }
+        None
+    }
+
+    /// Take the changers' lock as `me`; finish what a dead changer left (`wake` wakes every
+    /// waiter of a removed object's word).
+    fn lock(&self, me: Owner, live: &(impl Liveness + ?Sized), wake: &impl Fn(&AtomicU32)) -> Result<(), TableError> {
+        if lock::lock(&self.header.lock, me, live).map_err(TableError::Shared)? == Taken::FromDead {
+            self.recover(wake);
+        }
+        Ok(())
+    }
+
+    fn unlock(&self) {
+        lock::unlock(&self.header.lock);
+    }
+
+    /// After a changer died holding the lock: a slot it was creating becomes Dead; a slot it was
+    /// removing gets its removal finished (the word marked, its waiters woken).
+    #[cold]
+    pub(crate) fn recover(&self, wake: &impl Fn(&AtomicU32)) {
+        let i = self.header.intent.load(Ordering::Relaxed);
+        if let Some(s) = i.checked_sub(1).and_then(|i| self.slots.get(i as usize)) {
+            let st = s.state.load(Ordering::Relaxed);
+            if st & PHASE == BUSY {
+                s.state.store(pack(gen_of(st).wrapping_add(1), DEAD), Ordering::Release);
+            }
+            if s.state.load(Ordering::Relaxed) & PHASE == DEAD {
+                s.word.store(REMOVED, Ordering::Release);
+                wake(&s.word);
+            }
+        }
+        self.header.intent.store(0, Ordering::Relaxed);
+    }
+
+    /// Open or create the object `key` of `kind` under the changers' lock (a new one's word
+    /// starts at `word`): what it is, and whether it existed.
+    pub(crate) fn create(
+        &self,
+        key: u64,
+        (kind, word): (u32, u32),
+        how: Open,
+        me: Owner,
+        live: &(impl Liveness + ?Sized),
+        wake: &impl Fn(&AtomicU32),
+    ) -> Result<(Found, bool), TableError> {
+        // (Callers look the key up without the lock first: most opens find their object.)
+        self.lock(me, live, wake)?;
+        let r = self.create_locked(key, kind, word, how);
+        self.unlock();
+        r
+    }
+
+    fn create_locked(&self, key: u64, kind: u32, word: u32, how: Open) -> Result<(Found, bool), TableError> {
+        if let Some(f) = self.lookup(key) {
+            return match (how, f.kind == kind) {
+                (Open::CreateNew, _) => Err(TableError::Exists),
+                (_, false) => Err(TableError::WrongKind),
+                (_, true) => Ok((f, true)),
+            };
+        }
+        if how == Open::Existing {
+            return Err(TableError::NotFound);
+        }
+        let len = self.slots.len();
+        let mut i = home(key, len);
+        let mut free = None;
+        for _ in 0..len {
+            let phase = self.slots[i].state.load(Ordering::Relaxed) & PHASE;
+            if phase == EMPTY || phase == DEAD {
+                free = Some(i);
+                break;
+            }
+            i = (i + 1) & (len - 1);
+        }
+        let i = free.ok_or(TableError::Full)?;
+        let s = &self.slots[i];
+        let gen = gen_of(s.state.load(Ordering::Relaxed));
+        self.header.intent.store(i as u32 + 1, Ordering::Relaxed);
+        s.state.store(pack(gen, BUSY), Ordering::Relaxed);
+        fence(Ordering::Release); // Busy before the fields, for a reader that saw Live before
+        s.key.store(key, Ordering::Relaxed);
+        s.kind.store(kind, Ordering::Relaxed);
+        s.word.store(word, Ordering::Relaxed);
+        s.state.store(pack(gen, LIVE), Ordering::Release);
+        self.header.intent.store(0, Ordering::Relaxed);
+        self.header.live.fetch_add(1, Ordering::Relaxed);
+        Ok((Found { slot: i as u32, gen, kind }, false))
+    }
+
+    /// Remove the object `key` now: its handles fail from here on, and its waiters are woken
+    /// to find it removed.
+    pub(crate) fn remove(
+        &self,
+        key: u64,
+        me: Owner,
+        live: &(impl Liveness + ?Sized),
+        wake: &impl Fn(&AtomicU32),
+    ) -> Result<(), TableError> {
+        self.lock(me, live, wake)?;
+        let r = match self.lookup(key) {
+            None => Err(TableError::NotFound),
+            Some(f) => {
+                let s = &self.slots[f.slot as usize];
+                self.header.intent.store(f.slot + 1, Ordering::Relaxed);
+                s.state.store(pack(f.gen.wrapping_add(1), DEAD), Ordering::Release);
+                s.word.store(REMOVED, Ordering::Release);
+                wake(&s.word);
+                self.header.intent.store(0, Ordering::Relaxed);
+                self.header.live.fetch_sub(1, Ordering::Relaxed);
+                Ok(())
+            }
+        };
+        self.unlock();
+        r
+    }
+
+    /// The slot of a handle, if its object is still the live one it named.
+    pub(crate) fn check(&self, slot: u32, gen: u32) -> Option<&'a Slot> {
+        let s = self.slots.get(slot as usize)?;
+        (s.state.load(Ordering::Acquire) == pack(gen, LIVE)).then_some(s)
+    }
+}
+
+#[cfg(all(test, not(ufutex_loom)))]
+mod tests {
+    use super::*;
+    use crate::shared::lock::Life;
+
+    struct Alive;
+    impl Liveness for Alive {
+        fn life(&self, _o: Owner) -> Life {
+            Life::Alive
+        }
+    }
+
+    const ME: Owner = Owner { slot: 0, gen: 1 };
+
+    fn table(n: usize) -> (Header, Vec<Slot>) {
+        let h = Header {
+            magic: AtomicU64::new(0),
+            version: AtomicU32::new(0),
+            order: AtomicU32::new(0),
+            lock: AtomicU64::new(0),
+            intent: AtomicU32::new(0),
+            live: AtomicU32::new(0),
+        };
+        let slots = (0..n)
+            .map(|_| Slot {
+                state: AtomicU64::new(0),
+                key: AtomicU64::new(0),
+                kind: AtomicU32::new(0),
+                word: AtomicU32::new(0),
+            })
+            .collect();
+        (h, slots)
+    }
+
+    #[test]
+    fn create_open_exclusive_remove_and_reuse() {
+        let (h, s) = table(8);
+        let t = Table { header: &h, slots: &s };
+        let nowake = |_: &AtomicU32| {};
+        assert_eq!(t.create(7, (1, 3), Open::Existing, ME, &Alive, &nowake), Err(TableError::NotFound));
+        let (a, existed) = t.create(7, (1, 3), Open::Create, ME, &Alive, &nowake).unwrap();
+        assert!(!existed);
+        assert_eq!(t.create(7, (1, 0), Open::Create, ME, &Alive, &nowake), Ok((a, true)));
+        assert_eq!(t.create(7, (1, 0), Open::CreateNew, ME, &Alive, &nowake), Err(TableError::Exists));
+        assert_eq!(t.create(7, (2, 0), Open::Create, ME, &Alive, &nowake), Err(TableError::WrongKind));
+        assert_eq!(t.lookup(7), Some(a));
+        assert!(t.check(a.slot, a.gen).is_some());
+        t.remove(7, ME, &Alive, &nowake).unwrap();
+        assert_eq!(t.lookup(7), None);
+        assert!(t.check(a.slot, a.gen).is_none(), "a removed object's handle fails");
+        assert_eq!(s[a.slot as usize].word.load(Ordering::Relaxed), REMOVED);
+        // The key again: a new object, maybe in the same slot, with a new generation.
+        let (b, _) = t.create(7, (1, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+        assert_ne!((b.slot, b.gen), (a.slot, a.gen));
+        assert!(t.check(a.slot, a.gen).is_none());
+        assert_eq!(t.remove(8, ME, &Alive, &nowake), Err(TableError::NotFound));
+    }
+
+    #[test]
+    fn colliding_keys_probe_past_tombstones_and_the_table_fills() {
+        let (h, s) = table(4);
+        let t = Table { header: &h, slots: &s };
+        let nowake = |_: &AtomicU32| {};
+        for k in 0..4 {
+            t.create(k, (1, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+        }
+        assert_eq!(t.create(9, (1, 0), Open::Create, ME, &Alive, &nowake), Err(TableError::Full));
+        t.remove(1, ME, &Alive, &nowake).unwrap();
+        for k in [0, 2, 3] {
+            assert!(t.lookup(k).is_some(), "key {k} past a tombstone");
+        }
+        assert_eq!(t.lookup(1), None);
+        assert!(t.create(9, (1, 0), Open::Create, ME, &Alive, &nowake).is_ok(), "a tombstone is reused");
+    }
+
+    #[test]
+    fn a_dead_changers_half_creation_is_buried() {
+        let (h, s) = table(4);
+        let t = Table { header: &h, slots: &s };
+        // A creator died after marking slot 2 Busy.
+        s[2].state.store(pack(5, BUSY), Ordering::Relaxed);
+        h.intent.store(3, Ordering::Relaxed);
+        let woken = std::cell::Cell::new(0);
+        t.recover(&|_| woken.set(woken.get() + 1));
+        assert_eq!(s[2].state.load(Ordering::Relaxed), pack(6, DEAD));
+        assert_eq!(h.intent.load(Ordering::Relaxed), 0);
+        assert_eq!(woken.get(), 1);
+    }
+}

@@ -1,0 +1,174 @@
+//! Named objects across processes: create/open with semget's flags and errors and the "it
+//! existed" answer, a semaphore and a raw word shared by two processes, removal while a waiter
+//! of another process sleeps, handles after their key was reused, many keys. One test runs
+//! every scenario in turn (it forks).
+
+mod common;
+
+use common::{child, reap};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use ufutex::named::{NamedError, Namespace, Open};
+use ufutex::shared::{self, SharedError};
+
+const LONG: Duration = Duration::from_secs(20);
+
+fn deadline(d: Duration) -> Option<ufutex::Deadline> {
+    Some(d.into())
+}
+
+#[test]
+fn named_objects_across_processes() {
+    let _table = common::isolated_shared_table();
+    std::env::set_var("UFUTEX_NAMED_SLOTS", "4096");
+    let ns = Namespace::open("tests").unwrap();
+    assert!(Namespace::open("bad/name").is_err());
+    assert_eq!(Namespace::open("").unwrap_err(), NamedError::Invalid);
+
+    flags_and_errors(&ns);
+    a_semaphore_between_two_processes(&ns);
+    a_raw_word_between_two_processes(&ns);
+    removal_wakes_a_waiter_of_another_process(&ns);
+    a_handle_outlives_its_key_safely(&ns);
+    many_keys(&ns);
+    assert!(ns.is_empty(), "every test removes what it made: {}", ns.len());
+}
+
+fn flags_and_errors(ns: &Namespace) {
+    assert_eq!(ns.semaphore(1, Open::Existing, 0).unwrap_err(), NamedError::NotFound);
+    let (a, existed) = ns.semaphore(1, Open::Create, 3).unwrap();
+    assert!(!existed);
+    assert_eq!(a.value(), Ok(3));
+    let (b, existed) = ns.semaphore(1, Open::Create, 9).unwrap();
+    assert!(existed, "Create on an existing key opens it (its count unchanged)");
+    assert_eq!(b.value(), Ok(3));
+    assert!(ns.semaphore(1, Open::Existing, 0).unwrap().1);
+    assert_eq!(ns.semaphore(1, Open::CreateNew, 0).unwrap_err(), NamedError::Exists);
+    assert_eq!(ns.word(1, Open::Create).unwrap_err(), NamedError::Invalid, "another kind");
+    assert_eq!(ns.semaphore(2, Open::Create, u32::MAX).unwrap_err(), NamedError::Invalid);
+    assert_eq!(a.post(u32::MAX).unwrap_err(), NamedError::Range);
+    assert_eq!(NamedError::Exists.errno(), libc::EEXIST);
+    ns.remove(1).unwrap();
+    assert_eq!(ns.remove(1).unwrap_err(), NamedError::NotFound);
+}
+
+fn a_semaphore_between_two_processes(ns: &Namespace) {
+    let (ping, _) = ns.semaphore(10, Open::CreateNew, 0).unwrap();
+    let (pong, _) = ns.semaphore(11, Open::CreateNew, 0).unwrap();
+    let pid = child(|| {
+        // The child opens them by key, takes two from ping, and posts one to pong.
+        let ns = Namespace::open("tests").unwrap();
+        let (ping, existed) = ns.semaphore(10, Open::Existing, 0).unwrap();
+        let (pong, _) = ns.semaphore(11, Open::Existing, 0).unwrap();
+        if !existed {
+            return 1;
+        }
+        for _ in 0..2 {
+            if ping.wait(deadline(LONG)).is_err() {
+                return 2;
+            }
+        }
+        pong.post(1).map_or(3, |()| 0)
+    });
+    ping.post(1).unwrap();
+    std::thread::sleep(Duration::from_millis(10)); // often asleep by now: the second post wakes it
+    ping.post(1).unwrap();
+    pong.wait(deadline(LONG)).unwrap();
+    assert_eq!(reap(pid), 0);
+    assert_eq!(ping.value(), Ok(0));
+    assert_eq!(pong.wait(deadline(Duration::ZERO)).unwrap_err(), NamedError::Shared(SharedError::TimedOut));
+    ns.remove(10).unwrap();
+    ns.remove(11).unwrap();
+}
+
+fn a_raw_word_between_two_processes(ns: &Namespace) {
+    let (w, _) = ns.word(20, Open::CreateNew).unwrap();
+    let pid = child(|| {
+        let ns = Namespace::open("tests").unwrap();
+        let (w, _) = ns.word(20, Open::Existing).unwrap();
+        let word = w.get().unwrap();
+        while word.load(Ordering::Acquire) == 0 {
+            match shared::wait(word, 0, deadline(LONG)) {
+                Ok(()) | Err(SharedError::WouldBlock) => {}
+                Err(_) => return 1,
+            }
+        }
+        0
+    });
+    let word = w.get().unwrap();
+    let t = Instant::now();
+    while shared::requeue(word, 0, word, 0, 1) != Ok(1) {
+        assert!(t.elapsed() < LONG);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    word.store(1, Ordering::Release);
+    assert_eq!(shared::wake(word, 1), Ok(1));
+    assert_eq!(reap(pid), 0);
+    ns.remove(20).unwrap();
+    assert_eq!(w.get().unwrap_err(), NamedError::Removed);
+}
+
+fn removal_wakes_a_waiter_of_another_process(ns: &Namespace) {
+    let (sem, _) = ns.semaphore(30, Open::CreateNew, 0).unwrap();
+    let pid = child(|| {
+        let ns = Namespace::open("tests").unwrap();
+        let (s, _) = ns.semaphore(30, Open::Existing, 0).unwrap();
+        match s.wait(deadline(LONG)) {
+            Err(NamedError::Removed) => 0,
+            other => 10 + other.is_ok() as i32,
+        }
+    });
+    // Wait until the child sleeps (its state in /proc), then remove the semaphore under it.
+    // (Removed before it slept, it sees the removal at once: the same answer.)
+    let t = Instant::now();
+    while !asleep(pid) {
+        assert!(t.elapsed() < LONG, "the child never slept");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    ns.remove(30).unwrap();
+    assert_eq!(reap(pid), 0, "the waiter saw the removal");
+    assert_eq!(sem.post(1).unwrap_err(), NamedError::Removed);
+}
+
+/// Whether process `pid` is asleep ('S' in /proc/PID/stat).
+fn asleep(pid: libc::pid_t) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('S'))
+}
+
+fn a_handle_outlives_its_key_safely(ns: &Namespace) {
+    let (old, _) = ns.semaphore(40, Open::CreateNew, 5).unwrap();
+    ns.remove(40).unwrap();
+    let (new, existed) = ns.semaphore(40, Open::CreateNew, 7).unwrap();
+    assert!(!existed);
+    assert_eq!(old.value().unwrap_err(), NamedError::Removed, "the old handle does not see the new object");
+    assert_eq!(old.post(1).unwrap_err(), NamedError::Removed);
+    assert_eq!(new.value(), Ok(7));
+    ns.remove(40).unwrap();
+}
+
+fn many_keys(ns: &Namespace) {
+    for k in 1000..2000u64 {
+        ns.semaphore(k, Open::CreateNew, (k % 7) as u32).unwrap();
+    }
+    assert_eq!(ns.len(), 1000);
+    for k in 1000..2000u64 {
+        let (s, existed) = ns.semaphore(k, Open::Existing, 0).unwrap();
+        assert!(existed);
+        assert_eq!(s.value(), Ok((k % 7) as u32));
+    }
+    // Lookups from four threads at once.
+    std::thread::scope(|sc| {
+        for t in 0..4u64 {
+            sc.spawn(move || {
+                for i in 0..1000u64 {
+                    let k = 1000 + (i * 7 + t) % 1000;
+                    assert!(ns.semaphore(k, Open::Existing, 0).is_ok());
+                }
+            });
+        }
+    });
+    for k in 1000..2000u64 {
+        ns.remove(k).unwrap();
+    }
+}
