@@ -18,10 +18,11 @@ pub struct Cli {
 #[derive(Debug, Clone, Args)]
 pub struct CommonArgs {
     /// Competitors, comma-separated (futex workloads: ufutex, ufutex-domain, kernel, atomic-wait,
-    /// parking_lot_core, and with --shared also ufutex-shared, kernel-shared; lock: ufutex,
-    /// pthread, std, parking_lot, and, only when named, the ufutex variants ufutex-nohandoff,
-    /// ufutex-handoff-<T> (T: 50us, 1ms, … or <N>wakeups) and ufutex-spin-<B>x<F>-<Y>y (B busy
-    /// rounds from F hints, then Y yields; default 2x16-7y))
+    /// parking_lot_core, and with --shared also ufutex-shared, kernel-shared; keyed:
+    /// kernel-semget, ufutex-keyed; lock: ufutex, pthread, std, parking_lot, and, only when
+    /// named, the ufutex variants ufutex-nohandoff, ufutex-handoff-<T> (T: 50us, 1ms, … or
+    /// <N>wakeups) and ufutex-spin-<B>x<F>-<Y>y (B busy rounds from F hints, then Y yields;
+    /// default 2x16-7y))
     #[arg(long = "impl", value_name = "LIST")]
     pub impls: Option<String>,
     /// Timed repetitions per competitor, interleaved round-robin [default: 5; report --quick: 2]
@@ -198,6 +199,23 @@ pub enum Command {
     Recovery {
         #[command(flatten)]
         common: CommonArgs,
+    },
+    /// Named objects by key (issue 15's benchmark): the table of the kernel commit "ipc: optimize
+    /// semget/shmget/msgget for lots of keys" — create, lookup (in order and random), miss,
+    /// exclusive create, remove — then concurrent lookups; kernel-semget (SysV semaphore sets)
+    /// now, ufutex's keyed objects once built. Refuses to run if a key of its range is taken
+    Keyed {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// KEYS values, comma-separated (objects created per population)
+        #[arg(long, default_value = "1,10,32,100,1000,10000,31900", value_name = "LIST")]
+        keys: String,
+        /// Thread counts of the concurrent-lookup phase, comma-separated
+        #[arg(long, default_value = "1,2,4", value_name = "LIST")]
+        threads: String,
+        /// First key of the range (decimal or 0x hex); the run uses [BASE, BASE + 2 × max KEYS)
+        #[arg(long, default_value = "0x424242", value_name = "KEY")]
+        base: String,
     },
     /// Everything at a chosen scale: report.md, report.json and SVG plots in --out
     Report {

@@ -11,6 +11,7 @@ mod cli;
 mod competitor;
 mod export;
 mod goals;
+mod keyed_competitor;
 mod lock_competitor;
 #[cfg(test)]
 mod mock;
@@ -22,6 +23,7 @@ mod sched;
 mod shm;
 mod stats;
 mod sys;
+mod sysv;
 mod workloads;
 
 use clap::{CommandFactory, Parser};
@@ -30,7 +32,7 @@ use options::{Job, Options};
 use result::{Bench, Document};
 use std::io::Write;
 use std::process::ExitCode;
-use workloads::{fastpath, hash, lock, perfbench, pingpong, recovery, schbench, waitv, wake};
+use workloads::{fastpath, hash, keyed, lock, perfbench, pingpong, recovery, schbench, waitv, wake};
 
 fn main() -> ExitCode {
     match run() {
@@ -80,6 +82,7 @@ fn execute(opts: &Options) -> std::io::Result<Vec<Bench>> {
         Job::Schbench(p) => Ok(vec![schbench::run(c, *p)?]),
         Job::Lock { threads, sections, baseline } => lock::run(c, threads, sections, baseline),
         Job::Recovery => Ok(vec![recovery::run(c)?]),
+        Job::Keyed(p) => keyed::run(c, p),
         Job::Report { .. } => unreachable!("handled in run()"),
     }
 }

@@ -3,8 +3,10 @@
 
 use crate::cli::{Cli, Command, CommonArgs};
 use crate::competitor::{shared_variant, NAMES, SHARED_NAMES};
+use crate::keyed_competitor;
 use crate::lock_competitor::{self, LockEntry};
 use crate::workloads::hash::{Params as HashParams, SlotPoint};
+use crate::workloads::keyed;
 use crate::workloads::lock::Section;
 use crate::workloads::waitv::Mode;
 use crate::workloads::wake::{Kind as WakeKind, Params as WakeParams};
@@ -25,6 +27,7 @@ pub enum Job {
     Schbench(schbench::Params),
     Lock { threads: Vec<usize>, sections: Vec<Section>, baseline: String },
     Recovery,
+    Keyed(keyed::Params),
     Report { out: PathBuf, quick: bool, scale: f64 },
 }
 
@@ -72,6 +75,7 @@ enum Kind {
     Private,
     Shared,
     Lock,
+    Keyed,
 }
 
 fn common(c: &CommonArgs, default_runtime: f64, kind: Kind) -> R<Common> {
@@ -80,7 +84,12 @@ fn common(c: &CommonArgs, default_runtime: f64, kind: Kind) -> R<Common> {
     if !(runtime.is_finite() && runtime > 0.0 && runtime <= 3600.0) {
         return Err(format!("--runtime {runtime}: must be > 0 and ≤ 3600 seconds"));
     }
-    let names = impl_names(c, &if kind == Kind::Lock { lock_competitor::names() } else { NAMES.to_vec() });
+    let defaults = match kind {
+        Kind::Lock => lock_competitor::names(),
+        Kind::Keyed => keyed_competitor::NAMES.to_vec(),
+        _ => NAMES.to_vec(),
+    };
+    let names = impl_names(c, &defaults);
     if names.is_empty() {
         return Err("--impl: no competitor given".into());
     }
@@ -89,6 +98,10 @@ fn common(c: &CommonArgs, default_runtime: f64, kind: Kind) -> R<Common> {
     for i in names {
         let known = match kind {
             Kind::Lock => LockEntry::by_name(&i).map(drop),
+            Kind::Keyed if keyed_competitor::NAMES.contains(&i.as_str()) => Ok(()),
+            Kind::Keyed => {
+                Err(format!("unknown competitor {i:?}; expected one of: {}", keyed_competitor::NAMES.join(", ")))
+            }
             _ if NAMES.contains(&i.as_str()) => Ok(()),
             Kind::Shared if SHARED_NAMES.contains(&i.as_str()) => Ok(()),
             Kind::Private if SHARED_NAMES.contains(&i.as_str()) => {
@@ -119,6 +132,30 @@ fn common(c: &CommonArgs, default_runtime: f64, kind: Kind) -> R<Common> {
         shared: kind == Kind::Shared,
         left_out,
     })
+}
+
+/// A SysV-style key: decimal or 0x hex.
+fn key(s: &str) -> R<u64> {
+    let s = s.trim();
+    let v = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    v.map_err(|_| format!("--base {s:?}: expected a key in decimal or 0x hex"))
+}
+
+fn keyed(keys: &str, threads: &str, base: &str) -> R<keyed::Params> {
+    let keys = list("--keys", keys, 1, 1 << 24)?;
+    let threads = list("--threads", threads, 1, 1024)?;
+    let base = key(base)?;
+    let span = 2 * keys.iter().copied().max().unwrap_or(1) as u64;
+    // The kernel's key_t is an int, and key 0 is IPC_PRIVATE (always a new object).
+    if base == 0 || base + span - 1 > i32::MAX as u64 {
+        return Err(format!(
+            "--base {base:#x}: the run's keys [base, base + 2 × max KEYS = {span}) must lie in 1..=0x7fffffff"
+        ));
+    }
+    Ok(keyed::Params { keys, threads, base })
 }
 
 fn hash_slots(s: &str) -> R<Vec<SlotPoint>> {
@@ -217,6 +254,11 @@ pub fn validate(cli: Cli) -> R<Options> {
             let mut c = common.clone();
             c.impls = Some("ufutex-shared".into());
             (c, Job::Recovery, 1.0, true)
+        }
+        Command::Keyed { common, keys, threads, base } => {
+            let params = keyed(&keys, &threads, &base)?;
+            let json = common.json.clone();
+            return Ok(Options { common: self::common(&common, 0.25, Kind::Keyed)?, job: Job::Keyed(params), json });
         }
         Command::Report { common, out, quick, scale } => {
             if !(scale.is_finite() && scale > 0.0 && scale <= 100.0) {
@@ -317,6 +359,31 @@ mod tests {
         let two = ["lock", "--impl", "ufutex,ufutex-nohandoff", "--baseline", "ufutex-nohandoff"];
         assert_eq!(baseline(&two).unwrap(), "ufutex-nohandoff");
         assert!(baseline(&["lock", "--impl", "ufutex", "--baseline", "std"]).unwrap_err().contains("--baseline"));
+    }
+
+    #[test]
+    fn keyed_defaults_and_limits() {
+        let o = parse(&["keyed"]).unwrap();
+        assert_eq!(o.common.impls, ["kernel-semget", "ufutex-keyed"]);
+        match o.job {
+            Job::Keyed(p) => {
+                assert_eq!(p.keys, [1, 10, 32, 100, 1000, 10000, 31900]);
+                assert_eq!(p.threads, [1, 2, 4]);
+                assert_eq!(p.base, 0x42_4242);
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["keyed", "--base", "4096", "--keys", "3"]).unwrap().job {
+            Job::Keyed(p) => assert_eq!((p.base, p.keys), (4096, vec![3])),
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["keyed", "--keys", "0"]).unwrap_err().contains("--keys"));
+        assert!(parse(&["keyed", "--threads", "1,x"]).unwrap_err().contains("--threads"));
+        assert!(parse(&["keyed", "--base", "0"]).unwrap_err().contains("--base"));
+        assert!(parse(&["keyed", "--base", "0x7fffff00", "--keys", "200"]).unwrap_err().contains("0x7fffffff"));
+        assert!(parse(&["keyed", "--base", "zz"]).unwrap_err().contains("--base"));
+        assert!(parse(&["keyed", "--impl", "kernel"]).unwrap_err().contains("kernel-semget"));
+        assert!(parse(&["keyed", "--shared"]).is_err());
     }
 
     #[test]

@@ -30,6 +30,9 @@ fn bad_arguments_get_clear_errors() {
     assert!(stderr_of(&["hash", "--shared", "--slots", "2"]).contains("--slots"));
     assert!(stderr_of(&["recovery", "--impl", "kernel"]).contains("ufutex-shared only"));
     assert!(stderr_of(&["lock", "--shared"]).contains("unexpected argument '--shared'"));
+    assert!(stderr_of(&["keyed", "--keys", "1,0"]).contains("--keys 0"));
+    assert!(stderr_of(&["keyed", "--base", "0x7ffffff0", "--keys", "100"]).contains("--base"));
+    assert!(stderr_of(&["keyed", "--impl", "kernel"]).contains("kernel-semget"));
 }
 
 fn json_of(args: &[&str]) -> serde_json::Value {
@@ -154,4 +157,99 @@ fn recovery_reports_one_takeover_per_repetition() {
     let row = &b["metrics"][0]["rows"][0];
     assert_eq!(row["competitor"], "ufutex-shared");
     assert!(row["median"].as_f64().is_some_and(|ms| ms > 0.0), "{row}");
+}
+
+/// A key range of this test process's own for `keyed` (apart from the default 0x424242 and
+/// from other tests), as `--base`.
+fn keyed_base(slot: u32) -> u32 {
+    0x5000_0000 + (std::process::id() & 0xfff) * 0x1000 + slot * 0x200
+}
+
+/// The SysV semaphore sets whose key is in `[first, first + len)` (/proc/sysvipc/sem).
+fn sets_in(first: u32, len: u32) -> usize {
+    let text = std::fs::read_to_string("/proc/sysvipc/sem").unwrap_or_default();
+    let keys = text.lines().skip(1).filter_map(|l| l.split_whitespace().next()?.parse::<i64>().ok());
+    keys.filter(|k| (i64::from(first)..i64::from(first + len)).contains(k)).count()
+}
+
+fn sysv_usable() -> bool {
+    std::path::Path::new("/proc/sysvipc/sem").exists()
+}
+
+/// `keyed`: six phase benches per KEYS value, one per thread count, the ufutex column skipped
+/// with its reason, and no set left behind.
+#[test]
+fn keyed_reports_every_phase_and_cleans_up() {
+    if !sysv_usable() {
+        return;
+    }
+    let base = keyed_base(0);
+    let b = format!("{base:#x}");
+    let v = json_of(&["keyed", "--keys", "1,3", "--threads", "1,2", "--runtime", "0.01", "--base", &b]);
+    assert_eq!(sets_in(base, 6), 0);
+    let benches = v["benches"].as_array().unwrap();
+    assert_eq!(benches.len(), 2 * 6 + 2);
+    assert_eq!(benches[0]["case"], "keys=1, create (keys absent, IPC_CREAT)");
+    assert!(benches[13]["case"].as_str().unwrap().starts_with("concurrent lookups: keys=3 present, threads=2"));
+    for b in benches {
+        let row = &b["metrics"][0]["rows"][0];
+        assert_eq!(row["competitor"], "kernel-semget", "{b}");
+        assert!(row["median"].as_f64().is_some_and(|x| x > 0.0), "{b}");
+        assert_eq!(b["skipped"][0]["competitor"], "ufutex-keyed");
+        assert_eq!(b["skipped"][0]["reason"], "ufutex keyed objects: not built yet (issue 15)");
+    }
+}
+
+/// A set already in the run's range (maybe another program's): the run refuses, names the key,
+/// and leaves the set alone.
+#[test]
+fn keyed_refuses_a_taken_range() {
+    if !sysv_usable() {
+        return;
+    }
+    let base = keyed_base(1);
+    // SAFETY: semget and semctl take integers only.
+    let id = unsafe { libc::semget((base + 5) as libc::key_t, 1, libc::IPC_CREAT | libc::IPC_EXCL | 0o600) };
+    assert!(id >= 0, "test key {:#x} taken", base + 5);
+    // --keys 4: the run's range is [base, base + 8), the taken key one of its misses.
+    let mut run = bench();
+    let out = run.args(["keyed", "--keys", "4", "--runtime", "0.01", "--base"]).arg(base.to_string()).output().unwrap();
+    let left = sets_in(base, 8);
+    // SAFETY: as above; IPC_RMID takes no fourth argument.
+    let removed = unsafe { libc::semctl(id, 0, libc::IPC_RMID) };
+    assert_eq!(removed, 0, "the run removed the set it did not create");
+    assert_eq!(left, 1);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing to run") && err.contains(&format!("{:#x}: exists", base + 5)), "{err}");
+}
+
+/// SIGINT in the middle of a run: the signal cleanup removes every set, and the process dies
+/// of the signal.
+#[test]
+fn keyed_cleans_up_on_sigint() {
+    if !sysv_usable() {
+        return;
+    }
+    let base = keyed_base(2);
+    let exe = assert_cmd::cargo::cargo_bin("ufutex-bench");
+    let args = ["keyed", "--keys", "200", "--reps", "1000", "--threads", "1", "--no-warmup", "-q", "--base"];
+    let mut child = std::process::Command::new(exe)
+        .args(args)
+        .arg(base.to_string())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while sets_in(base, 400) == 0 && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    let seen = sets_in(base, 400);
+    // SAFETY: kill with our own child's pid (not reaped yet, so not reused).
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert!(seen > 0, "the run created no set within 20 s");
+    assert_eq!(sets_in(base, 400), 0, "sets left behind");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}");
 }

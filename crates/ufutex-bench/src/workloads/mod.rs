@@ -3,6 +3,7 @@
 
 pub mod fastpath;
 pub mod hash;
+pub mod keyed;
 pub mod lock;
 pub mod perfbench;
 pub mod pingpong;

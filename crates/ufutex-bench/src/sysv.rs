@@ -1,0 +1,222 @@
+//! SysV semaphore sets for the `keyed` workload: the two calls it times (`semget`, `semctl`
+//! `IPC_RMID`), the limits it must respect (read from /proc, never changed), and the cleanup
+//! of the key ranges a run creates sets in when the process is killed by SIGINT, SIGTERM or
+//! SIGHUP (a [`Cleanup`] claim per range; the `Drop` guards in the workload cover errors and
+//! panics).
+
+use std::io;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Once;
+
+/// `semget(key, nsems, flags)`: the set's id, or the errno.
+#[inline]
+pub fn semget(key: libc::key_t, nsems: i32, flags: i32) -> Result<i32, i32> {
+    // SAFETY: semget takes integers only; no memory is passed.
+    let id = unsafe { libc::semget(key, nsems, flags) };
+    if id < 0 {
+        Err(errno())
+    } else {
+        Ok(id)
+    }
+}
+
+/// `semctl(id, 0, IPC_RMID)`.
+#[inline]
+pub fn remove(id: i32) -> Result<(), i32> {
+    // SAFETY: IPC_RMID takes no fourth argument (none is passed); integers only.
+    if unsafe { libc::semctl(id, 0, libc::IPC_RMID) } < 0 {
+        Err(errno())
+    } else {
+        Ok(())
+    }
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// The errno's name and text, e.g. "ENOSPC (No space left on device)".
+pub fn errno_name(e: i32) -> String {
+    let name = match e {
+        libc::ENOENT => "ENOENT",
+        libc::EEXIST => "EEXIST",
+        libc::ENOSPC => "ENOSPC",
+        libc::EACCES => "EACCES",
+        libc::EINVAL => "EINVAL",
+        libc::EIDRM => "EIDRM",
+        libc::EPERM => "EPERM",
+        libc::ENOMEM => "ENOMEM",
+        libc::ENOSYS => "ENOSYS",
+        _ => return io::Error::from_raw_os_error(e).to_string(),
+    };
+    let text = io::Error::from_raw_os_error(e).to_string();
+    let text = text.split(" (os error").next().unwrap_or_default();
+    format!("{name} ({text})")
+}
+
+/// The semaphore limits of this IPC namespace and what is in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// SEMMNS: semaphores, all sets together.
+    pub semmns: u64,
+    /// SEMMNI: sets.
+    pub semmni: u64,
+    pub sets_in_use: u64,
+    pub sems_in_use: u64,
+}
+
+impl Limits {
+    pub fn read() -> Result<Limits, String> {
+        let sem = std::fs::read_to_string("/proc/sys/kernel/sem").map_err(|e| format!("/proc/sys/kernel/sem: {e}"))?;
+        let used = std::fs::read_to_string("/proc/sysvipc/sem").map_err(|e| format!("/proc/sysvipc/sem: {e}"))?;
+        Limits::parse(&sem, &used)
+    }
+
+    /// From `/proc/sys/kernel/sem` (SEMMSL SEMMNS SEMOPM SEMMNI) and `/proc/sysvipc/sem` (a
+    /// header line, then one line per set; nsems is its fourth column).
+    pub fn parse(sem: &str, sysvipc: &str) -> Result<Limits, String> {
+        let f: Vec<u64> = sem.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        let [_, semmns, _, semmni] = f[..] else {
+            return Err(format!("/proc/sys/kernel/sem: expected 4 numbers, read {sem:?}"));
+        };
+        let sets: Vec<&str> = sysvipc.lines().skip(1).filter(|l| !l.trim().is_empty()).collect();
+        let sems = sets.iter().filter_map(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok()).sum();
+        Ok(Limits { semmns, semmni, sets_in_use: sets.len() as u64, sems_in_use: sems })
+    }
+
+    /// Why `sets` more sets of one semaphore cannot be created now, if they cannot.
+    pub fn short_of(&self, sets: usize) -> Option<String> {
+        let free_sets = self.semmni.saturating_sub(self.sets_in_use);
+        let free_sems = self.semmns.saturating_sub(self.sems_in_use);
+        if sets as u64 > free_sets {
+            Some(format!(
+                "needs {sets} semaphore sets, {free_sets} free (SEMMNI {} in /proc/sys/kernel/sem, {} in use in \
+                 /proc/sysvipc/sem); sysctls are left alone",
+                self.semmni, self.sets_in_use
+            ))
+        } else if sets as u64 > free_sems {
+            Some(format!(
+                "needs {sets} semaphores, {free_sems} free (SEMMNS {}, {} in use); sysctls are left alone",
+                self.semmns, self.sems_in_use
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+/// Key ranges that may hold sets this process created: (first key, length; 0 = a free slot).
+const SLOTS: usize = 8;
+static FIRST: [AtomicI32; SLOTS] = [const { AtomicI32::new(0) }; SLOTS];
+static LEN: [AtomicI32; SLOTS] = [const { AtomicI32::new(0) }; SLOTS];
+
+/// A key range registered for removal if the process is killed by SIGINT, SIGTERM or SIGHUP
+/// while the claim lives. The range must have been checked empty before the claim (the
+/// handler removes every set it finds in it).
+pub struct Cleanup(usize);
+
+impl Cleanup {
+    /// Register `[first, first + len)`; installs the signal handlers the first time.
+    pub fn claim(first: libc::key_t, len: usize) -> io::Result<Cleanup> {
+        static INSTALL: Once = Once::new();
+        INSTALL.call_once(install_handlers);
+        let len = i32::try_from(len).map_err(io::Error::other)?;
+        for (i, l) in LEN.iter().enumerate() {
+            // Publish the first key before the length: the handler reads the length first.
+            if l.load(Ordering::Acquire) == 0
+                && FIRST[i].compare_exchange(0, first, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            {
+                l.store(len, Ordering::Release);
+                return Ok(Cleanup(i));
+            }
+        }
+        Err(io::Error::other(format!("more than {SLOTS} key ranges in use at once")))
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        LEN[self.0].store(0, Ordering::Release);
+        FIRST[self.0].store(0, Ordering::Release);
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP run [`on_signal`], where their action was the default one (a
+/// signal the caller ignores stays ignored).
+fn install_handlers() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY:
+        // - `act` and `old` are zeroed sigactions that live across the calls; `on_signal` is an
+        //   `extern "C" fn(c_int)`, the handler shape without SA_SIGINFO.
+        // - reading the old action first and restoring it when it was not SIG_DFL leaves
+        //   ignored or handled signals as they were.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            act.sa_flags = libc::SA_RESETHAND;
+            libc::sigemptyset(&mut act.sa_mask);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_DFL {
+                libc::sigaction(sig, &act, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
+/// Remove every set in the claimed ranges, then die of the same signal (SA_RESETHAND made its
+/// action the default again; it is delivered when the handler returns). Only atomics loads and
+/// the `semget`/`semctl` system calls (thin glibc wrappers: no lock, no allocation).
+extern "C" fn on_signal(sig: libc::c_int) {
+    for i in 0..SLOTS {
+        let len = LEN[i].load(Ordering::Acquire);
+        let first = FIRST[i].load(Ordering::Acquire);
+        if first <= 0 {
+            continue; // freed meanwhile; key 0 would be IPC_PRIVATE, which always creates
+        }
+        for key in (0..len).map(|k| first.wrapping_add(k)) {
+            if let Ok(id) = semget(key, 0, 0) {
+                let _ = remove(id);
+            }
+        }
+    }
+    // SAFETY: raise is async-signal-safe; the signal stays blocked until this handler returns.
+    unsafe {
+        libc::raise(sig);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_parse_and_say_what_is_short() {
+        let used = "       key      semid perms      nsems   uid\n   4342338          0   600          1  1000\n   \
+                    0          1   600          3  1000\n";
+        let l = Limits::parse("32000\t1024000000\t500\t32000\n", used).unwrap();
+        assert_eq!(l, Limits { semmns: 1_024_000_000, semmni: 32000, sets_in_use: 2, sems_in_use: 4 });
+        assert_eq!(l.short_of(31_998), None);
+        let why = l.short_of(31_999).unwrap();
+        assert!(why.contains("31998 free") && why.contains("SEMMNI 32000"), "{why}");
+        let tight = Limits::parse("250 10 32 128", used).unwrap();
+        assert!(tight.short_of(7).unwrap().contains("SEMMNS 10"));
+        assert!(Limits::parse("1 2 3", used).is_err());
+    }
+
+    #[test]
+    fn errnos_are_named() {
+        assert!(errno_name(libc::ENOSPC).starts_with("ENOSPC ("));
+        assert!(!errno_name(libc::EBADF).is_empty());
+    }
+
+    #[test]
+    fn claims_take_and_free_slots() {
+        let a = Cleanup::claim(0x7100_0000, 4).unwrap();
+        let b = Cleanup::claim(0x7200_0000, 4).unwrap();
+        assert_ne!(a.0, b.0);
+        assert_eq!(LEN[a.0].load(Ordering::SeqCst), 4);
+        let slot = a.0;
+        drop(a);
+        assert_eq!(LEN[slot].load(Ordering::SeqCst), 0);
+    }
+}
