@@ -90,57 +90,105 @@ impl Keyed for KernelSemget {
 }
 
 /// The competitor names `--impl` accepts for `keyed`, in their default order.
-pub const NAMES: &[&str] = &[KernelSemget::NAME, UFUTEX_KEYED];
+pub const NAMES: &[&str] = &[KernelSemget::NAME, UfutexKeyed::NAME];
 
-/// ufutex's keyed objects (issue 15): listed, skipped until they exist.
-pub const UFUTEX_KEYED: &str = "ufutex-keyed";
-const UFUTEX_KEYED_MISSING: &str = "ufutex keyed objects: not built yet (issue 15)";
+/// ufutex's named objects (`ufutex::named`): counting semaphores in a namespace of this run's
+/// own (`bench-keyed-<pid>`, unlinked as soon as it is mapped, so that no exit leaves it
+/// behind), looked up without a system call. The handle is the key (removal is by key).
+pub struct UfutexKeyed {
+    ns: Result<ufutex::named::Namespace, String>,
+}
+
+impl UfutexKeyed {
+    pub const NAME: &'static str = "ufutex-keyed";
+
+    pub fn new() -> Self {
+        let name = format!("bench-keyed-{}", std::process::id());
+        let ns = ufutex::named::Namespace::open(&name).map_err(|e| format!("ufutex namespace: {e}"));
+        let _ = ufutex::named::Namespace::unlink(&name);
+        UfutexKeyed { ns }
+    }
+
+    fn ns(&self) -> &ufutex::named::Namespace {
+        self.ns.as_ref().expect("checked by unsupported()")
+    }
+}
+
+impl Keyed for UfutexKeyed {
+    type Handle = u64;
+    type Claim = ();
+
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+    fn unsupported(&self) -> Option<String> {
+        self.ns.as_ref().err().cloned()
+    }
+    fn short_of(&self, objects: usize) -> Option<String> {
+        let ns = self.ns.as_ref().ok()?;
+        let room = ns.capacity() / 2 - ns.len().min(ns.capacity() / 2);
+        (objects > room).then(|| format!("the namespace holds {} objects at half load, {objects} asked", room))
+    }
+    #[inline]
+    fn get(&self, key: u64, how: Get) -> Result<u64, i32> {
+        let how = match how {
+            Get::Create => ufutex::named::Open::Create,
+            Get::Exclusive => ufutex::named::Open::CreateNew,
+            Get::Open => ufutex::named::Open::Existing,
+        };
+        self.ns().semaphore(key, how, 0).map(|_| key).map_err(|e| e.errno())
+    }
+    #[inline]
+    fn remove(&self, key: u64) -> Result<(), i32> {
+        self.ns().remove(key).map_err(|e| e.errno())
+    }
+    fn claim(&self, first: u64, len: usize) -> io::Result<()> {
+        // The namespace is this run's own: a key in the range exists only if this run made it.
+        match (first..first + len as u64).find(|&k| self.get(k, Get::Open).is_ok()) {
+            Some(k) => Err(io::Error::other(format!("key {k:#x} exists in this run's namespace"))),
+            None => Ok(()),
+        }
+    }
+}
 
 /// A keyed competitor picked on the command line (static dispatch through
-/// [`dispatch_keyed!`]), or one that does not exist yet.
+/// [`dispatch_keyed!`]).
 pub enum AnyKeyed {
     KernelSemget(KernelSemget),
-    NotBuilt { name: &'static str, reason: &'static str },
+    Ufutex(UfutexKeyed),
 }
 
 impl AnyKeyed {
     pub fn by_name(name: &str) -> Result<AnyKeyed, String> {
         match name {
             KernelSemget::NAME => Ok(AnyKeyed::KernelSemget(KernelSemget::new())),
-            UFUTEX_KEYED => Ok(AnyKeyed::NotBuilt { name: UFUTEX_KEYED, reason: UFUTEX_KEYED_MISSING }),
+            UfutexKeyed::NAME => Ok(AnyKeyed::Ufutex(UfutexKeyed::new())),
             other => Err(format!("unknown competitor {other:?}; expected one of: {}", NAMES.join(", "))),
         }
     }
 
     pub fn name(&self) -> &'static str {
-        match self {
-            AnyKeyed::KernelSemget(k) => k.name(),
-            AnyKeyed::NotBuilt { name, .. } => name,
-        }
+        dispatch_keyed!(self, k => k.name())
     }
 
     /// Why it cannot run at all, if it cannot.
     pub fn unsupported(&self) -> Option<String> {
-        match self {
-            AnyKeyed::KernelSemget(k) => k.unsupported(),
-            AnyKeyed::NotBuilt { reason, .. } => Some(reason.to_string()),
-        }
+        dispatch_keyed!(self, k => k.unsupported())
     }
 
     /// Why it cannot run with `objects` objects, if it cannot.
     pub fn skip_reason(&self, objects: usize) -> Option<String> {
-        self.unsupported().or_else(|| dispatch_keyed!(self, k => k.short_of(objects), |_| None))
+        self.unsupported().or_else(|| dispatch_keyed!(self, k => k.short_of(objects)))
     }
 }
 
-/// Run `$body` with `$k` bound to the concrete [`Keyed`] inside an [`AnyKeyed`]; `$missing`
-/// (a closure taking the reason) for a competitor not built yet.
+/// Run `$body` with `$k` bound to the concrete [`Keyed`] inside an [`AnyKeyed`].
 #[macro_export]
 macro_rules! dispatch_keyed {
-    ($any:expr, $k:ident => $body:expr, $missing:expr) => {
+    ($any:expr, $k:ident => $body:expr) => {
         match $any {
             $crate::keyed_competitor::AnyKeyed::KernelSemget($k) => $body,
-            $crate::keyed_competitor::AnyKeyed::NotBuilt { reason, .. } => ($missing)(*reason),
+            $crate::keyed_competitor::AnyKeyed::Ufutex($k) => $body,
         }
     };
 }
@@ -151,13 +199,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_resolve_and_ufutex_waits_for_issue_15() {
+    fn names_resolve() {
         for n in NAMES {
             assert_eq!(AnyKeyed::by_name(n).unwrap().name(), *n);
         }
-        let u = AnyKeyed::by_name(UFUTEX_KEYED).unwrap();
-        assert_eq!(u.skip_reason(1).unwrap(), "ufutex keyed objects: not built yet (issue 15)");
         assert!(AnyKeyed::by_name("kernel").err().unwrap().contains("kernel-semget"));
+    }
+
+    #[test]
+    fn ufutex_keyed_gives_sysv_errnos() {
+        let k = UfutexKeyed::new();
+        assert_eq!(k.unsupported(), None);
+        assert_eq!(k.get(7, Get::Open), Err(libc::ENOENT));
+        k.claim(7, 1).unwrap();
+        assert_eq!(k.get(7, Get::Create), Ok(7));
+        assert_eq!(
+            [k.get(7, Get::Create), k.get(7, Get::Open), k.get(7, Get::Exclusive)],
+            [Ok(7), Ok(7), Err(libc::EEXIST)]
+        );
+        assert!(k.claim(7, 1).is_err());
+        assert_eq!(k.remove(7), Ok(()));
+        assert_eq!(k.get(7, Get::Open), Err(libc::ENOENT));
+        assert_eq!(k.remove(7), Err(libc::ENOENT));
+        assert!(k.short_of(10).is_none());
     }
 
     #[test]

@@ -394,7 +394,7 @@ pub fn run(common: &Common, p: &Params) -> io::Result<Vec<Bench>> {
     let max = p.max_keys();
     for c in &comps {
         if c.unsupported().is_none() {
-            dispatch_keyed!(c, k => refuse_if_taken(k, p.base, 2 * max), |_| Ok(()))?;
+            dispatch_keyed!(c, k => refuse_if_taken(k, p.base, 2 * max))?;
         }
     }
     let sched = common.scheduler();
@@ -408,7 +408,7 @@ pub fn run(common: &Common, p: &Params) -> io::Result<Vec<Bench>> {
             &comps,
             |c| c.name().to_string(),
             |c| c.skip_reason(n),
-            |c| dispatch_keyed!(c, k => once(k, r, &order), |why: &str| Err(io::Error::other(why))),
+            |c| dispatch_keyed!(c, k => once(k, r, &order)),
         )?;
         bench.notes.push(TIMING.into());
         bench.notes.extend(context(&comps, p, n));
@@ -434,10 +434,7 @@ pub fn run(common: &Common, p: &Params) -> io::Result<Vec<Bench>> {
             &comps,
             |c| c.name().to_string(),
             |c| c.skip_reason(present),
-            |c| {
-                dispatch_keyed!(c, k => lookups_once(k, p.base, present, threads, runtime),
-                    |why: &str| Err(io::Error::other(why)))
-            },
+            |c| dispatch_keyed!(c, k => lookups_once(k, p.base, present, threads, runtime)),
         )?);
     }
     Ok(out)

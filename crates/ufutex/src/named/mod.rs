@@ -143,9 +143,7 @@ impl Namespace {
     /// assert_eq!(sem.post(1), Err(ufutex::named::NamedError::Removed));
     /// ```
     pub fn open(name: &str) -> Result<Namespace, NamedError> {
-        let ok = (1..=64).contains(&name.len())
-            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
-        if !ok {
+        if !valid_name(name) {
             return Err(NamedError::Invalid);
         }
         let path = shared::file::user_file(&format!("ns-{name}"))?;
@@ -210,6 +208,27 @@ impl Namespace {
         Ok(self.table().remove(key, p.me, p, &wake_all)?)
     }
 
+    /// Remove the namespace `name`'s file (as `sem_unlink` does a name): processes that have it
+    /// mapped keep using it; the next [`Namespace::open`] of the name makes a new, empty one.
+    ///
+    /// # Errors
+    /// [`NamedError::Invalid`] for a bad name, [`NamedError::NotFound`] if there is none.
+    pub fn unlink(name: &str) -> Result<(), NamedError> {
+        if !valid_name(name) {
+            return Err(NamedError::Invalid);
+        }
+        let path = shared::file::user_file(&format!("ns-{name}"))?;
+        std::fs::remove_file(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => NamedError::NotFound,
+            _ => NamedError::Shared(SharedError::Access),
+        })
+    }
+
+    /// How many objects the namespace can hold (its slots; lookups stay short below half).
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
     /// How many objects the namespace holds.
     pub fn len(&self) -> usize {
         self.header.live.load(Ordering::Relaxed) as usize
@@ -224,6 +243,12 @@ impl Namespace {
     fn live(&self, slot: u32, gen: u32) -> Result<&Slot, NamedError> {
         self.table().check(slot, gen).ok_or(NamedError::Removed)
     }
+}
+
+/// Letters, digits, `.`, `_`, `-`; 1 to 64 bytes.
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
 }
 
 #[cfg(not(ufutex_loom))]
