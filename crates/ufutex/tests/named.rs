@@ -31,6 +31,7 @@ fn named_objects_across_processes() {
     removal_wakes_a_waiter_of_another_process(&ns);
     a_handle_outlives_its_key_safely(&ns);
     many_keys(&ns);
+    a_changer_killed_midway_is_taken_over(&ns);
     assert!(ns.is_empty(), "every test removes what it made: {}", ns.len());
 }
 
@@ -171,4 +172,52 @@ fn many_keys(ns: &Namespace) {
     for k in 1000..2000u64 {
         ns.remove(k).unwrap();
     }
+}
+
+/// Run `f` in a child armed to die (SIGKILL) at fault point `point`.
+fn dies_at(point: &str, f: impl FnOnce() -> i32) {
+    std::env::set_var("UFUTEX_SHARED_DIE_AT", point);
+    let pid = child(f);
+    std::env::remove_var("UFUTEX_SHARED_DIE_AT");
+    assert_eq!(reap(pid), -libc::SIGKILL, "the child did not reach {point}");
+}
+
+fn a_changer_killed_midway_is_taken_over(ns: &Namespace) {
+    // A creator dies with the slot half made, holding the namespace's lock: the next creator
+    // takes the lock over, buries the half-made slot, and creates the object afresh.
+    dies_at("creating", || {
+        let ns = Namespace::open("tests").unwrap();
+        ns.semaphore(50, Open::CreateNew, 4).map_or(1, |_| 0)
+    });
+    assert_eq!(ns.semaphore(50, Open::Existing, 0).unwrap_err(), NamedError::NotFound);
+    let (s, existed) = ns.semaphore(50, Open::Create, 2).unwrap();
+    assert!(!existed);
+    assert_eq!(s.value(), Ok(2));
+    ns.remove(50).unwrap();
+
+    // A remover dies after marking the object removed, before waking its waiter (another
+    // process): the next changer of the namespace finishes the removal and the waiter wakes.
+    let (sem, _) = ns.semaphore(51, Open::CreateNew, 0).unwrap();
+    let waiter = child(|| {
+        let ns = Namespace::open("tests").unwrap();
+        let (s, _) = ns.semaphore(51, Open::Existing, 0).unwrap();
+        match s.wait(deadline(LONG)) {
+            Err(NamedError::Removed) => 0,
+            _ => 1,
+        }
+    });
+    let t = Instant::now();
+    while !asleep(waiter) {
+        assert!(t.elapsed() < LONG, "the waiter never slept");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    dies_at("removing", || {
+        let ns = Namespace::open("tests").unwrap();
+        ns.remove(51).map_or(1, |()| 0)
+    });
+    assert_eq!(sem.value().unwrap_err(), NamedError::Removed, "the removal stands");
+    // Any change takes the lock over and finishes the dead remover's job.
+    ns.semaphore(52, Open::CreateNew, 0).unwrap();
+    assert_eq!(reap(waiter), 0, "the waiter was woken and saw the removal");
+    ns.remove(52).unwrap();
 }

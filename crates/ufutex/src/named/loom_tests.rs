@@ -32,8 +32,7 @@ impl Model {
                 version: AtomicU32::new(0),
                 order: AtomicU32::new(0),
                 lock: AtomicU64::new(0),
-                intent: AtomicU32::new(0),
-                live: AtomicU32::new(0),
+                progress: AtomicU64::new(0),
             },
             slots: (0..n)
                 .map(|_| Slot {

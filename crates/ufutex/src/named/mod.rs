@@ -231,7 +231,7 @@ impl Namespace {
 
     /// How many objects the namespace holds.
     pub fn len(&self) -> usize {
-        self.header.live.load(Ordering::Relaxed) as usize
+        self.header.live() as usize
     }
 
     /// Whether it holds none.

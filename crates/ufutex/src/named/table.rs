@@ -16,14 +16,17 @@
 //! with a Release store. Empty ends a probe; Dead (a tombstone) and Busy do not, and a create
 //! reuses the first Dead slot of the probe.
 //!
-//! Crash consistency: the changer writes the slot it is changing to `intent` first. Whoever takes
-//! the lock over from a dead changer finishes the job: a Busy slot becomes Dead, and a Dead slot's
-//! word is marked removed and its waiters woken (a removal whose waker died).
+//! Crash consistency: the changer writes the slot it is changing to the header's `progress`
+//! first, and ends by clearing it and counting the object in (or out) in one store. Whoever takes
+//! the lock over from a dead changer finishes the job: a Busy slot becomes Dead (never counted),
+//! and a Dead slot's word is marked removed, its waiters woken and it is counted out (a removal
+//! whose waker died).
 //!
 //! A handle is (slot, generation): an operation checks the slot is still `Live` with that
 //! generation, so a handle to a removed object fails (`Removed`) even after its key was reused.
 
 use crate::primitive::{fence, AtomicU32, AtomicU64, Ordering};
+use crate::shared::fault::{point, Point};
 use crate::shared::lock::{self, Liveness, Owner, Taken};
 use crate::shared::SharedError;
 
@@ -64,10 +67,33 @@ pub(crate) struct Header {
     pub(crate) order: AtomicU32,
     /// The robust lock of creators and removers (`shared::lock`).
     pub(crate) lock: AtomicU64,
-    /// The slot being changed, + 1 (0: none).
-    pub(crate) intent: AtomicU32,
-    /// Live objects (a count for people; after a crash it may be off by one).
-    pub(crate) live: AtomicU32,
+    /// `(slot being changed + 1) << 32 | live objects`: the intent and the count, changed
+    /// together at the end of each change.
+    pub(crate) progress: AtomicU64,
+}
+
+impl Header {
+    /// Live objects.
+    pub(crate) fn live(&self) -> u32 {
+        self.progress.load(Ordering::Relaxed) as u32
+    }
+
+    /// The slot being changed, if any.
+    fn intent(&self) -> Option<u32> {
+        ((self.progress.load(Ordering::Relaxed) >> 32) as u32).checked_sub(1)
+    }
+
+    /// Say `slot` is being changed (the count unchanged).
+    fn begin(&self, slot: u32) {
+        let live = self.live();
+        self.progress.store((u64::from(slot) + 1) << 32 | u64::from(live), Ordering::Relaxed);
+    }
+
+    /// The change is over: no intent, and the count moved by `delta`, in one store.
+    fn end(&self, delta: i32) {
+        let live = self.live().wrapping_add_signed(delta);
+        self.progress.store(u64::from(live), Ordering::Relaxed);
+    }
 }
 
 /// What a lookup found: a live object.
@@ -157,18 +183,29 @@ impl<'a> Table<'a> {
     /// removing gets its removal finished (the word marked, its waiters woken).
     #[cold]
     pub(crate) fn recover(&self, wake: &impl Fn(&AtomicU32)) {
-        let i = self.header.intent.load(Ordering::Relaxed);
-        if let Some(s) = i.checked_sub(1).and_then(|i| self.slots.get(i as usize)) {
-            let st = s.state.load(Ordering::Relaxed);
-            if st & PHASE == BUSY {
+        let Some(s) = self.header.intent().and_then(|i| self.slots.get(i as usize)) else {
+            self.header.end(0); // a stray intent (corrupt): nothing to finish
+            return;
+        };
+        let st = s.state.load(Ordering::Relaxed);
+        match st & PHASE {
+            BUSY => {
+                // A creation never published: bury it (it was never counted in).
                 s.state.store(pack(gen_of(st).wrapping_add(1), DEAD), Ordering::Release);
-            }
-            if s.state.load(Ordering::Relaxed) & PHASE == DEAD {
                 s.word.store(REMOVED, Ordering::Release);
                 wake(&s.word);
+                self.header.end(0);
             }
+            DEAD => {
+                // A removal that did not end: finish it, and count the object out.
+                s.word.store(REMOVED, Ordering::Release);
+                wake(&s.word);
+                self.header.end(-1);
+            }
+            // Live: a creation that published but did not end (count it in); Empty: nothing.
+            LIVE => self.header.end(1),
+            _ => self.header.end(0),
         }
-        self.header.intent.store(0, Ordering::Relaxed);
     }
 
     /// Open or create the object `key` of `kind` under the changers' lock (a new one's word
@@ -214,15 +251,15 @@ impl<'a> Table<'a> {
         let i = free.ok_or(TableError::Full)?;
         let s = &self.slots[i];
         let gen = gen_of(s.state.load(Ordering::Relaxed));
-        self.header.intent.store(i as u32 + 1, Ordering::Relaxed);
+        self.header.begin(i as u32);
         s.state.store(pack(gen, BUSY), Ordering::Relaxed);
         fence(Ordering::Release); // Busy before the fields, for a reader that saw Live before
+        point(Point::Creating);
         s.key.store(key, Ordering::Relaxed);
         s.kind.store(kind, Ordering::Relaxed);
         s.word.store(word, Ordering::Relaxed);
         s.state.store(pack(gen, LIVE), Ordering::Release);
-        self.header.intent.store(0, Ordering::Relaxed);
-        self.header.live.fetch_add(1, Ordering::Relaxed);
+        self.header.end(1);
         Ok((Found { slot: i as u32, gen, kind }, false))
     }
 
@@ -240,12 +277,12 @@ impl<'a> Table<'a> {
             None => Err(TableError::NotFound),
             Some(f) => {
                 let s = &self.slots[f.slot as usize];
-                self.header.intent.store(f.slot + 1, Ordering::Relaxed);
+                self.header.begin(f.slot);
                 s.state.store(pack(f.gen.wrapping_add(1), DEAD), Ordering::Release);
+                point(Point::Removing);
                 s.word.store(REMOVED, Ordering::Release);
                 wake(&s.word);
-                self.header.intent.store(0, Ordering::Relaxed);
-                self.header.live.fetch_sub(1, Ordering::Relaxed);
+                self.header.end(-1);
                 Ok(())
             }
         };
@@ -280,8 +317,7 @@ mod tests {
             version: AtomicU32::new(0),
             order: AtomicU32::new(0),
             lock: AtomicU64::new(0),
-            intent: AtomicU32::new(0),
-            live: AtomicU32::new(0),
+            progress: AtomicU64::new(0),
         };
         let slots = (0..n)
             .map(|_| Slot {
@@ -339,13 +375,20 @@ mod tests {
     fn a_dead_changers_half_creation_is_buried() {
         let (h, s) = table(4);
         let t = Table { header: &h, slots: &s };
-        // A creator died after marking slot 2 Busy.
+        // A creator died after marking slot 2 Busy (one object live elsewhere).
+        h.progress.store(1, Ordering::Relaxed);
+        h.begin(2);
         s[2].state.store(pack(5, BUSY), Ordering::Relaxed);
-        h.intent.store(3, Ordering::Relaxed);
         let woken = std::cell::Cell::new(0);
         t.recover(&|_| woken.set(woken.get() + 1));
         assert_eq!(s[2].state.load(Ordering::Relaxed), pack(6, DEAD));
-        assert_eq!(h.intent.load(Ordering::Relaxed), 0);
+        assert_eq!((h.intent(), h.live()), (None, 1));
         assert_eq!(woken.get(), 1);
+        // A remover died after marking slot 1 Dead: finished, counted out.
+        h.begin(1);
+        s[1].state.store(pack(3, DEAD), Ordering::Relaxed);
+        t.recover(&|_| woken.set(woken.get() + 1));
+        assert_eq!((h.intent(), h.live(), woken.get()), (None, 0, 2));
+        assert_eq!(s[1].word.load(Ordering::Relaxed), REMOVED);
     }
 }

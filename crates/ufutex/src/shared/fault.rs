@@ -25,10 +25,14 @@ pub(crate) enum Point {
     Moving,
     /// A waiter's own record unlinked after a timeout, not yet Idle.
     Cancelled,
+    /// A named object's slot marked Busy, its fields not yet written (`named/table.rs`).
+    Creating,
+    /// A named object's slot marked Dead, its waiters not yet woken.
+    Removing,
 }
 
 #[cfg(not(ufutex_loom))]
-const POINTS: [(&str, Point); 7] = [
+const POINTS: [(&str, Point); 9] = [
     ("counted", Point::Counted),
     ("locked", Point::Locked),
     ("enqueued", Point::Enqueued),
@@ -36,6 +40,8 @@ const POINTS: [(&str, Point); 7] = [
     ("marked", Point::Marked),
     ("moving", Point::Moving),
     ("cancelled", Point::Cancelled),
+    ("creating", Point::Creating),
+    ("removing", Point::Removing),
 ];
 
 #[cfg(not(ufutex_loom))]

@@ -7,7 +7,7 @@
 #![cfg_attr(ufutex_loom, allow(dead_code, unused_imports))]
 
 // The parts the loom models run (a model segment, model threads for processes):
-mod fault;
+pub(crate) mod fault;
 mod identity;
 pub(crate) mod lock;
 #[cfg(all(test, ufutex_loom))]
