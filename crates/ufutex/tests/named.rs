@@ -6,9 +6,10 @@
 mod common;
 
 use common::{child, reap};
+use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use ufutex::named::{NamedError, Namespace, Open};
+use ufutex::named::{Acquired, NamedError, Namespace, Open};
 use ufutex::shared::{self, SharedError};
 
 const LONG: Duration = Duration::from_secs(20);
@@ -32,6 +33,9 @@ fn named_objects_across_processes() {
     a_handle_outlives_its_key_safely(&ns);
     many_keys(&ns);
     a_changer_killed_midway_is_taken_over(&ns);
+    a_mutex_abandoned_by_a_dead_owner(&ns);
+    mutex_recursion_and_ownership(&ns);
+    events_manual_auto_and_pulse(&ns);
     assert!(ns.is_empty(), "every test removes what it made: {}", ns.len());
 }
 
@@ -220,4 +224,143 @@ fn a_changer_killed_midway_is_taken_over(ns: &Namespace) {
     ns.semaphore(52, Open::CreateNew, 0).unwrap();
     assert_eq!(reap(waiter), 0, "the waiter was woken and saw the removal");
     ns.remove(52).unwrap();
+}
+
+/// A word in memory the children share, to count who got through.
+fn shared_counter() -> &'static AtomicU32 {
+    let p = common::shared_anon(4096);
+    // SAFETY: a live page-aligned mapping, never unmapped.
+    unsafe { common::at(p, 0) }
+}
+
+fn await_count(c: &AtomicU32, n: u32) {
+    let t = Instant::now();
+    while c.load(Ordering::SeqCst) != n {
+        assert!(t.elapsed() < LONG, "count stayed at {} (want {n})", c.load(Ordering::SeqCst));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn a_mutex_abandoned_by_a_dead_owner(ns: &Namespace) {
+    let (m, existed) = ns.mutex(60, Open::CreateNew).unwrap();
+    assert!(!existed);
+    let held = shared_counter();
+    let owner = child(move || {
+        let ns = Namespace::open("tests").unwrap();
+        let (m, _) = ns.mutex(60, Open::Existing).unwrap();
+        if m.lock(deadline(LONG)) != Ok(Acquired::Acquired) {
+            return 1;
+        }
+        held.store(1, Ordering::SeqCst);
+        loop {
+            std::thread::sleep(Duration::from_secs(1)); // killed holding it
+        }
+    });
+    await_count(held, 1);
+    assert_eq!(m.try_lock(), Ok(None), "held by a live owner");
+    // SAFETY: our own child.
+    unsafe { libc::kill(owner, libc::SIGKILL) };
+    assert_eq!(reap(owner), -libc::SIGKILL);
+    assert_eq!(m.lock(deadline(LONG)), Ok(Acquired::Abandoned), "EOWNERDEAD to the next acquirer");
+    m.unlock().unwrap();
+    assert_eq!(m.lock(deadline(LONG)), Ok(Acquired::Acquired));
+    m.unlock().unwrap();
+    // A waiter of another process gets it when the owner releases it.
+    m.lock(None).unwrap();
+    let got = shared_counter();
+    let waiter = child(move || {
+        let ns = Namespace::open("tests").unwrap();
+        let (m, _) = ns.mutex(60, Open::Existing).unwrap();
+        let r = m.lock(deadline(LONG));
+        got.store(1, Ordering::SeqCst);
+        match r {
+            Ok(Acquired::Acquired) => m.unlock().map_or(2, |()| 0),
+            _ => 1,
+        }
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(got.load(Ordering::SeqCst), 0, "it waits while we hold it");
+    m.unlock().unwrap();
+    assert_eq!(reap(waiter), 0);
+    ns.remove(60).unwrap();
+    assert_eq!(m.lock(None).unwrap_err(), NamedError::Removed);
+}
+
+fn mutex_recursion_and_ownership(ns: &Namespace) {
+    let (m, _) = ns.mutex(61, Open::CreateNew).unwrap();
+    assert_eq!(m.unlock().unwrap_err(), NamedError::NotOwner);
+    assert_eq!(m.lock(None), Ok(Acquired::Acquired));
+    assert_eq!(m.lock(None), Ok(Acquired::Acquired), "recursive");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            assert_eq!(m.unlock().unwrap_err(), NamedError::NotOwner, "another thread");
+            assert_eq!(m.try_lock(), Ok(None));
+        });
+    });
+    m.unlock().unwrap();
+    m.unlock().unwrap();
+    assert_eq!(m.unlock().unwrap_err(), NamedError::NotOwner);
+    assert_eq!(m.try_lock(), Ok(Some(Acquired::Acquired)));
+    m.unlock().unwrap();
+    assert_eq!(ns.semaphore(61, Open::Existing, 0).unwrap_err(), NamedError::Invalid, "another kind");
+    ns.remove(61).unwrap();
+}
+
+fn events_manual_auto_and_pulse(ns: &Namespace) {
+    let through = shared_counter();
+    let waiters = |key: u64, n: usize| -> Vec<libc::pid_t> {
+        (0..n)
+            .map(|_| {
+                child(move || {
+                    let ns = Namespace::open("tests").unwrap();
+                    let (e, _) = ns.event(key, Open::Existing, false, false).unwrap();
+                    let r = e.wait(deadline(LONG));
+                    through.fetch_add(1, Ordering::SeqCst);
+                    r.map_or(1, |()| 0)
+                })
+            })
+            .collect()
+    };
+    // Manual reset: one set releases everyone, and stays set.
+    let (e, _) = ns.event(70, Open::CreateNew, true, false).unwrap();
+    let pids = waiters(70, 2);
+    std::thread::sleep(Duration::from_millis(20));
+    e.set().unwrap();
+    await_count(through, 2);
+    for p in pids {
+        assert_eq!(reap(p), 0);
+    }
+    assert_eq!(e.wait(deadline(Duration::ZERO)), Ok(()), "still set");
+    e.reset().unwrap();
+    assert_eq!(e.wait(deadline(Duration::ZERO)).unwrap_err(), NamedError::Shared(SharedError::TimedOut));
+    // Pulse: releases the waiters there are, and leaves it unsignaled.
+    through.store(0, Ordering::SeqCst);
+    let pids = waiters(70, 2);
+    let t = Instant::now();
+    while pids.iter().any(|&p| !asleep(p)) {
+        assert!(t.elapsed() < LONG);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(20)); // asleep in the wait, not before it
+    e.pulse().unwrap();
+    await_count(through, 2);
+    for p in pids {
+        assert_eq!(reap(p), 0);
+    }
+    assert_eq!(e.wait(deadline(Duration::ZERO)).unwrap_err(), NamedError::Shared(SharedError::TimedOut));
+    ns.remove(70).unwrap();
+    // Auto reset: each set releases one waiter, which takes the signal.
+    through.store(0, Ordering::SeqCst);
+    let (a, _) = ns.event(71, Open::CreateNew, false, false).unwrap();
+    let pids = waiters(71, 2);
+    std::thread::sleep(Duration::from_millis(20));
+    a.set().unwrap();
+    await_count(through, 1);
+    a.set().unwrap();
+    await_count(through, 2);
+    for p in pids {
+        assert_eq!(reap(p), 0);
+    }
+    assert_eq!(a.wait(deadline(Duration::ZERO)).unwrap_err(), NamedError::Shared(SharedError::TimedOut), "taken");
+    ns.remove(71).unwrap();
 }

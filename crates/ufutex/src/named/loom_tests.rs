@@ -34,14 +34,7 @@ impl Model {
                 lock: AtomicU64::new(0),
                 progress: AtomicU64::new(0),
             },
-            slots: (0..n)
-                .map(|_| Slot {
-                    state: AtomicU64::new(0),
-                    key: AtomicU64::new(0),
-                    kind: AtomicU32::new(0),
-                    word: AtomicU32::new(0),
-                })
-                .collect(),
+            slots: (0..n).map(|_| Slot::empty()).collect(),
         })
     }
 
@@ -61,9 +54,9 @@ fn lookups_never_see_a_torn_or_removed_object() {
         let writer = thread::spawn(move || {
             let t = m2.table();
             let nowake = |_: &AtomicU32| {};
-            t.create(5, (1, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+            t.create(5, (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
             t.remove(5, ME, &Alive, &nowake).unwrap();
-            t.create(6, (2, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+            t.create(6, (2, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
         });
         let t = m.table();
         // A scheduling point: without one loom runs the reader to its end before the writer

@@ -15,10 +15,18 @@
 
 #![cfg_attr(ufutex_loom, allow(dead_code, unused_imports))]
 
+#[cfg(not(ufutex_loom))]
+mod event;
 #[cfg(all(test, ufutex_loom))]
 mod loom_tests;
+#[cfg(not(ufutex_loom))]
+mod mutex;
 mod table;
 
+#[cfg(not(ufutex_loom))]
+pub use event::Event;
+#[cfg(not(ufutex_loom))]
+pub use mutex::{Acquired, Mutex};
 pub use table::Open;
 use table::{Found, Header, Slot, Table, TableError, REMOVED};
 
@@ -28,10 +36,12 @@ use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 const MAGIC: u64 = 0x5546_5554_584e_5331; // "UFUTXNS1"
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const PAGE: usize = 4096;
 const KIND_SEMAPHORE: u32 = 1;
 const KIND_WORD: u32 = 2;
+const KIND_MUTEX: u32 = 3;
+const KIND_EVENT: u32 = 4;
 /// Slots of a new namespace: 2^21 (one object per 64 bytes, a sparse 128 MiB file), so that a
 /// million keys keep the table half empty. `UFUTEX_NAMED_SLOTS` (a power of two) overrides it
 /// when the namespace is created.
@@ -58,6 +68,8 @@ pub enum NamedError {
     Range,
     /// `EAGAIN`: a `try_wait` found the semaphore at 0.
     WouldBlock,
+    /// `EPERM`: a mutex released by a thread that does not hold it.
+    NotOwner,
     /// The deadline passed, a signal handler ran, or the shared table failed.
     Shared(SharedError),
 }
@@ -72,6 +84,7 @@ impl NamedError {
             NamedError::Full => libc::ENOSPC,
             NamedError::Range => libc::ERANGE,
             NamedError::WouldBlock => libc::EAGAIN,
+            NamedError::NotOwner => libc::EPERM,
             NamedError::Shared(e) => e.errno(),
         }
     }
@@ -160,7 +173,7 @@ impl Namespace {
         Table { header: self.header, slots: self.slots }
     }
 
-    fn create(&self, key: u64, kind: u32, word: u32, how: Open) -> Result<(Found, bool), NamedError> {
+    fn create(&self, key: u64, (kind, word, aux): (u32, u32, u32), how: Open) -> Result<(Found, bool), NamedError> {
         if how != Open::CreateNew {
             if let Some(f) = self.table().lookup(key) {
                 return if f.kind == kind { Ok((f, true)) } else { Err(NamedError::Invalid) };
@@ -170,7 +183,7 @@ impl Namespace {
             return Err(NamedError::NotFound);
         }
         let p = shared::process::proc()?;
-        Ok(self.table().create(key, (kind, word), how, p.me, p, &wake_all)?)
+        Ok(self.table().create(key, (kind, word, aux), how, p.me, p, &wake_all)?)
     }
 
     /// The counting semaphore `key`, opened or created (`initial`: a new one's count), and
@@ -184,7 +197,7 @@ impl Namespace {
         if initial > SEMAPHORE_MAX {
             return Err(NamedError::Invalid);
         }
-        let (f, existed) = self.create(key, KIND_SEMAPHORE, initial, how)?;
+        let (f, existed) = self.create(key, (KIND_SEMAPHORE, initial, 0), how)?;
         Ok((Semaphore { ns: self, slot: f.slot, gen: f.gen }, existed))
     }
 
@@ -194,8 +207,28 @@ impl Namespace {
     /// # Errors
     /// As [`Namespace::semaphore`].
     pub fn word(&self, key: u64, how: Open) -> Result<(Word<'_>, bool), NamedError> {
-        let (f, existed) = self.create(key, KIND_WORD, 0, how)?;
+        let (f, existed) = self.create(key, (KIND_WORD, 0, 0), how)?;
         Ok((Word { ns: self, slot: f.slot, gen: f.gen }, existed))
+    }
+
+    /// The mutex `key`, opened or created (unowned), and whether it existed.
+    ///
+    /// # Errors
+    /// As [`Namespace::semaphore`].
+    pub fn mutex(&self, key: u64, how: Open) -> Result<(Mutex<'_>, bool), NamedError> {
+        let (f, existed) = self.create(key, (KIND_MUTEX, 0, 0), how)?;
+        Ok((Mutex { ns: self, slot: f.slot, gen: f.gen }, existed))
+    }
+
+    /// The event `key`, opened or created (`manual`: manual reset, else auto reset; `signaled`:
+    /// a new one's state), and whether it existed (an existing one keeps its mode and state).
+    ///
+    /// # Errors
+    /// As [`Namespace::semaphore`].
+    pub fn event(&self, key: u64, how: Open, manual: bool, signaled: bool) -> Result<(Event<'_>, bool), NamedError> {
+        let mode = if manual { event::MANUAL } else { 0 };
+        let (f, existed) = self.create(key, (KIND_EVENT, u32::from(signaled), mode), how)?;
+        Ok((Event { ns: self, slot: f.slot, gen: f.gen }, existed))
     }
 
     /// Remove the object `key` now (`IPC_RMID`): its handles fail with [`NamedError::Removed`]
@@ -240,7 +273,7 @@ impl Namespace {
     }
 
     /// The object's slot, if the handle still names it.
-    fn live(&self, slot: u32, gen: u32) -> Result<&Slot, NamedError> {
+    pub(crate) fn live(&self, slot: u32, gen: u32) -> Result<&Slot, NamedError> {
         self.table().check(slot, gen).ok_or(NamedError::Removed)
     }
 }

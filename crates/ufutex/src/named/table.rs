@@ -54,8 +54,31 @@ pub(crate) struct Slot {
     pub(crate) state: AtomicU64,
     pub(crate) key: AtomicU64,
     pub(crate) kind: AtomicU32,
-    /// The object's futex word: a semaphore's count, or a raw word.
+    /// The object's futex word: a semaphore's count, an event's state, a mutex's release
+    /// sequence, or a raw word.
     pub(crate) word: AtomicU32,
+    /// A mutex's owner: `(gen << 32) | (slot + 1)` of its process in the shared table, 0 free.
+    pub(crate) owner: AtomicU64,
+    /// A mutex's owning thread (its kernel thread id).
+    pub(crate) tid: AtomicU32,
+    /// A mutex's recursion count; an event's mode (1: manual reset).
+    pub(crate) aux: AtomicU32,
+}
+
+impl Slot {
+    /// An empty slot (a mapping's slots start as zeroes: the same).
+    #[cfg(test)]
+    pub(crate) fn empty() -> Slot {
+        Slot {
+            state: AtomicU64::new(0),
+            key: AtomicU64::new(0),
+            kind: AtomicU32::new(0),
+            word: AtomicU32::new(0),
+            owner: AtomicU64::new(0),
+            tid: AtomicU32::new(0),
+            aux: AtomicU32::new(0),
+        }
+    }
 }
 
 /// The namespace's header (its first page).
@@ -213,7 +236,7 @@ impl<'a> Table<'a> {
     pub(crate) fn create(
         &self,
         key: u64,
-        (kind, word): (u32, u32),
+        (kind, word, aux): (u32, u32, u32),
         how: Open,
         me: Owner,
         live: &(impl Liveness + ?Sized),
@@ -221,12 +244,17 @@ impl<'a> Table<'a> {
     ) -> Result<(Found, bool), TableError> {
         // (Callers look the key up without the lock first: most opens find their object.)
         self.lock(me, live, wake)?;
-        let r = self.create_locked(key, kind, word, how);
+        let r = self.create_locked(key, (kind, word, aux), how);
         self.unlock();
         r
     }
 
-    fn create_locked(&self, key: u64, kind: u32, word: u32, how: Open) -> Result<(Found, bool), TableError> {
+    fn create_locked(
+        &self,
+        key: u64,
+        (kind, word, aux): (u32, u32, u32),
+        how: Open,
+    ) -> Result<(Found, bool), TableError> {
         if let Some(f) = self.lookup(key) {
             return match (how, f.kind == kind) {
                 (Open::CreateNew, _) => Err(TableError::Exists),
@@ -258,6 +286,9 @@ impl<'a> Table<'a> {
         s.key.store(key, Ordering::Relaxed);
         s.kind.store(kind, Ordering::Relaxed);
         s.word.store(word, Ordering::Relaxed);
+        s.owner.store(0, Ordering::Relaxed);
+        s.tid.store(0, Ordering::Relaxed);
+        s.aux.store(aux, Ordering::Relaxed);
         s.state.store(pack(gen, LIVE), Ordering::Release);
         self.header.end(1);
         Ok((Found { slot: i as u32, gen, kind }, false))
@@ -319,14 +350,7 @@ mod tests {
             lock: AtomicU64::new(0),
             progress: AtomicU64::new(0),
         };
-        let slots = (0..n)
-            .map(|_| Slot {
-                state: AtomicU64::new(0),
-                key: AtomicU64::new(0),
-                kind: AtomicU32::new(0),
-                word: AtomicU32::new(0),
-            })
-            .collect();
+        let slots = (0..n).map(|_| Slot::empty()).collect();
         (h, slots)
     }
 
@@ -335,12 +359,12 @@ mod tests {
         let (h, s) = table(8);
         let t = Table { header: &h, slots: &s };
         let nowake = |_: &AtomicU32| {};
-        assert_eq!(t.create(7, (1, 3), Open::Existing, ME, &Alive, &nowake), Err(TableError::NotFound));
-        let (a, existed) = t.create(7, (1, 3), Open::Create, ME, &Alive, &nowake).unwrap();
+        assert_eq!(t.create(7, (1, 3, 0), Open::Existing, ME, &Alive, &nowake), Err(TableError::NotFound));
+        let (a, existed) = t.create(7, (1, 3, 0), Open::Create, ME, &Alive, &nowake).unwrap();
         assert!(!existed);
-        assert_eq!(t.create(7, (1, 0), Open::Create, ME, &Alive, &nowake), Ok((a, true)));
-        assert_eq!(t.create(7, (1, 0), Open::CreateNew, ME, &Alive, &nowake), Err(TableError::Exists));
-        assert_eq!(t.create(7, (2, 0), Open::Create, ME, &Alive, &nowake), Err(TableError::WrongKind));
+        assert_eq!(t.create(7, (1, 0, 0), Open::Create, ME, &Alive, &nowake), Ok((a, true)));
+        assert_eq!(t.create(7, (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake), Err(TableError::Exists));
+        assert_eq!(t.create(7, (2, 0, 0), Open::Create, ME, &Alive, &nowake), Err(TableError::WrongKind));
         assert_eq!(t.lookup(7), Some(a));
         assert!(t.check(a.slot, a.gen).is_some());
         t.remove(7, ME, &Alive, &nowake).unwrap();
@@ -348,7 +372,7 @@ mod tests {
         assert!(t.check(a.slot, a.gen).is_none(), "a removed object's handle fails");
         assert_eq!(s[a.slot as usize].word.load(Ordering::Relaxed), REMOVED);
         // The key again: a new object, maybe in the same slot, with a new generation.
-        let (b, _) = t.create(7, (1, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+        let (b, _) = t.create(7, (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
         assert_ne!((b.slot, b.gen), (a.slot, a.gen));
         assert!(t.check(a.slot, a.gen).is_none());
         assert_eq!(t.remove(8, ME, &Alive, &nowake), Err(TableError::NotFound));
@@ -360,15 +384,15 @@ mod tests {
         let t = Table { header: &h, slots: &s };
         let nowake = |_: &AtomicU32| {};
         for k in 0..4 {
-            t.create(k, (1, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+            t.create(k, (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
         }
-        assert_eq!(t.create(9, (1, 0), Open::Create, ME, &Alive, &nowake), Err(TableError::Full));
+        assert_eq!(t.create(9, (1, 0, 0), Open::Create, ME, &Alive, &nowake), Err(TableError::Full));
         t.remove(1, ME, &Alive, &nowake).unwrap();
         for k in [0, 2, 3] {
             assert!(t.lookup(k).is_some(), "key {k} past a tombstone");
         }
         assert_eq!(t.lookup(1), None);
-        assert!(t.create(9, (1, 0), Open::Create, ME, &Alive, &nowake).is_ok(), "a tombstone is reused");
+        assert!(t.create(9, (1, 0, 0), Open::Create, ME, &Alive, &nowake).is_ok(), "a tombstone is reused");
     }
 
     #[test]
