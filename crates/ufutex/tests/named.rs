@@ -9,7 +9,7 @@ use common::{child, reap};
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use ufutex::named::{Acquired, NamedError, Namespace, Open};
+use ufutex::named::{wait_any, Acquired, NamedError, Namespace, Open, Waitable};
 use ufutex::shared::{self, SharedError};
 
 const LONG: Duration = Duration::from_secs(20);
@@ -36,6 +36,7 @@ fn named_objects_across_processes() {
     a_mutex_abandoned_by_a_dead_owner(&ns);
     mutex_recursion_and_ownership(&ns);
     events_manual_auto_and_pulse(&ns);
+    waiting_on_any_of_many(&ns);
     assert!(ns.is_empty(), "every test removes what it made: {}", ns.len());
 }
 
@@ -363,4 +364,55 @@ fn events_manual_auto_and_pulse(ns: &Namespace) {
     }
     assert_eq!(a.wait(deadline(Duration::ZERO)).unwrap_err(), NamedError::Shared(SharedError::TimedOut), "taken");
     ns.remove(71).unwrap();
+}
+
+fn waiting_on_any_of_many(ns: &Namespace) {
+    let (sem, _) = ns.semaphore(80, Open::CreateNew, 0).unwrap();
+    let (ev, _) = ns.event(81, Open::CreateNew, false, false).unwrap();
+    let (m, _) = ns.mutex(82, Open::CreateNew).unwrap();
+    let (w, _) = ns.word(83, Open::CreateNew).unwrap();
+    // The mutex is held by another process until it is told to let go.
+    let go = shared_counter();
+    let holder = child(move || {
+        let ns = Namespace::open("tests").unwrap();
+        let (m, _) = ns.mutex(82, Open::Existing).unwrap();
+        m.lock(None).unwrap();
+        go.store(1, Ordering::SeqCst);
+        while go.load(Ordering::SeqCst) != 2 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        m.unlock().map_or(1, |()| 0)
+    });
+    await_count(go, 1);
+    let all = [Waitable::Semaphore(&sem), Waitable::Event(&ev), Waitable::Mutex(&m), Waitable::Word(&w, 0)];
+    assert_eq!(
+        wait_any(&all, deadline(Duration::ZERO)).unwrap_err(),
+        NamedError::Shared(SharedError::TimedOut),
+        "nothing ready"
+    );
+    // Another process sets the (auto) event: index 1, and its signal is taken.
+    let setter = child(|| {
+        std::thread::sleep(Duration::from_millis(10));
+        let ns = Namespace::open("tests").unwrap();
+        ns.event(81, Open::Existing, false, false).unwrap().0.set().map_or(1, |()| 0)
+    });
+    assert_eq!(wait_any(&all, deadline(LONG)), Ok(1));
+    assert_eq!(reap(setter), 0);
+    assert_eq!(ev.wait(deadline(Duration::ZERO)).unwrap_err(), NamedError::Shared(SharedError::TimedOut));
+    // The holder lets go of the mutex: index 2, and we hold it.
+    go.store(2, Ordering::SeqCst);
+    assert_eq!(wait_any(&all, deadline(LONG)), Ok(2));
+    assert_eq!(reap(holder), 0);
+    m.unlock().unwrap();
+    // A post is taken before a later-indexed ready word: the lowest ready index wins.
+    let rest = [Waitable::Semaphore(&sem), Waitable::Event(&ev), Waitable::Word(&w, 0)];
+    w.get().unwrap().store(5, Ordering::SeqCst);
+    sem.post(1).unwrap();
+    assert_eq!(wait_any(&rest, deadline(LONG)), Ok(0));
+    assert_eq!(sem.value(), Ok(0));
+    assert_eq!(wait_any(&rest, deadline(LONG)), Ok(2), "the raw word changed");
+    for k in 80..84 {
+        ns.remove(k).unwrap();
+    }
+    assert_eq!(wait_any(&all, None).unwrap_err(), NamedError::Removed);
 }

@@ -88,6 +88,31 @@ impl Event<'_> {
         Ok(())
     }
 
+    /// Without sleeping: whether it is signaled (auto: taking the signal) or was pulsed since
+    /// its word read `began`.
+    ///
+    /// # Errors
+    /// [`NamedError::Removed`].
+    pub(super) fn try_wait(&self, began: u32) -> Result<bool, NamedError> {
+        let s = self.slot()?;
+        let mut w = s.word.load(Ordering::Acquire);
+        loop {
+            if w == REMOVED {
+                return Err(NamedError::Removed);
+            }
+            if w & SIGNALED == 0 {
+                return Ok((w & !SIGNALED) != (began & !SIGNALED));
+            }
+            if Self::manual(s) {
+                return Ok(true);
+            }
+            match s.word.compare_exchange(w, w & !SIGNALED, Ordering::Acquire, Ordering::Acquire) {
+                Ok(_) => return Ok(true),
+                Err(now) => w = now,
+            }
+        }
+    }
+
     /// Wait until it is signaled (auto: taking the signal) or pulsed, until `deadline`.
     ///
     /// # Errors
@@ -95,32 +120,17 @@ impl Event<'_> {
     /// `Shared(Interrupted)`.
     pub fn wait(&self, deadline: Option<Deadline>) -> Result<(), NamedError> {
         let s = self.slot()?;
-        let first = s.word.load(Ordering::Acquire);
-        let mut w = first;
+        let began = s.word.load(Ordering::Acquire);
         loop {
-            if w == REMOVED || self.slot().is_err() {
-                return Err(NamedError::Removed);
-            }
-            if w & SIGNALED != 0 {
-                if Self::manual(s) {
-                    return Ok(());
-                }
-                match s.word.compare_exchange(w, w & !SIGNALED, Ordering::Acquire, Ordering::Acquire) {
-                    Ok(_) => return Ok(()),
-                    Err(now) => {
-                        w = now;
-                        continue;
-                    }
-                }
-            }
-            if (w & !SIGNALED) != (first & !SIGNALED) {
-                return Ok(()); // pulsed since we began
+            // The word before the look: a set or pulse after it makes the sleep return.
+            let w = s.word.load(Ordering::Acquire);
+            if self.try_wait(began)? {
+                return Ok(());
             }
             match shared::wait(&s.word, w, deadline) {
                 Ok(()) | Err(SharedError::WouldBlock) => {}
                 Err(e) => return Err(e.into()),
             }
-            w = s.word.load(Ordering::Acquire);
         }
     }
 }

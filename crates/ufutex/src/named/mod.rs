@@ -449,3 +449,73 @@ impl Word<'_> {
         Ok(&self.ns.live(self.slot, self.gen)?.word)
     }
 }
+
+/// One object of a [`wait_any`].
+#[cfg(not(ufutex_loom))]
+#[derive(Debug, Clone, Copy)]
+pub enum Waitable<'a> {
+    /// Ready when one can be taken from its count (and it is taken).
+    Semaphore(&'a Semaphore<'a>),
+    /// Ready when signaled (an auto-reset event's signal is taken) or pulsed.
+    Event(&'a Event<'a>),
+    /// Ready when it can be locked (it is then held; check [`Acquired`] with
+    /// [`Mutex::try_lock`]'s rules: an abandoned one is taken too).
+    Mutex(&'a Mutex<'a>),
+    /// Ready when the raw word no longer holds the value.
+    Word(&'a Word<'a>, u32),
+}
+
+/// Wait until one of `objects` (1 to [`crate::WAITV_MAX`], any kinds) is ready, taking it
+/// (a semaphore's count, an auto event's signal, a mutex's ownership); its index — the lowest
+/// ready one. Sleeps on all of their words at once (`shared::waitv`).
+///
+/// # Errors
+/// [`NamedError::Removed`] if one of them was removed (also while waiting);
+/// [`NamedError::Invalid`] for no objects or too many; `Shared(TimedOut)`, `Shared(Interrupted)`.
+#[cfg(not(ufutex_loom))]
+pub fn wait_any(objects: &[Waitable<'_>], deadline: Option<Deadline>) -> Result<usize, NamedError> {
+    if objects.is_empty() || objects.len() > crate::WAITV_MAX {
+        return Err(NamedError::Invalid);
+    }
+    // An event counts as ready once pulsed after this call began: its pulse sequence then.
+    let mut began: Vec<Option<u32>> = vec![None; objects.len()];
+    loop {
+        // Each object's word and the value it was seen with, before trying it: a change after
+        // the look makes the sleep below return.
+        let mut seen = Vec::with_capacity(objects.len());
+        for (i, o) in objects.iter().enumerate() {
+            let (word, ready) = match o {
+                Waitable::Semaphore(s) => {
+                    let w = &s.ns.live(s.slot, s.gen)?.word;
+                    (w, s.try_wait()?)
+                }
+                Waitable::Event(e) => {
+                    let w = &e.ns.live(e.slot, e.gen)?.word;
+                    let start = *began[i].get_or_insert(w.load(Ordering::Acquire));
+                    (w, e.try_wait(start)?)
+                }
+                Waitable::Mutex(m) => {
+                    let w = &m.ns.live(m.slot, m.gen)?.word;
+                    (w, m.try_lock()?.is_some())
+                }
+                Waitable::Word(w, v) => {
+                    let word = w.get()?;
+                    (word, word.load(Ordering::Acquire) != *v)
+                }
+            };
+            if ready {
+                return Ok(i);
+            }
+            let now = word.load(Ordering::Acquire);
+            if now == REMOVED {
+                return Err(NamedError::Removed);
+            }
+            seen.push((word, now));
+        }
+        let entries: Vec<crate::WaitEntry<'_>> = seen.iter().map(|&(w, v)| crate::WaitEntry::new(w, v)).collect();
+        match shared::waitv(&entries, deadline) {
+            Ok(_) | Err(SharedError::WouldBlock) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
