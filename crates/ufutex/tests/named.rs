@@ -37,6 +37,7 @@ fn named_objects_across_processes() {
     mutex_recursion_and_ownership(&ns);
     events_manual_auto_and_pulse(&ns);
     waiting_on_any_of_many(&ns);
+    the_inspection_tool(&ns);
     assert!(ns.is_empty(), "every test removes what it made: {}", ns.len());
 }
 
@@ -415,4 +416,27 @@ fn waiting_on_any_of_many(ns: &Namespace) {
         ns.remove(k).unwrap();
     }
     assert_eq!(wait_any(&all, None).unwrap_err(), NamedError::Removed);
+}
+
+fn the_inspection_tool(ns: &Namespace) {
+    let (_s, _) = ns.semaphore(0xabc, Open::CreateNew, 3).unwrap();
+    let (m, _) = ns.mutex(0xabd, Open::CreateNew).unwrap();
+    m.lock(None).unwrap();
+    let tool = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ufutex-named")).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, all) = tool(&[]);
+    assert_eq!(code, Some(0));
+    assert!(all.contains("tests\t2 objects"), "{all}");
+    let (code, list) = tool(&["list", "tests"]);
+    assert_eq!(code, Some(0));
+    assert!(list.contains("0xabc\tSemaphore") && list.contains("count 3"), "{list}");
+    assert!(list.contains("0xabd\tMutex") && list.contains("held by process slot"), "{list}");
+    assert_eq!(tool(&["remove", "tests", "0xabc"]).0, Some(0));
+    assert_eq!(tool(&["remove", "tests", "0xabc"]).0, Some(1), "already removed");
+    assert_eq!(tool(&["bogus"]).0, Some(2));
+    m.unlock().unwrap();
+    ns.remove(0xabd).unwrap();
+    assert_eq!(ns.objects(), vec![]);
 }

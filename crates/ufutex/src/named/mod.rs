@@ -262,6 +262,52 @@ impl Namespace {
         self.slots.len()
     }
 
+    /// The namespaces of this user (their names), for people who debug.
+    ///
+    /// # Errors
+    /// `Shared(_)` if the user's directory cannot be found or read.
+    pub fn list() -> Result<Vec<String>, NamedError> {
+        let probe = shared::file::user_file("ns-")?;
+        let (dir, prefix) = probe.rsplit_once('/').ok_or(NamedError::Invalid)?;
+        let entries = std::fs::read_dir(dir).map_err(|_| NamedError::Shared(SharedError::Access))?;
+        let mut names: Vec<String> = entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter_map(|f| f.strip_prefix(prefix).map(str::to_string))
+            .filter(|n| valid_name(n))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Every live object, in slot order (a snapshot, for people who debug: objects created or
+    /// removed meanwhile may or may not show).
+    pub fn objects(&self) -> Vec<Object> {
+        let t = self.table();
+        (0..self.slots.len())
+            .filter_map(|i| {
+                let s = &self.slots[i];
+                let key = s.key.load(Ordering::Relaxed);
+                let f = t.lookup(key).filter(|f| f.slot as usize == i)?;
+                let kind = match f.kind {
+                    KIND_SEMAPHORE => Kind::Semaphore,
+                    KIND_WORD => Kind::Word,
+                    KIND_MUTEX => Kind::Mutex,
+                    KIND_EVENT => Kind::Event,
+                    _ => return None,
+                };
+                let owner = s.owner.load(Ordering::Relaxed);
+                Some(Object {
+                    key,
+                    kind,
+                    generation: f.gen,
+                    word: s.word.load(Ordering::Relaxed),
+                    owner: (owner != 0).then(|| ((owner as u32).wrapping_sub(1), (owner >> 32) as u32)),
+                    aux: s.aux.load(Ordering::Relaxed),
+                })
+            })
+            .collect()
+    }
+
     /// How many objects the namespace holds.
     pub fn len(&self) -> usize {
         self.header.live() as usize
@@ -276,6 +322,31 @@ impl Namespace {
     pub(crate) fn live(&self, slot: u32, gen: u32) -> Result<&Slot, NamedError> {
         self.table().check(slot, gen).ok_or(NamedError::Removed)
     }
+}
+
+/// What kind of object a key names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Semaphore,
+    Word,
+    Mutex,
+    Event,
+}
+
+/// One object, as [`Namespace::objects`] saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Object {
+    pub key: u64,
+    pub kind: Kind,
+    /// The slot's generation (handles carry it).
+    pub generation: u32,
+    /// Its futex word: a semaphore's count, an event's `(pulses << 1) | signaled`, a mutex's
+    /// release count, a raw word's value.
+    pub word: u32,
+    /// A mutex's owner: its process's (slot, generation) in the user's shared table.
+    pub owner: Option<(u32, u32)>,
+    /// A mutex's recursion count; an event's mode (1: manual reset).
+    pub aux: u32,
 }
 
 /// Letters, digits, `.`, `_`, `-`; 1 to 64 bytes.
