@@ -453,6 +453,80 @@ int ufutex_cond_signal(ufutex_cond_t *c);
  */
 int ufutex_cond_broadcast(ufutex_cond_t *c);
 
+/*
+ * Named objects: semaphores, events, mutexes and raw words found by a 64-bit key in a
+ * namespace, a file of the user's beside the shared table (ns-<name>; the same location rules,
+ * mode 0600 and EACCES checks as the shared table; a new one has 2^21 slots, or
+ * UFUTEX_NAMED_SLOTS, a power of two). Looking an object up takes no lock and no system call;
+ * operating on it enters the kernel only to sleep or wake. All processes of a namespace trust
+ * each other (one user). Not yet: byte-string names, reference-counted lifetime (objects live
+ * until removed, like SysV IPC), a namespace that grows.
+ *
+ * Conventions: -1 and errno on failure, like the futex calls. The open calls return 0 when they
+ * created the object and 1 when it existed; flags: 0 (open: ENOENT if absent), UFUTEX_CREAT
+ * (open or create), UFUTEX_CREAT | UFUTEX_EXCL (create: EEXIST if present); another kind under
+ * the key is EINVAL. A handle (struct ufutex_obj) names its object until the object is removed,
+ * then EIDRM, even after the key is reused. Deadlines are absolute on CLOCK_MONOTONIC or
+ * CLOCK_REALTIME (NULL: none): ETIMEDOUT, EINTR as for ufutex_wait.
+ *
+ * Crash safety: a process killed while creating or removing leaves the namespace consistent (the
+ * next creator or remover finishes or undoes its change after about a millisecond). A process
+ * killed holding a named mutex leaves it abandoned: the next ufutex_nmutex_lock takes it and
+ * returns EOWNERDEAD (a positive value: the caller owns the mutex; what it protects may be
+ * inconsistent). A corrupt namespace gives ENOTRECOVERABLE; remove its file to start afresh.
+ */
+#define UFUTEX_CREAT 0x1
+#define UFUTEX_EXCL  0x2
+
+typedef struct ufutex_ns ufutex_ns_t;
+
+struct ufutex_obj {
+	ufutex_ns_t *ns;
+	uint32_t slot;
+	uint32_t gen;
+};
+
+/* Open (or create) the namespace `name` (letters, digits, '.', '_', '-'; 1 to 64 bytes): the
+ * same pointer for the same name in one process, valid for the life of the process. NULL and
+ * errno: EINVAL (bad name), EFAULT (NULL), EACCES, ENOTRECOVERABLE, ENOMEM, EMFILE (64 names
+ * already open in this process). */
+ufutex_ns_t *ufutex_ns_open(const char *name);
+/* Remove the namespace's file (processes that have it keep using it): ENOENT if none. */
+long ufutex_ns_unlink(const char *name);
+/* Remove the object `key` now: its handles fail with EIDRM, its waiters wake with EIDRM. */
+long ufutex_obj_remove(ufutex_ns_t *ns, uint64_t key);
+
+/* Counting semaphores (count at most INT_MAX; ERANGE past it; EINVAL for a larger initial). */
+long ufutex_sem_open(ufutex_ns_t *ns, uint64_t key, unsigned int flags, unsigned int initial,
+		     struct ufutex_obj *out);
+long ufutex_sem_post(const struct ufutex_obj *sem, unsigned int n);
+long ufutex_sem_wait(const struct ufutex_obj *sem, const struct timespec *timeout, clockid_t clockid);
+long ufutex_sem_trywait(const struct ufutex_obj *sem); /* EAGAIN at 0 */
+
+/* Events: manual reset (a set releases every waiter and stays set) or auto reset (a set
+ * releases one waiter, which resets it); a pulse releases the current waiters (all, or one) and
+ * leaves it unsignaled. An existing event keeps its mode and state. */
+long ufutex_event_open(ufutex_ns_t *ns, uint64_t key, unsigned int flags, int manual, int signaled,
+		       struct ufutex_obj *out);
+long ufutex_event_set(const struct ufutex_obj *ev);
+long ufutex_event_reset(const struct ufutex_obj *ev);
+long ufutex_event_pulse(const struct ufutex_obj *ev);
+long ufutex_event_wait(const struct ufutex_obj *ev, const struct timespec *timeout, clockid_t clockid);
+
+/* Mutexes with an owner (process and thread), recursive for their owner thread: lock returns 0
+ * or EOWNERDEAD (see above); trylock EBUSY when held; unlock EPERM from a thread that does not
+ * hold it. A dead owner is noticed within about 20 ms of sleeping on it. */
+long ufutex_nmutex_open(ufutex_ns_t *ns, uint64_t key, unsigned int flags, struct ufutex_obj *out);
+long ufutex_nmutex_lock(const struct ufutex_obj *m, const struct timespec *timeout, clockid_t clockid);
+long ufutex_nmutex_trylock(const struct ufutex_obj *m);
+long ufutex_nmutex_unlock(const struct ufutex_obj *m);
+
+/* A raw 32-bit word (a new one holds 0): *word gets its address, a process-shared futex word
+ * for ufutex_wait/ufutex_wake/ufutex_waitv (UFUTEX_SIZE_U32, without UFUTEX_PRIVATE). A removed
+ * word holds 0xffffffff and its waiters are woken. */
+long ufutex_word_open(ufutex_ns_t *ns, uint64_t key, unsigned int flags, struct ufutex_obj *out,
+		      uint32_t **word);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1248,6 +1248,88 @@ static void test_shared_waitv_mixed(void)
 	munmap(shm, 4096);
 }
 
+/* Named objects: open flags and their answers, a semaphore, an event and a raw word across a
+ * fork, and a named mutex whose owner is killed while holding it (EOWNERDEAD). */
+static void test_named(void)
+{
+	CHECK(ufutex_ns_open("bad/name") == NULL && errno == EINVAL);
+	ufutex_ns_t *ns = ufutex_ns_open("c-suite");
+	CHECK(ns != NULL);
+	if (!ns)
+		return;
+	CHECK(ufutex_ns_open("c-suite") == ns);
+	struct ufutex_obj s, s2, e, m, w;
+	FAILS(ufutex_sem_open(ns, 1, 0, 0, &s), ENOENT);
+	CHECK(ufutex_sem_open(ns, 1, UFUTEX_CREAT, 1, &s) == 0);
+	CHECK(ufutex_sem_open(ns, 1, UFUTEX_CREAT, 9, &s2) == 1); /* it existed */
+	FAILS(ufutex_sem_open(ns, 1, UFUTEX_CREAT | UFUTEX_EXCL, 0, &s2), EEXIST);
+	FAILS(ufutex_event_open(ns, 1, UFUTEX_CREAT, 0, 0, &e), EINVAL); /* another kind */
+	FAILS(ufutex_sem_open(ns, 1, UFUTEX_EXCL, 0, &s2), EINVAL);      /* EXCL alone */
+	CHECK(ufutex_sem_trywait(&s) == 0);
+	FAILS(ufutex_sem_trywait(&s), EAGAIN);
+	struct timespec past = at(CLOCK_MONOTONIC, -1);
+	FAILS(ufutex_sem_wait(&s, &past, CLOCK_MONOTONIC), ETIMEDOUT);
+	FAILS(ufutex_sem_post(NULL, 1), EFAULT);
+	struct ufutex_obj bogus = {(ufutex_ns_t *)&s, 0, 0};
+	FAILS(ufutex_sem_post(&bogus, 1), EINVAL);
+
+	/* A child waits on the semaphore and sets the event; we post and wait for the event. */
+	CHECK(ufutex_event_open(ns, 2, UFUTEX_CREAT | UFUTEX_EXCL, 0, 0, &e) == 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		ufutex_ns_t *n = ufutex_ns_open("c-suite");
+		struct ufutex_obj cs, ce;
+		struct timespec t = at(CLOCK_MONOTONIC, 20000000000L);
+		int ok = n && ufutex_sem_open(n, 1, 0, 0, &cs) == 1 && ufutex_event_open(n, 2, 0, 0, 0, &ce) == 1 &&
+			 ufutex_sem_wait(&cs, &t, CLOCK_MONOTONIC) == 0 && ufutex_event_set(&ce) == 0;
+		_exit(ok ? 0 : 1);
+	}
+	CHECK(ufutex_sem_post(&s, 1) == 0);
+	struct timespec t = at(CLOCK_MONOTONIC, 20000000000L);
+	CHECK(ufutex_event_wait(&e, &t, CLOCK_MONOTONIC) == 0);
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+	/* A raw word: a shared futex word. */
+	uint32_t *word = NULL;
+	CHECK(ufutex_word_open(ns, 3, UFUTEX_CREAT, &w, &word) == 0 && word && *word == 0);
+	CHECK(ufutex_wake(word, 0xffffffffUL, 1, UFUTEX_SIZE_U32) == 0);
+
+	/* A mutex whose owner dies holding it. */
+	CHECK(ufutex_nmutex_open(ns, 4, UFUTEX_CREAT, &m) == 0);
+	uint32_t *held = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(held != MAP_FAILED);
+	pid = fork();
+	if (pid == 0) {
+		ufutex_ns_t *n = ufutex_ns_open("c-suite");
+		struct ufutex_obj cm;
+		if (!n || ufutex_nmutex_open(n, 4, 0, &cm) != 1 || ufutex_nmutex_lock(&cm, NULL, 0) != 0)
+			_exit(1);
+		__atomic_store_n(held, 1, __ATOMIC_SEQ_CST);
+		for (;;)
+			pause();
+	}
+	for (int i = 0; i < 20000 && !__atomic_load_n(held, __ATOMIC_SEQ_CST); i++)
+		usleep(1000);
+	FAILS(ufutex_nmutex_trylock(&m), EBUSY);
+	FAILS(ufutex_nmutex_unlock(&m), EPERM);
+	kill(pid, SIGKILL);
+	CHECK(waitpid(pid, &st, 0) == pid && WIFSIGNALED(st));
+	CHECK(ufutex_nmutex_lock(&m, &t, CLOCK_MONOTONIC) == EOWNERDEAD);
+	CHECK(ufutex_nmutex_lock(&m, NULL, 0) == 0); /* recursive */
+	CHECK(ufutex_nmutex_unlock(&m) == 0 && ufutex_nmutex_unlock(&m) == 0);
+	FAILS(ufutex_nmutex_unlock(&m), EPERM);
+	munmap(held, 4096);
+
+	for (uint64_t k = 1; k <= 4; k++)
+		CHECK(ufutex_obj_remove(ns, k) == 0);
+	FAILS(ufutex_obj_remove(ns, 1), ENOENT);
+	FAILS(ufutex_sem_post(&s, 1), EIDRM);
+	CHECK(*word == 0xffffffffu);
+	CHECK(ufutex_ns_unlink("c-suite") == 0);
+	FAILS(ufutex_ns_unlink("c-suite"), ENOENT);
+}
+
 int main(void)
 {
 	make_shared_dir(); /* before any shared call */
@@ -1274,6 +1356,7 @@ int main(void)
 	RUN(test_shared_heap_is_local);
 	RUN(test_shared_requeue_fork);
 	RUN(test_shared_waitv_mixed);
+	RUN(test_named);
 	remove_shared_dir();
 	if (failures) {
 		fprintf(stderr, "ufutex_test: %d failure(s)\n", failures);

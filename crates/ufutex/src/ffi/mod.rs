@@ -14,6 +14,7 @@
 pub(crate) mod abi;
 pub(crate) mod calls;
 mod fault;
+mod named;
 mod sync;
 #[cfg(test)]
 mod tests;

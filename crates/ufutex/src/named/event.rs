@@ -23,9 +23,9 @@ pub(super) const MANUAL: u32 = 1;
 /// An event of a namespace.
 #[derive(Debug, Clone, Copy)]
 pub struct Event<'ns> {
-    pub(super) ns: &'ns Namespace,
-    pub(super) slot: u32,
-    pub(super) gen: u32,
+    pub(crate) ns: &'ns Namespace,
+    pub(crate) slot: u32,
+    pub(crate) gen: u32,
 }
 
 /// The next pulse sequence of word `w`, signaled cleared; never the removed mark.

@@ -422,9 +422,9 @@ fn map(fd: libc::c_int, len: usize) -> Result<*mut u8, SharedError> {
 /// A counting semaphore of a namespace.
 #[derive(Debug, Clone, Copy)]
 pub struct Semaphore<'ns> {
-    ns: &'ns Namespace,
-    slot: u32,
-    gen: u32,
+    pub(crate) ns: &'ns Namespace,
+    pub(crate) slot: u32,
+    pub(crate) gen: u32,
 }
 
 #[cfg(not(ufutex_loom))]
@@ -504,9 +504,9 @@ impl Semaphore<'_> {
 /// A raw 32-bit futex word of a namespace, for [`crate::shared`]'s operations.
 #[derive(Debug, Clone, Copy)]
 pub struct Word<'ns> {
-    ns: &'ns Namespace,
-    slot: u32,
-    gen: u32,
+    pub(crate) ns: &'ns Namespace,
+    pub(crate) slot: u32,
+    pub(crate) gen: u32,
 }
 
 #[cfg(not(ufutex_loom))]

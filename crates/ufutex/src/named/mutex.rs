@@ -39,9 +39,9 @@ pub enum Acquired {
 /// A mutex of a namespace.
 #[derive(Debug, Clone, Copy)]
 pub struct Mutex<'ns> {
-    pub(super) ns: &'ns Namespace,
-    pub(super) slot: u32,
-    pub(super) gen: u32,
+    pub(crate) ns: &'ns Namespace,
+    pub(crate) slot: u32,
+    pub(crate) gen: u32,
 }
 
 fn word_of(o: Owner) -> u64 {
