@@ -38,6 +38,7 @@ fn named_objects_across_processes() {
     events_manual_auto_and_pulse(&ns);
     waiting_on_any_of_many(&ns);
     the_inspection_tool(&ns);
+    byte_string_names(&ns);
     assert!(ns.is_empty(), "every test removes what it made: {}", ns.len());
 }
 
@@ -439,4 +440,27 @@ fn the_inspection_tool(ns: &Namespace) {
     m.unlock().unwrap();
     ns.remove(0xabd).unwrap();
     assert_eq!(ns.objects(), vec![]);
+}
+
+fn byte_string_names(ns: &Namespace) {
+    let (s, existed) = ns.semaphore("jobs", Open::CreateNew, 0).unwrap();
+    assert!(!existed);
+    assert_eq!(ns.semaphore("jobs", Open::CreateNew, 0).unwrap_err(), NamedError::Exists);
+    assert_eq!(ns.semaphore("job", Open::Existing, 0).unwrap_err(), NamedError::NotFound);
+    assert_eq!(ns.event(&b"jobs"[..], Open::Create, false, false).unwrap_err(), NamedError::Invalid, "another kind");
+    let long = "x".repeat(ufutex::named::NAME_MAX + 1);
+    assert_eq!(ns.semaphore(long.as_str(), Open::Create, 0).unwrap_err(), NamedError::NameTooLong);
+    let pid = child(|| {
+        let ns = Namespace::open("tests").unwrap();
+        match ns.semaphore("jobs", Open::Existing, 0) {
+            Ok((s, true)) => s.post(2).map_or(2, |()| 0),
+            _ => 1,
+        }
+    });
+    assert_eq!(reap(pid), 0);
+    assert_eq!(s.value(), Ok(2));
+    let listed = ns.objects();
+    assert!(listed.iter().any(|o| o.name.as_deref() == Some(&b"jobs"[..])), "{listed:?}");
+    ns.remove("jobs").unwrap();
+    assert_eq!(s.value().unwrap_err(), NamedError::Removed);
 }

@@ -4,7 +4,8 @@
 //! ```text
 //! ufutex-named                         the user's namespaces and their object counts
 //! ufutex-named list NAMESPACE          every object: key, kind, generation, state
-//! ufutex-named remove NAMESPACE KEY    remove one now (its waiters see EIDRM)
+//! ufutex-named remove NAMESPACE KEY    remove one now (its waiters see EIDRM); KEY a number
+//!                                      or a name
 //! ufutex-named unlink NAMESPACE        remove the namespace's file (users keep their mapping)
 //! ```
 //! Keys are decimal or 0x hex. Exit status: 0 done, 1 failed (the reason on stderr), 2 usage.
@@ -52,13 +53,22 @@ fn run(args: &[String]) -> Result<(), String> {
                         None => "free".into(),
                     },
                 };
-                println!("{:#x}\t{:?}\t{}\t{state}", o.key, o.kind, o.generation);
+                let key = match &o.name {
+                    Some(n) => format!("{:?}", String::from_utf8_lossy(n)),
+                    None => format!("{:#x}", o.key),
+                };
+                println!("{key}\t{:?}\t{}\t{state}", o.kind, o.generation);
             }
             Ok(())
         }
         [cmd, ns, k] if cmd == "remove" => {
-            let k = key(k).ok_or_else(|| format!("{k:?} is not a key"))?;
-            Namespace::open(ns).and_then(|ns| ns.remove(k)).map_err(|e| e.to_string())
+            let ns = Namespace::open(ns).map_err(|e| e.to_string())?;
+            // A number is a key; anything else (or "quoted") a name.
+            let r = match key(k) {
+                Some(id) => ns.remove(id),
+                None => ns.remove(k.trim_matches('"')),
+            };
+            r.map_err(|e| e.to_string())
         }
         [cmd, ns] if cmd == "unlink" => Namespace::unlink(ns).map_err(|e| e.to_string()),
         _ => Err(String::new()),

@@ -27,8 +27,8 @@ mod table;
 pub use event::Event;
 #[cfg(not(ufutex_loom))]
 pub use mutex::{Acquired, Mutex};
-pub use table::Open;
-use table::{Found, Header, Slot, Table, TableError, REMOVED};
+use table::{Found, Header, NameSlot, Slot, Table, TableError, REMOVED};
+pub use table::{Key, Open, NAME_MAX};
 
 use crate::deadline::Deadline;
 use crate::shared::{self, SharedError};
@@ -36,14 +36,14 @@ use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 const MAGIC: u64 = 0x5546_5554_584e_5331; // "UFUTXNS1"
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 const PAGE: usize = 4096;
 const KIND_SEMAPHORE: u32 = 1;
 const KIND_WORD: u32 = 2;
 const KIND_MUTEX: u32 = 3;
 const KIND_EVENT: u32 = 4;
-/// Slots of a new namespace: 2^21 (one object per 64 bytes, a sparse 128 MiB file), so that a
-/// million keys keep the table half empty. `UFUTEX_NAMED_SLOTS` (a power of two) overrides it
+/// Slots of a new namespace: 2^21 (one object per 64 bytes and its name slot per 64 more, a
+/// sparse 256 MiB file), so that a million keys keep the table half empty. `UFUTEX_NAMED_SLOTS` (a power of two) overrides it
 /// when the namespace is created.
 const DEFAULT_ORDER: u32 = 21;
 /// The most a semaphore counts to (SysV's `SEMVMX` is 32767; ours stays clear of the removed
@@ -64,6 +64,8 @@ pub enum NamedError {
     Removed,
     /// `ENOSPC`: the namespace is full.
     Full,
+    /// `ENAMETOOLONG`: a name longer than [`NAME_MAX`] bytes.
+    NameTooLong,
     /// `ERANGE`: a semaphore would pass [`SEMAPHORE_MAX`].
     Range,
     /// `EAGAIN`: a `try_wait` found the semaphore at 0.
@@ -83,6 +85,7 @@ impl NamedError {
             NamedError::Removed => libc::EIDRM,
             NamedError::Full => libc::ENOSPC,
             NamedError::Range => libc::ERANGE,
+            NamedError::NameTooLong => libc::ENAMETOOLONG,
             NamedError::WouldBlock => libc::EAGAIN,
             NamedError::NotOwner => libc::EPERM,
             NamedError::Shared(e) => e.errno(),
@@ -125,6 +128,7 @@ impl From<SharedError> for NamedError {
 pub struct Namespace {
     header: &'static Header,
     slots: &'static [Slot],
+    names: &'static [NameSlot],
 }
 
 #[cfg(not(ufutex_loom))]
@@ -161,19 +165,30 @@ impl Namespace {
         }
         let path = shared::file::user_file(&format!("ns-{name}"))?;
         let (base, order) = shared::file::with_owned_file(&path, map_namespace)?;
-        // SAFETY: `base` is a leaked mapping of one header page and 2^order slots, page-aligned,
-        // all atomics (any bit pattern is valid); it is never unmapped.
-        let (header, slots) = unsafe {
-            (&*(base as *const Header), std::slice::from_raw_parts(base.add(PAGE) as *const Slot, 1 << order))
+        let n = 1usize << order;
+        // SAFETY: `base` is a leaked mapping of one header page, 2^order slots and 2^order name
+        // slots (64 bytes each, page-aligned), all atomics (any bit pattern is valid); it is
+        // never unmapped.
+        let (header, slots, names) = unsafe {
+            (
+                &*(base as *const Header),
+                std::slice::from_raw_parts(base.add(PAGE) as *const Slot, n),
+                std::slice::from_raw_parts(base.add(PAGE + 64 * n) as *const NameSlot, n),
+            )
         };
-        Ok(Namespace { header, slots })
+        Ok(Namespace { header, slots, names })
     }
 
     fn table(&self) -> Table<'_> {
-        Table { header: self.header, slots: self.slots }
+        Table { header: self.header, slots: self.slots, names: self.names }
     }
 
-    fn create(&self, key: u64, (kind, word, aux): (u32, u32, u32), how: Open) -> Result<(Found, bool), NamedError> {
+    fn create(&self, key: Key<'_>, (kind, word, aux): (u32, u32, u32), how: Open) -> Result<(Found, bool), NamedError> {
+        if let Key::Name(n) = key {
+            if n.len() > NAME_MAX {
+                return Err(NamedError::NameTooLong);
+            }
+        }
         if how != Open::CreateNew {
             if let Some(f) = self.table().lookup(key) {
                 return if f.kind == kind { Ok((f, true)) } else { Err(NamedError::Invalid) };
@@ -193,11 +208,16 @@ impl Namespace {
     /// [`NamedError::NotFound`], [`NamedError::Exists`] as `how` says; [`NamedError::Invalid`]
     /// if the key's object is not a semaphore or `initial` > [`SEMAPHORE_MAX`];
     /// [`NamedError::Full`]; `Shared(_)` if the shared table cannot be used.
-    pub fn semaphore(&self, key: u64, how: Open, initial: u32) -> Result<(Semaphore<'_>, bool), NamedError> {
+    pub fn semaphore<'k>(
+        &self,
+        key: impl Into<Key<'k>>,
+        how: Open,
+        initial: u32,
+    ) -> Result<(Semaphore<'_>, bool), NamedError> {
         if initial > SEMAPHORE_MAX {
             return Err(NamedError::Invalid);
         }
-        let (f, existed) = self.create(key, (KIND_SEMAPHORE, initial, 0), how)?;
+        let (f, existed) = self.create(key.into(), (KIND_SEMAPHORE, initial, 0), how)?;
         Ok((Semaphore { ns: self, slot: f.slot, gen: f.gen }, existed))
     }
 
@@ -206,8 +226,8 @@ impl Namespace {
     ///
     /// # Errors
     /// As [`Namespace::semaphore`].
-    pub fn word(&self, key: u64, how: Open) -> Result<(Word<'_>, bool), NamedError> {
-        let (f, existed) = self.create(key, (KIND_WORD, 0, 0), how)?;
+    pub fn word<'k>(&self, key: impl Into<Key<'k>>, how: Open) -> Result<(Word<'_>, bool), NamedError> {
+        let (f, existed) = self.create(key.into(), (KIND_WORD, 0, 0), how)?;
         Ok((Word { ns: self, slot: f.slot, gen: f.gen }, existed))
     }
 
@@ -215,8 +235,8 @@ impl Namespace {
     ///
     /// # Errors
     /// As [`Namespace::semaphore`].
-    pub fn mutex(&self, key: u64, how: Open) -> Result<(Mutex<'_>, bool), NamedError> {
-        let (f, existed) = self.create(key, (KIND_MUTEX, 0, 0), how)?;
+    pub fn mutex<'k>(&self, key: impl Into<Key<'k>>, how: Open) -> Result<(Mutex<'_>, bool), NamedError> {
+        let (f, existed) = self.create(key.into(), (KIND_MUTEX, 0, 0), how)?;
         Ok((Mutex { ns: self, slot: f.slot, gen: f.gen }, existed))
     }
 
@@ -225,9 +245,15 @@ impl Namespace {
     ///
     /// # Errors
     /// As [`Namespace::semaphore`].
-    pub fn event(&self, key: u64, how: Open, manual: bool, signaled: bool) -> Result<(Event<'_>, bool), NamedError> {
+    pub fn event<'k>(
+        &self,
+        key: impl Into<Key<'k>>,
+        how: Open,
+        manual: bool,
+        signaled: bool,
+    ) -> Result<(Event<'_>, bool), NamedError> {
         let mode = if manual { event::MANUAL } else { 0 };
-        let (f, existed) = self.create(key, (KIND_EVENT, u32::from(signaled), mode), how)?;
+        let (f, existed) = self.create(key.into(), (KIND_EVENT, u32::from(signaled), mode), how)?;
         Ok((Event { ns: self, slot: f.slot, gen: f.gen }, existed))
     }
 
@@ -236,9 +262,9 @@ impl Namespace {
     ///
     /// # Errors
     /// [`NamedError::NotFound`]; `Shared(_)` if the shared table cannot be used.
-    pub fn remove(&self, key: u64) -> Result<(), NamedError> {
+    pub fn remove<'k>(&self, key: impl Into<Key<'k>>) -> Result<(), NamedError> {
         let p = shared::process::proc()?;
-        Ok(self.table().remove(key, p.me, p, &wake_all)?)
+        Ok(self.table().remove(key.into(), p.me, p, &wake_all)?)
     }
 
     /// Remove the namespace `name`'s file (as `sem_unlink` does a name): processes that have it
@@ -287,7 +313,12 @@ impl Namespace {
             .filter_map(|i| {
                 let s = &self.slots[i];
                 let key = s.key.load(Ordering::Relaxed);
-                let f = t.lookup(key).filter(|f| f.slot as usize == i)?;
+                let name = t.name_of(i);
+                let f = match &name {
+                    Some(n) => t.lookup(Key::Name(n)),
+                    None => t.lookup(Key::Id(key)),
+                }
+                .filter(|f| f.slot as usize == i)?;
                 let kind = match f.kind {
                     KIND_SEMAPHORE => Kind::Semaphore,
                     KIND_WORD => Kind::Word,
@@ -298,6 +329,7 @@ impl Namespace {
                 let owner = s.owner.load(Ordering::Relaxed);
                 Some(Object {
                     key,
+                    name,
                     kind,
                     generation: f.gen,
                     word: s.word.load(Ordering::Relaxed),
@@ -334,9 +366,12 @@ pub enum Kind {
 }
 
 /// One object, as [`Namespace::objects`] saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
+    /// The key (for a named object: its name's hash).
     pub key: u64,
+    /// The name, for an object made by name.
+    pub name: Option<Vec<u8>>,
     pub kind: Kind,
     /// The slot's generation (handles carry it).
     pub generation: u32,
@@ -380,7 +415,7 @@ fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32), SharedError> {
         unsafe { libc::munmap(probe as *mut libc::c_void, PAGE) };
     }
     if published {
-        let ok = version == VERSION && (1..=28).contains(&order) && size == PAGE + (64 << order);
+        let ok = version == VERSION && (1..=28).contains(&order) && size == PAGE + (128 << order);
         if !ok {
             return Err(SharedError::NotRecoverable);
         }
@@ -392,7 +427,7 @@ fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32), SharedError> {
         .and_then(|v| v.trim().parse::<u64>().ok())
         .filter(|n| n.is_power_of_two() && (2..=1 << 28).contains(n))
         .map_or(DEFAULT_ORDER, |n| n.trailing_zeros());
-    let len = PAGE + (64usize << order);
+    let len = PAGE + (128usize << order);
     // SAFETY: `fd` is open for writing; ftruncate has no memory arguments. Truncating to 0 first
     // zeroes whatever a dead creator left.
     if unsafe { libc::ftruncate(fd, 0) } != 0 || unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {

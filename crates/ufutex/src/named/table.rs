@@ -40,6 +40,13 @@ const PHASE: u64 = 0xff;
 /// expected a count sees it change.
 pub(crate) const REMOVED: u32 = u32::MAX;
 
+fn name_len(key: &Key<'_>) -> u64 {
+    match key {
+        Key::Name(n) => n.len() as u64,
+        Key::Id(_) => 0,
+    }
+}
+
 pub(crate) fn pack(gen: u32, phase: u64) -> u64 {
     (u64::from(gen) << 8) | phase
 }
@@ -78,6 +85,14 @@ impl Slot {
             tid: AtomicU32::new(0),
             aux: AtomicU32::new(0),
         }
+    }
+}
+
+impl NameSlot {
+    /// An empty name slot.
+    #[cfg(test)]
+    pub(crate) fn empty() -> NameSlot {
+        NameSlot { len: AtomicU64::new(0), words: std::array::from_fn(|_| AtomicU64::new(0)) }
     }
 }
 
@@ -148,10 +163,78 @@ pub(crate) enum TableError {
     Shared(SharedError),
 }
 
-/// A view of a namespace's header and slots (a mapping, or a loom model's heap).
+/// The longest byte-string name.
+pub const NAME_MAX: usize = 56;
+
+/// `kind` bit: the slot's key is the hash of the name in its name slot.
+const NAMED: u32 = 1 << 31;
+
+/// A slot's name (for objects made by name): its length and bytes, beside the slot.
+#[repr(C, align(64))]
+pub(crate) struct NameSlot {
+    pub(crate) len: AtomicU64,
+    pub(crate) words: [AtomicU64; NAME_MAX / 8],
+}
+
+/// What identifies an object in a namespace: a 64-bit key, or a byte-string name of at most
+/// [`NAME_MAX`] bytes. The two never meet (the key 5 and a name that hashes to 5 are two
+/// objects).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key<'k> {
+    Id(u64),
+    Name(&'k [u8]),
+}
+
+impl From<u64> for Key<'static> {
+    fn from(k: u64) -> Self {
+        Key::Id(k)
+    }
+}
+
+impl<'k> From<&'k [u8]> for Key<'k> {
+    fn from(n: &'k [u8]) -> Self {
+        Key::Name(n)
+    }
+}
+
+impl<'k> From<&'k str> for Key<'k> {
+    fn from(n: &'k str) -> Self {
+        Key::Name(n.as_bytes())
+    }
+}
+
+impl Key<'_> {
+    /// The slot key: the id, or the name's FNV-1a hash.
+    fn hash(&self) -> u64 {
+        match self {
+            Key::Id(k) => *k,
+            Key::Name(n) => {
+                n.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+            }
+        }
+    }
+
+    fn named(&self) -> bool {
+        matches!(self, Key::Name(_))
+    }
+
+    /// The name as the name slot stores it: little-endian words, zero-padded.
+    fn words(&self) -> [u64; NAME_MAX / 8] {
+        let mut w = [0u64; NAME_MAX / 8];
+        if let Key::Name(n) = self {
+            for (i, b) in n.iter().enumerate().take(NAME_MAX) {
+                w[i / 8] |= u64::from(*b) << (8 * (i % 8));
+            }
+        }
+        w
+    }
+}
+
+/// A view of a namespace's header, slots and name slots (a mapping, or a loom model's heap).
 pub(crate) struct Table<'a> {
     pub(crate) header: &'a Header,
     pub(crate) slots: &'a [Slot],
+    pub(crate) names: &'a [NameSlot],
 }
 
 /// Where a key's probe starts (Fibonacci hashing of the key).
@@ -162,9 +245,11 @@ fn home(key: u64, len: usize) -> usize {
 
 impl<'a> Table<'a> {
     /// The live object of `key`, if any: no lock, no system call.
-    pub(crate) fn lookup(&self, key: u64) -> Option<Found> {
+    pub(crate) fn lookup(&self, key: Key<'_>) -> Option<Found> {
+        let (hash, named) = (key.hash(), key.named());
+        let want = if named { Some((key.words(), name_len(&key))) } else { None };
         let len = self.slots.len();
-        let mut i = home(key, len);
+        let mut i = home(hash, len);
         let mut probed = 0;
         while probed < len {
             let s = &self.slots[i];
@@ -173,12 +258,18 @@ impl<'a> Table<'a> {
                 EMPTY => return None,
                 LIVE => {
                     let (k, kind) = (s.key.load(Ordering::Relaxed), s.kind.load(Ordering::Relaxed));
+                    // A name is compared only where the key and the kind say it may match.
+                    let same_name = match &want {
+                        Some((words, n)) if k == hash && kind & NAMED != 0 => self.name_is(i, words, *n),
+                        _ => false,
+                    };
                     fence(Ordering::Acquire); // the fields are read before the state again
                     if s.state.load(Ordering::Relaxed) != st {
                         continue; // changed under us: look at this slot again
                     }
-                    if k == key {
-                        return Some(Found { slot: i as u32, gen: gen_of(st), kind });
+                    let found = if named { same_name } else { k == hash && kind & NAMED == 0 };
+                    if found {
+                        return Some(Found { slot: i as u32, gen: gen_of(st), kind: kind & !NAMED });
                     }
                 }
                 _ => {} // Busy or Dead: the key may be further on
@@ -187,6 +278,25 @@ impl<'a> Table<'a> {
             probed += 1;
         }
         None
+    }
+
+    /// Whether name slot `i` holds the name of `n` bytes in `words` (read as a seqlock reader
+    /// reads: the caller checks the slot's state around it).
+    fn name_is(&self, i: usize, words: &[u64; NAME_MAX / 8], n: u64) -> bool {
+        let Some(ns) = self.names.get(i) else { return false };
+        ns.len.load(Ordering::Relaxed) == n && ns.words.iter().zip(words).all(|(a, b)| a.load(Ordering::Relaxed) == *b)
+    }
+
+    /// The name in name slot `i`, if the slot is a named object's (for people who debug).
+    pub(crate) fn name_of(&self, i: usize) -> Option<Vec<u8>> {
+        let s = self.slots.get(i)?;
+        if s.kind.load(Ordering::Relaxed) & NAMED == 0 {
+            return None;
+        }
+        let ns = self.names.get(i)?;
+        let n = (ns.len.load(Ordering::Relaxed) as usize).min(NAME_MAX);
+        let bytes: Vec<u8> = ns.words.iter().flat_map(|w| w.load(Ordering::Relaxed).to_le_bytes()).collect();
+        Some(bytes[..n].to_vec())
     }
 
     /// Take the changers' lock as `me`; finish what a dead changer left (`wake` wakes every
@@ -235,7 +345,7 @@ impl<'a> Table<'a> {
     /// starts at `word`): what it is, and whether it existed.
     pub(crate) fn create(
         &self,
-        key: u64,
+        key: Key<'_>,
         (kind, word, aux): (u32, u32, u32),
         how: Open,
         me: Owner,
@@ -251,7 +361,7 @@ impl<'a> Table<'a> {
 
     fn create_locked(
         &self,
-        key: u64,
+        key: Key<'_>,
         (kind, word, aux): (u32, u32, u32),
         how: Open,
     ) -> Result<(Found, bool), TableError> {
@@ -266,7 +376,7 @@ impl<'a> Table<'a> {
             return Err(TableError::NotFound);
         }
         let len = self.slots.len();
-        let mut i = home(key, len);
+        let mut i = home(key.hash(), len);
         let mut free = None;
         for _ in 0..len {
             let phase = self.slots[i].state.load(Ordering::Relaxed) & PHASE;
@@ -283,8 +393,14 @@ impl<'a> Table<'a> {
         s.state.store(pack(gen, BUSY), Ordering::Relaxed);
         fence(Ordering::Release); // Busy before the fields, for a reader that saw Live before
         point(Point::Creating);
-        s.key.store(key, Ordering::Relaxed);
-        s.kind.store(kind, Ordering::Relaxed);
+        if let (Key::Name(_), Some(ns)) = (&key, self.names.get(i)) {
+            ns.len.store(name_len(&key), Ordering::Relaxed);
+            for (w, v) in ns.words.iter().zip(key.words()) {
+                w.store(v, Ordering::Relaxed);
+            }
+        }
+        s.key.store(key.hash(), Ordering::Relaxed);
+        s.kind.store(if key.named() { kind | NAMED } else { kind }, Ordering::Relaxed);
         s.word.store(word, Ordering::Relaxed);
         s.owner.store(0, Ordering::Relaxed);
         s.tid.store(0, Ordering::Relaxed);
@@ -298,7 +414,7 @@ impl<'a> Table<'a> {
     /// to find it removed.
     pub(crate) fn remove(
         &self,
-        key: u64,
+        key: Key<'_>,
         me: Owner,
         live: &(impl Liveness + ?Sized),
         wake: &impl Fn(&AtomicU32),
@@ -342,7 +458,7 @@ mod tests {
 
     const ME: Owner = Owner { slot: 0, gen: 1 };
 
-    fn table(n: usize) -> (Header, Vec<Slot>) {
+    fn table(n: usize) -> (Header, Vec<Slot>, Vec<NameSlot>) {
         let h = Header {
             magic: AtomicU64::new(0),
             version: AtomicU32::new(0),
@@ -351,54 +467,78 @@ mod tests {
             progress: AtomicU64::new(0),
         };
         let slots = (0..n).map(|_| Slot::empty()).collect();
-        (h, slots)
+        (h, slots, (0..n).map(|_| NameSlot::empty()).collect())
     }
 
     #[test]
     fn create_open_exclusive_remove_and_reuse() {
-        let (h, s) = table(8);
-        let t = Table { header: &h, slots: &s };
+        let (h, s, names) = table(8);
+        let t = Table { header: &h, slots: &s, names: &names };
         let nowake = |_: &AtomicU32| {};
-        assert_eq!(t.create(7, (1, 3, 0), Open::Existing, ME, &Alive, &nowake), Err(TableError::NotFound));
-        let (a, existed) = t.create(7, (1, 3, 0), Open::Create, ME, &Alive, &nowake).unwrap();
+        assert_eq!(t.create(Key::Id(7), (1, 3, 0), Open::Existing, ME, &Alive, &nowake), Err(TableError::NotFound));
+        let (a, existed) = t.create(Key::Id(7), (1, 3, 0), Open::Create, ME, &Alive, &nowake).unwrap();
         assert!(!existed);
-        assert_eq!(t.create(7, (1, 0, 0), Open::Create, ME, &Alive, &nowake), Ok((a, true)));
-        assert_eq!(t.create(7, (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake), Err(TableError::Exists));
-        assert_eq!(t.create(7, (2, 0, 0), Open::Create, ME, &Alive, &nowake), Err(TableError::WrongKind));
-        assert_eq!(t.lookup(7), Some(a));
+        assert_eq!(t.create(Key::Id(7), (1, 0, 0), Open::Create, ME, &Alive, &nowake), Ok((a, true)));
+        assert_eq!(t.create(Key::Id(7), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake), Err(TableError::Exists));
+        assert_eq!(t.create(Key::Id(7), (2, 0, 0), Open::Create, ME, &Alive, &nowake), Err(TableError::WrongKind));
+        assert_eq!(t.lookup(Key::Id(7)), Some(a));
         assert!(t.check(a.slot, a.gen).is_some());
-        t.remove(7, ME, &Alive, &nowake).unwrap();
-        assert_eq!(t.lookup(7), None);
+        t.remove(Key::Id(7), ME, &Alive, &nowake).unwrap();
+        assert_eq!(t.lookup(Key::Id(7)), None);
         assert!(t.check(a.slot, a.gen).is_none(), "a removed object's handle fails");
         assert_eq!(s[a.slot as usize].word.load(Ordering::Relaxed), REMOVED);
         // The key again: a new object, maybe in the same slot, with a new generation.
-        let (b, _) = t.create(7, (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+        let (b, _) = t.create(Key::Id(7), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
         assert_ne!((b.slot, b.gen), (a.slot, a.gen));
         assert!(t.check(a.slot, a.gen).is_none());
-        assert_eq!(t.remove(8, ME, &Alive, &nowake), Err(TableError::NotFound));
+        assert_eq!(t.remove(Key::Id(8), ME, &Alive, &nowake), Err(TableError::NotFound));
+    }
+
+    #[test]
+    fn names_and_ids_are_apart_and_names_compare_whole() {
+        let (h, s, names) = table(8);
+        let t = Table { header: &h, slots: &s, names: &names };
+        let nowake = |_: &AtomicU32| {};
+        let (a, _) = t.create(Key::Name(b"alpha"), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+        assert_eq!(t.lookup(Key::Name(b"alpha")), Some(a));
+        assert_eq!(t.lookup(Key::Name(b"alph")), None);
+        assert_eq!(t.lookup(Key::Name(b"alphab")), None);
+        // The id equal to the name's hash is another object.
+        let h_alpha = Key::Name(b"alpha").hash();
+        assert_eq!(t.lookup(Key::Id(h_alpha)), None);
+        let (b, _) = t.create(Key::Id(h_alpha), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+        assert_ne!(a.slot, b.slot);
+        assert_eq!(t.name_of(a.slot as usize).as_deref(), Some(&b"alpha"[..]));
+        assert_eq!(t.name_of(b.slot as usize), None);
+        let long = [7u8; NAME_MAX];
+        let (c, _) = t.create(Key::Name(&long), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+        assert_eq!(t.lookup(Key::Name(&long)), Some(c));
+        t.remove(Key::Name(b"alpha"), ME, &Alive, &nowake).unwrap();
+        assert_eq!(t.lookup(Key::Name(b"alpha")), None);
+        assert_eq!(t.lookup(Key::Id(h_alpha)), Some(b));
     }
 
     #[test]
     fn colliding_keys_probe_past_tombstones_and_the_table_fills() {
-        let (h, s) = table(4);
-        let t = Table { header: &h, slots: &s };
+        let (h, s, names) = table(4);
+        let t = Table { header: &h, slots: &s, names: &names };
         let nowake = |_: &AtomicU32| {};
         for k in 0..4 {
-            t.create(k, (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+            t.create(Key::Id(k), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
         }
-        assert_eq!(t.create(9, (1, 0, 0), Open::Create, ME, &Alive, &nowake), Err(TableError::Full));
-        t.remove(1, ME, &Alive, &nowake).unwrap();
+        assert_eq!(t.create(Key::Id(9), (1, 0, 0), Open::Create, ME, &Alive, &nowake), Err(TableError::Full));
+        t.remove(Key::Id(1), ME, &Alive, &nowake).unwrap();
         for k in [0, 2, 3] {
-            assert!(t.lookup(k).is_some(), "key {k} past a tombstone");
+            assert!(t.lookup(Key::Id(k)).is_some(), "key {k} past a tombstone");
         }
-        assert_eq!(t.lookup(1), None);
-        assert!(t.create(9, (1, 0, 0), Open::Create, ME, &Alive, &nowake).is_ok(), "a tombstone is reused");
+        assert_eq!(t.lookup(Key::Id(1)), None);
+        assert!(t.create(Key::Id(9), (1, 0, 0), Open::Create, ME, &Alive, &nowake).is_ok(), "a tombstone is reused");
     }
 
     #[test]
     fn a_dead_changers_half_creation_is_buried() {
-        let (h, s) = table(4);
-        let t = Table { header: &h, slots: &s };
+        let (h, s, names) = table(4);
+        let t = Table { header: &h, slots: &s, names: &names };
         // A creator died after marking slot 2 Busy (one object live elsewhere).
         h.progress.store(1, Ordering::Relaxed);
         h.begin(2);
