@@ -457,10 +457,11 @@ int ufutex_cond_broadcast(ufutex_cond_t *c);
  * Named objects: semaphores, events, mutexes and raw words found by a 64-bit key in a
  * namespace, a file of the user's beside the shared table (ns-<name>; the same location rules,
  * mode 0600 and EACCES checks as the shared table; a new one has 2^21 slots, or
- * UFUTEX_NAMED_SLOTS, a power of two). Looking an object up takes no lock and no system call;
+ * UFUTEX_NAMED_SLOTS, a power of two: a sparse file of 128 bytes per slot). Looking an object up takes no lock and no system call;
  * operating on it enters the kernel only to sleep or wake. All processes of a namespace trust
- * each other (one user). Not yet: byte-string names, reference-counted lifetime (objects live
- * until removed, like SysV IPC), a namespace that grows.
+ * each other (one user). The C calls take 64-bit keys (the Rust API also takes byte-string names
+ * of up to 56 bytes). Not yet: reference-counted lifetime (objects live until removed, like
+ * SysV IPC), a namespace that grows.
  *
  * Conventions: -1 and errno on failure, like the futex calls. The open calls return 0 when they
  * created the object and 1 when it existed; flags: 0 (open: ENOENT if absent), UFUTEX_CREAT

@@ -3,12 +3,12 @@
 //! on it with atomics, entering the kernel only to sleep or wake (its word is a process-shared
 //! futex word: `shared`).
 //!
-//! This is the first part of issue 15: namespaces, 64-bit keys, create/open with semget's flags
-//! and errors plus an "it existed" answer, counting semaphores and raw 32-bit futex words,
-//! removal now (waiters see `Removed`, like `IPC_RMID`'s `EIDRM`), generation-checked handles,
-//! crash-consistent creation and removal. Not yet: byte-string names, events, mutexes with
-//! owners, waiting on many objects, reference-counted lifetime, a table that grows, the C ABI
-//! and the inspection tool.
+//! What there is (issue 15): namespaces; 64-bit keys and byte-string names; create/open with
+//! semget's flags and errors plus an "it existed" answer; counting semaphores, events (manual,
+//! auto, pulse), mutexes with an owner and the abandoned state, raw 32-bit futex words;
+//! [`wait_any`] over up to 1024 of them; removal now (waiters see `Removed`, like `IPC_RMID`'s
+//! `EIDRM`); generation-checked handles; crash-consistent creation and removal; the C ABI and
+//! the `ufutex-named` tool. Not yet: reference-counted lifetime, a table that grows.
 //!
 //! The trust model is the shared table's: one user's processes trust each other; a namespace
 //! is a 0600 file of the user's (`EACCES` otherwise); a corrupt one gives errors, never UB.
