@@ -19,7 +19,7 @@ pub struct Cli {
 pub struct CommonArgs {
     /// Competitors, comma-separated (futex workloads: ufutex, ufutex-domain, kernel, atomic-wait,
     /// parking_lot_core, and with --shared also ufutex-shared, kernel-shared; keyed:
-    /// kernel-semget, ufutex-keyed; lock: ufutex, pthread, std, parking_lot, and, only when
+    /// kernel-semget, ufutex-keyed; sem-pingpong: ufutex-named, sysv-semop, posix-sem; lock: ufutex, pthread, std, parking_lot, and, only when
     /// named, the ufutex variants ufutex-nohandoff, ufutex-handoff-<T> (T: 50us, 1ms, … or
     /// <N>wakeups) and ufutex-spin-<B>x<F>-<Y>y (B busy rounds from F hints, then Y yields;
     /// default 2x16-7y))
@@ -216,6 +216,19 @@ pub enum Command {
         /// First key of the range (decimal or 0x hex); the run uses [BASE, BASE + 2 × max KEYS)
         #[arg(long, default_value = "0x424242", value_name = "KEY")]
         base: String,
+    },
+    /// Semaphore ping-pong between two processes (issue 15): the parent posts "ping" and waits on
+    /// "pong", a forked child the reverse; ufutex's named semaphores, a SysV set (semop, the
+    /// baseline) and POSIX named semaphores, ns per round trip
+    SemPingpong {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Round trips per repetition
+        #[arg(long, default_value_t = 20_000)]
+        iters: usize,
+        /// Do not pin the parent and the child to the first two allowed CPUs
+        #[arg(long)]
+        no_pin: bool,
     },
     /// Everything at a chosen scale: report.md, report.json and SVG plots in --out
     Report {

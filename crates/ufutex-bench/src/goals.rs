@@ -1,4 +1,4 @@
-//! The goals of issues 2, 4, 6 and 12, judged from a run's benches as ratios measured in that
+//! The goals of issues 2, 4, 6, 12 and 15, judged from a run's benches as ratios measured in that
 //! run (or, where a goal is absolute, as the measured value against its bound).
 
 use crate::export::num;
@@ -84,7 +84,20 @@ pub fn judge(benches: &[Bench]) -> Vec<Goal> {
     g.push(resize_goal(bench(benches, "schbench", "")));
     g.extend(lock_goals(benches));
     g.extend(shared_goals(benches));
+    g.push(named_goal(bench(benches, "sem-pingpong", "pinned")));
     g
+}
+
+/// Issue 15 asks for a semaphore ping-pong between two processes against SysV (`semop`) and
+/// POSIX named semaphores in one run, without a number: the floor is no slower than `semop`.
+fn named_goal(b: Option<&Bench>) -> Goal {
+    goal(
+        "#15",
+        "named semaphore ping-pong between two processes, pinned",
+        "≥ 1× semop",
+        versus(b, "round trip", crate::sem_competitor::UfutexNamed::NAME),
+        |r| r >= 1.0,
+    )
 }
 
 /// Issue 12: process-shared futexes against the kernel's shared futex (`kernel-shared`, the
@@ -300,6 +313,27 @@ mod tests {
         let samples = rows.iter().map(|(c, v)| (c.to_string(), vec![*v])).collect();
         b.metrics = vec![MetricResult::new(metric, "kernel-shared", samples)];
         b
+    }
+
+    #[test]
+    fn the_named_semaphore_goal_is_judged_against_semop_pinned_only() {
+        let rt = || Metric::lower("round trip", "ns");
+        let sem = |case: &str, u: f64| {
+            let mut b = bench("sem-pingpong", case, rt(), &[]);
+            let rows = [("ufutex-named", u), ("sysv-semop", 10_000.0), ("posix-sem", 9_000.0)];
+            let samples = rows.iter().map(|(c, v)| (c.to_string(), vec![*v])).collect();
+            b.metrics = vec![MetricResult::new(rt(), "sysv-semop", samples)];
+            b
+        };
+        let benches = [
+            sem("unpinned on 2 CPUs, two processes, 10 round trips", 20_000.0),
+            sem("pinned to CPUs 0 and 1, two processes, 10 round trips", 1_000.0),
+        ];
+        let g = judge(&benches);
+        let n = g.iter().find(|x| x.issue == "#15").unwrap();
+        assert_eq!((n.ratio, n.met), (Some(10.0), Some(true)));
+        assert!(n.measured.contains("ufutex-named") && n.measured.contains("sysv-semop"), "{n:?}");
+        assert_eq!(judge(&benches[..1]).iter().find(|x| x.issue == "#15").unwrap().met, None);
     }
 
     #[test]

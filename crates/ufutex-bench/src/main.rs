@@ -20,6 +20,7 @@ mod progress;
 mod report;
 mod result;
 mod sched;
+mod sem_competitor;
 mod shm;
 mod stats;
 mod sys;
@@ -32,7 +33,7 @@ use options::{Job, Options};
 use result::{Bench, Document};
 use std::io::Write;
 use std::process::ExitCode;
-use workloads::{fastpath, hash, keyed, lock, perfbench, pingpong, recovery, schbench, waitv, wake};
+use workloads::{fastpath, hash, keyed, lock, perfbench, pingpong, recovery, schbench, sempingpong, waitv, wake};
 
 fn main() -> ExitCode {
     match run() {
@@ -83,6 +84,7 @@ fn execute(opts: &Options) -> std::io::Result<Vec<Bench>> {
         Job::Lock { threads, sections, baseline } => lock::run(c, threads, sections, baseline),
         Job::Recovery => Ok(vec![recovery::run(c)?]),
         Job::Keyed(p) => keyed::run(c, p),
+        Job::SemPingPong(p) => Ok(vec![sempingpong::run(c, *p)?]),
         Job::Report { .. } => unreachable!("handled in run()"),
     }
 }

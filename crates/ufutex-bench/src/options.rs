@@ -5,12 +5,13 @@ use crate::cli::{Cli, Command, CommonArgs};
 use crate::competitor::{shared_variant, NAMES, SHARED_NAMES};
 use crate::keyed_competitor;
 use crate::lock_competitor::{self, LockEntry};
+use crate::sem_competitor;
 use crate::workloads::hash::{Params as HashParams, SlotPoint};
 use crate::workloads::keyed;
 use crate::workloads::lock::Section;
 use crate::workloads::waitv::Mode;
 use crate::workloads::wake::{Kind as WakeKind, Params as WakeParams};
-use crate::workloads::{parse_list, pingpong, schbench, Common};
+use crate::workloads::{parse_list, pingpong, schbench, sempingpong, Common};
 use std::path::PathBuf;
 use std::time::Duration;
 use ufutex::Slots;
@@ -28,6 +29,7 @@ pub enum Job {
     Lock { threads: Vec<usize>, sections: Vec<Section>, baseline: String },
     Recovery,
     Keyed(keyed::Params),
+    SemPingPong(sempingpong::Params),
     Report { out: PathBuf, quick: bool, scale: f64 },
 }
 
@@ -76,6 +78,7 @@ enum Kind {
     Shared,
     Lock,
     Keyed,
+    Sem,
 }
 
 fn common(c: &CommonArgs, default_runtime: f64, kind: Kind) -> R<Common> {
@@ -87,6 +90,7 @@ fn common(c: &CommonArgs, default_runtime: f64, kind: Kind) -> R<Common> {
     let defaults = match kind {
         Kind::Lock => lock_competitor::names(),
         Kind::Keyed => keyed_competitor::NAMES.to_vec(),
+        Kind::Sem => sem_competitor::NAMES.to_vec(),
         _ => NAMES.to_vec(),
     };
     let names = impl_names(c, &defaults);
@@ -101,6 +105,10 @@ fn common(c: &CommonArgs, default_runtime: f64, kind: Kind) -> R<Common> {
             Kind::Keyed if keyed_competitor::NAMES.contains(&i.as_str()) => Ok(()),
             Kind::Keyed => {
                 Err(format!("unknown competitor {i:?}; expected one of: {}", keyed_competitor::NAMES.join(", ")))
+            }
+            Kind::Sem if sem_competitor::NAMES.contains(&i.as_str()) => Ok(()),
+            Kind::Sem => {
+                Err(format!("unknown competitor {i:?}; expected one of: {}", sem_competitor::NAMES.join(", ")))
             }
             _ if NAMES.contains(&i.as_str()) => Ok(()),
             Kind::Shared if SHARED_NAMES.contains(&i.as_str()) => Ok(()),
@@ -260,6 +268,11 @@ pub fn validate(cli: Cli) -> R<Options> {
             let json = common.json.clone();
             return Ok(Options { common: self::common(&common, 0.25, Kind::Keyed)?, job: Job::Keyed(params), json });
         }
+        Command::SemPingpong { common, iters, no_pin } => {
+            let p = sempingpong::Params { iters: range("--iters", iters, 1, 100_000_000)?, pin: !no_pin };
+            let json = common.json.clone();
+            return Ok(Options { common: self::common(&common, 0.1, Kind::Sem)?, job: Job::SemPingPong(p), json });
+        }
         Command::Report { common, out, quick, scale } => {
             if !(scale.is_finite() && scale > 0.0 && scale <= 100.0) {
                 return Err(format!("--scale {scale}: must be > 0 and ≤ 100"));
@@ -384,6 +397,18 @@ mod tests {
         assert!(parse(&["keyed", "--base", "zz"]).unwrap_err().contains("--base"));
         assert!(parse(&["keyed", "--impl", "kernel"]).unwrap_err().contains("kernel-semget"));
         assert!(parse(&["keyed", "--shared"]).is_err());
+    }
+
+    #[test]
+    fn sem_pingpong_defaults_and_limits() {
+        let o = parse(&["sem-pingpong"]).unwrap();
+        assert_eq!(o.common.impls, ["ufutex-named", "sysv-semop", "posix-sem"]);
+        assert!(matches!(o.job, Job::SemPingPong(sempingpong::Params { iters: 20_000, pin: true })));
+        let o = parse(&["sem-pingpong", "--no-pin", "--iters", "7", "--impl", "posix-sem"]).unwrap();
+        assert!(matches!(o.job, Job::SemPingPong(sempingpong::Params { iters: 7, pin: false })));
+        assert!(parse(&["sem-pingpong", "--iters", "0"]).unwrap_err().contains("--iters"));
+        assert!(parse(&["sem-pingpong", "--impl", "kernel"]).unwrap_err().contains("sysv-semop"));
+        assert!(parse(&["sem-pingpong", "--shared"]).is_err());
     }
 
     #[test]

@@ -68,6 +68,8 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
             &format!("ping-pong -p 4 --shared --iters {} --reps {}", n(5_000, 500), r(5)),
         ),
         step("recovery, shared", &format!("recovery --reps {}", r(7))),
+        // Named semaphores between two processes (issue #15), against semop and POSIX sem_t.
+        step("sem ping-pong pinned", &format!("sem-pingpong --iters {} --reps {}", n(20_000, 2_000), r(5))),
     ]
 }
 

@@ -212,6 +212,33 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// The calling thread pinned to one CPU while this lives; its previous CPU set again after.
+pub struct Pinned {
+    old: libc::cpu_set_t,
+}
+
+impl Pinned {
+    pub fn to(cpu: usize) -> io::Result<Pinned> {
+        // SAFETY: `old` is a zeroed cpu_set_t that lives across the call, of the size passed.
+        let old = unsafe {
+            let mut old: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut old) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            old
+        };
+        pin_to_cpu(cpu)?;
+        Ok(Pinned { old })
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // SAFETY: `old` is the set read in `to`, of the size passed.
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.old) };
+    }
+}
+
 /// The ids of the CPUs the calling thread may run on, lowest first (they need not start at 0:
 /// `taskset -c 1` allows CPU 1 alone); CPU 0 if the kernel will not say.
 pub fn allowed_cpus() -> Vec<usize> {

@@ -1,8 +1,8 @@
-//! SysV semaphore sets for the `keyed` workload: the two calls it times (`semget`, `semctl`
-//! `IPC_RMID`), the limits it must respect (read from /proc, never changed), and the cleanup
-//! of the key ranges a run creates sets in when the process is killed by SIGINT, SIGTERM or
-//! SIGHUP (a [`Cleanup`] claim per range; the `Drop` guards in the workload cover errors and
-//! panics).
+//! SysV semaphore sets for the `keyed` and `sem-pingpong` workloads: the calls they time
+//! (`semget`, `semctl` `IPC_RMID`, `semop`, `semtimedop`), the limits they must respect (read
+//! from /proc, never changed), and the cleanup of the sets a run creates — by key range or by
+//! id — when the process is killed by SIGINT, SIGTERM or SIGHUP (a [`Cleanup`] or [`IdClaim`]
+//! while they may exist; the `Drop` guards in the workloads cover errors and panics).
 
 use std::io;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -31,6 +31,44 @@ pub fn remove(id: i32) -> Result<(), i32> {
     }
 }
 
+/// `semop(id, {num, op, 0}, 1)`: add `op` to semaphore `num` of set `id` (−1 sleeps while it
+/// is 0).
+#[inline]
+pub fn semop(id: i32, num: u16, op: i16) -> Result<(), i32> {
+    let mut sop = libc::sembuf { sem_num: num, sem_op: op, sem_flg: 0 };
+    // SAFETY: `sop` is one valid sembuf that lives across the call, and 1 is its count.
+    if unsafe { libc::semop(id, &mut sop, 1) } < 0 {
+        Err(errno())
+    } else {
+        Ok(())
+    }
+}
+
+/// As [`semop`], sleeping at most `timeout` (relative; `EAGAIN` when it passes).
+#[inline]
+pub fn semtimedop(id: i32, num: u16, op: i16, timeout: &libc::timespec) -> Result<(), i32> {
+    let mut sop = libc::sembuf { sem_num: num, sem_op: op, sem_flg: 0 };
+    // SAFETY: `sop` is one valid sembuf and `timeout` a valid timespec, both living across the
+    // call; 1 is the count of `sop`.
+    if unsafe { ffi::semtimedop(id, &mut sop, 1, timeout) } < 0 {
+        Err(errno())
+    } else {
+        Ok(())
+    }
+}
+
+mod ffi {
+    extern "C" {
+        /// glibc's (the libc crate does not declare it).
+        pub fn semtimedop(
+            semid: libc::c_int,
+            sops: *mut libc::sembuf,
+            nsops: libc::size_t,
+            timeout: *const libc::timespec,
+        ) -> libc::c_int;
+    }
+}
+
 fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
@@ -47,6 +85,9 @@ pub fn errno_name(e: i32) -> String {
         libc::EPERM => "EPERM",
         libc::ENOMEM => "ENOMEM",
         libc::ENOSYS => "ENOSYS",
+        libc::EINTR => "EINTR",
+        libc::EAGAIN => "EAGAIN",
+        libc::ETIMEDOUT => "ETIMEDOUT",
         _ => return io::Error::from_raw_os_error(e).to_string(),
     };
     let text = io::Error::from_raw_os_error(e).to_string();
@@ -118,7 +159,6 @@ pub struct Cleanup(usize);
 impl Cleanup {
     /// Register `[first, first + len)`; installs the signal handlers the first time.
     pub fn claim(first: libc::key_t, len: usize) -> io::Result<Cleanup> {
-        static INSTALL: Once = Once::new();
         INSTALL.call_once(install_handlers);
         let len = i32::try_from(len).map_err(io::Error::other)?;
         for (i, l) in LEN.iter().enumerate() {
@@ -140,6 +180,35 @@ impl Drop for Cleanup {
         FIRST[self.0].store(0, Ordering::Release);
     }
 }
+
+/// Sets by id (`IPC_PRIVATE` ones, which no key finds): id + 1, 0 = a free slot.
+static IDS: [AtomicI32; SLOTS] = [const { AtomicI32::new(0) }; SLOTS];
+
+/// A set registered by id for removal if the process is killed by SIGINT, SIGTERM or SIGHUP
+/// while the claim lives (remove the set before dropping the claim).
+pub struct IdClaim(usize);
+
+impl IdClaim {
+    /// Register the set `id`; installs the signal handlers the first time.
+    pub fn claim(id: i32) -> io::Result<IdClaim> {
+        INSTALL.call_once(install_handlers);
+        let v = id.checked_add(1).filter(|v| *v > 0).ok_or_else(|| io::Error::other(format!("bad set id {id}")))?;
+        for (i, slot) in IDS.iter().enumerate() {
+            if slot.compare_exchange(0, v, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                return Ok(IdClaim(i));
+            }
+        }
+        Err(io::Error::other(format!("more than {SLOTS} semaphore sets claimed at once")))
+    }
+}
+
+impl Drop for IdClaim {
+    fn drop(&mut self) {
+        IDS[self.0].store(0, Ordering::Release);
+    }
+}
+
+static INSTALL: Once = Once::new();
 
 /// SIGINT, SIGTERM and SIGHUP run [`on_signal`], where their action was the default one (a
 /// signal the caller ignores stays ignored).
@@ -163,7 +232,7 @@ fn install_handlers() {
     }
 }
 
-/// Remove every set in the claimed ranges, then die of the same signal (SA_RESETHAND made its
+/// Remove every set in the claimed ranges and every claimed id, then die of the same signal (SA_RESETHAND made its
 /// action the default again; it is delivered when the handler returns). Only atomics loads and
 /// the `semget`/`semctl` system calls (thin glibc wrappers: no lock, no allocation).
 extern "C" fn on_signal(sig: libc::c_int) {
@@ -177,6 +246,12 @@ extern "C" fn on_signal(sig: libc::c_int) {
             if let Ok(id) = semget(key, 0, 0) {
                 let _ = remove(id);
             }
+        }
+    }
+    for id in &IDS {
+        let v = id.load(Ordering::Acquire);
+        if v > 0 {
+            let _ = remove(v - 1);
         }
     }
     // SAFETY: raise is async-signal-safe; the signal stays blocked until this handler returns.
@@ -218,5 +293,20 @@ mod tests {
         let slot = a.0;
         drop(a);
         assert_eq!(LEN[slot].load(Ordering::SeqCst), 0);
+        let c = IdClaim::claim(41).unwrap();
+        assert_eq!(IDS[c.0].load(Ordering::SeqCst), 42);
+        let slot = c.0;
+        drop(c);
+        assert_eq!(IDS[slot].load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_private_set_of_two_counts_across_semop_and_times_out() {
+        let Ok(id) = semget(libc::IPC_PRIVATE, 2, 0o600) else { return };
+        let zero = libc::timespec { tv_sec: 0, tv_nsec: 1_000_000 };
+        let seen = [semop(id, 1, 1), semtimedop(id, 1, -1, &zero), semtimedop(id, 0, -1, &zero)];
+        let removed = remove(id);
+        assert_eq!(seen, [Ok(()), Ok(()), Err(libc::EAGAIN)]);
+        assert_eq!(removed, Ok(()));
     }
 }

@@ -33,6 +33,8 @@ fn bad_arguments_get_clear_errors() {
     assert!(stderr_of(&["keyed", "--keys", "1,0"]).contains("--keys 0"));
     assert!(stderr_of(&["keyed", "--base", "0x7ffffff0", "--keys", "100"]).contains("--base"));
     assert!(stderr_of(&["keyed", "--impl", "kernel"]).contains("kernel-semget"));
+    assert!(stderr_of(&["sem-pingpong", "--iters", "0"]).contains("--iters 0"));
+    assert!(stderr_of(&["sem-pingpong", "--impl", "semop"]).contains("sysv-semop"));
 }
 
 fn json_of(args: &[&str]) -> serde_json::Value {
@@ -72,6 +74,8 @@ fn every_workload_writes_valid_json() {
         &["ping-pong", "--shared", "--iters", "50", "--pairs", "2"],
         &["ping-pong", "--shared", "--iters", "50", "--no-pin"],
         &["recovery"],
+        &["sem-pingpong", "--iters", "20"],
+        &["sem-pingpong", "--iters", "20", "--no-pin", "--impl", "ufutex-named,posix-sem"],
     ];
     for args in cases {
         let v = json_of(args);
@@ -251,4 +255,32 @@ fn keyed_cleans_up_on_sigint() {
     assert_eq!(sets_in(base, 400), 0, "sets left behind");
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}");
+}
+
+/// `sem-pingpong` leaves no name behind: the POSIX semaphores' and the ufutex namespace's
+/// (each carries the run's pid), and the SysV set is removed (the run fails otherwise: its
+/// `IPC_RMID` is checked by the unit tests; here, the names).
+#[test]
+fn sem_pingpong_leaves_no_names_behind() {
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ufutex-bench"))
+        .args(["sem-pingpong", "--iters", "20", "--reps", "2", "--quiet", "--no-pin"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8(out.stdout).unwrap();
+    for c in ["ufutex-named", "sysv-semop", "posix-sem"] {
+        assert!(table.contains(&format!("| {c} |")), "{c}: {table}");
+    }
+    for side in ["ping", "pong"] {
+        let f = format!("/dev/shm/sem.ufutex-bench-{pid}-{side}");
+        assert!(!std::path::Path::new(&f).exists(), "{f} left behind");
+    }
+    let prefix = format!("bench-sem-{pid}-");
+    let left: Vec<String> =
+        ufutex::named::Namespace::list().unwrap().into_iter().filter(|n| n.starts_with(&prefix)).collect();
+    assert!(left.is_empty(), "namespaces left behind: {left:?}");
 }

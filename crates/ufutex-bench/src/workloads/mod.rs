@@ -9,6 +9,7 @@ pub mod perfbench;
 pub mod pingpong;
 pub mod recovery;
 pub mod schbench;
+pub mod sempingpong;
 pub mod waitv;
 pub mod wake;
 
