@@ -102,6 +102,24 @@ unsafe fn obj(o: *const UfutexObj) -> Result<(&'static Namespace, u32, u32), Err
     Ok((namespace(o.ns)?, o.slot, o.gen))
 }
 
+/// A timed operation on an object: the handle and the deadline checked (in that order), then `f`.
+///
+/// # Safety
+/// `o` is NULL or a readable `struct ufutex_obj`; `timeout` NULL or a readable timespec.
+unsafe fn timed(
+    o: *const UfutexObj,
+    timeout: *const timespec,
+    clockid: clockid_t,
+    f: impl FnOnce(&'static Namespace, u32, u32, Option<Deadline>) -> Result<c_long, NamedError>,
+) -> c_long {
+    entry(|| {
+        // SAFETY: forwarded contract.
+        let (ns, slot, gen) = unsafe { obj(o) }?;
+        let d = deadline(timeout, clockid)?;
+        f(ns, slot, gen, d).map_err(errno)
+    })
+}
+
 /// # Safety
 /// `out` is NULL or points to a writable `struct ufutex_obj`.
 unsafe fn give(out: *mut UfutexObj, ns: &Namespace, slot: u32, gen: u32, existed: bool) -> Result<c_long, Errno> {
@@ -203,12 +221,8 @@ pub unsafe extern "C" fn ufutex_sem_post(o: *const UfutexObj, n: c_uint) -> c_lo
 /// `o` is NULL or a readable `struct ufutex_obj`; `timeout` NULL or a readable timespec.
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_sem_wait(o: *const UfutexObj, timeout: *const timespec, clockid: clockid_t) -> c_long {
-    entry(|| {
-        // SAFETY: forwarded contract.
-        let (ns, slot, gen) = unsafe { obj(o) }?;
-        let d = deadline(timeout, clockid)?;
-        Semaphore { ns, slot, gen }.wait(d).map(|()| 0).map_err(errno)
-    })
+    // SAFETY: forwarded contract.
+    unsafe { timed(o, timeout, clockid, |ns, slot, gen, d| Semaphore { ns, slot, gen }.wait(d).map(|()| 0)) }
 }
 
 /// Take one from the count if it is above 0, else `EAGAIN`.
@@ -307,12 +321,8 @@ pub unsafe extern "C" fn ufutex_event_wait(
     timeout: *const timespec,
     clockid: clockid_t,
 ) -> c_long {
-    entry(|| {
-        // SAFETY: forwarded contract.
-        let (ns, slot, gen) = unsafe { obj(o) }?;
-        let d = deadline(timeout, clockid)?;
-        Event { ns, slot, gen }.wait(d).map(|()| 0).map_err(errno)
-    })
+    // SAFETY: forwarded contract.
+    unsafe { timed(o, timeout, clockid, |ns, slot, gen, d| Event { ns, slot, gen }.wait(d).map(|()| 0)) }
 }
 
 /// Open or create the mutex `key`.
@@ -352,12 +362,8 @@ pub unsafe extern "C" fn ufutex_nmutex_lock(
     timeout: *const timespec,
     clockid: clockid_t,
 ) -> c_long {
-    entry(|| {
-        // SAFETY: forwarded contract.
-        let (ns, slot, gen) = unsafe { obj(o) }?;
-        let d = deadline(timeout, clockid)?;
-        Mutex { ns, slot, gen }.lock(d).map(acquired).map_err(errno)
-    })
+    // SAFETY: forwarded contract.
+    unsafe { timed(o, timeout, clockid, |ns, slot, gen, d| Mutex { ns, slot, gen }.lock(d).map(acquired)) }
 }
 
 /// Lock the mutex if it can be had at once: 0 or `EOWNERDEAD` as for lock; `EBUSY` if held.
