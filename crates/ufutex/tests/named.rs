@@ -23,6 +23,12 @@ fn named_objects_across_processes() {
     let _table = common::isolated_shared_table();
     std::env::set_var("UFUTEX_NAMED_SLOTS", "4096");
     let ns = Namespace::open("tests").unwrap();
+    // A process maps a namespace file once, however often it opens it.
+    let mappings =
+        || std::fs::read_to_string("/proc/self/maps").unwrap().lines().filter(|l| l.contains("ns-tests")).count();
+    let before = mappings();
+    let _again = Namespace::open("tests").unwrap();
+    assert_eq!(mappings(), before);
     assert!(Namespace::open("bad/name").is_err());
     assert_eq!(Namespace::open("").unwrap_err(), NamedError::Invalid);
 

@@ -141,7 +141,8 @@ impl fmt::Debug for Namespace {
 #[cfg(not(ufutex_loom))]
 impl Namespace {
     /// Open (or create) the namespace `name` (letters, digits, `.`, `_`, `-`; 1 to 64 bytes).
-    /// Each call maps it anew; open a namespace once and share the handle.
+    /// A process maps each namespace file once: opening it again reuses the mapping (a new file
+    /// under the name, after [`Namespace::unlink`], is mapped anew).
     ///
     /// # Errors
     /// [`NamedError::Invalid`] for a bad name; `Shared(Access)` if its file is not safely the
@@ -164,7 +165,7 @@ impl Namespace {
             return Err(NamedError::Invalid);
         }
         let path = shared::file::user_file(&format!("ns-{name}"))?;
-        let (base, order) = shared::file::with_owned_file(&path, map_namespace)?;
+        let (base, order) = shared::file::with_owned_file(&path, mapped)?;
         let n = 1usize << order;
         // SAFETY: `base` is a leaked mapping of one header page, 2^order slots and 2^order name
         // slots (64 bytes each, page-aligned), all atomics (any bit pattern is valid); it is
@@ -395,6 +396,35 @@ fn valid_name(name: &str) -> bool {
 /// and a waiter that misses this sees the removed mark when its own wait ends).
 fn wake_all(w: &AtomicU32) {
     let _ = shared::wake(w, usize::MAX);
+}
+
+/// The namespace files this process has mapped: (device, inode) → (base, order). Mappings are
+/// never unmapped; a forked child inherits them with this list.
+#[cfg(not(ufutex_loom))]
+static MAPPED: std::sync::Mutex<Vec<Mapped>> = std::sync::Mutex::new(Vec::new());
+
+/// One mapped namespace file: its (device, inode), base address and slot order.
+#[cfg(not(ufutex_loom))]
+type Mapped = ((u64, u64), (usize, u32));
+
+#[cfg(not(ufutex_loom))]
+/// The mapping of the namespace file `fd` (under its flock): this process's earlier one for the
+/// same file, or a new one.
+fn mapped(fd: libc::c_int) -> Result<(*mut u8, u32), SharedError> {
+    // SAFETY: an all-zero stat is a valid out-buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open; `st` is a valid out-buffer.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(SharedError::from_errno(shared::segment::errno()));
+    }
+    let id = (st.st_dev, st.st_ino);
+    let mut m = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&(_, (base, order))) = m.iter().find(|(k, _)| *k == id) {
+        return Ok((base as *mut u8, order));
+    }
+    let (base, order) = map_namespace(fd)?;
+    m.push((id, (base as usize, order)));
+    Ok((base, order))
 }
 
 #[cfg(not(ufutex_loom))]
