@@ -1,0 +1,94 @@
+//! SIGKILL at random moments over a namespace: worker processes create, look up, use and remove
+//! objects under colliding keys (a 64-slot namespace) while the test kills them at random and
+//! starts new ones. Afterwards the namespace is consistent: the live count equals the objects
+//! found, every object is found by its key, each key once, and creating and removing work.
+//!
+//! `UFUTEX_STRESS_SECS` sets how long the killing goes on (default 2 s).
+
+mod common;
+
+use common::{child, reap};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+use ufutex::named::{NamedError, Namespace, Open};
+
+fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+fn worker() -> i32 {
+    let Ok(ns) = Namespace::open("kills") else { return 3 };
+    // SAFETY: getpid has no arguments.
+    let mut s = 0x9E37_79B9_7F4A_7C15 ^ (unsafe { libc::getpid() } as u64) << 20;
+    loop {
+        let r = xorshift(&mut s);
+        let key = r % 40;
+        let res = match (r >> 8) % 6 {
+            0 | 1 => ns.semaphore(key, Open::Create, 1).and_then(|(sem, _)| sem.post(1)).map(drop),
+            2 => ns.semaphore(key, Open::Existing, 0).and_then(|(sem, _)| sem.try_wait()).map(drop),
+            3 => ns.remove(key),
+            4 => ns.mutex(key + 100, Open::Create).and_then(|(m, _)| {
+                m.lock(Some(Duration::from_millis(5).into()))?;
+                m.unlock()
+            }),
+            _ => ns.event(key + 200, Open::Create, false, false).and_then(|(e, _)| e.set()),
+        };
+        match res {
+            Ok(()) | Err(NamedError::NotFound | NamedError::Removed | NamedError::Invalid) => {}
+            Err(NamedError::Shared(ufutex::shared::SharedError::TimedOut)) => {}
+            Err(_) => return 2,
+        }
+    }
+}
+
+#[test]
+fn random_kills_leave_the_namespace_consistent() {
+    let _table = common::isolated_shared_table();
+    std::env::set_var("UFUTEX_NAMED_SLOTS", "128");
+    let secs: f64 = std::env::var("UFUTEX_STRESS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(2.0);
+    let ns = Namespace::open("kills").unwrap();
+    let mut workers: Vec<libc::pid_t> = (0..4).map(|_| child(worker)).collect();
+    let (start, mut kills, mut s) = (Instant::now(), 0u32, 0x1234_5678u64);
+    while start.elapsed().as_secs_f64() < secs {
+        std::thread::sleep(Duration::from_micros(xorshift(&mut s) % 3000));
+        let i = (xorshift(&mut s) % workers.len() as u64) as usize;
+        // SAFETY: our own child.
+        unsafe { libc::kill(workers[i], libc::SIGKILL) };
+        let st = reap(workers[i]);
+        assert_eq!(st, -libc::SIGKILL, "a worker failed on its own: {st}");
+        kills += 1;
+        workers[i] = child(worker);
+    }
+    for &pid in &workers {
+        // SAFETY: our own children.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        reap(pid);
+    }
+    eprintln!("{kills} kills");
+    // Any change takes the changers' lock over from a dead worker and finishes its change.
+    ns.semaphore(1000, Open::CreateNew, 0).unwrap();
+    ns.remove(1000).unwrap();
+    let objects = ns.objects();
+    assert_eq!(objects.len(), ns.len(), "the live count equals the objects found");
+    let mut keys = HashSet::new();
+    for o in &objects {
+        assert!(keys.insert(o.key), "key {} twice", o.key);
+    }
+    // Every object can be opened by its key and removed; then nothing is left.
+    for o in objects {
+        let found = match o.kind {
+            ufutex::named::Kind::Semaphore => ns.semaphore(o.key, Open::Existing, 0).map(|r| r.1),
+            ufutex::named::Kind::Mutex => ns.mutex(o.key, Open::Existing).map(|r| r.1),
+            ufutex::named::Kind::Event => ns.event(o.key, Open::Existing, false, false).map(|r| r.1),
+            ufutex::named::Kind::Word => ns.word(o.key, Open::Existing).map(|r| r.1),
+        };
+        assert_eq!(found, Ok(true), "{o:?}");
+        ns.remove(o.key).unwrap();
+    }
+    assert!(ns.is_empty());
+    assert!(ns.objects().is_empty());
+    let _ = Namespace::unlink("kills");
+}
