@@ -105,29 +105,30 @@ pub(crate) struct Header {
     pub(crate) order: AtomicU32,
     /// The robust lock of creators and removers (`shared::lock`).
     pub(crate) lock: AtomicU64,
-    /// `(slot being changed + 1) << 32 | live objects`: the intent and the count, changed
-    /// together at the end of each change.
+    /// `(slot being changed + 1) << 32 | removing << 31 | live objects`: the intent (which slot,
+    /// creation or removal) and the count, changed together at the end of each change.
     pub(crate) progress: AtomicU64,
 }
 
 impl Header {
     /// Live objects.
     pub(crate) fn live(&self) -> u32 {
-        self.progress.load(Ordering::Relaxed) as u32
+        self.progress.load(Ordering::Relaxed) as u32 & !REMOVING
     }
 
-    /// The slot being changed, if any.
-    fn intent(&self) -> Option<u32> {
-        ((self.progress.load(Ordering::Relaxed) >> 32) as u32).checked_sub(1)
+    /// The change under way, if any: the slot, and whether it is a removal (else a creation).
+    fn intent(&self) -> Option<(u32, bool)> {
+        let p = self.progress.load(Ordering::Relaxed);
+        let slot = ((p >> 32) as u32).checked_sub(1)?;
+        Some((slot, p as u32 & REMOVING != 0))
     }
 
-    /// Say `slot` is being changed (the count unchanged).
-    fn begin(&self, slot: u32) {
-        let live = self.live();
+    /// Say `slot` is being created (or removed), the count unchanged.
+    fn begin(&self, slot: u32, removing: bool) {
+        let live = self.live() | if removing { REMOVING } else { 0 };
         self.progress.store((u64::from(slot) + 1) << 32 | u64::from(live), Ordering::Relaxed);
     }
 
-    /// The change is over: no intent, and the count moved by `delta`, in one store.
     fn end(&self, delta: i32) {
         let live = self.live().wrapping_add_signed(delta);
         self.progress.store(u64::from(live), Ordering::Relaxed);
@@ -165,6 +166,9 @@ pub(crate) enum TableError {
 
 /// The longest byte-string name.
 pub const NAME_MAX: usize = 56;
+
+/// `progress` bit: the change under way is a removal.
+const REMOVING: u32 = 1 << 31;
 
 /// `kind` bit: the slot's key is the hash of the name in its name slot.
 const NAMED: u32 = 1 << 31;
@@ -316,27 +320,29 @@ impl<'a> Table<'a> {
     /// removing gets its removal finished (the word marked, its waiters woken).
     #[cold]
     pub(crate) fn recover(&self, wake: &impl Fn(&AtomicU32)) {
-        let Some(s) = self.header.intent().and_then(|i| self.slots.get(i as usize)) else {
-            self.header.end(0); // a stray intent (corrupt): nothing to finish
+        let Some((s, removing)) = self.header.intent().and_then(|(i, r)| Some((self.slots.get(i as usize)?, r))) else {
+            self.header.end(0); // nothing under way (or a stray intent: corrupt)
             return;
         };
         let st = s.state.load(Ordering::Relaxed);
-        match st & PHASE {
-            BUSY => {
-                // A creation never published: bury it (it was never counted in).
+        match (removing, st & PHASE) {
+            // A creation never published: bury it (it was never counted in).
+            (false, BUSY) => {
                 s.state.store(pack(gen_of(st).wrapping_add(1), DEAD), Ordering::Release);
                 s.word.store(REMOVED, Ordering::Release);
                 wake(&s.word);
                 self.header.end(0);
             }
-            DEAD => {
-                // A removal that did not end: finish it, and count the object out.
+            // A creation published but not ended: count it in.
+            (false, LIVE) => self.header.end(1),
+            // A removal that marked the slot but did not end: finish it, count the object out.
+            (true, DEAD) => {
                 s.word.store(REMOVED, Ordering::Release);
                 wake(&s.word);
                 self.header.end(-1);
             }
-            // Live: a creation that published but did not end (count it in); Empty: nothing.
-            LIVE => self.header.end(1),
+            // A creation that had not marked its slot, a removal that had not marked it (the
+            // object lives on): nothing happened.
             _ => self.header.end(0),
         }
     }
@@ -389,7 +395,7 @@ impl<'a> Table<'a> {
         let i = free.ok_or(TableError::Full)?;
         let s = &self.slots[i];
         let gen = gen_of(s.state.load(Ordering::Relaxed));
-        self.header.begin(i as u32);
+        self.header.begin(i as u32, false);
         s.state.store(pack(gen, BUSY), Ordering::Relaxed);
         fence(Ordering::Release); // Busy before the fields, for a reader that saw Live before
         point(Point::Creating);
@@ -424,7 +430,7 @@ impl<'a> Table<'a> {
             None => Err(TableError::NotFound),
             Some(f) => {
                 let s = &self.slots[f.slot as usize];
-                self.header.begin(f.slot);
+                self.header.begin(f.slot, true);
                 s.state.store(pack(f.gen.wrapping_add(1), DEAD), Ordering::Release);
                 point(Point::Removing);
                 s.word.store(REMOVED, Ordering::Release);
@@ -541,7 +547,7 @@ mod tests {
         let t = Table { header: &h, slots: &s, names: &names };
         // A creator died after marking slot 2 Busy (one object live elsewhere).
         h.progress.store(1, Ordering::Relaxed);
-        h.begin(2);
+        h.begin(2, false);
         s[2].state.store(pack(5, BUSY), Ordering::Relaxed);
         let woken = std::cell::Cell::new(0);
         t.recover(&|_| woken.set(woken.get() + 1));
@@ -549,10 +555,20 @@ mod tests {
         assert_eq!((h.intent(), h.live()), (None, 1));
         assert_eq!(woken.get(), 1);
         // A remover died after marking slot 1 Dead: finished, counted out.
-        h.begin(1);
+        h.begin(1, true);
         s[1].state.store(pack(3, DEAD), Ordering::Relaxed);
         t.recover(&|_| woken.set(woken.get() + 1));
         assert_eq!((h.intent(), h.live(), woken.get()), (None, 0, 2));
         assert_eq!(s[1].word.load(Ordering::Relaxed), REMOVED);
+        // A remover died before marking its slot (still Live): nothing happened.
+        h.progress.store(1, Ordering::Relaxed);
+        h.begin(3, true);
+        s[3].state.store(pack(1, LIVE), Ordering::Relaxed);
+        t.recover(&|_| woken.set(woken.get() + 1));
+        assert_eq!((h.intent(), h.live(), woken.get()), (None, 1, 2));
+        // A creator died before marking its slot (a tombstone): nothing happened.
+        h.begin(1, false);
+        t.recover(&|_| woken.set(woken.get() + 1));
+        assert_eq!((h.intent(), h.live(), woken.get()), (None, 1, 2));
     }
 }
