@@ -159,6 +159,7 @@ impl Namespace {
     /// sem.post(1).unwrap();
     /// ns.remove(key).unwrap();
     /// assert_eq!(sem.post(1), Err(ufutex::named::NamedError::Removed));
+    /// Namespace::unlink("doc-example").unwrap(); // its file; our mapping stays usable
     /// ```
     pub fn open(name: &str) -> Result<Namespace, NamedError> {
         if !valid_name(name) {
