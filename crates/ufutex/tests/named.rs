@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{child, reap};
+use common::{child, deadline, dies_at, reap};
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -13,10 +13,6 @@ use ufutex::named::{wait_any, Acquired, NamedError, Namespace, Open, Waitable};
 use ufutex::shared::{self, SharedError};
 
 const LONG: Duration = Duration::from_secs(20);
-
-fn deadline(d: Duration) -> Option<ufutex::Deadline> {
-    Some(d.into())
-}
 
 #[test]
 fn named_objects_across_processes() {
@@ -185,14 +181,6 @@ fn many_keys(ns: &Namespace) {
     for k in 1000..2000u64 {
         ns.remove(k).unwrap();
     }
-}
-
-/// Run `f` in a child armed to die (SIGKILL) at fault point `point`.
-fn dies_at(point: &str, f: impl FnOnce() -> i32) {
-    std::env::set_var("UFUTEX_SHARED_DIE_AT", point);
-    let pid = child(f);
-    std::env::remove_var("UFUTEX_SHARED_DIE_AT");
-    assert_eq!(reap(pid), -libc::SIGKILL, "the child did not reach {point}");
 }
 
 fn a_changer_killed_midway_is_taken_over(ns: &Namespace) {

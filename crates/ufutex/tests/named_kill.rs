@@ -7,24 +7,17 @@
 
 mod common;
 
-use common::{child, reap};
+use common::{child, reap, Rng};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 use ufutex::named::{NamedError, Namespace, Open};
 
-fn xorshift(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
-}
-
 fn worker() -> i32 {
     let Ok(ns) = Namespace::open("kills") else { return 3 };
     // SAFETY: getpid has no arguments.
-    let mut s = 0x9E37_79B9_7F4A_7C15 ^ (unsafe { libc::getpid() } as u64) << 20;
+    let mut s = Rng::new(unsafe { libc::getpid() } as u64);
     loop {
-        let r = xorshift(&mut s);
+        let r = s.next();
         let key = r % 40;
         let res = match (r >> 8) % 6 {
             0 | 1 => ns.semaphore(key, Open::Create, 1).and_then(|(sem, _)| sem.post(1)).map(drop),
@@ -48,13 +41,13 @@ fn worker() -> i32 {
 fn random_kills_leave_the_namespace_consistent() {
     let _table = common::isolated_shared_table();
     std::env::set_var("UFUTEX_NAMED_SLOTS", "128");
-    let secs: f64 = std::env::var("UFUTEX_STRESS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(2.0);
+    let secs: f64 = common::stress_secs() as f64;
     let ns = Namespace::open("kills").unwrap();
     let mut workers: Vec<libc::pid_t> = (0..4).map(|_| child(worker)).collect();
-    let (start, mut kills, mut s) = (Instant::now(), 0u32, 0x1234_5678u64);
+    let (start, mut kills, mut s) = (Instant::now(), 0u32, Rng::new(0x1234_5678));
     while start.elapsed().as_secs_f64() < secs {
-        std::thread::sleep(Duration::from_micros(xorshift(&mut s) % 3000));
-        let i = (xorshift(&mut s) % workers.len() as u64) as usize;
+        std::thread::sleep(Duration::from_micros(s.next() % 3000));
+        let i = (s.next() % workers.len() as u64) as usize;
         // SAFETY: our own child.
         unsafe { libc::kill(workers[i], libc::SIGKILL) };
         let st = reap(workers[i]);

@@ -6,23 +6,12 @@
 
 mod common;
 
-use common::{at, child, shared_anon};
+use common::{at, child, deadline, shared_anon, Rng};
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
 use ufutex::shared::{self, SharedError};
 use ufutex::WaitEntry;
-
-fn deadline(d: Duration) -> Option<ufutex::Deadline> {
-    Some(d.into())
-}
-
-fn xorshift(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
-}
 
 /// Reap `pid`, killing it if it takes longer than `limit` (a hang): its exit status, or
 /// -signal.
@@ -86,17 +75,17 @@ fn a_scribbled_segment_gives_errors_never_a_crash_or_a_hang() {
             operate(&words, 3);
             let f = std::fs::OpenOptions::new().read(true).write(true).open(&file).unwrap();
             let len = f.metadata().unwrap().len();
-            let mut s = 0x2545_F491_4F6C_DD1D ^ (trial + 1).wrapping_mul(0x9E37_79B9);
+            let mut s = Rng::new(trial + 1);
             for _ in 0..1 + trial % 64 {
                 // Mostly where the live structures are: the first pages (header, filter, slots,
                 // buckets) and the first records.
-                let at = match xorshift(&mut s) % 4 {
-                    0 => xorshift(&mut s) % 4096,
-                    1 => 4096 + xorshift(&mut s) % (5 * 4096),
-                    _ => xorshift(&mut s) % len,
+                let at = match s.next() % 4 {
+                    0 => s.next() % 4096,
+                    1 => 4096 + s.next() % (5 * 4096),
+                    _ => s.next() % len,
                 };
-                let bytes = xorshift(&mut s).to_le_bytes();
-                let n = 1 + (xorshift(&mut s) % 8) as usize;
+                let bytes = s.next().to_le_bytes();
+                let n = 1 + (s.next() % 8) as usize;
                 f.write_at(&bytes[..n], at).unwrap();
             }
             operate(&words, 4);

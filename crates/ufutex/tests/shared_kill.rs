@@ -10,15 +10,11 @@
 
 mod common;
 
-use common::{at, child, reap, shared_anon};
+use common::{at, child, deadline, reap, shared_anon, Rng};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use ufutex::shared::{self, SharedError};
 use ufutex::WaitEntry;
-
-fn deadline(d: Duration) -> Option<ufutex::Deadline> {
-    Some(d.into())
-}
 
 struct Words {
     /// Three words at the same in-page offset of three pages, and a fourth beside them.
@@ -30,19 +26,12 @@ struct Words {
     rounds: &'static AtomicU64,
 }
 
-fn xorshift(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
-}
-
 /// A worker: random operations forever (until killed, or the stop flag).
 fn worker(ws: &'static Words) -> i32 {
     // SAFETY: getpid has no arguments.
-    let mut s = 0x9E37_79B9_7F4A_7C15 ^ (unsafe { libc::getpid() } as u64) << 17;
+    let mut s = Rng::new(unsafe { libc::getpid() } as u64);
     while ws.stop.load(Ordering::Relaxed) == 0 {
-        let r = xorshift(&mut s);
+        let r = s.next();
         let w = ws.w[(r % 4) as usize];
         let d = deadline(Duration::from_millis(1 + (r >> 8) % 20));
         let res = match (r >> 16) % 20 {
@@ -89,7 +78,7 @@ fn survivor(ws: &'static Words, mine: u32) -> i32 {
 fn random_kills_lose_no_wakeup_and_leave_nothing_queued() {
     let _table = common::isolated_shared_table();
     std::env::set_var("UFUTEX_SHARED_BUCKETS", "4");
-    let secs: f64 = std::env::var("UFUTEX_STRESS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(2.0);
+    let secs: f64 = common::stress_secs() as f64;
     let p = shared_anon(4 * 4096);
     // SAFETY: a live mapping, never unmapped; offsets aligned.
     let ws: &'static Words = Box::leak(Box::new(unsafe {
@@ -106,10 +95,10 @@ fn random_kills_lose_no_wakeup_and_leave_nothing_queued() {
     let mut workers: Vec<libc::pid_t> = (0..6).map(|_| child(|| worker(ws))).collect();
     let start = Instant::now();
     let mut kills = 0u32;
-    let mut s = 0x1234_5678_9abc_def1u64;
+    let mut s = Rng::new(0x1234_5678_9abc_def1);
     while start.elapsed().as_secs_f64() < secs {
-        std::thread::sleep(Duration::from_micros(xorshift(&mut s) % 3000));
-        let i = (xorshift(&mut s) % workers.len() as u64) as usize;
+        std::thread::sleep(Duration::from_micros(s.next() % 3000));
+        let i = (s.next() % workers.len() as u64) as usize;
         // SAFETY: our own child.
         unsafe { libc::kill(workers[i], libc::SIGKILL) };
         let st = reap(workers[i]);

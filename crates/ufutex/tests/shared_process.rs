@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{at, child, map, memfd, reap, shared_anon, wake_until_one};
+use common::{at, child, deadline, map, memfd, reap, shared_anon, wake_until_one};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8};
 use std::time::{Duration, Instant};
@@ -15,10 +15,6 @@ use ufutex::shared::{self, SharedError};
 use ufutex::WaitEntry;
 
 const LONG: Duration = Duration::from_secs(20);
-
-fn deadline(d: Duration) -> Option<ufutex::Deadline> {
-    Some(d.into())
-}
 
 #[test]
 fn shared_futexes_across_processes() {

@@ -8,16 +8,12 @@
 
 mod common;
 
-use common::{at, child, reap, shared_anon, wake_until_one};
+use common::{at, child, deadline, dies_at, reap, shared_anon, wake_until_one};
 use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
 use ufutex::shared::{self, SharedError};
 
 const LONG: Duration = Duration::from_secs(20);
-
-fn deadline(d: Duration) -> Option<ufutex::Deadline> {
-    Some(d.into())
-}
 
 /// A child that waits on `w` (value 0): exit 0 if woken, 1 on timeout, 2 on another error.
 fn waiter(w: &'static AtomicU32, patience: Duration) -> libc::pid_t {
@@ -39,14 +35,6 @@ fn await_queued(w: &AtomicU32, n: usize) {
         assert!(t.elapsed() < LONG, "never saw {n} queued");
         std::thread::sleep(Duration::from_millis(1));
     }
-}
-
-/// Run `f` in a child armed to die at `point`; it must die by SIGKILL.
-fn dies_at(point: &str, f: impl FnOnce() -> i32) {
-    std::env::set_var("UFUTEX_SHARED_DIE_AT", point);
-    let pid = child(f);
-    std::env::remove_var("UFUTEX_SHARED_DIE_AT");
-    assert_eq!(reap(pid), -libc::SIGKILL, "the child did not reach {point}");
 }
 
 /// After a scenario: nobody is left on `w`, and a fresh round of `n` waiters counts exactly.

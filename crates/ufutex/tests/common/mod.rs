@@ -207,3 +207,17 @@ pub fn wake_until_one(wake: impl Fn() -> Result<usize, ufutex::shared::SharedErr
         std::thread::sleep(Duration::from_millis(1));
     }
 }
+
+/// A deadline `d` from now (the shared and named tests' waits are all bounded).
+pub fn deadline(d: Duration) -> Option<ufutex::Deadline> {
+    Some(d.into())
+}
+
+/// Run `f` in a child armed by the fault-injection hook to die (SIGKILL) at `point` of the
+/// shared table's code; it must die there.
+pub fn dies_at(point: &str, f: impl FnOnce() -> i32) {
+    std::env::set_var("UFUTEX_SHARED_DIE_AT", point);
+    let pid = child(f);
+    std::env::remove_var("UFUTEX_SHARED_DIE_AT");
+    assert_eq!(reap(pid), -libc::SIGKILL, "the child did not reach {point}");
+}
