@@ -6,5 +6,8 @@ export RUSTFLAGS="--cfg ufutex_loom"
 # others with two.
 LOOM_MAX_PREEMPTIONS=2 cargo test --release -p ufutex --test loom_core --target-dir target/loom -- --skip resize_races_requeue
 LOOM_MAX_PREEMPTIONS=1 cargo test --release -p ufutex --test loom_core --target-dir target/loom -- --exact resize_races_requeue
+# The same protocol where membarrier is unavailable: both sides fence (membarrier.rs).
+UFUTEX_LOOM_FENCE=symmetric LOOM_MAX_PREEMPTIONS=2 cargo test --release -p ufutex --test loom_core \
+  --target-dir target/loom -- --skip resize_races_requeue
 # The Linux parker's bell protocol on a model of the kernel futex (unit tests in parker/linux.rs).
 LOOM_MAX_PREEMPTIONS=2 cargo test --release -p ufutex --lib --target-dir target/loom -- --test-threads=1

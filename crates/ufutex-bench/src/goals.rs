@@ -1,4 +1,4 @@
-//! The goals of issues 2, 4, 6, 12 and 15, judged from a run's benches as ratios measured in that
+//! The goals of issues 2, 4, 6, 12, 14 and 15, judged from a run's benches as ratios measured in that
 //! run (or, where a goal is absolute, as the measured value against its bound).
 
 use crate::export::num;
@@ -53,6 +53,7 @@ pub fn judge(benches: &[Bench]) -> Vec<Goal> {
     let mut g = Vec::new();
     let wake0 = bench(benches, "fastpath", "wake, no waiters");
     g.push(goal("#2", "wake with no waiters", "≥ 25×", versus(wake0, "call", "ufutex"), |r| r >= 25.0));
+    g.push(after_store_goal(bench(benches, "fastpath", "wake right after a store")));
     let wait = bench(benches, "fastpath", "wait, value mismatch");
     g.push(goal("#2", "wait with a mismatching value", "≥ 25×", versus(wait, "call", "ufutex"), |r| r >= 25.0));
     let rq = bench(benches, "requeue", "waiters=128 ");
@@ -153,6 +154,17 @@ fn recovery_goal(b: Option<&Bench>) -> Goal {
     goal("#12", "recovery of a lock whose owner died", "< 10 ms (10 ms / median > 1×)", measured, |r| r > 1.0)
 }
 
+/// Issue 14: a wake right after a store costs at most 2 ns more than a store and a load (no
+/// fence on the waker's path), both timed in the same repetition.
+fn after_store_goal(b: Option<&Bench>) -> Goal {
+    let pair = b.and_then(|b| Some((b.metric("call")?.row("ufutex")?, b.metric("store+load")?.row("ufutex")?)));
+    let measured = pair.map(|(wake, plain)| {
+        let gap = (wake.median - plain.median).max(0.01);
+        (2.0 / gap, format!("ufutex {} vs a store and a load {} ns", num(wake.median), num(plain.median)))
+    });
+    goal("#14", "wake right after a store, no waiters", "≤ 2 ns more (2 ns / gap ≥ 1×)", measured, |r| r >= 1.0)
+}
+
 /// Issue 4 (b): a domain that resized itself vs one fixed at that size, within 3%.
 fn resize_goal(b: Option<&Bench>) -> Goal {
     let m = b.and_then(|b| b.metric("requests/s"));
@@ -241,6 +253,20 @@ mod tests {
             skipped: Vec::new(),
             notes: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_wake_after_a_store_is_judged_by_its_gap_to_a_store_and_a_load() {
+        let judged = |wake: f64, plain: f64| {
+            let mut b = bench("fastpath", "wake right after a store", Metric::lower("call", "ns"), &[("ufutex", wake)]);
+            let plain = vec![("ufutex".to_string(), vec![plain])];
+            b.metrics.push(MetricResult::new(Metric::lower("store+load", "ns"), "kernel", plain));
+            let g = after_store_goal(Some(&b));
+            (g.ratio, g.met)
+        };
+        assert_eq!(judged(2.0, 1.0), (Some(2.0), Some(true)));
+        assert_eq!(judged(9.0, 1.0), (Some(0.25), Some(false)));
+        assert_eq!(after_store_goal(None).met, None);
     }
 
     #[test]

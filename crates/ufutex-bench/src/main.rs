@@ -73,7 +73,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 fn execute(opts: &Options) -> std::io::Result<Vec<Bench>> {
     let c = &opts.common;
     match &opts.job {
-        Job::Fastpath => fastpath::run(c, &[fastpath::Path::WakeNoWaiters, fastpath::Path::WaitMismatch]),
+        Job::Fastpath => {
+            use fastpath::Path;
+            fastpath::run(c, &[Path::WakeNoWaiters, Path::AfterStore, Path::WaitMismatch])
+        }
         Job::PerfBench => perfbench::run(c),
         Job::Hash { params, slots: None } => Ok(vec![hash::run(c, *params)?]),
         Job::Hash { params, slots: Some(points) } => hash::sweep(c, *params, points),

@@ -107,6 +107,10 @@ pub struct Machine {
     /// What ufutex calibrated on this host: ns per spin hint (its spins are budgeted in time).
     #[serde(default)]
     pub spin_hint_ns: u64,
+    /// Whether ufutex's wakes leave out their fence here (`membarrier` works; else both sides
+    /// of the protocol fence).
+    #[serde(default)]
+    pub wakes_fence_free: bool,
 }
 
 impl Machine {
@@ -122,7 +126,8 @@ impl Machine {
         };
         let (cpu_model, vendor) = (field("model name"), field("vendor_id"));
         let spin_hint_ns = ufutex::calibrated_spin_hint_ns();
-        Machine { cpus: crate::sys::online_cpus(), kernel, cpu_model, vendor, spin_hint_ns }
+        let wakes_fence_free = ufutex::wakes_fence_free();
+        Machine { cpus: crate::sys::online_cpus(), kernel, cpu_model, vendor, spin_hint_ns, wakes_fence_free }
     }
 }
 

@@ -4,6 +4,7 @@
 
 use crate::deadline::Deadline;
 use crate::error::WaitError;
+use crate::membarrier::Pays;
 #[cfg(not(ufutex_loom))]
 use crate::table::{Bucket, Table};
 use crate::tables::{NumaMode, Tables};
@@ -186,17 +187,24 @@ impl Domain {
         mask: u64,
         deadline: Option<Deadline>,
     ) -> Result<(), WaitError> {
-        crate::wait::wait_word(&self.tables, word_of(f), F::value_bits(expected), mask, deadline.map(Into::into))
+        crate::wait::wait_word(
+            &self.tables,
+            word_of(f),
+            F::value_bits(expected),
+            mask,
+            deadline.map(Into::into),
+            Pays::Waiter,
+        )
     }
 
     /// Wake up to `n` waiters on `f` in this domain; see [`crate::wake`].
     pub fn wake<F: Futex>(&self, f: &F, n: usize) -> usize {
-        crate::wake::wake_word(&self.tables, word_of(f), n, MATCH_ANY)
+        crate::wake::wake_word(&self.tables, word_of(f), n, MATCH_ANY, Pays::Waiter)
     }
 
     /// Wake up to `n` waiters on `f` whose mask shares a bit with `mask`.
     pub fn wake_bitset<F: Futex>(&self, f: &F, n: usize, mask: u64) -> usize {
-        crate::wake::wake_word(&self.tables, word_of(f), n, mask)
+        crate::wake::wake_word(&self.tables, word_of(f), n, mask, Pays::Waiter)
     }
 
     /// Wait on any of `entries` in this domain; see [`crate::waitv`].

@@ -25,6 +25,7 @@ mod error;
 mod ffi;
 mod key;
 mod lock;
+mod membarrier;
 #[cfg(target_os = "linux")]
 pub mod named;
 mod numa;
@@ -57,6 +58,10 @@ pub use tables::Slots;
 pub use waitv::{WaitEntry, WAITV_MAX};
 pub use word::Futex;
 
+/// Whether this process's wakes leave out their fence (`membarrier` works here).
+#[doc(hidden)]
+#[cfg(not(ufutex_loom))]
+pub use membarrier::fence_free as wakes_fence_free;
 /// What the library measured about this host (a benchmark report states it): ns per spin hint.
 #[doc(hidden)]
 pub use primitive::hint_ns as calibrated_spin_hint_ns;

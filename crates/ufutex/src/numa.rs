@@ -5,6 +5,7 @@
 use crate::deadline::Deadline;
 use crate::domain::Domain;
 use crate::key::Key;
+use crate::membarrier::Pays;
 use crate::primitive::{AtomicU16, AtomicU32, AtomicU64, AtomicU8};
 use crate::resolve::{resolve, NumaError, Purpose};
 use crate::tables::Tables;
@@ -177,7 +178,16 @@ impl Domain {
     ) -> Result<(), NumaError> {
         let (word, key) = f.resolve(self.tables(), Purpose::Queue)?;
         let timeout = deadline.map(Into::into);
-        Ok(crate::wait::wait_key(self.tables(), word, key, F::value_bits(expected), mask, timeout, Wakers::Ufutex)?)
+        Ok(crate::wait::wait_key(
+            self.tables(),
+            word,
+            key,
+            F::value_bits(expected),
+            mask,
+            timeout,
+            Wakers::Ufutex,
+            Pays::Waiter,
+        )?)
     }
 
     /// [`Domain::wake`] on a NUMA pair (resolving, and writing back, the node even for `n == 0`).
@@ -194,7 +204,7 @@ impl Domain {
     /// As [`Domain::wake_numa`].
     pub fn wake_bitset_numa<F: NumaWord>(&self, f: &NumaFutex<F>, n: usize, mask: u64) -> Result<usize, NumaError> {
         let (_, key) = f.resolve(self.tables(), Purpose::Wake)?;
-        Ok(crate::wake::wake(self.tables(), key, n, mask, Report::Count).count)
+        Ok(crate::wake::wake(self.tables(), key, n, mask, Report::Count, Pays::Waiter).count)
     }
 
     /// [`Domain::requeue`] between two NUMA pairs, which may be on different nodes. Both node

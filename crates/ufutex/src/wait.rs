@@ -3,29 +3,44 @@
 //! # The protocol (read before touching wait or wake)
 //!
 //! ```text
-//!   waiter                                   waker
-//!   (A) bucket.waiters += 1; fence(SeqCst)   *word = new               (caller's store)
-//!       lock bucket                          (B) fence(SeqCst)
-//!       *word == expected?                       bucket.waiters == 0?  -> return 0, no lock
-//!         no  -> unlock, waiters -= 1, EAGAIN    lock bucket, dequeue up to n, unlock
-//!         yes -> enqueue, unlock, park           unpark them
+//!   waiter                                     waker
+//!   spin: *word != expected? -> EAGAIN         *word = new                (caller's store)
+//!   (A) bucket.waiters += 1; fence(SeqCst)     (B) point (see below)
+//!       [Pays::Waiter: membarrier]                 bucket.waiters == 0?  -> return 0, no lock
+//!       lock bucket                                lock bucket, dequeue up to n, unlock
+//!       *word == expected?                         unpark them
+//!         no  -> unlock, waiters -= 1, EAGAIN
+//!         yes -> enqueue, unlock, park
 //! ```
 //!
 //! With X = waiters and Y = the word, `w[X] MB r[Y]` against `w[Y] MB r[X]` cannot read 0/0:
 //! either the waiter's load sees the new value, or the waker's count read sees the waiter and
 //! takes the lock — and the bucket lock, held by the waiter from its load to its enqueue, makes
-//! the waker find it queued. In the C++ model both sides are SC fences: whichever of the (A)
-//! and (B) fences comes first in the single order S, the other side's load after its own fence
-//! sees the write sequenced before the first. (On x86 the (A) RMW is already a full barrier;
-//! the fence costs a few ns on the path that is about to sleep, and makes the argument one that
-//! loom checks — loom models SeqCst RMWs as AcqRel, but SC fences at full strength.)
+//! the waker find it queued. Who pays for the two MBs is chosen per word (`membarrier.rs`):
+//! - [`Pays::Waker`] (`ufutex::sync`): (B) is a `fence(SeqCst)`. In the C++ model both sides
+//!   are SC fences: whichever of the (A) and (B) fences comes first in the single order S, the
+//!   other side's load after its own fence sees the write sequenced before the first. (loom
+//!   models SeqCst RMWs as AcqRel but SC fences at full strength, so the (A) fence makes this
+//!   an argument loom checks.)
+//! - [`Pays::Waiter`] (everything else): (B) is a compiler barrier, and the waiter calls
+//!   `membarrier` between its (A) fence and its compare. The kernel makes every other running
+//!   thread of the process execute a full barrier during that call, so the waker behaves as if
+//!   its (B) fence sat wherever that barrier landed: before its count read (which then sees the
+//!   increment, made before the call), or after its store (which the compare, made after the
+//!   call, then sees). Without `membarrier` (`membarrier.rs`), (B) is a fence again.
+//!
+//! A paying waiter first spins on the word (the parker's adaptive budget) and returns
+//! `WouldBlock` if it changes: a wait that has not queued yet may look later, linearisable at
+//! the load that saw the change. That keeps the barrier — ~100 ns, ~12 µs when it must
+//! interrupt another CPU — off every wait whose partner answers within the spin.
 //!
 //! Resizes keep this true across tables (see `table.rs`): a retired bucket's count is ≥
 //! RETIRED, so a waker holding a stale table never skips the lock; it locks, finds the table
 //! not current, and retries on the current one. If the waker read 0 *before* the retire mark,
 //! its read is coherence-ordered before the mark, which happens before (through the new
 //! table's publication) the (A) fence of any waiter that queues in a later table; so (B)
-//! precedes that fence in S, and that waiter sees the store.
+//! precedes that fence in S (or, with a paying waiter, its barrier), and that waiter sees the
+//! store.
 //!
 //! Early exit: a wait whose value already differs returns `WouldBlock` after one load, without
 //! touching a bucket; that is linearisable at the load (the value differed then).
@@ -33,12 +48,13 @@
 use crate::deadline::Timeout;
 use crate::error::WaitError;
 use crate::key::Key;
+use crate::membarrier::Pays;
 use crate::parker::{Park, ParkTimeout, Watch};
 use crate::queue::Home;
 use crate::table::Node;
 use crate::tables::Tables;
-use crate::thread::{with_thread, ThreadData};
-use crate::waiter::{await_unparks, dequeue_self, enqueue, register};
+use crate::thread::with_thread;
+use crate::waiter::{await_unparks, dequeue_self, enqueue, register, Want};
 use crate::word::WordRef;
 
 /// The untyped wait every front end calls.
@@ -49,8 +65,9 @@ pub(crate) fn wait_word(
     expected: u64,
     mask: u64,
     timeout: Option<Timeout>,
+    pays: Pays,
 ) -> Result<(), WaitError> {
-    wait_key(tables, word, Key::private(word.addr()), expected, mask, timeout, Wakers::Ufutex)
+    wait_key(tables, word, Key::private(word.addr()), expected, mask, timeout, Wakers::Ufutex, pays)
 }
 
 /// Who may end a wait with a wake.
@@ -68,6 +85,7 @@ pub(crate) enum Wakers {
 
 /// [`wait_word`] with the key given: its node picks the table (NUMA, see `numa.rs`).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)] // the operation's own arguments, plus who wakes and pays
 pub(crate) fn wait_key(
     tables: &Tables,
     word: WordRef,
@@ -76,16 +94,18 @@ pub(crate) fn wait_key(
     mask: u64,
     timeout: Option<Timeout>,
     wakers: Wakers,
+    pays: Pays,
 ) -> Result<(), WaitError> {
     if word.load() != expected {
         return Err(WaitError::WouldBlock);
     }
-    wait_slow(tables, word, key, expected, mask, timeout, wakers)
+    wait_slow(tables, word, key, expected, mask, timeout, wakers, pays)
 }
 
 /// Everything after the early value check, out of line: the check alone is inlined into the
 /// callers (a mismatching wait costs one load and a compare).
 #[inline(never)]
+#[allow(clippy::too_many_arguments)] // as `wait_key`
 fn wait_slow(
     tables: &Tables,
     word: WordRef,
@@ -94,41 +114,35 @@ fn wait_slow(
     mask: u64,
     timeout: Option<Timeout>,
     wakers: Wakers,
+    pays: Pays,
 ) -> Result<(), WaitError> {
-    with_thread(|td| wait_queued(tables, td, word, key, expected, mask, timeout, wakers))
-}
-
-#[inline(never)]
-#[allow(clippy::too_many_arguments)] // the operation's own arguments, plus where it runs
-fn wait_queued(
-    tables: &Tables,
-    td: &ThreadData,
-    word: WordRef,
-    key: Key,
-    expected: u64,
-    mask: u64,
-    timeout: Option<Timeout>,
-    wakers: Wakers,
-) -> Result<(), WaitError> {
-    register(tables, td);
-    let node = Node::new(&td.parker, 0);
-    let bell = enqueue(tables, &node, word, expected, key, mask)?.bell();
-    let watch = match wakers {
-        Wakers::Ufutex => None,
-        Wakers::AlsoKernel => word.as_u32().map(|w| Watch { word: w, val: expected as u32, shared: false }),
-    };
-    match td.parker.park(1, timeout.as_ref(), Some(bell), watch) {
-        Ok(()) => {
-            td.parker.reset();
-            Ok(())
+    with_thread(|td| {
+        register(tables, td);
+        // A paying waiter spins on the word before it queues (see the module docs): a change
+        // seen here is a mismatch, linearisable at the load that saw it.
+        if pays == Pays::Waiter && td.parker.spin_for(|| word.load() != expected) {
+            return Err(WaitError::WouldBlock);
         }
-        Err(why) => {
-            // Dequeued by a waker after all, or woken by the kernel on the watched word (a
-            // legacy wait may return 0 without a ufutex waker): Ok.
-            let woken = dequeue_self(&node);
-            let r = if woken || why == ParkTimeout::Watched { Ok(()) } else { Err(why.into()) };
-            await_unparks(&td.parker, u32::from(woken));
-            r
+        let node = Node::new(&td.parker, 0);
+        let bell = enqueue(tables, &Want { node: &node, word, expected, key, mask }, pays)?.bell();
+        let watch = match wakers {
+            Wakers::Ufutex => None,
+            Wakers::AlsoKernel => word.as_u32().map(|w| Watch { word: w, val: expected as u32, shared: false }),
+        };
+        // The paying waiter has spun already; the other spins for its unpark.
+        match td.parker.park(1, timeout.as_ref(), Some(bell), watch, pays == Pays::Waker) {
+            Ok(()) => {
+                td.parker.reset();
+                Ok(())
+            }
+            Err(why) => {
+                // Dequeued by a waker after all, or woken by the kernel on the watched word (a
+                // legacy wait may return 0 without a ufutex waker): Ok.
+                let woken = dequeue_self(&node);
+                let r = if woken || why == ParkTimeout::Watched { Ok(()) } else { Err(why.into()) };
+                await_unparks(&td.parker, u32::from(woken));
+                r
+            }
         }
-    }
+    })
 }

@@ -3,11 +3,12 @@
 use crate::deadline::Timeout;
 use crate::error::WaitError;
 use crate::key::Key;
+use crate::membarrier::Pays;
 use crate::parker::Park;
 use crate::table::Node;
 use crate::tables::Tables;
 use crate::thread::{with_thread, ThreadData};
-use crate::waiter::{await_unparks, dequeue_self, enqueue, register};
+use crate::waiter::{await_unparks, dequeue_self, enqueue_all, register, Want};
 use crate::word::{word_of, Futex, WordRef};
 use crate::MATCH_ANY;
 use std::marker::PhantomData;
@@ -93,16 +94,27 @@ fn waitv_queued(
     timeout: Option<Timeout>,
 ) -> Result<usize, WaitError> {
     register(tables, td);
+    // Spin before queueing, as a wait does (`wait.rs`): a change is a mismatch.
+    if td.parker.spin_for(|| entries.iter().any(|e| e.word.load() != e.expected)) {
+        return Err(WaitError::WouldBlock);
+    }
     // SAFETY: this thread is between episodes: the previous one ended with every node dequeued
     // and every owed unpark received (`finish`).
     let nodes = unsafe { td.waitv_nodes(entries.len()) };
-    for (i, (e, node)) in entries.iter().zip(nodes).enumerate() {
-        if let Err(mismatch) = enqueue(tables, node, e.word, e.expected, e.key, e.mask) {
-            return finish(td, &nodes[..i], Err(mismatch));
-        }
+    if let Err(queued) = enqueue_all(tables, &wants(entries, nodes), Pays::Waiter) {
+        return finish(td, &nodes[..queued], Err(WaitError::WouldBlock));
     }
-    let parked = td.parker.park(1, timeout.as_ref(), None, None).map_err(WaitError::from);
+    let parked = td.parker.park(1, timeout.as_ref(), None, None, false).map_err(WaitError::from);
     finish(td, nodes, parked)
+}
+
+/// What [`enqueue_all`] queues for `entries`, node `i` for entry `i`.
+pub(crate) fn wants<'n>(entries: &[WaitEntry<'_>], nodes: &'n [Node]) -> Vec<Want<'n>> {
+    entries
+        .iter()
+        .zip(nodes)
+        .map(|(e, node)| Want { node, word: e.word, expected: e.expected, key: e.key, mask: e.mask })
+        .collect()
 }
 
 /// Take every still-queued node out; if wakers dequeued any, wait for all their unparks and

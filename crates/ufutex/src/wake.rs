@@ -2,7 +2,8 @@
 //! caller; a lock's unlock also asks whether a matching waiter was left queued.
 
 use crate::key::Key;
-use crate::primitive::{fence, Ordering};
+use crate::membarrier::{self, Pays};
+use crate::primitive::Ordering;
 use crate::queue::Step;
 use crate::table::{Table, WakeList};
 use crate::tables::Tables;
@@ -29,17 +30,18 @@ pub(crate) struct Woken {
 
 const NONE: Woken = Woken { count: 0, more: false };
 
-/// Wake up to `n` waiters on `key` whose mask shares a bit with `mask`, oldest first.
+/// Wake up to `n` waiters on `key` whose mask shares a bit with `mask`, oldest first. `pays`:
+/// as every waiter of the word does (`membarrier.rs`).
 #[inline]
-pub(crate) fn wake(tables: &Tables, key: Key, n: usize, mask: u64, report: Report) -> Woken {
+pub(crate) fn wake(tables: &Tables, key: Key, n: usize, mask: u64, report: Report, pays: Pays) -> Woken {
     if n == 0 {
         return NONE;
     }
-    fence(Ordering::SeqCst); // (B)
+    membarrier::waker_point(pays); // (B)
     let Some(table) = tables.table_if_any(&key) else {
         return NONE; // no table yet: nobody ever queued in this slot
     };
-    // (B): Relaxed after the fence; 0 means no waiter and a current table (table.rs invariant).
+    // (B): Relaxed after the point; 0 means no waiter and a current table (table.rs invariant).
     if table.bucket(&key).waiters().load(Ordering::Relaxed) == 0 {
         return NONE;
     }
@@ -48,8 +50,8 @@ pub(crate) fn wake(tables: &Tables, key: Key, n: usize, mask: u64, report: Repor
 
 /// [`wake`] of a private word, reporting the count.
 #[inline]
-pub(crate) fn wake_word(tables: &Tables, word: WordRef, n: usize, mask: u64) -> usize {
-    wake(tables, Key::private(word.addr()), n, mask, Report::Count).count
+pub(crate) fn wake_word(tables: &Tables, word: WordRef, n: usize, mask: u64, pays: Pays) -> usize {
+    wake(tables, Key::private(word.addr()), n, mask, Report::Count, pays).count
 }
 
 #[inline(never)]

@@ -81,6 +81,7 @@ pub(crate) fn wake_op<E>(
 mod loom_models {
     use super::*;
     use crate::error::WaitError;
+    use crate::membarrier::Pays;
     use crate::primitive::AtomicU32;
     use crate::tables::{NumaMode, Slots};
     use crate::wait::{wait_key, Wakers};
@@ -95,7 +96,7 @@ mod loom_models {
             let (t2, w2) = (t.clone(), words.clone());
             let waiter = loom::thread::spawn(move || {
                 let word = word_of(&w2.1);
-                wait_key(&t2, word, Key::private(word.addr()), 0, u64::MAX, None, Wakers::Ufutex)
+                wait_key(&t2, word, Key::private(word.addr()), 0, u64::MAX, None, Wakers::Ufutex, Pays::Waiter)
             });
             let (k1, k2) = (Key::private(word_of(&words.0).addr()), Key::private(word_of(&words.1).addr()));
             let second = || Ok::<bool, ()>(words.1.swap(1, Ordering::SeqCst) == 0);

@@ -121,6 +121,27 @@ fn timeout_races_requeue() {
     });
 }
 
+/// A waiter requeued from a word that changed waits for its new word's wake: the change makes
+/// it return WouldBlock only if it saw the change before it queued, and then nothing moved it.
+#[test]
+fn requeued_waiter_waits_for_its_new_word() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let (d2, w2) = (d.clone(), w.clone());
+        let waiter = thread::spawn(move || d2.wait(&w2.a, 0, None));
+        w.a.store(1, Ordering::Release);
+        let moved = d.requeue(&w.a, 1, &w.b, 0, 1).unwrap();
+        let woken = d.wake(&w.b, 1);
+        match waiter.join().unwrap() {
+            Ok(()) => assert_eq!((moved, woken), (1, 1)),
+            Err(WaitError::WouldBlock) => assert_eq!((moved, woken), (0, 0)),
+            other => panic!("unexpected {other:?} (moved {moved}, woken {woken})"),
+        }
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
+
 /// A waitv woken by two wakers at once: every wake is counted, the result is the highest woken
 /// index, and no unpark leaks into the thread's next wait.
 #[test]

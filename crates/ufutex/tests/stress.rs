@@ -145,6 +145,8 @@ struct Books {
     ops: AtomicUsize,
     sleeps_ended_by_timeout: AtomicUsize,
     wouldblocks: AtomicUsize,
+    /// Moves made in the ping-pong games.
+    moves: AtomicUsize,
 }
 
 const MASKS: [u64; 4] = [0b01, 0b10, 0b11, MATCH_ANY];
@@ -232,18 +234,28 @@ const PINGPONG_MOD: u16 = 254;
 
 /// One side of a ping-pong on a u8 word with waits that have no deadline: a lost wakeup (a
 /// waiter sleeping although the value changed, with its wake gone) hangs here. `parity` 0
-/// moves on even values, 1 on odd ones; side 0 ends the game at `end`.
-fn ping_pong(d: &Domain, w: &AtomicU8, parity: u8, books: &Books, end: Instant) {
+/// moves on even values, 1 on odd ones; side 0 ends the game at `end`. `jitter`: each move
+/// first waits a random 0–20 µs, so that the partner's wait is caught in every phase — its
+/// spin, its barrier, its compare, its sleep — by a wake that has no fence of its own.
+fn ping_pong(d: &Domain, w: &AtomicU8, parity: u8, books: &Books, end: Instant, jitter: Option<u64>) {
+    let mut rng = jitter.map(Rng::new);
     loop {
         let v = w.load(Ordering::SeqCst);
         if v == PINGPONG_DONE {
             return;
         }
         if v % 2 == parity {
+            if let Some(rng) = rng.as_mut() {
+                let until = Instant::now() + Duration::from_nanos(rng.below(20_000));
+                while Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+            }
             let last = parity == 0 && Instant::now() >= end;
             let next = if last { PINGPONG_DONE } else { ((u16::from(v) + 1) % PINGPONG_MOD) as u8 };
             w.store(next, Ordering::SeqCst);
             books.woken.fetch_add(d.wake(w, 1), Ordering::Relaxed);
+            books.moves.fetch_add(1, Ordering::Relaxed);
             if last {
                 return;
             }
@@ -265,7 +277,7 @@ fn stress(name: &str, d: &Domain, resize: bool) {
     let (live, filler, books) = (Live::new(), Filler::new(), Books::default());
     let end = Instant::now() + Duration::from_secs(secs);
     let done = AtomicUsize::new(0);
-    let token = AtomicU8::new(0);
+    let (token, jittered) = (AtomicU8::new(0), AtomicU8::new(0));
     let stop_resizing = AtomicBool::new(false);
     let resizes = std::thread::scope(|s| {
         let _stop = StopOnDrop(&stop_resizing);
@@ -288,17 +300,21 @@ fn stress(name: &str, d: &Domain, resize: bool) {
                 worker(d, live, filler, books, end, seed.wrapping_add(t as u64 * 0x1234_5678_9ABC));
             });
         }
-        let token = &token;
+        let (token, jittered) = (&token, &jittered);
         for parity in 0..2 {
             let (books, done) = (&books, &done);
             s.spawn(move || {
                 let _done = CountOnDrop(done);
-                ping_pong(d, token, parity, books, end);
+                ping_pong(d, token, parity, books, end, None);
+            });
+            s.spawn(move || {
+                let _done = CountOnDrop(done);
+                ping_pong(d, jittered, parity, books, end, Some(seed ^ u64::from(parity)));
             });
         }
         // Drain: once the time is up, wake every live word until every worker has returned
         // (waits without a deadline end only this way).
-        while done.load(Ordering::SeqCst) < THREADS + 2 {
+        while done.load(Ordering::SeqCst) < THREADS + 4 {
             if Instant::now() >= end {
                 for i in 0..LIVE {
                     books.woken.fetch_add(live.wake(d, i, usize::MAX, MATCH_ANY), Ordering::Relaxed);
@@ -311,8 +327,9 @@ fn stress(name: &str, d: &Domain, resize: bool) {
     });
     let (woken, oks) = (books.woken.into_inner(), books.oks.into_inner());
     eprintln!(
-        "{name}: {} ops, {oks} woken waits, {} timed out, {} would block, {resizes} resizes",
+        "{name}: {} ops, {} ping-pong moves, {oks} woken waits, {} timed out, {} would block, {resizes} resizes",
         books.ops.into_inner(),
+        books.moves.into_inner(),
         books.sleeps_ended_by_timeout.into_inner(),
         books.wouldblocks.into_inner()
     );

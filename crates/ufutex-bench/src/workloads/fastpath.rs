@@ -2,6 +2,11 @@
 //! 256 distinct words (each on its own cache line) so that no competitor profits from one
 //! hot address; `black_box` keeps every call and its result alive. `--shared`: the words are
 //! in a `MAP_SHARED` memfd mapping and the competitors are the process-shared ones.
+//!
+//! The wake is also timed the way programs make it, right after a store to the word
+//! (`AfterStore`): there a waker's fence waits for the store to drain, which the bare case
+//! hides. That case also times, in the same repetition, a plain store followed by a load of
+//! another word (`store+load`): what a wake costs beyond it is the waker's own work.
 
 use super::{padded_words, skip_reason, Common, Padded};
 use crate::competitor::{dispatch, Competitor, Op, ANY};
@@ -9,7 +14,7 @@ use crate::result::{Bench, Metric};
 use crate::sched::Plan;
 use std::hint::black_box;
 use std::io;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 const WORDS: usize = 256;
@@ -19,6 +24,8 @@ const WORDS: usize = 256;
 pub enum Path {
     WakeNoWaiters,
     WaitMismatch,
+    /// A store to the word, then a wake with no waiters.
+    AfterStore,
 }
 
 impl Path {
@@ -26,43 +33,68 @@ impl Path {
         match self {
             Path::WakeNoWaiters => "wake, no waiters",
             Path::WaitMismatch => "wait, value mismatch",
+            Path::AfterStore => "wake right after a store, no waiters",
         }
     }
 }
 
-/// One repetition: ns per call, for at least `runtime`.
-pub fn once<C: Competitor>(c: &C, path: Path, runtime: Duration, shared: bool) -> io::Result<f64> {
+/// One repetition: ns per call, for at least `runtime` (with `AfterStore`, then the same time
+/// of a store and a load).
+pub fn once<C: Competitor>(c: &C, path: Path, runtime: Duration, shared: bool) -> io::Result<Vec<f64>> {
     let words = padded_words(WORDS, shared)?;
     let words: &[Padded<AtomicU32>] = &words;
     // Check the competitor does what we time: a mismatch really is one, nobody is woken.
     match path {
-        Path::WakeNoWaiters if c.wake(&*words[0], 1, ANY) != 0 => return Err(io::Error::other("woke a ghost")),
+        Path::WakeNoWaiters | Path::AfterStore if c.wake(&*words[0], 1, ANY) != 0 => {
+            return Err(io::Error::other("woke a ghost"))
+        }
         Path::WaitMismatch if c.wait(&*words[0], 1, ANY) != crate::competitor::Wait::Mismatch => {
             return Err(io::Error::other(format!("{}: mismatching wait did not fail", c.name())))
         }
         _ => {}
     }
+    let call = per_call(runtime, |i| {
+        let w = black_box(&*words[i % WORDS]);
+        match path {
+            Path::WakeNoWaiters => {
+                black_box(c.wake(w, black_box(1), ANY));
+            }
+            Path::WaitMismatch => {
+                black_box(c.wait(w, black_box(1), ANY));
+            }
+            Path::AfterStore => {
+                w.store(i as u32, Ordering::Relaxed);
+                black_box(c.wake(w, black_box(1), ANY));
+            }
+        }
+    });
+    if path != Path::AfterStore {
+        return Ok(vec![call]);
+    }
+    let other = AtomicU32::new(0);
+    let plain = per_call(runtime, |i| {
+        let w = black_box(&*words[i % WORDS]);
+        w.store(i as u32, Ordering::Relaxed);
+        black_box(black_box(&other).load(Ordering::Relaxed));
+    });
+    Ok(vec![call, plain])
+}
+
+/// ns per `f(i)`, over batches of 4096 calls for at least `runtime`.
+fn per_call(runtime: Duration, mut f: impl FnMut(usize)) -> f64 {
     const BATCH: usize = 4096;
     let start = Instant::now();
     let mut calls = 0u64;
     loop {
         for i in 0..BATCH {
-            let w = black_box(&*words[i % WORDS]);
-            match path {
-                Path::WakeNoWaiters => {
-                    black_box(c.wake(w, black_box(1), ANY));
-                }
-                Path::WaitMismatch => {
-                    black_box(c.wait(w, black_box(1), ANY));
-                }
-            }
+            f(i);
         }
         calls += BATCH as u64;
         if start.elapsed() >= runtime {
             break;
         }
     }
-    Ok(start.elapsed().as_nanos() as f64 / calls as f64)
+    start.elapsed().as_nanos() as f64 / calls as f64
 }
 
 pub fn run(common: &Common, paths: &[Path]) -> io::Result<Vec<Bench>> {
@@ -75,7 +107,10 @@ pub fn run(common: &Common, paths: &[Path]) -> io::Result<Vec<Bench>> {
             let plan = Plan {
                 workload: "fastpath",
                 case: common.case(path.label().into()),
-                metrics: vec![Metric::lower("call", "ns")],
+                metrics: match path {
+                    Path::AfterStore => vec![Metric::lower("call", "ns"), Metric::lower("store+load", "ns")],
+                    _ => vec![Metric::lower("call", "ns")],
+                },
                 baseline: common.baseline(),
             };
             sched.run(
@@ -83,7 +118,7 @@ pub fn run(common: &Common, paths: &[Path]) -> io::Result<Vec<Bench>> {
                 &comps,
                 |c| c.name(),
                 |c| skip_reason(c, &[Op::WaitWake]),
-                |c| dispatch!(c, c => once(c, path, runtime, shared)).map(|v| vec![v]),
+                |c| dispatch!(c, c => once(c, path, runtime, shared)),
             )
         })
         .collect()

@@ -14,6 +14,7 @@ use super::{fault, Errno};
 use crate::deadline::Timeout;
 use crate::domain::default_domain;
 use crate::key::Key;
+use crate::membarrier::Pays;
 use crate::requeue::requeue_keys;
 use crate::resolve::{resolve, Purpose};
 use crate::shared;
@@ -197,7 +198,7 @@ unsafe fn wait_with(
         let key = node_key.unwrap_or(Key::private(addr));
         // SAFETY: `addr` is aligned and was just read; the caller keeps it mapped.
         let word = unsafe { loadable(addr, f) };
-        wait_key(default_domain().tables(), word, key, ulong(val), mask, timeout, wakers)?;
+        wait_key(default_domain().tables(), word, key, ulong(val), mask, timeout, wakers, Pays::Waiter)?;
         Ok(0)
     })
 }
@@ -264,7 +265,7 @@ pub unsafe extern "C" fn ufutex_wake(uaddr: *mut c_void, mask: c_ulong, nr: c_in
             let word = unsafe { loadable(addr, f) };
             return Ok(shared::wake_word(word, nr, mask)? as c_long);
         }
-        Ok(wake(default_domain().tables(), key, nr, mask, Report::Count).count as c_long)
+        Ok(wake(default_domain().tables(), key, nr, mask, Report::Count, Pays::Waiter).count as c_long)
     })
 }
 

@@ -24,8 +24,17 @@ impl Park for Parker {
         Parker { inner: Arc::new(Inner { count: Mutex::new(0), cv: Condvar::new() }) }
     }
 
+    /// No spin: this backend is for portability, not speed.
+    fn spin(&self, _need: u32) -> bool {
+        false
+    }
+
+    fn spin_for(&self, _done: impl Fn() -> bool) -> bool {
+        false
+    }
+
     /// `_bell`, `_watch`: this backend sleeps on its own state only (see [`Bell`], [`Watch`]).
-    fn park(
+    fn sleep(
         &self,
         need: u32,
         timeout: Option<&Timeout>,

@@ -91,16 +91,12 @@ impl Park for Parker {
         Parker { word: AtomicU32::new(0), score: AtomicU32::new(SCORE_START), idle_parks: AtomicU32::new(0) }
     }
 
-    /// Wait until `need` unparks of this episode have arrived, or `timeout` passes. `bell`: the
-    /// bell of the bucket the thread's one node was queued in (none for waitv), slept on too
-    /// when the kernel has `futex_waitv`.
-    fn park(
-        &self,
-        need: u32,
-        timeout: Option<&Timeout>,
-        bell: Option<&Bell>,
-        watch: Option<Watch<'_>>,
-    ) -> Result<(), ParkTimeout> {
+    /// The adaptive spin (see `SPIN_SHORT_NS`), then one yield.
+    fn spin(&self, need: u32) -> bool {
+        self.spin_for(|| self.reached(need))
+    }
+
+    fn spin_for(&self, done: impl Fn() -> bool) -> bool {
         let score = self.score.load(Ordering::Relaxed);
         let (short, long) = budgets();
         let budget = if score > 0 {
@@ -115,19 +111,31 @@ impl Park for Parker {
             }
         };
         for _ in 0..budget {
-            if self.reached(need) {
+            if done() {
                 self.score.store((score + SCORE_WIN).min(SCORE_MAX), Ordering::Relaxed);
-                return Ok(());
+                return true;
             }
             spin_hint();
         }
         self.score.store(score.saturating_sub(1), Ordering::Relaxed);
         for _ in 0..YIELDS {
-            if self.reached(need) {
-                return Ok(());
+            if done() {
+                return true;
             }
             yield_now();
         }
+        done()
+    }
+
+    /// Sleep in the kernel. `bell`: the bell of the bucket the thread's one node was queued in
+    /// (none for waitv), slept on too when the kernel has `futex_waitv`.
+    fn sleep(
+        &self,
+        need: u32,
+        timeout: Option<&Timeout>,
+        bell: Option<&Bell>,
+        watch: Option<Watch<'_>>,
+    ) -> Result<(), ParkTimeout> {
         let waitv = futex::has_waitv();
         let (bell, watch) = (bell.filter(|_| waitv), watch.filter(|_| waitv));
         let flags = SLEEPING | if bell.is_some() { BELLED } else { 0 };
@@ -276,7 +284,8 @@ mod loom_models {
         let p = Arc::new(Parker::new());
         let (p2, bell) = (p.clone(), bell.clone());
         let h = thread::spawn(move || {
-            p2.park(1, None, use_bell.then_some(&*bell), None).expect("an untimed park only returns when unparked");
+            p2.park(1, None, use_bell.then_some(&*bell), None, true)
+                .expect("an untimed park only returns when unparked");
             p2.word.load(Ordering::Acquire) & COUNT
         });
         (p, h)
@@ -354,9 +363,9 @@ mod loom_models {
             let (p1b, bell1) = (p1.clone(), bell.clone());
             let h1 = thread::spawn(move || {
                 let t = Timeout::from(crate::Deadline::from(std::time::Duration::from_secs(1)));
-                let first = p1b.park(1, Some(&t), Some(&*bell1), None);
+                let first = p1b.park(1, Some(&t), Some(&*bell1), None, true);
                 if first.is_err() {
-                    while p1b.park(1, None, None, None).is_err() {}
+                    while p1b.park(1, None, None, None, true).is_err() {}
                 }
                 p1b.word.load(Ordering::Acquire) & COUNT
             });
@@ -378,7 +387,7 @@ mod loom_models {
             let watched = Arc::new(AtomicU32::new(7));
             let (p2, w2) = (p.clone(), watched.clone());
             let sleeper =
-                thread::spawn(move || p2.park(1, None, None, Some(Watch { word: &w2, val: 7, shared: false })));
+                thread::spawn(move || p2.park(1, None, None, Some(Watch { word: &w2, val: 7, shared: false }), true));
             watched.store(0, Ordering::SeqCst);
             futex::wake(&watched, 1);
             match sleeper.join().unwrap() {

@@ -24,8 +24,17 @@ impl Park for Parker {
         Parker { count: Arc::new(AtomicU32::new(0)), thread: loom::thread::current() }
     }
 
+    /// One look: loom explores the unparks arriving before it or after.
+    fn spin(&self, need: u32) -> bool {
+        self.spin_for(|| self.count.load(Ordering::Acquire) >= need)
+    }
+
+    fn spin_for(&self, done: impl Fn() -> bool) -> bool {
+        done()
+    }
+
     /// `_bell`, `_watch`: this backend sleeps on its own state only (see [`Bell`], [`Watch`]).
-    fn park(
+    fn sleep(
         &self,
         need: u32,
         timeout: Option<&Timeout>,

@@ -35,13 +35,18 @@ pub(crate) trait Park {
     /// What a waker takes under the bucket lock and uses after unlocking it.
     type Handle;
     fn new() -> Self;
-    /// Wait until `need` unparks of this episode have arrived, or `timeout` passes, or (Linux)
+    /// Spin a while (the backend's policy) for `need` unparks of this episode; whether they
+    /// arrived.
+    fn spin(&self, need: u32) -> bool;
+    /// Spin the same while for `done`, before a waiter queues (see `wait.rs`); whether it came.
+    fn spin_for(&self, done: impl Fn() -> bool) -> bool;
+    /// Sleep until `need` unparks of this episode have arrived, or `timeout` passes, or (Linux)
     /// a signal handler runs. `bell`: the bell of the bucket the thread's one node was queued
     /// in, which a backend may sleep on too (see [`Bell`]).
     /// `watch`: a word the kernel may wake directly, slept on too where the backend can
     /// (Linux with `futex_waitv`); a wake or change of it ends the park with
     /// [`ParkTimeout::Watched`].
-    fn park(
+    fn sleep(
         &self,
         need: u32,
         timeout: Option<&Timeout>,
@@ -51,6 +56,22 @@ pub(crate) trait Park {
     /// End the episode; only once every unpark owed to it has arrived.
     fn reset(&self);
     fn handle(&self) -> Self::Handle;
+
+    /// Wait until `need` unparks of this episode have arrived: spin (if `spin`), then sleep
+    /// (see [`Park::sleep`] for the other arguments).
+    fn park(
+        &self,
+        need: u32,
+        timeout: Option<&Timeout>,
+        bell: Option<&Bell>,
+        watch: Option<Watch<'_>>,
+        spin: bool,
+    ) -> Result<(), ParkTimeout> {
+        if spin && self.spin(need) {
+            return Ok(());
+        }
+        self.sleep(need, timeout, bell, watch)
+    }
 }
 
 /// A futex word that the kernel itself may wake (the preload library's waits: a thread-exit

@@ -8,11 +8,12 @@ use super::ops::{Entry, Waiting};
 use super::park::announce_sleep;
 use super::{mode, Mode, SharedError};
 use crate::deadline::{Deadline, Timeout};
+use crate::membarrier::Pays;
 use crate::parker::{can_watch, Park, ParkTimeout, Watch};
 use crate::table::Node;
 use crate::tables::Tables;
 use crate::thread::{with_thread, ThreadData};
-use crate::waiter::{enqueue, register};
+use crate::waiter::{enqueue_all, register, Want};
 use crate::waitv::{settle, WaitEntry};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -46,18 +47,18 @@ pub(crate) fn waitv_mixed(
         let nodes = unsafe { td.waitv_nodes(n) };
         let mut w = Waiting::new(&entries)?.with_indices(&indices);
         w.count()?;
-        let mut queued: Vec<&Node> = Vec::with_capacity(private.len());
-        let mut outcome = None;
-        for (i, e) in private {
-            let (word, expected, mask) = e.parts();
-            match enqueue(tables, &nodes[*i], word, expected, e.key(), mask) {
-                Ok(_) => queued.push(&nodes[*i]),
-                Err(err) => {
-                    outcome = Some(err.into());
-                    break;
-                }
-            }
-        }
+        let wants: Vec<Want<'_>> = private
+            .iter()
+            .map(|(i, e)| {
+                let (word, expected, mask) = e.parts();
+                Want { node: &nodes[*i], word, expected, key: e.key(), mask }
+            })
+            .collect();
+        let (queued, mut outcome) = match enqueue_all(tables, &wants, Pays::Waiter) {
+            Ok(()) => (wants.len(), None),
+            Err(i) => (i, Some(SharedError::WouldBlock)),
+        };
+        let queued: Vec<&Node> = wants[..queued].iter().map(|w| w.node).collect();
         if outcome.is_none() {
             outcome = w.queue().err();
         }
@@ -91,7 +92,7 @@ fn sleep(td: &ThreadData, w: &Waiting<'_>, timeout: Option<&Timeout>) -> Result<
             _ => &slice,
         };
         let watched = watch.then_some(Watch { word, val: seq, shared: true });
-        let parked = td.parker.park(1, Some(until), None, watched);
+        let parked = td.parker.park(1, Some(until), None, watched, true);
         park.asleep.store(0, Ordering::Relaxed);
         match parked {
             Ok(()) => return Ok(()),

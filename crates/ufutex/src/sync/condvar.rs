@@ -25,6 +25,7 @@ use crate::deadline::{Deadline, Timeout};
 use crate::domain::default_domain;
 use crate::domain::Domain;
 use crate::error::WaitError;
+use crate::membarrier::Pays;
 use crate::primitive::{AtomicU32, AtomicUsize, Ordering};
 use crate::requeue::requeue_words;
 use crate::wait::wait_word;
@@ -149,7 +150,7 @@ impl Condvar {
         // increments after our unlock, so the wait below sees a different value or is woken.
         let seq = self.seq.load(Ordering::Relaxed);
         m.unlock_in(domain);
-        let r = wait_word(domain.tables(), self.seq_word(), u64::from(seq), NORMAL_MASK, timeout);
+        let r = wait_word(domain.tables(), self.seq_word(), u64::from(seq), NORMAL_MASK, timeout, Pays::Waker);
         m.relock_woken_in(domain);
         r == Err(WaitError::TimedOut)
     }
@@ -159,7 +160,7 @@ impl Condvar {
     pub fn notify_one_in(&self, domain: &Domain) -> bool {
         // Relaxed: the wake's (B) fence orders this store before its look at the queue.
         self.seq.fetch_add(1, Ordering::Relaxed);
-        wake_word(domain.tables(), self.seq_word(), 1, MATCH_ANY) > 0
+        wake_word(domain.tables(), self.seq_word(), 1, MATCH_ANY, Pays::Waker) > 0
     }
 
     /// Wake one waiter and requeue the others onto the mutex; returns woken + requeued.
@@ -169,7 +170,7 @@ impl Condvar {
         let seq = self.seq.fetch_add(1, Ordering::Acquire).wrapping_add(1);
         let m = self.mutex.load(Ordering::Relaxed);
         if m == 0 || m == MIXED {
-            return wake_word(domain.tables(), self.seq_word(), usize::MAX, MATCH_ANY);
+            return wake_word(domain.tables(), self.seq_word(), usize::MAX, MATCH_ANY, Pays::Waker);
         }
         // SAFETY:
         // - `m` is the address of a `RawMutex`, a `#[repr(transparent)]` `AtomicU8`: aligned
@@ -181,7 +182,7 @@ impl Condvar {
         match requeue_words(domain.tables(), self.seq_word(), u64::from(seq), to, 1, usize::MAX) {
             Ok(n) => n,
             // The sequence moved on (a registration or another notify): wake everyone.
-            Err(_) => wake_word(domain.tables(), self.seq_word(), usize::MAX, MATCH_ANY),
+            Err(_) => wake_word(domain.tables(), self.seq_word(), usize::MAX, MATCH_ANY, Pays::Waker),
         }
     }
 }

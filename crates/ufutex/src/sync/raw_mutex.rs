@@ -76,6 +76,7 @@ use crate::domain::default_domain;
 use crate::domain::Domain;
 use crate::error::WaitError;
 use crate::key::Key;
+use crate::membarrier::Pays;
 use crate::primitive::{AtomicU8, Ordering};
 use crate::wait::wait_word;
 use crate::wake::{wake, wake_word, Report};
@@ -277,7 +278,7 @@ impl RawMutex {
             // The value we sleep on has PARKED and LOCKED: the owner's unlock will wake someone,
             // so the baton is passed on.
             woken = false;
-            match wait_word(domain.tables(), self.word(), u64::from(s), NORMAL_MASK, timeout) {
+            match wait_word(domain.tables(), self.word(), u64::from(s), NORMAL_MASK, timeout, Pays::Waker) {
                 Ok(()) => {
                     woken = true;
                     patience.passed_over();
@@ -310,7 +311,7 @@ impl RawMutex {
                 s = self.state.load(Ordering::Relaxed);
                 continue;
             }
-            match wait_word(domain.tables(), self.word(), u64::from(s), HANDOFF_MASK, timeout) {
+            match wait_word(domain.tables(), self.word(), u64::from(s), HANDOFF_MASK, timeout, Pays::Waker) {
                 // Only a granting unlock (6) wakes HANDOFF_MASK, after setting GRANTED — but not
                 // necessarily for us: its requester may have seen GRANTED and claimed before
                 // that unlock got to its wake, and the wake then finds the *next* requester
@@ -363,7 +364,7 @@ impl RawMutex {
         // Relaxed RMW: either an owner's later unlock reads PARKED, or we read "unlocked".
         let s = self.state.fetch_or(PARKED, Ordering::Relaxed);
         if s & LOCKED == 0 {
-            wake_word(domain.tables(), self.word(), 1, NORMAL_MASK);
+            wake_word(domain.tables(), self.word(), 1, NORMAL_MASK, Pays::Waker);
         }
     }
 
@@ -382,7 +383,7 @@ impl RawMutex {
                 Err(now) => s = now,
                 Ok(_) => {
                     if s & HANDOFF != 0 {
-                        wake_word(domain.tables(), self.word(), 1, HANDOFF_MASK);
+                        wake_word(domain.tables(), self.word(), 1, HANDOFF_MASK, Pays::Waker);
                     } else if s & PARKED != 0 {
                         self.wake_next(domain);
                     }
@@ -395,7 +396,8 @@ impl RawMutex {
     /// (5) The rest of an unlock that found PARKED: wake one waiter, and (5b) keep PARKED if
     /// the wake saw another one still queued.
     fn wake_next(&self, domain: &Domain) {
-        let more = wake(domain.tables(), Key::private(self.word().addr()), 1, NORMAL_MASK, Report::Rest).more;
+        let more =
+            wake(domain.tables(), Key::private(self.word().addr()), 1, NORMAL_MASK, Report::Rest, Pays::Waker).more;
         if more {
             // (5b) Relaxed RMW: PARKED only says "unlock must wake"; the woken thread restores
             // it too (the baton rule). Also on a free word: whoever takes it next then wakes the
