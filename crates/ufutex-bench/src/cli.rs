@@ -230,6 +230,37 @@ pub enum Command {
         #[arg(long)]
         no_pin: bool,
     },
+    /// Fast paths in instructions per call (valgrind's callgrind): a figure that does not move
+    /// with the host's noise
+    ///
+    /// Each competitor re-runs this binary under valgrind with N
+    /// and with 2N calls of each path; per call = (Ir(2N) − Ir(N)) / N. User space only: for
+    /// kernel and atomic-wait (syscalls) it is the call's user-space side. Needs valgrind
+    /// (or $UFUTEX_BENCH_VALGRIND); without it every competitor is listed as skipped.
+    /// --reps defaults to 1 here (the counts repeat exactly)
+    Instructions {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Process-shared futexes (like perf bench futex -S): ufutex → ufutex-shared, kernel →
+        /// kernel-shared (the baseline), words in a MAP_SHARED memfd; other competitors left out
+        #[arg(long)]
+        shared: bool,
+        /// Calls of each path in the shorter run (N)
+        #[arg(long, default_value_t = 4096, value_name = "N")]
+        calls: usize,
+    },
+    /// Internal: exactly the given calls of the fast paths on one competitor, no clock read,
+    /// then one line on stdout (what `instructions` runs under valgrind)
+    #[command(hide = true)]
+    CountCalls {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[arg(long)]
+        shared: bool,
+        /// BODY=N pairs, comma-separated; BODY: wake, after-store, wait-mismatch, store-load
+        #[arg(long, value_name = "LIST")]
+        calls: String,
+    },
     /// Everything at a chosen scale: report.md, report.json and SVG plots in --out
     Report {
         #[command(flatten)]

@@ -1,8 +1,10 @@
 //! The goals of issues 2, 4, 6, 12, 14 and 15, judged from a run's benches as ratios measured in that
-//! run (or, where a goal is absolute, as the measured value against its bound).
+//! run (or, where a goal is absolute, as the measured value against its bound). A fast path's goal
+//! also quotes ufutex's instructions per call when the run counted them (`instructions`).
 
 use crate::export::num;
 use crate::result::{Bench, Goal};
+use crate::workloads::fastpath::Path;
 use crate::workloads::SHARED_SUFFIX;
 
 /// The first private bench of `workload` whose case starts with `case_starts`.
@@ -52,10 +54,13 @@ fn goal(issue: &str, text: &str, target: &str, m: Option<(f64, String)>, ok: imp
 pub fn judge(benches: &[Bench]) -> Vec<Goal> {
     let mut g = Vec::new();
     let wake0 = bench(benches, "fastpath", "wake, no waiters");
-    g.push(goal("#2", "wake with no waiters", "≥ 25×", versus(wake0, "call", "ufutex"), |r| r >= 25.0));
-    g.push(after_store_goal(bench(benches, "fastpath", "wake right after a store")));
+    let wake0 = goal("#2", "wake with no waiters", "≥ 25×", versus(wake0, "call", "ufutex"), |r| r >= 25.0);
+    g.push(counted(wake0, benches, Path::WakeNoWaiters, "ufutex"));
+    let after = after_store_goal(bench(benches, "fastpath", "wake right after a store"));
+    g.push(counted(after, benches, Path::AfterStore, "ufutex"));
     let wait = bench(benches, "fastpath", "wait, value mismatch");
-    g.push(goal("#2", "wait with a mismatching value", "≥ 25×", versus(wait, "call", "ufutex"), |r| r >= 25.0));
+    let wait = goal("#2", "wait with a mismatching value", "≥ 25×", versus(wait, "call", "ufutex"), |r| r >= 25.0);
+    g.push(counted(wait, benches, Path::WaitMismatch, "ufutex"));
     let rq = bench(benches, "requeue", "waiters=128 ");
     g.push(goal("#2", "requeue of 128 sleepers (the call)", "≥ 10×", versus(rq, "requeue call", "ufutex"), |r| {
         r >= 10.0
@@ -89,6 +94,20 @@ pub fn judge(benches: &[Bench]) -> Vec<Goal> {
     g
 }
 
+/// `g` with `competitor`'s instructions per call on `path` added to its words, when the run
+/// counted them (the private or `--shared` `instructions` bench, as `competitor` is).
+fn counted(mut g: Goal, benches: &[Bench], path: Path, competitor: &str) -> Goal {
+    let b = find(benches, "instructions", "", competitor.ends_with("-shared"));
+    let row = b.and_then(|b| b.metric(path.label())).and_then(|m| m.row(competitor));
+    if let (Some(r), Some(_)) = (row, g.met) {
+        g.measured.push_str(&format!(
+            "; {} instructions per call (callgrind, user space)",
+            crate::instructions::instr(r.median)
+        ));
+    }
+    g
+}
+
 /// Issue 15 asks for a semaphore ping-pong between two processes against SysV (`semop`) and
 /// POSIX named semaphores in one run, without a number: the floor is no slower than `semop`.
 fn named_goal(b: Option<&Bench>) -> Goal {
@@ -107,9 +126,11 @@ fn shared_goals(benches: &[Bench]) -> Vec<Goal> {
     let u = "ufutex-shared";
     let mut g = Vec::new();
     let wake0 = shared(benches, "fastpath", "wake, no waiters");
-    g.push(goal("#12", "shared wake with no waiters", "≥ 10×", versus(wake0, "call", u), |r| r >= 10.0));
+    let wake0 = goal("#12", "shared wake with no waiters", "≥ 10×", versus(wake0, "call", u), |r| r >= 10.0);
+    g.push(counted(wake0, benches, Path::WakeNoWaiters, u));
     let wait = shared(benches, "fastpath", "wait, value mismatch");
-    g.push(goal("#12", "shared wait with a mismatching value", "≥ 25×", versus(wait, "call", u), |r| r >= 25.0));
+    let wait = goal("#12", "shared wait with a mismatching value", "≥ 25×", versus(wait, "call", u), |r| r >= 25.0);
+    g.push(counted(wait, benches, Path::WaitMismatch, u));
     let pp = shared(benches, "ping-pong", "pairs=1 ");
     g.push(goal(
         "#12",
@@ -267,6 +288,28 @@ mod tests {
         assert_eq!(judged(2.0, 1.0), (Some(2.0), Some(true)));
         assert_eq!(judged(9.0, 1.0), (Some(0.25), Some(false)));
         assert_eq!(after_store_goal(None).met, None);
+    }
+
+    #[test]
+    fn fast_path_goals_quote_the_instruction_counts_of_their_kind() {
+        let ns = || Metric::lower("call", "ns");
+        let count = |shared: &str, u: &str, x: f64| {
+            let mut b = bench("instructions", &format!("fast paths{shared}"), ns(), &[]);
+            let rows = vec![(u.to_string(), vec![x])];
+            b.metrics = vec![MetricResult::new(Metric::lower(Path::WakeNoWaiters.label(), "instr"), "x", rows)];
+            b
+        };
+        let benches = vec![
+            bench("fastpath", "wake, no waiters", ns(), &[("ufutex", 10.0), ("kernel", 1000.0)]),
+            count("", "ufutex", 68.0),
+            count(crate::workloads::SHARED_SUFFIX, "ufutex-shared", 42.0),
+        ];
+        let g = judge(&benches);
+        let by = |name: &str| g.iter().find(|x| x.goal == name).unwrap();
+        assert!(by("wake with no waiters").measured.ends_with("; 68 instructions per call (callgrind, user space)"));
+        // Not judged (no ns figure): no count quoted; nor where none was counted.
+        assert_eq!(by("shared wake with no waiters").measured, "not in this run");
+        assert!(!by("wait with a mismatching value").measured.contains("instructions"));
     }
 
     #[test]

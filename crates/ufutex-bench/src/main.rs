@@ -11,6 +11,7 @@ mod cli;
 mod competitor;
 mod export;
 mod goals;
+mod instructions;
 mod keyed_competitor;
 mod lock_competitor;
 #[cfg(test)]
@@ -57,6 +58,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         println!("report written to {}", out.display());
         return Ok(());
     }
+    if let Job::CountCalls { counts } = &opts.job {
+        return Ok(instructions::child(&opts.common, counts)?);
+    }
     let doc = Document::new(execute(&opts)?);
     let md = Markdown { name: String::new(), title: None }.export(&doc)?;
     let mut stdout = std::io::stdout().lock();
@@ -73,10 +77,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 fn execute(opts: &Options) -> std::io::Result<Vec<Bench>> {
     let c = &opts.common;
     match &opts.job {
-        Job::Fastpath => {
-            use fastpath::Path;
-            fastpath::run(c, &[Path::WakeNoWaiters, Path::AfterStore, Path::WaitMismatch])
-        }
+        Job::Fastpath => fastpath::run(c, &fastpath::Path::ALL),
+        Job::Instructions { calls } => instructions::run(c, *calls),
         Job::PerfBench => perfbench::run(c),
         Job::Hash { params, slots: None } => Ok(vec![hash::run(c, *params)?]),
         Job::Hash { params, slots: Some(points) } => hash::sweep(c, *params, points),
@@ -88,6 +90,6 @@ fn execute(opts: &Options) -> std::io::Result<Vec<Bench>> {
         Job::Recovery => Ok(vec![recovery::run(c)?]),
         Job::Keyed(p) => keyed::run(c, p),
         Job::SemPingPong(p) => Ok(vec![sempingpong::run(c, *p)?]),
-        Job::Report { .. } => unreachable!("handled in run()"),
+        Job::Report { .. } | Job::CountCalls { .. } => unreachable!("handled in run()"),
     }
 }

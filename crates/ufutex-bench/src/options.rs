@@ -6,6 +6,7 @@ use crate::competitor::{shared_variant, NAMES, SHARED_NAMES};
 use crate::keyed_competitor;
 use crate::lock_competitor::{self, LockEntry};
 use crate::sem_competitor;
+use crate::workloads::fastpath::Body;
 use crate::workloads::hash::{Params as HashParams, SlotPoint};
 use crate::workloads::keyed;
 use crate::workloads::lock::Section;
@@ -21,16 +22,38 @@ use ufutex::Slots;
 pub enum Job {
     Fastpath,
     PerfBench,
-    Hash { params: HashParams, slots: Option<Vec<SlotPoint>> },
+    Hash {
+        params: HashParams,
+        slots: Option<Vec<SlotPoint>>,
+    },
     Wake(WakeParams),
-    Waitv { entries: Vec<usize>, modes: Vec<Mode> },
+    Waitv {
+        entries: Vec<usize>,
+        modes: Vec<Mode>,
+    },
     PingPong(pingpong::Params),
     Schbench(schbench::Params),
-    Lock { threads: Vec<usize>, sections: Vec<Section>, baseline: String },
+    Lock {
+        threads: Vec<usize>,
+        sections: Vec<Section>,
+        baseline: String,
+    },
     Recovery,
     Keyed(keyed::Params),
     SemPingPong(sempingpong::Params),
-    Report { out: PathBuf, quick: bool, scale: f64 },
+    Report {
+        out: PathBuf,
+        quick: bool,
+        scale: f64,
+    },
+    /// Fast paths counted in instructions under valgrind, N calls in the shorter run.
+    Instructions {
+        calls: usize,
+    },
+    /// The hidden child of `Instructions`: these counts, on one competitor.
+    CountCalls {
+        counts: Vec<(Body, usize)>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -273,6 +296,17 @@ pub fn validate(cli: Cli) -> R<Options> {
             let json = common.json.clone();
             return Ok(Options { common: self::common(&common, 0.1, Kind::Sem)?, job: Job::SemPingPong(p), json });
         }
+        Command::Instructions { mut common, shared, calls } => {
+            common.reps.get_or_insert(1);
+            (common, Job::Instructions { calls: range("--calls", calls, 1, 10_000_000)? }, 0.1, shared)
+        }
+        Command::CountCalls { common, shared, calls } => {
+            if common.impls.as_deref().is_none_or(|l| l.contains(',')) {
+                return Err("--impl: count-calls runs exactly one competitor".into());
+            }
+            let counts = crate::instructions::parse_counts(&calls).map_err(|e| format!("--calls: {e}"))?;
+            (common, Job::CountCalls { counts }, 0.1, shared)
+        }
         Command::Report { common, out, quick, scale } => {
             if !(scale.is_finite() && scale > 0.0 && scale <= 100.0) {
                 return Err(format!("--scale {scale}: must be > 0 and ≤ 100"));
@@ -409,6 +443,21 @@ mod tests {
         assert!(parse(&["sem-pingpong", "--iters", "0"]).unwrap_err().contains("--iters"));
         assert!(parse(&["sem-pingpong", "--impl", "kernel"]).unwrap_err().contains("sysv-semop"));
         assert!(parse(&["sem-pingpong", "--shared"]).is_err());
+    }
+
+    #[test]
+    fn instructions_count_once_by_default_and_its_child_takes_one_competitor() {
+        let o = parse(&["instructions"]).unwrap();
+        assert_eq!(o.common.repetitions, 1);
+        assert!(matches!(o.job, Job::Instructions { calls: 4096 }));
+        assert_eq!(
+            parse(&["instructions", "--reps", "3", "--shared"]).unwrap().common.impls,
+            ["ufutex-shared", "kernel-shared"]
+        );
+        let o =
+            parse(&["count-calls", "--impl", "ufutex-shared", "--shared", "--calls", "wake=2,store-load=3"]).unwrap();
+        assert!(matches!(&o.job, Job::CountCalls { counts } if counts.len() == 2));
+        assert!(parse(&["count-calls", "--calls", "wake=2"]).unwrap_err().contains("exactly one"));
     }
 
     #[test]

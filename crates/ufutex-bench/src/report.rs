@@ -27,6 +27,8 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
     let (lock_threads, lock_cs) = if quick { ("1,8", "5,50,1us") } else { ("1,2,8", "5,10,20,50,1us") };
     vec![
         step("fast paths", &format!("fastpath --reps {} --runtime {}", r(7), t(0.1, 0.03))),
+        // Issue 14: the same loops in instructions per call (valgrind; skipped without it).
+        step("fast paths, instructions", "instructions --reps 1"),
         step("hash", &format!("hash --reps {} --runtime {}", r(5), t(0.5, 0.1))),
         step("hash --contend", &format!("hash --contend --reps {} --runtime {}", r(5), t(0.5, 0.1))),
         step(
@@ -57,6 +59,7 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
         step("perf bench futex", &format!("perf-bench --reps {}", r(3))),
         // Process-shared futexes (issue #12): words in a MAP_SHARED memfd, against kernel-shared.
         step("fast paths, shared", &format!("fastpath --shared --reps {} --runtime {}", r(7), t(0.1, 0.03))),
+        step("fast paths, shared, instructions", "instructions --shared --reps 1"),
         step("hash, shared", &format!("hash --shared --reps {} --runtime {}", r(5), t(0.5, 0.1))),
         step("wake 1 waiter, shared", &format!("wake -n 1 --shared --reps {}", r(15))),
         step(

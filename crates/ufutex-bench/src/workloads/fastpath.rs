@@ -29,6 +29,9 @@ pub enum Path {
 }
 
 impl Path {
+    /// Every path, in the order `fastpath` runs them.
+    pub const ALL: [Path; 3] = [Path::WakeNoWaiters, Path::AfterStore, Path::WaitMismatch];
+
     pub fn label(self) -> &'static str {
         match self {
             Path::WakeNoWaiters => "wake, no waiters",
@@ -43,41 +46,104 @@ impl Path {
 pub fn once<C: Competitor>(c: &C, path: Path, runtime: Duration, shared: bool) -> io::Result<Vec<f64>> {
     let words = padded_words(WORDS, shared)?;
     let words: &[Padded<AtomicU32>] = &words;
-    // Check the competitor does what we time: a mismatch really is one, nobody is woken.
-    match path {
-        Path::WakeNoWaiters | Path::AfterStore if c.wake(&*words[0], 1, ANY) != 0 => {
-            return Err(io::Error::other("woke a ghost"))
-        }
-        Path::WaitMismatch if c.wait(&*words[0], 1, ANY) != crate::competitor::Wait::Mismatch => {
-            return Err(io::Error::other(format!("{}: mismatching wait did not fail", c.name())))
-        }
-        _ => {}
-    }
-    let call = per_call(runtime, |i| {
-        let w = black_box(&*words[i % WORDS]);
-        match path {
-            Path::WakeNoWaiters => {
-                black_box(c.wake(w, black_box(1), ANY));
-            }
-            Path::WaitMismatch => {
-                black_box(c.wait(w, black_box(1), ANY));
-            }
-            Path::AfterStore => {
-                w.store(i as u32, Ordering::Relaxed);
-                black_box(c.wake(w, black_box(1), ANY));
-            }
-        }
-    });
+    check(c, path, &words[0])?;
+    let call = per_call(runtime, |i| one(c, path, black_box(&*words[i % WORDS]), i));
     if path != Path::AfterStore {
         return Ok(vec![call]);
     }
     let other = AtomicU32::new(0);
-    let plain = per_call(runtime, |i| {
-        let w = black_box(&*words[i % WORDS]);
-        w.store(i as u32, Ordering::Relaxed);
-        black_box(black_box(&other).load(Ordering::Relaxed));
-    });
+    let plain = per_call(runtime, |i| store_load(black_box(&*words[i % WORDS]), &other, i));
     Ok(vec![call, plain])
+}
+
+/// Check the competitor does what we time: a mismatch really is one, nobody is woken.
+fn check<C: Competitor>(c: &C, path: Path, w: &AtomicU32) -> io::Result<()> {
+    match path {
+        Path::WakeNoWaiters | Path::AfterStore if c.wake(w, 1, ANY) != 0 => Err(io::Error::other("woke a ghost")),
+        Path::WaitMismatch if c.wait(w, 1, ANY) != crate::competitor::Wait::Mismatch => {
+            Err(io::Error::other(format!("{}: mismatching wait did not fail", c.name())))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The `i`-th call of `path` on `w`: the body that is timed here and counted by `instructions`.
+#[inline(always)]
+fn one<C: Competitor>(c: &C, path: Path, w: &AtomicU32, i: usize) {
+    match path {
+        Path::WakeNoWaiters => {
+            black_box(c.wake(w, black_box(1), ANY));
+        }
+        Path::WaitMismatch => {
+            black_box(c.wait(w, black_box(1), ANY));
+        }
+        Path::AfterStore => {
+            w.store(i as u32, Ordering::Relaxed);
+            black_box(c.wake(w, black_box(1), ANY));
+        }
+    }
+}
+
+/// What `AfterStore` is set against: the store alone, then a load of another word.
+#[inline(always)]
+fn store_load(w: &AtomicU32, other: &AtomicU32, i: usize) {
+    w.store(i as u32, Ordering::Relaxed);
+    black_box(black_box(other).load(Ordering::Relaxed));
+}
+
+/// A loop whose instructions `instructions` counts: a fast path, or the store and load a wake
+/// right after a store is set against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    Call(Path),
+    StoreLoad,
+}
+
+impl Body {
+    pub const ALL: [Body; 4] = [
+        Body::Call(Path::WakeNoWaiters),
+        Body::Call(Path::AfterStore),
+        Body::Call(Path::WaitMismatch),
+        Body::StoreLoad,
+    ];
+
+    /// Its name on the command line of `count-calls`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Body::Call(Path::WakeNoWaiters) => "wake",
+            Body::Call(Path::AfterStore) => "after-store",
+            Body::Call(Path::WaitMismatch) => "wait-mismatch",
+            Body::StoreLoad => "store-load",
+        }
+    }
+
+    pub fn by_key(key: &str) -> Option<Body> {
+        Body::ALL.into_iter().find(|b| b.key() == key)
+    }
+}
+
+/// Exactly `n` iterations of each `(body, n)`, in order, over the same words as [`once`]; no
+/// clock is read (what runs must not depend on the host's speed).
+pub fn exact<C: Competitor>(c: &C, counts: &[(Body, usize)], shared: bool) -> io::Result<()> {
+    let words = padded_words(WORDS, shared)?;
+    let words: &[Padded<AtomicU32>] = &words;
+    let other = AtomicU32::new(0);
+    for &(body, n) in counts {
+        match body {
+            Body::Call(path) => {
+                check(c, path, &words[0])?;
+                for i in 0..n {
+                    one(c, path, black_box(&*words[i % WORDS]), i);
+                }
+            }
+            Body::StoreLoad => {
+                for i in 0..n {
+                    store_load(black_box(&*words[i % WORDS]), &other, i);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// ns per `f(i)`, over batches of 4096 calls for at least `runtime`.
