@@ -35,6 +35,9 @@ fn bad_arguments_get_clear_errors() {
     assert!(stderr_of(&["keyed", "--impl", "kernel"]).contains("kernel-semget"));
     assert!(stderr_of(&["sem-pingpong", "--iters", "0"]).contains("--iters 0"));
     assert!(stderr_of(&["sem-pingpong", "--impl", "semop"]).contains("sysv-semop"));
+    assert!(stderr_of(&["instructions", "--calls", "0"]).contains("--calls 0"));
+    assert!(stderr_of(&["count-calls", "--impl", "ufutex,kernel", "--calls", "wake=1"]).contains("exactly one"));
+    assert!(stderr_of(&["count-calls", "--impl", "ufutex", "--calls", "nap=1"]).contains("--calls"));
 }
 
 fn json_of(args: &[&str]) -> serde_json::Value {
@@ -283,4 +286,13 @@ fn sem_pingpong_leaves_no_names_behind() {
     let left: Vec<String> =
         ufutex::named::Namespace::list().unwrap().into_iter().filter(|n| n.starts_with(&prefix)).collect();
     assert!(left.is_empty(), "namespaces left behind: {left:?}");
+}
+
+/// Without `--quiet`, the progress bar still stays off when stderr is not a terminal: a
+/// piped or logged run (CI) gets no bar, no carriage returns and no escape codes.
+#[test]
+fn no_progress_bar_off_a_terminal() {
+    let out = bench().args(["wake", "-n", "2", "--reps", "2"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "stderr: {:?}", String::from_utf8_lossy(&out.stderr));
 }
