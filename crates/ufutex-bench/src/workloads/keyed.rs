@@ -359,12 +359,16 @@ fn lookups_once<K: Keyed>(k: &K, first: u64, n: usize, threads: usize, runtime: 
                 let mut rng = Rng::new(t as u64 + 1);
                 let (mut ops, mut errs) = (0u64, 0u64);
                 gate.enter();
-                while !gate.stopped() {
+                // At least one batch each: a thread the scheduler starts late still counts.
+                loop {
                     for _ in 0..64 {
                         let i = rng.below(n);
                         errs += u64::from(k.get(first + i as u64, Get::Open) != Ok(expect[i]));
                     }
                     ops += 64;
+                    if gate.stopped() {
+                        break;
+                    }
                 }
                 done.fetch_add(ops, Ordering::Relaxed);
                 wrong.fetch_add(errs, Ordering::Relaxed);
