@@ -21,6 +21,36 @@ mod tests;
 pub(crate) mod validate;
 mod wake_op;
 
+/// Run `f` as a C entry point: its value (never negative), or -1 with `errno` set; a panic is
+/// `EINVAL`.
+///
+/// Inside the unwinding guard the outcome travels as one integer (an error as its negated
+/// errno), not as a `Result`: `catch_unwind` passes it through memory, and a `Result` written
+/// as two 4-byte halves and read back as 8 bytes stalls store forwarding — half the time of a
+/// failing wait (`EAGAIN`) went there.
+#[inline(always)]
+pub(crate) fn entry(f: impl FnOnce() -> Result<std::ffi::c_long, Errno>) -> std::ffi::c_long {
+    let packed = || match f() {
+        Ok(v) => {
+            debug_assert!(v >= 0, "a C entry's value is never negative");
+            v
+        }
+        Err(Errno(e)) => -std::ffi::c_long::from(e),
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(packed))
+        .unwrap_or(-std::ffi::c_long::from(libc::EINVAL))
+    {
+        v if v >= 0 => v,
+        e => {
+            // SAFETY: `__errno_location` returns this thread's errno, always valid to write.
+            // (Not cached in a thread-local: in a shared library that costs a `__tls_get_addr`
+            // call, more than this one.)
+            unsafe { *libc::__errno_location() = -e as i32 };
+            -1
+        }
+    }
+}
+
 /// An `errno` value: why a call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Errno(pub(crate) i32);

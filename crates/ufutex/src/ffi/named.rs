@@ -10,11 +10,10 @@
 //! Every entry catches panics (`EINVAL`).
 
 use super::validate;
-use super::Errno;
+use super::{entry, Errno};
 use crate::deadline::{Clock, Deadline, Timeout};
 use crate::named::{Acquired, Event, Mutex, NamedError, Namespace, Open, Semaphore, Word};
 use libc::{c_char, c_int, c_long, c_uint, clockid_t, timespec};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -37,17 +36,6 @@ const MAX_NAMESPACES: usize = 64;
 static OPEN: [AtomicPtr<(String, Namespace)>; MAX_NAMESPACES] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_NAMESPACES];
 static OPENING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn entry(f: impl FnOnce() -> Result<c_long, Errno>) -> c_long {
-    match catch_unwind(AssertUnwindSafe(f)).unwrap_or(Err(Errno::EINVAL)) {
-        Ok(v) => v,
-        Err(Errno(e)) => {
-            // SAFETY: this thread's errno, always valid to write.
-            unsafe { *libc::__errno_location() = e };
-            -1
-        }
-    }
-}
 
 fn errno(e: NamedError) -> Errno {
     Errno(e.errno())

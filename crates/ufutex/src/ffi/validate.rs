@@ -111,6 +111,26 @@ fn read_timespec(ts: usize) -> Result<Timespec, Errno> {
 /// that reaches above it is in the kernel's half (the kernel's `access_ok` → `EFAULT`).
 const USER_END: usize = (1 << 56) - 4096;
 
+/// The common case, told in a few instructions: `flags` name a private word of some size with
+/// no NUMA or MPOL bit, at a non-null `addr` aligned to that size, in user space, and `a` and
+/// `b` (a value and a mask, or a mask twice) fit the size, the mask not 0. Its size then; `None`
+/// for everything else, which the whole validation answers (for these it finds nothing wrong).
+#[inline(always)]
+pub(crate) fn plain_private(flags: u32, addr: usize, a: u64, mask: u64) -> Option<Size> {
+    if flags & !UFUTEX_SIZE_MASK != UFUTEX_PRIVATE {
+        return None;
+    }
+    let size = match flags & UFUTEX_SIZE_MASK {
+        UFUTEX_SIZE_U8 => Size::U8,
+        UFUTEX_SIZE_U16 => Size::U16,
+        UFUTEX_SIZE_U32 => Size::U32,
+        _ => Size::U64,
+    };
+    let fits = a <= size.max() && mask <= size.max() && mask != 0;
+    let placed = addr != 0 && addr.is_multiple_of(size.bytes()) && addr <= USER_END - size.bytes();
+    (fits && placed).then_some(size)
+}
+
 /// The word's address (`get_futex_key`): misaligned → `EINVAL` (a NUMA pair must be aligned to
 /// twice the size); in the kernel's half → `EFAULT`; NULL → `EFAULT` for process-shared words
 /// (the kernel faults resolving such a key), as for NUMA/MPOL words; process-shared words →
