@@ -527,6 +527,12 @@ long ufutex_nmutex_unlock(const struct ufutex_obj *m);
  * word holds 0xffffffff and its waiters are woken. */
 long ufutex_word_open(ufutex_ns_t *ns, uint64_t key, unsigned int flags, struct ufutex_obj *out,
 		      uint32_t **word);
+/* The same at any size: size is UFUTEX_SIZE_U8, _U16, _U32 or _U64 (else EINVAL), and *word
+ * points to a word of that size (8-aligned); use the same size flag with ufutex_wait & co. The
+ * size is part of the word's kind: opening it at another size is EINVAL. A removed word holds
+ * all ones at its size. */
+long ufutex_word_open_sized(ufutex_ns_t *ns, uint64_t key, unsigned int flags, unsigned int size,
+			    struct ufutex_obj *out, void **word);
 
 #ifdef __cplusplus
 }

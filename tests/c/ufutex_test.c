@@ -1294,6 +1294,19 @@ static void test_named(void)
 	uint32_t *word = NULL;
 	CHECK(ufutex_word_open(ns, 3, UFUTEX_CREAT, &w, &word) == 0 && word && *word == 0);
 	CHECK(ufutex_wake(word, 0xffffffffUL, 1, UFUTEX_SIZE_U32) == 0);
+	/* Raw words of other sizes: the size is part of the kind. */
+	void *w64 = NULL, *w8 = NULL;
+	struct ufutex_obj o64, o8;
+	CHECK(ufutex_word_open_sized(ns, 5, UFUTEX_CREAT, UFUTEX_SIZE_U64, &o64, &w64) == 0 && w64 &&
+	      ((uintptr_t)w64 & 7) == 0 && *(uint64_t *)w64 == 0);
+	FAILS(ufutex_word_open_sized(ns, 5, 0, UFUTEX_SIZE_U32, NULL, &w8), EINVAL);
+	FAILS(ufutex_word_open_sized(ns, 5, 0, 7, NULL, &w8), EINVAL);
+	CHECK(ufutex_word_open_sized(ns, 6, UFUTEX_CREAT, UFUTEX_SIZE_U8, &o8, &w8) == 0 && *(uint8_t *)w8 == 0);
+	*(uint64_t *)w64 = 1ULL << 40;
+	FAILS(ufutex_wait(w64, 0, ~0UL, UFUTEX_SIZE_U64, NULL, 0), EAGAIN);
+	CHECK(ufutex_wake(w64, ~0UL, 1, UFUTEX_SIZE_U64) == 0);
+	CHECK(ufutex_obj_remove(ns, 5) == 0 && *(uint64_t *)w64 == UINT64_MAX);
+	CHECK(ufutex_obj_remove(ns, 6) == 0 && *(uint8_t *)w8 == UINT8_MAX);
 
 	/* A mutex whose owner dies holding it. */
 	CHECK(ufutex_nmutex_open(ns, 4, UFUTEX_CREAT, &m) == 0);

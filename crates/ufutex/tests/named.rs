@@ -31,6 +31,7 @@ fn named_objects_across_processes() {
     flags_and_errors(&ns);
     a_semaphore_between_two_processes(&ns);
     a_raw_word_between_two_processes(&ns);
+    raw_words_of_every_size(&ns);
     removal_wakes_a_waiter_of_another_process(&ns);
     a_handle_outlives_its_key_safely(&ns);
     many_keys(&ns);
@@ -116,6 +117,61 @@ fn a_raw_word_between_two_processes(ns: &Namespace) {
     assert_eq!(reap(pid), 0);
     ns.remove(20).unwrap();
     assert_eq!(w.get().unwrap_err(), NamedError::Removed);
+}
+
+/// Raw words of 8, 16 and 64 bits: a size is part of the kind; a waiter in another process is
+/// woken by a change at that size; a removal marks all ones at that size and wakes its waiter.
+fn raw_words_of_every_size(ns: &Namespace) {
+    macro_rules! one_size {
+        ($atomic:ty, $key:expr, $max:expr) => {{
+            let (w, existed) = ns.word_of::<$atomic>($key, Open::CreateNew).unwrap();
+            assert!(!existed);
+            assert_eq!(w.get().unwrap().load(Ordering::Relaxed), 0, "a new word holds 0");
+            assert_eq!(ns.word($key, Open::Existing).unwrap_err(), NamedError::Invalid, "another size");
+            assert_eq!(ns.word_of::<$atomic>($key, Open::Create).map(|(_, e)| e), Ok(true));
+            // A change and a wake at this size reach a waiter of another process.
+            let pid = child(|| {
+                let ns = Namespace::open("tests").unwrap();
+                let (w, _) = ns.word_of::<$atomic>($key, Open::Existing).unwrap();
+                let word = w.get().unwrap();
+                while word.load(Ordering::Acquire) == 0 {
+                    if shared::wait(word, 0, deadline(LONG)).is_err_and(|e| e != SharedError::WouldBlock) {
+                        return 1;
+                    }
+                }
+                // Then sleep on 1 until the word is removed under us: all ones, and woken.
+                while word.load(Ordering::Acquire) == 1 {
+                    if shared::wait(word, 1, deadline(LONG)).is_err_and(|e| e != SharedError::WouldBlock) {
+                        return 2;
+                    }
+                }
+                if word.load(Ordering::Acquire) == $max {
+                    0
+                } else {
+                    3
+                }
+            });
+            let word = w.get().unwrap();
+            let t = Instant::now();
+            while !asleep(pid) {
+                assert!(t.elapsed() < LONG, "the child never slept");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            word.store(1, Ordering::Release);
+            shared::wake(word, 1).unwrap();
+            let t = Instant::now();
+            while !asleep(pid) || shared::requeue(word, 1, word, 0, 1) != Ok(1) {
+                assert!(t.elapsed() < LONG, "the child never slept on 1");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            ns.remove($key).unwrap();
+            assert_eq!(reap(pid), 0, "the waiter saw all ones at its size");
+            assert_eq!(w.get().unwrap_err(), NamedError::Removed);
+        }};
+    }
+    one_size!(std::sync::atomic::AtomicU8, 21, u8::MAX);
+    one_size!(std::sync::atomic::AtomicU16, 22, u16::MAX);
+    one_size!(std::sync::atomic::AtomicU64, 23, u64::MAX);
 }
 
 fn removal_wakes_a_waiter_of_another_process(ns: &Namespace) {

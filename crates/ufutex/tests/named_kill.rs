@@ -77,6 +77,14 @@ fn random_kills_leave_the_namespace_consistent() {
             ufutex::named::Kind::Mutex => ns.mutex(o.key, Open::Existing).map(|r| r.1),
             ufutex::named::Kind::Event => ns.event(o.key, Open::Existing, false, false).map(|r| r.1),
             ufutex::named::Kind::Word => ns.word(o.key, Open::Existing).map(|r| r.1),
+            ufutex::named::Kind::Word8 => ns.word_of::<std::sync::atomic::AtomicU8>(o.key, Open::Existing).map(|r| r.1),
+            ufutex::named::Kind::Word16 => {
+                ns.word_of::<std::sync::atomic::AtomicU16>(o.key, Open::Existing).map(|r| r.1)
+            }
+            ufutex::named::Kind::Word64 => {
+                ns.word_of::<std::sync::atomic::AtomicU64>(o.key, Open::Existing).map(|r| r.1)
+            }
+            other => panic!("a kind this test does not make: {other:?}"),
         };
         assert_eq!(found, Ok(true), "{o:?}");
         ns.remove(o.key).unwrap();

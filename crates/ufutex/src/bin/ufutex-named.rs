@@ -41,7 +41,7 @@ fn run(args: &[String]) -> Result<(), String> {
             for o in ns.objects() {
                 let state = match o.kind {
                     Kind::Semaphore => format!("count {}", o.word),
-                    Kind::Word => format!("value {:#x}", o.word),
+                    Kind::Word | Kind::Word8 | Kind::Word16 | Kind::Word64 => format!("value {:#x}", o.word),
                     Kind::Event => format!(
                         "{}, {}, {} pulses",
                         if o.aux == 1 { "manual" } else { "auto" },
@@ -52,6 +52,7 @@ fn run(args: &[String]) -> Result<(), String> {
                         Some((slot, gen)) => format!("held by process slot {slot} (generation {gen}), depth {}", o.aux),
                         None => "free".into(),
                     },
+                    _ => format!("word {:#x}, aux {}", o.word, o.aux),
                 };
                 let key = match &o.name {
                     Some(n) => format!("{:?}", String::from_utf8_lossy(n)),

@@ -9,12 +9,14 @@
 //! else is `EINVAL`); an object handle names its object for as long as it lives (`EIDRM` after).
 //! Every entry catches panics (`EINVAL`).
 
+use super::abi::{UFUTEX_SIZE_U16, UFUTEX_SIZE_U32, UFUTEX_SIZE_U64, UFUTEX_SIZE_U8};
 use super::validate;
 use super::{entry, Errno};
 use crate::deadline::{Clock, Deadline, Timeout};
-use crate::named::{Acquired, Event, Mutex, NamedError, Namespace, Open, Semaphore, Word};
-use libc::{c_char, c_int, c_long, c_uint, clockid_t, timespec};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use crate::named::{Acquired, Event, Mutex, NamedError, Namespace, Open, Semaphore};
+use crate::word::Futex;
+use libc::{c_char, c_int, c_long, c_uint, c_void, clockid_t, timespec};
+use std::sync::atomic::{AtomicPtr, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
 /// `flags` of the `open` calls.
@@ -394,14 +396,43 @@ pub unsafe extern "C" fn ufutex_word_open(
     out: *mut UfutexObj,
     word: *mut *mut u32,
 ) -> c_long {
+    // SAFETY: forwarded contract (a `*mut u32` out-pointer is a `*mut c_void` one).
+    unsafe { ufutex_word_open_sized(ns, key, flags, UFUTEX_SIZE_U32, out, word.cast()) }
+}
+
+/// [`ufutex_word_open`] at any size: `size` is one of `UFUTEX_SIZE_U8/U16/U32/U64` (else
+/// `EINVAL`); a word made at one size is `EINVAL` at another.
+///
+/// # Safety
+/// As [`ufutex_word_open`].
+#[no_mangle]
+pub unsafe extern "C" fn ufutex_word_open_sized(
+    ns: *const Namespace,
+    key: u64,
+    flags: c_uint,
+    size: c_uint,
+    out: *mut UfutexObj,
+    word: *mut *mut c_void,
+) -> c_long {
+    fn open<F: Futex>(ns: &Namespace, key: u64, how: Open) -> Result<(*mut c_void, u32, u32, bool), Errno> {
+        let (w, existed) = ns.word_of::<F>(key, how).map_err(errno)?;
+        let at = std::ptr::from_ref(w.get().map_err(errno)?).cast_mut().cast();
+        Ok((at, w.slot, w.gen, existed))
+    }
     entry(|| {
         let ns = namespace(ns)?;
         // SAFETY: NULL or writable, per the contract.
         let word = unsafe { word.as_mut() }.ok_or(Errno::EFAULT)?;
-        let (w, existed) = ns.word(key, how(flags)?).map_err(errno)?;
-        *word = w.get().map_err(errno)?.as_ptr();
-        let w: Word<'_> = w;
+        let how = how(flags)?;
+        let (at, slot, gen, existed) = match size {
+            UFUTEX_SIZE_U8 => open::<AtomicU8>(ns, key, how)?,
+            UFUTEX_SIZE_U16 => open::<AtomicU16>(ns, key, how)?,
+            UFUTEX_SIZE_U32 => open::<AtomicU32>(ns, key, how)?,
+            UFUTEX_SIZE_U64 => open::<AtomicU64>(ns, key, how)?,
+            _ => return Err(Errno::EINVAL),
+        };
+        *word = at;
         // SAFETY: forwarded contract.
-        unsafe { give(out, ns, w.slot, w.gen, existed) }
+        unsafe { give(out, ns, slot, gen, existed) }
     })
 }

@@ -27,19 +27,22 @@ mod table;
 pub use event::Event;
 #[cfg(not(ufutex_loom))]
 pub use mutex::{Acquired, Mutex};
-use table::{Found, Header, NameSlot, Slot, Table, TableError, REMOVED};
+use table::{
+    Found, Header, NameSlot, Slot, Table, TableError, KIND_WORD, KIND_WORD16, KIND_WORD64, KIND_WORD8, REMOVED,
+};
 pub use table::{Key, Open, NAME_MAX};
 
 use crate::deadline::Deadline;
 use crate::shared::{self, SharedError};
+use crate::word::Futex;
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 const MAGIC: u64 = 0x5546_5554_584e_5331; // "UFUTXNS1"
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 const PAGE: usize = 4096;
 const KIND_SEMAPHORE: u32 = 1;
-const KIND_WORD: u32 = 2;
 const KIND_MUTEX: u32 = 3;
 const KIND_EVENT: u32 = 4;
 /// Slots of a new namespace: 2^21 (one object per 64 bytes and its name slot per 64 more, a
@@ -229,8 +232,24 @@ impl Namespace {
     /// # Errors
     /// As [`Namespace::semaphore`].
     pub fn word<'k>(&self, key: impl Into<Key<'k>>, how: Open) -> Result<(Word<'_>, bool), NamedError> {
-        let (f, existed) = self.create(key.into(), (KIND_WORD, 0, 0), how)?;
-        Ok((Word { ns: self, slot: f.slot, gen: f.gen }, existed))
+        self.word_of(key, how)
+    }
+
+    /// The raw futex word `key` of `F`'s size — `AtomicU8`, `AtomicU16`, `AtomicU32` or
+    /// `AtomicU64` (a new one holds 0) — opened or created, and whether it existed. A word's
+    /// size is part of its kind: opening it at another size is [`NamedError::Invalid`].
+    ///
+    /// # Errors
+    /// As [`Namespace::semaphore`].
+    pub fn word_of<'k, F: Futex>(&self, key: impl Into<Key<'k>>, how: Open) -> Result<(Word<'_, F>, bool), NamedError> {
+        let kind = match std::mem::size_of::<F>() {
+            1 => KIND_WORD8,
+            2 => KIND_WORD16,
+            4 => KIND_WORD,
+            _ => KIND_WORD64,
+        };
+        let (f, existed) = self.create(key.into(), (kind, 0, 0), how)?;
+        Ok((Word { ns: self, slot: f.slot, gen: f.gen, size: PhantomData }, existed))
     }
 
     /// The mutex `key`, opened or created (unowned), and whether it existed.
@@ -324,6 +343,9 @@ impl Namespace {
                 let kind = match f.kind {
                     KIND_SEMAPHORE => Kind::Semaphore,
                     KIND_WORD => Kind::Word,
+                    KIND_WORD8 => Kind::Word8,
+                    KIND_WORD16 => Kind::Word16,
+                    KIND_WORD64 => Kind::Word64,
                     KIND_MUTEX => Kind::Mutex,
                     KIND_EVENT => Kind::Event,
                     _ => return None,
@@ -334,7 +356,16 @@ impl Namespace {
                     name,
                     kind,
                     generation: f.gen,
-                    word: s.word.load(Ordering::Relaxed),
+                    word: {
+                        let lo = u64::from(s.word.load(Ordering::Relaxed));
+                        match kind {
+                            // (Little-endian: a small word is the low bytes of `word`.)
+                            Kind::Word8 => lo & 0xff,
+                            Kind::Word16 => lo & 0xffff,
+                            Kind::Word64 => u64::from(s.word_hi.load(Ordering::Relaxed)) << 32 | lo,
+                            _ => lo,
+                        }
+                    },
                     owner: (owner != 0).then(|| ((owner as u32).wrapping_sub(1), (owner >> 32) as u32)),
                     aux: s.aux.load(Ordering::Relaxed),
                 })
@@ -360,11 +391,19 @@ impl Namespace {
 
 /// What kind of object a key names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Kind {
     Semaphore,
+    /// A raw 32-bit word.
     Word,
     Mutex,
     Event,
+    /// A raw 8-bit word.
+    Word8,
+    /// A raw 16-bit word.
+    Word16,
+    /// A raw 64-bit word.
+    Word64,
 }
 
 /// One object, as [`Namespace::objects`] saw it.
@@ -379,7 +418,7 @@ pub struct Object {
     pub generation: u32,
     /// Its futex word: a semaphore's count, an event's `(pulses << 1) | signaled`, a mutex's
     /// release count, a raw word's value.
-    pub word: u32,
+    pub word: u64,
     /// A mutex's owner: its process's (slot, generation) in the user's shared table.
     pub owner: Option<(u32, u32)>,
     /// A mutex's recursion count; an event's mode (1: manual reset).
@@ -567,23 +606,42 @@ impl Semaphore<'_> {
 }
 
 #[cfg(not(ufutex_loom))]
-/// A raw 32-bit futex word of a namespace, for [`crate::shared`]'s operations.
-#[derive(Debug, Clone, Copy)]
-pub struct Word<'ns> {
+/// A raw futex word of a namespace (32 bits unless made with [`Namespace::word_of`]), for
+/// [`crate::shared`]'s operations.
+#[derive(Debug)]
+pub struct Word<'ns, F = AtomicU32> {
     pub(crate) ns: &'ns Namespace,
     pub(crate) slot: u32,
     pub(crate) gen: u32,
+    size: PhantomData<F>,
 }
 
 #[cfg(not(ufutex_loom))]
-impl Word<'_> {
+impl<F> Clone for Word<'_, F> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+#[cfg(not(ufutex_loom))]
+impl<F> Copy for Word<'_, F> {}
+
+#[cfg(not(ufutex_loom))]
+impl<F: Futex> Word<'_, F> {
     /// The word, while the object lives.
     ///
     /// # Errors
-    /// [`NamedError::Removed`]: the object was removed (its word then holds `u32::MAX`, and
+    /// [`NamedError::Removed`]: the object was removed (its word then holds all ones, and
     /// waiters on it were woken).
-    pub fn get(&self) -> Result<&AtomicU32, NamedError> {
-        Ok(&self.ns.live(self.slot, self.gen)?.word)
+    pub fn get(&self) -> Result<&F, NamedError> {
+        let s = self.ns.live(self.slot, self.gen)?;
+        let at = std::ptr::from_ref(&s.word).cast::<F>();
+        // SAFETY: the slot's `word` is 8-aligned with `word_hi` after it (`table.rs` asserts
+        // it), so an atomic of 1, 2, 4 or 8 bytes (the only `Futex` types) fits there, aligned;
+        // the slot lives in the namespace's mapping, which outlives `self.ns`'s borrow. The
+        // object was made at `F`'s size (its kind says so), so nothing of ours accesses it at
+        // another size.
+        Ok(unsafe { &*at })
     }
 }
 

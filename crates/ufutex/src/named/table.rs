@@ -61,15 +61,53 @@ pub(crate) struct Slot {
     pub(crate) state: AtomicU64,
     pub(crate) key: AtomicU64,
     pub(crate) kind: AtomicU32,
-    /// The object's futex word: a semaphore's count, an event's state, a mutex's release
-    /// sequence, or a raw word.
-    pub(crate) word: AtomicU32,
-    /// A mutex's owner: `(gen << 32) | (slot + 1)` of its process in the shared table, 0 free.
-    pub(crate) owner: AtomicU64,
     /// A mutex's owning thread (its kernel thread id).
     pub(crate) tid: AtomicU32,
+    /// The object's futex word: a semaphore's count, an event's state, a mutex's release
+    /// sequence, or a raw word (a raw word of 8 or 16 bits is its first bytes; one of 64 bits
+    /// is it and `word_hi`, 8-aligned).
+    pub(crate) word: AtomicU32,
+    /// The upper half of a 64-bit raw word; 0 otherwise.
+    pub(crate) word_hi: AtomicU32,
+    /// A mutex's owner: `(gen << 32) | (slot + 1)` of its process in the shared table, 0 free.
+    pub(crate) owner: AtomicU64,
     /// A mutex's recursion count; an event's mode (1: manual reset).
     pub(crate) aux: AtomicU32,
+}
+
+// A 64-bit raw word is `word` and `word_hi` read as one: 8-aligned and adjacent.
+const _: () = assert!(std::mem::offset_of!(Slot, word) % 8 == 0);
+const _: () = assert!(std::mem::offset_of!(Slot, word_hi) == std::mem::offset_of!(Slot, word) + 4);
+
+/// The raw words' kinds, by size; [`KIND_WORD`] is the 32-bit one.
+pub(crate) const KIND_WORD: u32 = 2;
+pub(crate) const KIND_WORD8: u32 = 5;
+pub(crate) const KIND_WORD16: u32 = 6;
+pub(crate) const KIND_WORD64: u32 = 7;
+
+/// Mark a removed object's word with all ones at the size its waiters use (a raw word's own
+/// size, else 32 bits): a value no semaphore reaches, so that a waiter that expected anything
+/// else sees it change. Then its waiters are woken (by address: every size meets there).
+pub(crate) fn mark_removed(s: &Slot) {
+    // (Under loom the atomics are models, not memory to view at other sizes; the models use
+    // 32-bit objects only.)
+    #[cfg(not(ufutex_loom))]
+    {
+        use std::sync::atomic::{AtomicU16, AtomicU8};
+        let at = std::ptr::from_ref(&s.word);
+        // SAFETY: `word` is 8-aligned with `word_hi` right after it (asserted above), in a slot
+        // of a mapping that lives as long as the namespace; every view below lies within those
+        // 8 bytes and is aligned to its size.
+        unsafe {
+            match s.kind.load(Ordering::Relaxed) & !NAMED {
+                KIND_WORD8 => return (*at.cast::<AtomicU8>()).store(u8::MAX, Ordering::Release),
+                KIND_WORD16 => return (*at.cast::<AtomicU16>()).store(u16::MAX, Ordering::Release),
+                KIND_WORD64 => return (*at.cast::<AtomicU64>()).store(u64::MAX, Ordering::Release),
+                _ => {}
+            }
+        }
+    }
+    s.word.store(REMOVED, Ordering::Release);
 }
 
 impl Slot {
@@ -80,9 +118,10 @@ impl Slot {
             state: AtomicU64::new(0),
             key: AtomicU64::new(0),
             kind: AtomicU32::new(0),
-            word: AtomicU32::new(0),
-            owner: AtomicU64::new(0),
             tid: AtomicU32::new(0),
+            word: AtomicU32::new(0),
+            word_hi: AtomicU32::new(0),
+            owner: AtomicU64::new(0),
             aux: AtomicU32::new(0),
         }
     }
@@ -329,7 +368,7 @@ impl<'a> Table<'a> {
             // A creation never published: bury it (it was never counted in).
             (false, BUSY) => {
                 s.state.store(pack(gen_of(st).wrapping_add(1), DEAD), Ordering::Release);
-                s.word.store(REMOVED, Ordering::Release);
+                mark_removed(s);
                 wake(&s.word);
                 self.header.end(0);
             }
@@ -337,7 +376,7 @@ impl<'a> Table<'a> {
             (false, LIVE) => self.header.end(1),
             // A removal that marked the slot but did not end: finish it, count the object out.
             (true, DEAD) => {
-                s.word.store(REMOVED, Ordering::Release);
+                mark_removed(s);
                 wake(&s.word);
                 self.header.end(-1);
             }
@@ -408,6 +447,7 @@ impl<'a> Table<'a> {
         s.key.store(key.hash(), Ordering::Relaxed);
         s.kind.store(if key.named() { kind | NAMED } else { kind }, Ordering::Relaxed);
         s.word.store(word, Ordering::Relaxed);
+        s.word_hi.store(0, Ordering::Relaxed);
         s.owner.store(0, Ordering::Relaxed);
         s.tid.store(0, Ordering::Relaxed);
         s.aux.store(aux, Ordering::Relaxed);
@@ -433,7 +473,7 @@ impl<'a> Table<'a> {
                 self.header.begin(f.slot, true);
                 s.state.store(pack(f.gen.wrapping_add(1), DEAD), Ordering::Release);
                 point(Point::Removing);
-                s.word.store(REMOVED, Ordering::Release);
+                mark_removed(s);
                 wake(&s.word);
                 self.header.end(-1);
                 Ok(())
