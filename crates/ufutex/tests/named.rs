@@ -40,6 +40,7 @@ fn named_objects_across_processes() {
     mutex_recursion_and_ownership(&ns);
     events_manual_auto_and_pulse(&ns);
     waiting_on_any_of_many(&ns);
+    waiting_on_words_of_every_size(&ns);
     the_inspection_tool(&ns);
     byte_string_names(&ns);
     assert!(ns.is_empty(), "every test removes what it made: {}", ns.len());
@@ -467,6 +468,32 @@ fn waiting_on_any_of_many(ns: &Namespace) {
         ns.remove(k).unwrap();
     }
     assert_eq!(wait_any(&all, None).unwrap_err(), NamedError::Removed);
+}
+
+/// `wait_any` over raw words of 8, 16, 32 and 64 bits: another process changes the 64-bit
+/// one's upper half only (a 32-bit look would miss it) and wakes it.
+fn waiting_on_words_of_every_size(ns: &Namespace) {
+    use std::sync::atomic::{AtomicU16, AtomicU64, AtomicU8};
+    let (w8, _) = ns.word_of::<AtomicU8>(90, Open::CreateNew).unwrap();
+    let (w16, _) = ns.word_of::<AtomicU16>(91, Open::CreateNew).unwrap();
+    let (w32, _) = ns.word(92, Open::CreateNew).unwrap();
+    let (w64, _) = ns.word_of::<AtomicU64>(93, Open::CreateNew).unwrap();
+    let all = [Waitable::Word8(&w8, 0), Waitable::Word16(&w16, 0), Waitable::Word(&w32, 0), Waitable::Word64(&w64, 0)];
+    assert_eq!(wait_any(&all, deadline(Duration::ZERO)).unwrap_err(), NamedError::Shared(SharedError::TimedOut));
+    let pid = child(|| {
+        std::thread::sleep(Duration::from_millis(10));
+        let ns = Namespace::open("tests").unwrap();
+        let (w, _) = ns.word_of::<AtomicU64>(93, Open::Existing).unwrap();
+        let w = w.get().unwrap();
+        w.store(1 << 40, Ordering::SeqCst);
+        shared::wake(w, 1).map_or(1, |_| 0)
+    });
+    assert_eq!(wait_any(&all, deadline(LONG)), Ok(3));
+    assert_eq!(reap(pid), 0);
+    for k in 90..94 {
+        ns.remove(k).unwrap();
+    }
+    assert_eq!(wait_any(&all[..1], None).unwrap_err(), NamedError::Removed);
 }
 
 fn the_inspection_tool(ns: &Namespace) {

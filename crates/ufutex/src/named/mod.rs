@@ -37,7 +37,7 @@ use crate::shared::{self, SharedError};
 use crate::word::Futex;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 const MAGIC: u64 = 0x5546_5554_584e_5331; // "UFUTXNS1"
 const VERSION: u32 = 4;
@@ -658,6 +658,12 @@ pub enum Waitable<'a> {
     Mutex(&'a Mutex<'a>),
     /// Ready when the raw word no longer holds the value.
     Word(&'a Word<'a>, u32),
+    /// A raw word of 8 bits, ready when it no longer holds the value.
+    Word8(&'a Word<'a, AtomicU8>, u8),
+    /// A raw word of 16 bits, ready when it no longer holds the value.
+    Word16(&'a Word<'a, AtomicU16>, u16),
+    /// A raw word of 64 bits, ready when it no longer holds the value.
+    Word64(&'a Word<'a, AtomicU64>, u64),
 }
 
 /// Wait until one of `objects` (1 to [`crate::WAITV_MAX`], any kinds) is ready, taking it
@@ -676,41 +682,74 @@ pub fn wait_any(objects: &[Waitable<'_>], deadline: Option<Deadline>) -> Result<
     let mut began: Vec<Option<u32>> = vec![None; objects.len()];
     loop {
         // Each object's word and the value it was seen with, before trying it: a change after
-        // the look makes the sleep below return.
-        let mut seen = Vec::with_capacity(objects.len());
+        // the look makes the sleep below return. A word that holds all ones at its size was
+        // removed.
+        let mut entries: Vec<crate::WaitEntry<'_>> = Vec::with_capacity(objects.len());
         for (i, o) in objects.iter().enumerate() {
-            let (word, ready) = match o {
+            fn raw<'w, F: Futex>(w: &'w F, seen: F::Value, now: F::Value, all_ones: F::Value) -> Seen<'w> {
+                Seen { entry: crate::WaitEntry::new(w, now), ready: now != seen, removed: now == all_ones }
+            }
+            let seen = match o {
                 Waitable::Semaphore(s) => {
                     let w = &s.ns.live(s.slot, s.gen)?.word;
-                    (w, s.try_wait()?)
+                    let ready = s.try_wait()?;
+                    object(w, ready)
                 }
                 Waitable::Event(e) => {
                     let w = &e.ns.live(e.slot, e.gen)?.word;
                     let start = *began[i].get_or_insert(w.load(Ordering::Acquire));
-                    (w, e.try_wait(start)?)
+                    let ready = e.try_wait(start)?;
+                    object(w, ready)
                 }
                 Waitable::Mutex(m) => {
                     let w = &m.ns.live(m.slot, m.gen)?.word;
-                    (w, m.try_lock()?.is_some())
+                    let ready = m.try_lock()?.is_some();
+                    object(w, ready)
                 }
                 Waitable::Word(w, v) => {
-                    let word = w.get()?;
-                    (word, word.load(Ordering::Acquire) != *v)
+                    let w = w.get()?;
+                    raw(w, *v, w.load(Ordering::Acquire), u32::MAX)
+                }
+                Waitable::Word8(w, v) => {
+                    let w = w.get()?;
+                    raw(w, *v, w.load(Ordering::Acquire), u8::MAX)
+                }
+                Waitable::Word16(w, v) => {
+                    let w = w.get()?;
+                    raw(w, *v, w.load(Ordering::Acquire), u16::MAX)
+                }
+                Waitable::Word64(w, v) => {
+                    let w = w.get()?;
+                    raw(w, *v, w.load(Ordering::Acquire), u64::MAX)
                 }
             };
-            if ready {
+            if seen.ready {
                 return Ok(i);
             }
-            let now = word.load(Ordering::Acquire);
-            if now == REMOVED {
+            if seen.removed {
                 return Err(NamedError::Removed);
             }
-            seen.push((word, now));
+            entries.push(seen.entry);
         }
-        let entries: Vec<crate::WaitEntry<'_>> = seen.iter().map(|&(w, v)| crate::WaitEntry::new(w, v)).collect();
         match shared::waitv(&entries, deadline) {
             Ok(_) | Err(SharedError::WouldBlock) => {}
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// One object of a [`wait_any`] as looked at: the entry to sleep on, and whether it is ready
+/// or was removed.
+#[cfg(not(ufutex_loom))]
+struct Seen<'w> {
+    entry: crate::WaitEntry<'w>,
+    ready: bool,
+    removed: bool,
+}
+
+/// A semaphore's, event's or mutex's word (tried already: `ready`), seen now.
+#[cfg(not(ufutex_loom))]
+fn object(w: &AtomicU32, ready: bool) -> Seen<'_> {
+    let now = w.load(Ordering::Acquire);
+    Seen { entry: crate::WaitEntry::new(w, now), ready, removed: now == REMOVED }
 }
