@@ -202,8 +202,9 @@ pub enum Command {
     },
     /// Named objects by key (issue 15's benchmark): the table of the kernel commit "ipc: optimize
     /// semget/shmget/msgget for lots of keys" — create, lookup (in order and random), miss,
-    /// exclusive create, remove — then concurrent lookups; kernel-semget (SysV semaphore sets)
-    /// now, ufutex's keyed objects once built. Refuses to run if a key of its range is taken
+    /// exclusive create, remove, lookup in a new process per key — then concurrent lookups;
+    /// kernel-semget (SysV semaphore sets) and ufutex-keyed (ufutex's named objects). Refuses to
+    /// run if a key of its range is taken
     Keyed {
         #[command(flatten)]
         common: CommonArgs,
@@ -216,6 +217,25 @@ pub enum Command {
         /// First key of the range (decimal or 0x hex); the run uses [BASE, BASE + 2 × max KEYS)
         #[arg(long, default_value = "0x424242", value_name = "KEY")]
         base: String,
+        /// New processes per KEYS value and repetition at most, one per key (sampled evenly when
+        /// KEYS is larger); 0 leaves the per-process phase out
+        #[arg(long, default_value_t = 200, value_name = "N")]
+        processes: usize,
+    },
+    /// Internal: one new process of `keyed`'s per-process phase: reach key KEY of one competitor
+    /// as a new program does, check the handle, print the ns it took
+    #[command(hide = true)]
+    KeyedChild {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[arg(long, value_name = "KEY")]
+        key: u64,
+        /// The handle the lookup must return
+        #[arg(long, value_name = "HANDLE")]
+        expect: String,
+        /// The namespace's name, for competitors whose keys are not system-wide
+        #[arg(long, value_name = "NAME")]
+        namespace: Option<String>,
     },
     /// Semaphore ping-pong between two processes (issue 15): the parent posts "ping" and waits on
     /// "pong", a forked child the reverse; ufutex's named semaphores, a SysV set (semop, the

@@ -4,8 +4,9 @@
 //! issue 15) is an impl here, an [`AnyKeyed`] variant and its arm in [`dispatch_keyed!`].
 //! (The futex competitors are in `competitor.rs`, the locks in `lock_competitor.rs`.)
 
-use crate::sysv::{self, Cleanup, Limits};
+use crate::sysv::{self, Cleanup, FileClaim, Limits};
 use std::io;
+use ufutex::named::Namespace;
 
 /// How a `get` treats the key, in SysV terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +35,17 @@ pub trait Keyed: Sync {
     fn remove(&self, h: Self::Handle) -> Result<(), i32>;
     /// Register `[first, first + len)`, checked empty, as holding this run's objects.
     fn claim(&self, first: u64, len: usize) -> io::Result<Self::Claim>;
+    /// How a new process finds this namespace (`keyed-child --namespace`): `None` where keys
+    /// are system-wide (SysV).
+    fn reach(&self) -> Option<&str>;
+    /// In a new process: what a new program does before its first lookup, given what
+    /// [`Keyed::reach`] said (ufutex: open the namespace by name, mapping it; SysV: nothing).
+    /// Meant to create nothing.
+    fn attach(reach: Option<&str>) -> Result<Self, String>
+    where
+        Self: Sized;
+    /// In a new process, after a lookup failed: undo what [`Keyed::attach`] may have created.
+    fn detach_failed(&self) {}
 }
 
 /// SysV semaphore sets of one semaphore each, mode 0600: `semget(key, 1, flags | 0600)` and
@@ -87,31 +99,85 @@ impl Keyed for KernelSemget {
     fn claim(&self, first: u64, len: usize) -> io::Result<Cleanup> {
         Cleanup::claim(first as libc::key_t, len)
     }
+    fn reach(&self) -> Option<&str> {
+        None
+    }
+    /// Nothing to open: keys are system-wide. (The limits are not read: a new program does
+    /// not, and the child only looks up.)
+    fn attach(_: Option<&str>) -> Result<Self, String> {
+        Ok(KernelSemget { limits: Err("not read in a new process".into()) })
+    }
 }
 
 /// The competitor names `--impl` accepts for `keyed`, in their default order.
 pub const NAMES: &[&str] = &[KernelSemget::NAME, UfutexKeyed::NAME];
 
 /// ufutex's named objects (`ufutex::named`): counting semaphores in a namespace of this run's
-/// own (`bench-keyed-<pid>`, unlinked as soon as it is mapped, so that no exit leaves it
-/// behind), looked up without a system call. The handle is the key (removal is by key).
+/// own (`bench-keyed-<pid>-<n>`), looked up without a system call. The handle is the key
+/// (removal is by key). The name stays linked while the competitor lives, since a new process
+/// must find the namespace by name (the per-process phase); it is unlinked when the competitor
+/// drops and, on SIGINT, SIGTERM or SIGHUP, by the signal cleanup ([`FileClaim`]). Only SIGKILL
+/// leaves it behind.
 pub struct UfutexKeyed {
-    ns: Result<ufutex::named::Namespace, String>,
+    ns: Result<Namespace, String>,
+    name: String,
+    /// `Some` when this process made the namespace, and unlinks it.
+    claim: Option<FileClaim>,
 }
 
 impl UfutexKeyed {
     pub const NAME: &'static str = "ufutex-keyed";
 
     pub fn new() -> Self {
-        let name = format!("bench-keyed-{}", std::process::id());
-        let ns = ufutex::named::Namespace::open(&name).map_err(|e| format!("ufutex namespace: {e}"));
-        let _ = ufutex::named::Namespace::unlink(&name);
-        UfutexKeyed { ns }
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("bench-keyed-{}-{n}", std::process::id());
+        // A namespace left by a dead process of the same pid (never another's).
+        let _ = Namespace::unlink(&name);
+        let made = Namespace::open(&name).map_err(|e| e.to_string()).and_then(|ns| {
+            let path = mapped_file(&name)?;
+            let claim = FileClaim::claim(&path).map_err(|e| format!("{path}: {e}"))?;
+            Ok((ns, claim))
+        });
+        match made {
+            Ok((ns, claim)) => UfutexKeyed { ns: Ok(ns), name, claim: Some(claim) },
+            Err(e) => {
+                let _ = Namespace::unlink(&name);
+                UfutexKeyed { ns: Err(format!("ufutex namespace {name}: {e}")), name, claim: None }
+            }
+        }
     }
 
-    fn ns(&self) -> &ufutex::named::Namespace {
+    fn ns(&self) -> &Namespace {
         self.ns.as_ref().expect("checked by unsupported()")
     }
+}
+
+impl Drop for UfutexKeyed {
+    fn drop(&mut self) {
+        if self.claim.is_some() {
+            let _ = Namespace::unlink(&self.name);
+        }
+    }
+}
+
+/// The path of the namespace file `name` that this process has mapped, linked (the library
+/// keeps its directory to itself; /proc/self/maps shows it).
+fn mapped_file(name: &str) -> Result<String, String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("/proc/self/maps: {e}"))?;
+    path_in_maps(&maps, name).ok_or_else(|| "its file is not in /proc/self/maps".into())
+}
+
+/// In the text of a maps file, the first path whose file is namespace `name`'s: `ns-<name>`,
+/// alone or after a `-` (`ufutex-ns-<name>` under $XDG_RUNTIME_DIR). A deleted file (a
+/// " (deleted)" suffix) is not found.
+fn path_in_maps(maps: &str, name: &str) -> Option<String> {
+    let stem = format!("ns-{name}");
+    let ours = |file: &str| file.strip_suffix(stem.as_str()).is_some_and(|pre| pre.is_empty() || pre.ends_with('-'));
+    maps.lines()
+        .filter_map(|l| l.find('/').map(|i| &l[i..]))
+        .find(|path| path.rsplit('/').next().is_some_and(ours))
+        .map(String::from)
 }
 
 impl Keyed for UfutexKeyed {
@@ -147,6 +213,22 @@ impl Keyed for UfutexKeyed {
         match (first..first + len as u64).find(|&k| self.get(k, Get::Open).is_ok()) {
             Some(k) => Err(io::Error::other(format!("key {k:#x} exists in this run's namespace"))),
             None => Ok(()),
+        }
+    }
+    fn reach(&self) -> Option<&str> {
+        Some(&self.name)
+    }
+    /// `Namespace::open` by name: the file's open, lock and checks, and its mapping.
+    fn attach(reach: Option<&str>) -> Result<Self, String> {
+        let name = reach.ok_or("the namespace's name is missing (--namespace)")?;
+        let ns = Namespace::open(name).map_err(|e| format!("ufutex namespace {name}: {e}"))?;
+        Ok(UfutexKeyed { ns: Ok(ns), name: name.into(), claim: None })
+    }
+    /// `Namespace::open` creates a namespace that is not there: an empty one is ours (the
+    /// run's holds the keys looked up, or its parent is gone), and is unlinked.
+    fn detach_failed(&self) {
+        if self.ns.as_ref().is_ok_and(Namespace::is_empty) {
+            let _ = Namespace::unlink(&self.name);
         }
     }
 }
@@ -222,6 +304,44 @@ mod tests {
         assert_eq!(k.get(7, Get::Open), Err(libc::ENOENT));
         assert_eq!(k.remove(7), Err(libc::ENOENT));
         assert!(k.short_of(10).is_none());
+        let name = k.reach().unwrap().to_string();
+        assert!(Namespace::list().unwrap().contains(&name), "{name} linked while the competitor lives");
+        drop(k);
+        assert!(!Namespace::list().unwrap().contains(&name), "{name} unlinked when it drops");
+    }
+
+    /// A new process's side: the run's namespace found by name, nothing unlinked but an empty
+    /// namespace the attach made itself.
+    #[test]
+    fn ufutex_keyed_attaches_by_name() {
+        let k = UfutexKeyed::new();
+        assert_eq!(k.get(9, Get::Create), Ok(9));
+        let a = UfutexKeyed::attach(k.reach()).unwrap();
+        assert_eq!(a.get(9, Get::Open), Ok(9));
+        a.detach_failed();
+        drop(a);
+        let name = k.reach().unwrap().to_string();
+        assert!(Namespace::list().unwrap().contains(&name), "an attach never unlinks the run's namespace");
+        assert_eq!(k.remove(9), Ok(()));
+        let stray = format!("{name}-stray");
+        let s = UfutexKeyed::attach(Some(&stray)).unwrap();
+        assert_eq!(s.get(9, Get::Open), Err(libc::ENOENT));
+        s.detach_failed();
+        assert!(!Namespace::list().unwrap().contains(&stray), "the empty namespace an attach made is unlinked");
+        assert!(UfutexKeyed::attach(None).is_err());
+    }
+
+    #[test]
+    fn namespace_files_are_found_in_maps() {
+        let maps = "7f00-7f01 rw-s 00000000 00:1a 42    /dev/shm/ufutex-1000/ns-bench-keyed-7-10\n\
+                    7f02-7f03 rw-s 00000000 00:1a 43    /run/user/1000/ufutex-ns-bench-keyed-7-1\n\
+                    7f04-7f05 rw-s 00000000 00:1a 44    /dev/shm/ufutex-1000/ns-bench-keyed-7-2 (deleted)\n\
+                    7f06-7f07 r-xp 00000000 08:01 45    /usr/lib/libc.so.6\n";
+        assert_eq!(path_in_maps(maps, "bench-keyed-7-10").as_deref(), Some("/dev/shm/ufutex-1000/ns-bench-keyed-7-10"));
+        assert_eq!(path_in_maps(maps, "bench-keyed-7-1").as_deref(), Some("/run/user/1000/ufutex-ns-bench-keyed-7-1"));
+        assert_eq!(path_in_maps(maps, "bench-keyed-7-0"), None);
+        assert_eq!(path_in_maps(maps, "bench-keyed-7-2"), None);
+        assert_eq!(path_in_maps(maps, "keyed-7-10"), None);
     }
 
     #[test]

@@ -61,6 +61,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if let Job::CountCalls { counts } = &opts.job {
         return Ok(instructions::child(&opts.common, counts)?);
     }
+    if let Job::KeyedChild { key, expect, namespace } = &opts.job {
+        return Ok(keyed::child(&opts.common.impls[0], namespace.as_deref(), *key, expect)?);
+    }
     let doc = Document::new(execute(&opts)?);
     let md = Markdown { name: String::new(), title: None }.export(&doc)?;
     let mut stdout = std::io::stdout().lock();
@@ -90,6 +93,6 @@ fn execute(opts: &Options) -> std::io::Result<Vec<Bench>> {
         Job::Recovery => Ok(vec![recovery::run(c)?]),
         Job::Keyed(p) => keyed::run(c, p),
         Job::SemPingPong(p) => Ok(vec![sempingpong::run(c, *p)?]),
-        Job::Report { .. } | Job::CountCalls { .. } => unreachable!("handled in run()"),
+        Job::Report { .. } | Job::CountCalls { .. } | Job::KeyedChild { .. } => unreachable!("handled in run()"),
     }
 }

@@ -54,6 +54,12 @@ pub enum Job {
     CountCalls {
         counts: Vec<(Body, usize)>,
     },
+    /// The hidden child of `Keyed`'s per-process phase: one lookup, on one competitor.
+    KeyedChild {
+        key: u64,
+        expect: String,
+        namespace: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -175,7 +181,7 @@ fn key(s: &str) -> R<u64> {
     v.map_err(|_| format!("--base {s:?}: expected a key in decimal or 0x hex"))
 }
 
-fn keyed(keys: &str, threads: &str, base: &str) -> R<keyed::Params> {
+fn keyed(keys: &str, threads: &str, base: &str, processes: usize) -> R<keyed::Params> {
     let keys = list("--keys", keys, 1, 1 << 24)?;
     let threads = list("--threads", threads, 1, 1024)?;
     let base = key(base)?;
@@ -186,7 +192,8 @@ fn keyed(keys: &str, threads: &str, base: &str) -> R<keyed::Params> {
             "--base {base:#x}: the run's keys [base, base + 2 × max KEYS = {span}) must lie in 1..=0x7fffffff"
         ));
     }
-    Ok(keyed::Params { keys, threads, base })
+    let processes = range("--processes", processes, 0, 1_000_000)?;
+    Ok(keyed::Params { keys, threads, base, processes })
 }
 
 fn hash_slots(s: &str) -> R<Vec<SlotPoint>> {
@@ -286,10 +293,18 @@ pub fn validate(cli: Cli) -> R<Options> {
             c.impls = Some("ufutex-shared".into());
             (c, Job::Recovery, 1.0, true)
         }
-        Command::Keyed { common, keys, threads, base } => {
-            let params = keyed(&keys, &threads, &base)?;
+        Command::Keyed { common, keys, threads, base, processes } => {
+            let params = keyed(&keys, &threads, &base, processes)?;
             let json = common.json.clone();
             return Ok(Options { common: self::common(&common, 0.25, Kind::Keyed)?, job: Job::Keyed(params), json });
+        }
+        Command::KeyedChild { common, key, expect, namespace } => {
+            if common.impls.as_deref().is_none_or(|l| l.contains(',')) {
+                return Err("--impl: keyed-child runs exactly one competitor".into());
+            }
+            let json = common.json.clone();
+            let job = Job::KeyedChild { key, expect, namespace };
+            return Ok(Options { common: self::common(&common, 0.25, Kind::Keyed)?, job, json });
         }
         Command::SemPingpong { common, iters, no_pin } => {
             let p = sempingpong::Params { iters: range("--iters", iters, 1, 100_000_000)?, pin: !no_pin };
@@ -417,6 +432,7 @@ mod tests {
                 assert_eq!(p.keys, [1, 10, 32, 100, 1000, 10000, 31900]);
                 assert_eq!(p.threads, [1, 2, 4]);
                 assert_eq!(p.base, 0x42_4242);
+                assert_eq!(p.processes, 200);
             }
             other => panic!("{other:?}"),
         }
@@ -431,6 +447,31 @@ mod tests {
         assert!(parse(&["keyed", "--base", "zz"]).unwrap_err().contains("--base"));
         assert!(parse(&["keyed", "--impl", "kernel"]).unwrap_err().contains("kernel-semget"));
         assert!(parse(&["keyed", "--shared"]).is_err());
+        match parse(&["keyed", "--processes", "0"]).unwrap().job {
+            Job::Keyed(p) => assert_eq!(p.processes, 0),
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["keyed", "--processes", "-1"]).is_err());
+    }
+
+    #[test]
+    fn keyed_child_takes_one_competitor_a_key_and_a_handle() {
+        let args = ["keyed-child", "--impl", "ufutex-keyed", "--key", "4342338", "--expect", "4342338"];
+        let o = parse(&[&args[..], &["--namespace", "bench-keyed-7-0"]].concat()).unwrap();
+        assert_eq!(o.common.impls, ["ufutex-keyed"]);
+        match o.job {
+            Job::KeyedChild { key, expect, namespace } => {
+                assert_eq!((key, expect.as_str(), namespace.as_deref()), (4342338, "4342338", Some("bench-keyed-7-0")));
+            }
+            other => panic!("{other:?}"),
+        }
+        let o = parse(&["keyed-child", "--impl", "kernel-semget", "--key", "0x10", "--expect", "3"]);
+        assert!(o.is_err(), "keys are decimal");
+        assert!(parse(&["keyed-child", "--impl", "kernel-semget", "--key", "16"]).is_err(), "--expect is required");
+        let two = ["keyed-child", "--impl", "kernel-semget,ufutex-keyed", "--key", "1", "--expect", "3"];
+        assert!(parse(&two).unwrap_err().contains("exactly one"));
+        let unknown = ["keyed-child", "--impl", "kernel", "--key", "1", "--expect", "3"];
+        assert!(parse(&unknown).unwrap_err().contains("kernel-semget"));
     }
 
     #[test]

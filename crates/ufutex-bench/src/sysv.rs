@@ -2,10 +2,13 @@
 //! (`semget`, `semctl` `IPC_RMID`, `semop`, `semtimedop`), the limits they must respect (read
 //! from /proc, never changed), and the cleanup of the sets a run creates — by key range or by
 //! id — when the process is killed by SIGINT, SIGTERM or SIGHUP (a [`Cleanup`] or [`IdClaim`]
-//! while they may exist; the `Drop` guards in the workloads cover errors and panics).
+//! while they may exist; the `Drop` guards in the workloads cover errors and panics). The same
+//! handler unlinks the files of a [`FileClaim`] (a ufutex namespace that new processes must find
+//! by name while a run lives).
 
+use std::ffi::CString;
 use std::io;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
 use std::sync::Once;
 
 /// `semget(key, nsems, flags)`: the set's id, or the errno.
@@ -208,6 +211,34 @@ impl Drop for IdClaim {
     }
 }
 
+/// Files to unlink: NUL-terminated paths, leaked (a handler may be reading one when its claim
+/// drops); null = a free slot.
+static FILES: [AtomicPtr<libc::c_char>; SLOTS] = [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS];
+
+/// A file registered for unlinking if the process is killed by SIGINT, SIGTERM or SIGHUP while
+/// the claim lives (unlink it yourself before dropping the claim on the other exit paths).
+pub struct FileClaim(usize);
+
+impl FileClaim {
+    /// Register `path`; installs the signal handlers the first time. Its few bytes leak.
+    pub fn claim(path: &str) -> io::Result<FileClaim> {
+        let raw = CString::new(path).map_err(io::Error::other)?.into_raw();
+        INSTALL.call_once(install_handlers);
+        for (i, slot) in FILES.iter().enumerate() {
+            if slot.compare_exchange(std::ptr::null_mut(), raw, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                return Ok(FileClaim(i));
+            }
+        }
+        Err(io::Error::other(format!("more than {SLOTS} files claimed at once")))
+    }
+}
+
+impl Drop for FileClaim {
+    fn drop(&mut self) {
+        FILES[self.0].store(std::ptr::null_mut(), Ordering::Release);
+    }
+}
+
 static INSTALL: Once = Once::new();
 
 /// SIGINT, SIGTERM and SIGHUP run [`on_signal`], where their action was the default one (a
@@ -232,9 +263,10 @@ fn install_handlers() {
     }
 }
 
-/// Remove every set in the claimed ranges and every claimed id, then die of the same signal (SA_RESETHAND made its
-/// action the default again; it is delivered when the handler returns). Only atomics loads and
-/// the `semget`/`semctl` system calls (thin glibc wrappers: no lock, no allocation).
+/// Remove every set in the claimed ranges and every claimed id, unlink every claimed file, then
+/// die of the same signal (SA_RESETHAND made its action the default again; it is delivered when
+/// the handler returns). Only atomics loads and the `semget`/`semctl`/`unlink` system calls
+/// (thin glibc wrappers: no lock, no allocation).
 extern "C" fn on_signal(sig: libc::c_int) {
     for i in 0..SLOTS {
         let len = LEN[i].load(Ordering::Acquire);
@@ -252,6 +284,13 @@ extern "C" fn on_signal(sig: libc::c_int) {
         let v = id.load(Ordering::Acquire);
         if v > 0 {
             let _ = remove(v - 1);
+        }
+    }
+    for f in &FILES {
+        let p = f.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: a claimed path is a leaked NUL-terminated string, never freed.
+            unsafe { libc::unlink(p) };
         }
     }
     // SAFETY: raise is async-signal-safe; the signal stays blocked until this handler returns.
@@ -293,6 +332,11 @@ mod tests {
         let slot = a.0;
         drop(a);
         assert_eq!(LEN[slot].load(Ordering::SeqCst), 0);
+        let f = FileClaim::claim("/nonexistent/x").unwrap();
+        assert!(!FILES[f.0].load(Ordering::SeqCst).is_null());
+        let slot = f.0;
+        drop(f);
+        assert!(FILES[slot].load(Ordering::SeqCst).is_null());
         let c = IdClaim::claim(41).unwrap();
         assert_eq!(IDS[c.0].load(Ordering::SeqCst), 42);
         let slot = c.0;

@@ -183,8 +183,14 @@ fn sysv_usable() -> bool {
     std::path::Path::new("/proc/sysvipc/sem").exists()
 }
 
-/// `keyed`: six phase benches per KEYS value, one per thread count, both columns, and no set
-/// left behind.
+/// The ufutex namespaces of the process `pid` (`ufutex-keyed`'s are `bench-keyed-<pid>-<n>`).
+fn keyed_namespaces_of(pid: u32) -> Vec<String> {
+    let prefix = format!("bench-keyed-{pid}-");
+    ufutex::named::Namespace::list().unwrap().into_iter().filter(|n| n.starts_with(&prefix)).collect()
+}
+
+/// `keyed`: per KEYS value six phase benches and one of new processes, one bench per thread
+/// count, both columns, and no set or namespace left behind.
 #[test]
 fn keyed_reports_every_phase_and_cleans_up() {
     if !sysv_usable() {
@@ -195,14 +201,71 @@ fn keyed_reports_every_phase_and_cleans_up() {
     let v = json_of(&["keyed", "--keys", "1,3", "--threads", "1,2", "--runtime", "0.01", "--base", &b]);
     assert_eq!(sets_in(base, 6), 0);
     let benches = v["benches"].as_array().unwrap();
-    assert_eq!(benches.len(), 2 * 6 + 2);
+    assert_eq!(benches.len(), 2 * 7 + 2);
     assert_eq!(benches[0]["case"], "keys=1, create (keys absent, IPC_CREAT)");
-    assert!(benches[13]["case"].as_str().unwrap().starts_with("concurrent lookups: keys=3 present, threads=2"));
+    assert_eq!(benches[6]["case"], "keys=1, a new process per key (lookup)");
+    assert_eq!(benches[13]["case"], "keys=3, a new process per key (lookup)");
+    assert!(benches[15]["case"].as_str().unwrap().starts_with("concurrent lookups: keys=3 present, threads=2"));
+    let per_process = &benches[13];
+    let names: Vec<_> =
+        per_process["metrics"].as_array().unwrap().iter().map(|m| m["metric"]["name"].clone()).collect();
+    assert_eq!(names, ["in child", "slowest in child", "per process"]);
+    assert!(per_process["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("all 3 keys")));
     for b in benches {
         let rows = b["metrics"][0]["rows"].as_array().unwrap();
         let names: Vec<_> = rows.iter().map(|r| r["competitor"].as_str().unwrap()).collect();
         assert_eq!(names, ["kernel-semget", "ufutex-keyed"], "{b}");
         assert!(rows.iter().all(|r| r["median"].as_f64().is_some_and(|x| x > 0.0)), "{b}");
+    }
+    // Every metric of the per-process benches, both rows.
+    for b in [&benches[6], &benches[13]] {
+        for m in b["metrics"].as_array().unwrap() {
+            let rows = m["rows"].as_array().unwrap();
+            assert_eq!(rows.len(), 2, "{m}");
+            assert!(rows.iter().all(|r| r["median"].as_f64().is_some_and(|x| x > 0.0)), "{m}");
+        }
+    }
+}
+
+/// `--processes` bounds the new processes (keys sampled evenly; 0 leaves the phase out), and
+/// the run leaves no namespace behind.
+#[test]
+fn keyed_bounds_its_new_processes() {
+    if !sysv_usable() {
+        return;
+    }
+    let base = keyed_base(3);
+    let b = format!("{base:#x}");
+    let v =
+        json_of(&["keyed", "--keys", "10", "--threads", "1", "--runtime", "0.01", "--processes", "4", "--base", &b]);
+    let benches = v["benches"].as_array().unwrap();
+    assert_eq!(benches[6]["case"], "keys=10, a new process per key (lookup)");
+    let notes = benches[6]["notes"].as_array().unwrap();
+    assert!(notes.iter().any(|n| n.as_str().unwrap().contains("4 of the 10 keys, sampled evenly")), "{notes:?}");
+    let v = json_of(&["keyed", "--keys", "2", "--threads", "1", "--runtime", "0.01", "--processes", "0", "--base", &b]);
+    let cases: Vec<&str> = v["benches"].as_array().unwrap().iter().map(|b| b["case"].as_str().unwrap()).collect();
+    assert_eq!(cases.len(), 6 + 1, "{cases:?}");
+    assert!(!cases.iter().any(|c| c.contains("new process")), "{cases:?}");
+    assert_eq!(sets_in(base, 20), 0);
+}
+
+/// A new process that gets a wrong answer says so and fails, and creates nothing.
+#[test]
+fn keyed_child_checks_its_answer() {
+    let name = format!("bench-keyed-{}-test", std::process::id());
+    let out = bench()
+        .args(["keyed-child", "--impl", "ufutex-keyed", "--key", "5", "--expect", "5", "--namespace", &name])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ENOENT"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!ufutex::named::Namespace::list().unwrap().contains(&name), "the child left a namespace behind");
+    if sysv_usable() {
+        let key = (keyed_base(4) + 1).to_string();
+        let out =
+            bench().args(["keyed-child", "--impl", "kernel-semget", "--key", &key, "--expect", "0"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(sets_in(keyed_base(4), 2), 0);
     }
 }
 
@@ -251,11 +314,21 @@ fn keyed_cleans_up_on_sigint() {
         std::thread::yield_now();
     }
     let seen = sets_in(base, 400);
+    let pid = child.id();
+    let namespaces = keyed_namespaces_of(pid);
     // SAFETY: kill with our own child's pid (not reaped yet, so not reused).
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
     assert!(seen > 0, "the run created no set within 20 s");
+    assert_eq!(namespaces.len(), 1, "ufutex-keyed's namespace linked during the run: {namespaces:?}");
     assert_eq!(sets_in(base, 400), 0, "sets left behind");
+    // A new process the run had started may still be finishing: it leaves nothing either (if
+    // it came too late, it made an empty namespace and unlinks it).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !keyed_namespaces_of(pid).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(keyed_namespaces_of(pid), Vec::<String>::new(), "namespaces left behind");
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}");
 }

@@ -8,15 +8,19 @@
 //! absent: ENOENT), exclusive create of an existing key (EEXIST), remove. Each repetition runs
 //! the six phases twice, each time on a fresh population: once with one clock read around each
 //! loop (the total and ns per key), once reading the clock after every call (chained `Instant`s,
-//! one read per call) for each call's time (p99 and the slowest call). Then concurrent lookups:
-//! with the largest KEYS present, T threads open random keys for `--runtime`.
+//! one read per call) for each call's time (p99 and the slowest call). Per KEYS value too, the
+//! seed's "in a new process per key" ([`process`]): a population, then for up to `--processes`
+//! of its keys a new process (this binary executed again) that reaches the object. Then
+//! concurrent lookups: with the largest KEYS present, T threads open random keys for `--runtime`.
 //!
 //! Keys: `[base, base + KEYS)` hold the objects; `[base + max, base + max + KEYS)` (max = the
 //! largest KEYS) are the misses. The whole `[base, base + 2 max)` must be empty when the run
 //! starts, or it refuses to run; every population checks its own range again before it
 //! creates. Objects are removed on every exit path: a `Drop` guard ([`Population`]) for errors
 //! and panics, the competitor's signal cleanup for SIGINT/SIGTERM/SIGHUP. Nothing survives
-//! SIGKILL; the next run then refuses and names the keys.
+//! SIGKILL; the next run then refuses and names the keys. The new processes create nothing.
+
+mod process;
 
 use super::{Common, Gate, STACK};
 use crate::keyed_competitor::{dispatch_keyed, AnyKeyed, Get, Keyed};
@@ -37,6 +41,8 @@ pub struct Params {
     /// Thread counts of the concurrent-lookup phase.
     pub threads: Vec<usize>,
     pub base: u64,
+    /// New processes per KEYS value at most (keys sampled evenly); 0: no per-process phase.
+    pub processes: usize,
 }
 
 impl Params {
@@ -391,7 +397,11 @@ fn lookups_once<K: Keyed>(k: &K, first: u64, n: usize, threads: usize, runtime: 
     Ok(vec![total, total / threads as f64])
 }
 
-/// Every KEYS value (six benches each), then one bench per thread count.
+/// The `keyed-child` process of the per-process phase.
+pub use process::child;
+
+/// Every KEYS value (six benches each, and one of new processes unless `--processes 0`), then
+/// one bench per thread count.
 pub fn run(common: &Common, p: &Params) -> io::Result<Vec<Bench>> {
     let comps =
         common.impls.iter().map(|n| AnyKeyed::by_name(n).map_err(io::Error::other)).collect::<io::Result<Vec<_>>>()?;
@@ -402,6 +412,7 @@ pub fn run(common: &Common, p: &Params) -> io::Result<Vec<Bench>> {
         }
     }
     let sched = common.scheduler();
+    let exe = if p.processes > 0 { Some(std::env::current_exe()?) } else { None };
     let mut out = Vec::new();
     for &n in &p.keys {
         let r = Range { first: p.base, miss_first: p.base + max as u64, n };
@@ -417,6 +428,20 @@ pub fn run(common: &Common, p: &Params) -> io::Result<Vec<Bench>> {
         bench.notes.push(TIMING.into());
         bench.notes.extend(context(&comps, p, n));
         out.extend(split(bench, n));
+        if let Some(exe) = &exe {
+            let sample = process::sample(n, p.processes);
+            let plan =
+                Plan { workload: "keyed", case: process::case(n), metrics: process::metrics(), baseline: BASELINE };
+            let mut bench = sched.run(
+                plan,
+                &comps,
+                |c| c.name().to_string(),
+                |c| c.skip_reason(n),
+                |c| dispatch_keyed!(c, k => process::once(k, exe, r, &sample)),
+            )?;
+            bench.notes.extend(process::notes(n, sample.len()));
+            out.push(bench);
+        }
     }
     // The largest KEYS every runnable competitor has room for.
     let fits = |n: usize| comps.iter().all(|c| c.unsupported().is_some() || c.skip_reason(n).is_none());
