@@ -34,7 +34,7 @@
 
 #[cfg(not(ufutex_loom))]
 use crate::primitive::AtomicU8;
-use crate::primitive::{fence, Ordering};
+use crate::primitive::{fence, AtomicU32, Ordering};
 
 #[cfg(not(ufutex_loom))]
 const UNKNOWN: u8 = 0;
@@ -114,38 +114,204 @@ pub(crate) enum Pays {
     Waiter,
 }
 
-/// The waker's (B) point, between the caller's store to the word and the wake's first read of
-/// the tables: with [`Pays::Waiter`], a compiler barrier once `membarrier` works; else
-/// `fence(SeqCst)`.
-#[inline(always)]
-pub(crate) fn waker_point(pays: Pays) {
-    if pays == Pays::Waker {
-        fence(Ordering::SeqCst);
-        return;
+/// A bucket's choice of who pays for the (A)/(B) order on its words (with [`Pays::Waiter`]):
+///
+/// ```text
+///   FREE       wakes: no fence        a waiter about to queue: membarrier
+///   SWITCHING  wakes: fence           a waiter about to queue: membarrier
+///   FENCED     wakes: fence           a waiter about to queue: nothing
+/// ```
+///
+/// A waiter that finds the bucket FREE marks it SWITCHING before its own barrier and FENCED
+/// after it: from then on the threads that sleep there pay nothing more, and its wakes pay a
+/// fence — where threads sleep often (18 threads on 2 CPUs) an IPI per sleep costs more than a
+/// fence per wake. A FENCED bucket with no new sleeper for [`DECAY_MS`] goes back to FREE (a
+/// fenced waker notices, one wake in [`SAMPLE`] of its thread looks). Changes are made under the
+/// bucket's lock; a waiter reads the mode under it too, and compares its word in the same hold.
+///
+/// Why it is safe (the waker reads the mode after its store, and fences unless it read FREE):
+/// - FREE → SWITCHING → FENCED: a waiter that skips its barrier read FENCED, set after a
+///   barrier that began after SWITCHING was stored. A waker that read FREE read it before that
+///   barrier's point in its own thread (after it, the load sees SWITCHING), so its store — before
+///   its load in program order — was before the point too and is visible to the waiter's
+///   compare. A waker that read anything else fenced: the symmetric protocol.
+/// - FENCED → FREE: a waiter that read FENCED compared its word before the change (the lock);
+///   a waker that reads FREE (Acquire, pairing with the change's Release) therefore sees that
+///   waiter's count. Waiters after the change read FREE and pay their barrier.
+pub(crate) struct Fence {
+    mode: AtomicU32,
+    /// When a sleeper last came to the FENCED bucket: ms on [`now_ms`]'s clock.
+    since: AtomicU32,
+}
+
+const FREE: u32 = 0;
+const SWITCHING: u32 = 1;
+const FENCED: u32 = 2;
+
+/// A FENCED bucket without a new sleeper for this long goes back to FREE.
+#[cfg(not(ufutex_loom))]
+const DECAY_MS: u32 = 20;
+/// A fenced waker looks at its bucket's age once in this many fenced wakes of its thread.
+#[cfg(not(ufutex_loom))]
+const SAMPLE: u32 = 256;
+
+/// What a waiter about to compare its word must do first (see [`Fence`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Need {
+    /// Nothing: the bucket is FENCED.
+    Nothing,
+    /// [`waiter_barrier`], with the lock dropped; `switching`: this waiter marked the bucket
+    /// SWITCHING and completes the switch after it ([`Fence::switched`]).
+    Barrier { switching: bool },
+}
+
+impl Fence {
+    crate::primitive::const_unless_loom! {
+        pub(crate) fn new() -> Fence {
+            Fence { mode: AtomicU32::new(FREE), since: AtomicU32::new(0) }
+        }
     }
+
+    /// A waiter of [`Pays::Waiter`] came, its count in: what it needs before it compares.
+    /// The caller holds the bucket's lock.
+    pub(crate) fn waiter_came(&self) -> Need {
+        if !fence_free() {
+            return Need::Nothing; // wakers always fence here: the (A) fence suffices
+        }
+        // Relaxed: changed only under the lock we hold.
+        match self.mode.load(Ordering::Relaxed) {
+            FENCED => {
+                self.since.store(now_ms(), Ordering::Relaxed);
+                Need::Nothing
+            }
+            FREE => {
+                self.mode.store(SWITCHING, Ordering::Relaxed);
+                Need::Barrier { switching: true }
+            }
+            _ => Need::Barrier { switching: false },
+        }
+    }
+
+    /// The waiter that marked the bucket SWITCHING had its barrier: FENCED, unless something
+    /// else happened meanwhile. The caller holds the bucket's lock again.
+    pub(crate) fn switched(&self) {
+        if self.mode.load(Ordering::Relaxed) == SWITCHING {
+            self.since.store(now_ms(), Ordering::Relaxed);
+            self.mode.store(FENCED, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a waker of this bucket should look whether it is stale ([`Fence::decay`]).
+    #[inline]
+    fn sample(&self) -> bool {
+        #[cfg(not(ufutex_loom))]
+        {
+            std::thread_local! {
+                static FENCED_WAKES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+            }
+            FENCED_WAKES.with(|n| {
+                n.set(n.get().wrapping_add(1));
+                n.get() % SAMPLE == 0
+            })
+        }
+        #[cfg(ufutex_loom)]
+        true
+    }
+
+    /// A FENCED bucket without a new sleeper for [`DECAY_MS`] goes back to FREE. The caller
+    /// holds the bucket's lock.
+    pub(crate) fn decay(&self) {
+        #[cfg(not(ufutex_loom))]
+        let stale = now_ms().wrapping_sub(self.since.load(Ordering::Relaxed)) > DECAY_MS;
+        #[cfg(ufutex_loom)]
+        let stale = true;
+        if stale && self.mode.load(Ordering::Relaxed) == FENCED {
+            // Release: a waker that reads FREE sees the counts of every waiter that compared
+            // under FENCED (see the type's docs).
+            self.mode.store(FREE, Ordering::Release);
+        }
+    }
+}
+
+/// Milliseconds since the first call in this process (a coarse clock for [`Fence`]'s age).
+fn now_ms() -> u32 {
+    #[cfg(not(ufutex_loom))]
+    {
+        static BASE: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        BASE.get_or_init(std::time::Instant::now).elapsed().as_millis() as u32
+    }
+    #[cfg(ufutex_loom)]
+    0
+}
+
+/// What the waker's point decided: whether to look at the bucket's age under its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Waker {
+    Done,
+    /// The bucket is FENCED and this wake was sampled: call [`Fence::decay`] under the lock
+    /// (only worth it when nobody waits there).
+    LookAtAge,
+}
+
+/// The waker's (B) point, first part, after the caller's store and before the wake reads the
+/// tables: `fence(SeqCst)` (returns `false`), unless the wake may leave it out — [`Pays::Waiter`]
+/// with `membarrier` working — in which case [`Fence::free`] decides once the bucket is known.
+#[inline(always)]
+pub(crate) fn waker_start(pays: Pays) -> bool {
+    // Keeps the compiler from moving the reads below above the caller's store: the barrier the
+    // kernel adds lands between instructions, so their order must be the program's.
+    std::sync::atomic::compiler_fence(Ordering::SeqCst);
+    if pays == Pays::Waiter && fence_free_for_wakers() {
+        #[cfg(ufutex_loom)]
+        loom_model::ipi_point();
+        return true;
+    }
+    fence(Ordering::SeqCst);
+    false
+}
+
+impl Fence {
+    /// The waker's (B) point, second part, before it reads the bucket's count: whether the
+    /// bucket is FREE (no fence needed); else the waker calls [`Fence::waker_fences`].
+    #[inline(always)]
+    pub(crate) fn free(&self) -> bool {
+        // Acquire: pairs with `Fence::decay`'s Release (see `Fence`).
+        let mode = self.mode.load(Ordering::Acquire);
+        #[cfg(ufutex_loom)]
+        loom_model::ipi_point();
+        mode == FREE
+    }
+
+    /// The fence of a waker in a bucket that is not FREE; whether to look at its age.
+    pub(crate) fn waker_fences(&self) -> Waker {
+        fence(Ordering::SeqCst);
+        // Relaxed: only a hint for the decay, which reads it again under the lock.
+        if self.mode.load(Ordering::Relaxed) == FENCED && self.sample() {
+            Waker::LookAtAge
+        } else {
+            Waker::Done
+        }
+    }
+}
+
+/// Whether wakes may leave out their fence (`membarrier` works); decides it on first use. The
+/// first wake of a process that has not waited yet decides and fences anyway.
+#[inline(always)]
+fn fence_free_for_wakers() -> bool {
     #[cfg(not(ufutex_loom))]
     {
         // Relaxed: see the module docs; READY never changes back.
         match STATE.load(Ordering::Relaxed) {
-            // Keeps the compiler from moving the tables' reads above the caller's store: the
-            // barrier the kernel adds lands between instructions, so their order must be the
-            // program's.
-            READY => std::sync::atomic::compiler_fence(Ordering::SeqCst),
+            READY => true,
             UNKNOWN => {
-                decide(); // the first wake of a process that has not waited yet
-                fence(Ordering::SeqCst);
+                decide();
+                false
             }
-            _ => fence(Ordering::SeqCst),
+            _ => false,
         }
     }
     #[cfg(ufutex_loom)]
-    {
-        if loom_model::symmetric() {
-            fence(Ordering::SeqCst);
-        } else {
-            drop(loom_model::ipi().lock().unwrap());
-        }
-    }
+    !loom_model::symmetric()
 }
 
 /// The waiter's half, after its (A) increment and before its compare: after it returns, a
@@ -182,6 +348,12 @@ pub(crate) fn waiter_barrier() {
 }
 
 /// Whether wakers leave out their fence in this process (the benchmark report says so).
+#[cfg(ufutex_loom)]
+pub(crate) fn fence_free() -> bool {
+    !loom_model::symmetric()
+}
+
+/// Whether wakers leave out their fence in this process (the benchmark report says so).
 #[cfg(not(ufutex_loom))]
 pub fn fence_free() -> bool {
     match STATE.load(Ordering::Relaxed) {
@@ -198,6 +370,11 @@ mod loom_model {
 
     pub(super) fn ipi() -> &'static loom::sync::Mutex<()> {
         &IPI
+    }
+
+    /// A point of the waker's path where a concurrent `membarrier` may land.
+    pub(super) fn ipi_point() {
+        drop(IPI.lock().unwrap());
     }
 
     /// `UFUTEX_LOOM_FENCE=symmetric`: model the fallback (both sides fence).

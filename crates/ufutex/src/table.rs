@@ -61,6 +61,9 @@ pub(crate) struct Bucket {
     waiters: AtomicU32,
     queue: UnsafeCell<Queue<Bucket>>,
     bell: Bell,
+    /// Who pays for the (A)/(B) order here when its words' waiters and wakers let the bucket
+    /// choose (`Pays::Waiter`): `membarrier::Fence` (see there). Changed under the lock.
+    fence: crate::membarrier::Fence,
 }
 
 // SAFETY: the queue is only reached through a `BucketGuard`, i.e. with the lock held.
@@ -89,6 +92,7 @@ impl Bucket {
                 waiters: AtomicU32::new(waiters),
                 queue: UnsafeCell::new(Queue::new()),
                 bell: Bell::new(),
+                fence: crate::membarrier::Fence::new(),
             }
         }
     }
@@ -97,6 +101,12 @@ impl Bucket {
     #[inline]
     pub(crate) fn waiters(&self) -> &AtomicU32 {
         &self.waiters
+    }
+
+    /// Who pays for the (A)/(B) order here (`membarrier.rs`).
+    #[inline]
+    pub(crate) fn fence(&self) -> &crate::membarrier::Fence {
+        &self.fence
     }
 
     #[inline]

@@ -5,7 +5,7 @@
 
 use crate::error::WaitError;
 use crate::key::Key;
-use crate::membarrier::{self, Pays};
+use crate::membarrier::{self, Need, Pays};
 use crate::parker::{Park, Parker};
 use crate::primitive::{fence, Ordering};
 use crate::queue::NodeState;
@@ -80,17 +80,45 @@ fn place<'d>(tables: &Tables, table: &'d Table, w: &Want<'_>) -> Placed<'d> {
     Placed::Queued(bucket)
 }
 
-/// Queue one node, retrying across resizes; the bucket it went in.
+/// Queue one node, retrying across resizes; the bucket it went in. With [`Pays::Waiter`] the
+/// bucket says whether the barrier is needed (`membarrier::Fence`): a bucket where threads
+/// sleep has its wakes fence instead.
 pub(crate) fn enqueue<'d>(tables: &'d Tables, w: &Want<'_>, pays: Pays) -> Result<&'d Bucket, WaitError> {
     loop {
         let table = announce(tables, &w.key);
-        order(pays);
+        fence(Ordering::SeqCst); // (A)
+        if pays == Pays::Waiter && !ordered_by_bucket(tables, table, &w.key) {
+            continue; // the table was replaced: announce again
+        }
         match place(tables, table, w) {
             Placed::Queued(bucket) => return Ok(bucket),
             Placed::Changed => return Err(WaitError::WouldBlock),
             Placed::Stale => {}
         }
     }
+}
+
+/// A paying waiter's order for `key`'s bucket of `table` (announced): nothing if its wakers
+/// fence, else the barrier (with the lock dropped), marking a FREE bucket FENCED on the way.
+/// `false` if the table is no longer current (the count taken back).
+fn ordered_by_bucket(tables: &Tables, table: &Table, key: &Key) -> bool {
+    let bucket = table.bucket(key);
+    let g = bucket.lock();
+    if !tables.is_current(table) {
+        // Relaxed: we leave this bucket's in-flight set; no one needs to see it promptly.
+        g.waiters().fetch_sub(1, Ordering::Relaxed);
+        return false;
+    }
+    let need = bucket.fence().waiter_came();
+    drop(g);
+    if let Need::Barrier { switching } = need {
+        membarrier::waiter_barrier();
+        if switching {
+            let _g = bucket.lock();
+            bucket.fence().switched();
+        }
+    }
+    true
 }
 
 /// Queue every node of `wants` as [`enqueue`] does one, with one [`order`] for all of them (one

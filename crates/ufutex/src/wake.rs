@@ -32,17 +32,38 @@ const NONE: Woken = Woken { count: 0, more: false };
 
 /// Wake up to `n` waiters on `key` whose mask shares a bit with `mask`, oldest first. `pays`:
 /// as every waiter of the word does (`membarrier.rs`).
-#[inline]
+#[inline(always)] // the no-waiter path is a few loads: inlined into every caller
 pub(crate) fn wake(tables: &Tables, key: Key, n: usize, mask: u64, report: Report, pays: Pays) -> Woken {
     if n == 0 {
         return NONE;
     }
-    membarrier::waker_point(pays); // (B)
+    let light = membarrier::waker_start(pays); // (B)
     let Some(table) = tables.table_if_any(&key) else {
         return NONE; // no table yet: nobody ever queued in this slot
     };
+    let bucket = table.bucket(&key);
+    if light && !bucket.fence().free() {
+        return wake_fenced(tables, table, key, n, mask, report); // (B), out of line
+    }
     // (B): Relaxed after the point; 0 means no waiter and a current table (table.rs invariant).
-    if table.bucket(&key).waiters().load(Ordering::Relaxed) == 0 {
+    if bucket.waiters().load(Ordering::Relaxed) == 0 {
+        return NONE;
+    }
+    wake_locked(tables, table, key, n, mask, report)
+}
+
+/// [`wake`] in a bucket whose wakes fence (`membarrier::Fence`): the fence, then as `wake`; a
+/// sampled wake with nobody waiting also sees whether the bucket may go back to FREE.
+#[inline(never)]
+fn wake_fenced<'t>(tables: &'t Tables, table: &'t Table, key: Key, n: usize, mask: u64, report: Report) -> Woken {
+    let bucket = table.bucket(&key);
+    let look = bucket.fence().waker_fences(); // (B)
+                                              // (B): Relaxed after the fence, as in `wake`.
+    if bucket.waiters().load(Ordering::Relaxed) == 0 {
+        if look == membarrier::Waker::LookAtAge {
+            let _g = bucket.lock();
+            bucket.fence().decay();
+        }
         return NONE;
     }
     wake_locked(tables, table, key, n, mask, report)

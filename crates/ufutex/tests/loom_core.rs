@@ -89,6 +89,60 @@ fn no_lost_wakeup() {
     });
 }
 
+/// The bucket's payer switch (`membarrier::Fence`): the waiter's first wait, on `c` (a's
+/// bucket), times out and turns the bucket FENCED; its wait on `a` then skips the barrier,
+/// while the waker stores and wakes `a` having read the bucket's mode at any point of the
+/// switch. Never lost, counted once.
+#[test]
+fn the_bucket_turns_fenced_under_a_waker() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let (d2, w2) = (d.clone(), w.clone());
+        let waiter = thread::spawn(move || {
+            let _ = d2.wait(&w2.c, 0, soon());
+            let mut oks = 0;
+            while w2.a.load(Ordering::Acquire) == 0 {
+                oks += usize::from(d2.wait(&w2.a, 0, None).is_ok());
+            }
+            oks
+        });
+        w.a.store(1, Ordering::Release);
+        let woken = d.wake(&w.a, 1);
+        assert_eq!(waiter.join().unwrap(), woken);
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
+
+/// A FENCED bucket going back to FREE (a wake of `c`, nobody waiting on it, under loom always
+/// sampled and stale) while the waiter's wait on `a` reads the mode before or after the change,
+/// and a waker of `a` too. (loom's preemption bound of 2 does not reach the schedule in which
+/// the change's Release matters; `membarrier::Fence` argues it.)
+#[test]
+fn the_bucket_turns_free_under_a_waiter() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let (d2, w2) = (d.clone(), w.clone());
+        let waiter = thread::spawn(move || {
+            let first = usize::from(d2.wait(&w2.c, 0, soon()).is_ok());
+            let mut oks = 0;
+            while w2.a.load(Ordering::Acquire) == 0 {
+                oks += usize::from(d2.wait(&w2.a, 0, None).is_ok());
+            }
+            (first, oks)
+        });
+        let (d3, w3) = (d.clone(), w.clone());
+        let decayer = thread::spawn(move || d3.wake(&w3.c, 1));
+        w.a.store(1, Ordering::Release);
+        let woken = d.wake(&w.a, 1);
+        let (first, oks) = waiter.join().unwrap();
+        assert_eq!(decayer.join().unwrap(), first, "the wake of c counted the wait on c iff it ended Ok");
+        assert_eq!(oks, woken);
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
+
 /// A timeout racing a wake: the wait returns Ok iff the wake counted it, never both lost.
 #[test]
 fn timeout_races_wake() {
