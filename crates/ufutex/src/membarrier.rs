@@ -14,9 +14,10 @@
 //!
 //! What it costs: ~100 ns when no other CPU runs a thread of the process, ~12 µs on the
 //! project's KVM guests when one does (the IPI); a waiter pays it only when it is about to queue
-//! and sleep, after its spin on the word found no change. `ufutex::sync` keeps the symmetric
-//! protocol ([`Pays::Waker`]): its wakers have just made an RMW on the word, and its waiters
-//! sleep often.
+//! and sleep, after its spin on the word found no change, and only in a bucket where nobody has
+//! slept lately: each bucket chooses ([`Fence`]), and one where threads keep sleeping has its
+//! wakes fence instead. `ufutex::sync` keeps the symmetric protocol ([`Pays::Waker`]): its
+//! wakers have just made an RMW on the word, and its waiters sleep often.
 //!
 //! The barrier needs a one-time registration per process. Whether it worked is decided once
 //! (by the first wake or waiter's barrier) and never changes: until it is known, and for ever
@@ -125,8 +126,9 @@ pub(crate) enum Pays {
 /// A waiter that finds the bucket FREE marks it SWITCHING before its own barrier and FENCED
 /// after it: from then on the threads that sleep there pay nothing more, and its wakes pay a
 /// fence — where threads sleep often (18 threads on 2 CPUs) an IPI per sleep costs more than a
-/// fence per wake. A FENCED bucket with no new sleeper for [`DECAY_MS`] goes back to FREE (a
-/// fenced waker notices, one wake in [`SAMPLE`] of its thread looks). Changes are made under the
+/// fence per wake. A FENCED bucket with no new sleeper for `DECAY_MS` goes back to FREE (a
+/// fenced waker with nobody to wake notices: one such wake in `SAMPLE` of its thread looks).
+/// A waitv pays its one barrier whatever its buckets say, and changes none of them. Changes are made under the
 /// bucket's lock; a waiter reads the mode under it too, and compares its word in the same hold.
 ///
 /// Why it is safe (the waker reads the mode after its store, and fences unless it read FREE):

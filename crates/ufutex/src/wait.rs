@@ -22,17 +22,21 @@
 //!   other side's load after its own fence sees the write sequenced before the first. (loom
 //!   models SeqCst RMWs as AcqRel but SC fences at full strength, so the (A) fence makes this
 //!   an argument loom checks.)
-//! - [`Pays::Waiter`] (everything else): (B) is a compiler barrier, and the waiter calls
-//!   `membarrier` between its (A) fence and its compare. The kernel makes every other running
-//!   thread of the process execute a full barrier during that call, so the waker behaves as if
-//!   its (B) fence sat wherever that barrier landed: before its count read (which then sees the
-//!   increment, made before the call), or after its store (which the compare, made after the
-//!   call, then sees). Without `membarrier` (`membarrier.rs`), (B) is a fence again.
+//! - [`Pays::Waiter`] (everything else): the bucket chooses (`membarrier::Fence`). While it is
+//!   FREE, (B) is a compiler barrier and the waiter calls `membarrier` between its (A) fence and
+//!   its compare. The kernel makes every other running thread of the process execute a full
+//!   barrier during that call, so the waker behaves as if its (B) fence sat wherever that
+//!   barrier landed: before its count read (which then sees the increment, made before the
+//!   call), or after its store (which the compare, made after the call, then sees). Once
+//!   threads sleep in the bucket it turns FENCED (after one such barrier): (B) is a fence again
+//!   and its waiters pay nothing; 20 ms without a new sleeper turn it FREE again. Without
+//!   `membarrier` (`membarrier.rs`), (B) is always a fence.
 //!
 //! A paying waiter first spins on the word (the parker's adaptive budget) and returns
 //! `WouldBlock` if it changes: a wait that has not queued yet may look later, linearisable at
 //! the load that saw the change. That keeps the barrier — ~100 ns, ~12 µs when it must
-//! interrupt another CPU — off every wait whose partner answers within the spin.
+//! interrupt another CPU — off every wait whose partner answers within the spin, and the
+//! bucket FREE.
 //!
 //! Resizes keep this true across tables (see `table.rs`): a retired bucket's count is ≥
 //! RETIRED, so a waker holding a stale table never skips the lock; it locks, finds the table
