@@ -91,7 +91,48 @@ pub fn judge(benches: &[Bench]) -> Vec<Goal> {
     g.extend(lock_goals(benches));
     g.extend(shared_goals(benches));
     g.push(named_goal(bench(benches, "sem-pingpong", "pinned")));
+    g.extend(keyed_goals(benches));
     g
+}
+
+/// Issue 15's lookup and create against `semget`, at every key count of the run (the worst
+/// one is judged), and its lookups from 2 threads against 1.
+fn keyed_goals(benches: &[Bench]) -> Vec<Goal> {
+    let u = crate::keyed_competitor::UfutexKeyed::NAME;
+    // The worst ratio of `phase` over every key count in the run, and where it was.
+    let worst = |phase: &str| {
+        benches
+            .iter()
+            .filter(|b| b.workload == "keyed" && b.case.contains(phase))
+            .filter_map(|b| {
+                let (r, words) = versus(Some(b), "per key", u)?;
+                let keys = b.case.split(',').next().unwrap_or("");
+                Some((r, format!("{words} per key at {keys} (the worst key count of the run)")))
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+    };
+    let rate = |threads: usize| {
+        let b = benches.iter().find(|b| {
+            b.workload == "keyed"
+                && b.case.starts_with("concurrent lookups")
+                && b.case.contains(&format!("threads={threads},"))
+        })?;
+        Some(b.metric("lookups")?.row(u)?.median)
+    };
+    let scaling = rate(1)
+        .zip(rate(2))
+        .map(|(one, two)| (two / one, format!("{u} {} lookups/s with 2 threads vs {} with 1", num(two), num(one))));
+    vec![
+        goal(
+            "#15",
+            "lookup by key (the same loop again), every key count",
+            "≥ 10× (≤ 0.1× semget)",
+            worst(", lookup (the same"),
+            |r| r >= 10.0,
+        ),
+        goal("#15", "create by key, every key count", "≥ 5× (≤ 0.2× semget)", worst(", create ("), |r| r >= 5.0),
+        goal("#15", "lookups from 2 threads vs 1", "≥ 1.8× the 1-thread rate", scaling, |r| r >= 1.8),
+    ]
 }
 
 /// `g` with `competitor`'s instructions per call on `path` added to its words, when the run
@@ -274,6 +315,37 @@ mod tests {
             skipped: Vec::new(),
             notes: Vec::new(),
         }
+    }
+
+    #[test]
+    fn keyed_goals_judge_the_worst_key_count_and_the_thread_scaling() {
+        let keyed = |case: &str, metric: Metric, kernel: f64, ufutex: f64| {
+            let mut b = bench("keyed", case, metric.clone(), &[]);
+            let rows = [("kernel-semget", kernel), ("ufutex-keyed", ufutex)];
+            let samples = rows.iter().map(|(c, v)| (c.to_string(), vec![*v])).collect();
+            b.metrics = vec![MetricResult::new(metric, "kernel-semget", samples)];
+            b
+        };
+        let per_key =
+            |case: &str, kernel: f64, ufutex: f64| keyed(case, Metric::lower("per key", "ns"), kernel, ufutex);
+        let lookups = |threads: usize, rate: f64| {
+            let case = format!("concurrent lookups: keys=3 present, threads={threads}, random keys");
+            keyed(&case, Metric::higher("lookups", "lookups/s"), 1.0, rate)
+        };
+        let benches = vec![
+            per_key("keys=1, create (keys absent, IPC_CREAT)", 600.0, 60.0),
+            per_key("keys=1, lookup (the same loop again, IPC_CREAT)", 180.0, 36.0),
+            per_key("keys=100, create (keys absent, IPC_CREAT)", 700.0, 100.0),
+            per_key("keys=100, lookup (the same loop again, IPC_CREAT)", 300.0, 20.0),
+            lookups(1, 40.0),
+            lookups(2, 76.0),
+        ];
+        let g = keyed_goals(&benches);
+        assert_eq!((g[0].ratio, g[0].met), (Some(5.0), Some(false)), "the worst lookup: 1 key");
+        assert!(g[0].measured.contains("keys=1 "), "{:?}", g[0]);
+        assert_eq!((g[1].ratio, g[1].met), (Some(7.0), Some(true)), "the worst create: 100 keys");
+        assert_eq!((g[2].ratio, g[2].met), (Some(1.9), Some(true)));
+        assert!(keyed_goals(&[]).iter().all(|g| g.met.is_none()), "not in the run");
     }
 
     #[test]

@@ -73,6 +73,17 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
         step("recovery, shared", &format!("recovery --reps {}", r(7))),
         // Named semaphores between two processes (issue #15), against semop and POSIX sem_t.
         step("sem ping-pong pinned", &format!("sem-pingpong --iters {} --reps {}", n(20_000, 2_000), r(5))),
+        step(
+            "keyed (semget's table)",
+            &if quick {
+                format!("keyed --keys 1,100,1000 --threads 1,2 --runtime {} --reps 2 --processes 50", t(0.2, 0.05))
+            } else {
+                format!(
+                    "keyed --keys 1,10,32,100,1000,10000,31900 --threads 1,2,4 --runtime {} --reps 3 --processes 100",
+                    t(0.2, 0.05)
+                )
+            },
+        ),
     ]
 }
 
