@@ -89,6 +89,21 @@ fn no_lost_wakeup() {
     });
 }
 
+/// A thread that first waits on `c` (a's bucket) with a deadline — a sleeper there turns the
+/// bucket FENCED — then on `a` until it changes; returns (1 if the wait on `c` ended Ok, how many
+/// waits on `a` did).
+fn wait_on_c_then_until_a_changed(d: &Arc<Domain>, w: &Arc<Words>) -> thread::JoinHandle<(usize, usize)> {
+    let (d, w) = (d.clone(), w.clone());
+    thread::spawn(move || {
+        let first = usize::from(d.wait(&w.c, 0, soon()).is_ok());
+        let mut oks = 0;
+        while w.a.load(Ordering::Acquire) == 0 {
+            oks += usize::from(d.wait(&w.a, 0, None).is_ok());
+        }
+        (first, oks)
+    })
+}
+
 /// The bucket's payer switch (`membarrier::Fence`): the waiter's first wait, on `c` (a's
 /// bucket), times out and turns the bucket FENCED; its wait on `a` then skips the barrier,
 /// while the waker stores and wakes `a` having read the bucket's mode at any point of the
@@ -98,18 +113,10 @@ fn the_bucket_turns_fenced_under_a_waker() {
     model(|| {
         let d = domain(2);
         let w = words();
-        let (d2, w2) = (d.clone(), w.clone());
-        let waiter = thread::spawn(move || {
-            let _ = d2.wait(&w2.c, 0, soon());
-            let mut oks = 0;
-            while w2.a.load(Ordering::Acquire) == 0 {
-                oks += usize::from(d2.wait(&w2.a, 0, None).is_ok());
-            }
-            oks
-        });
+        let waiter = wait_on_c_then_until_a_changed(&d, &w);
         w.a.store(1, Ordering::Release);
         let woken = d.wake(&w.a, 1);
-        assert_eq!(waiter.join().unwrap(), woken);
+        assert_eq!(waiter.join().unwrap(), (0, woken));
         assert_eq!(d.queued_waiters(), 0);
     });
 }
@@ -123,15 +130,7 @@ fn the_bucket_turns_free_under_a_waiter() {
     model(|| {
         let d = domain(2);
         let w = words();
-        let (d2, w2) = (d.clone(), w.clone());
-        let waiter = thread::spawn(move || {
-            let first = usize::from(d2.wait(&w2.c, 0, soon()).is_ok());
-            let mut oks = 0;
-            while w2.a.load(Ordering::Acquire) == 0 {
-                oks += usize::from(d2.wait(&w2.a, 0, None).is_ok());
-            }
-            (first, oks)
-        });
+        let waiter = wait_on_c_then_until_a_changed(&d, &w);
         let (d3, w3) = (d.clone(), w.clone());
         let decayer = thread::spawn(move || d3.wake(&w3.c, 1));
         w.a.store(1, Ordering::Release);
