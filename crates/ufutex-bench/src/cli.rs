@@ -47,7 +47,7 @@ pub struct CommonArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Fast paths: wake with no waiters and wait with a mismatching value, ns per call
+    /// Fast paths: wake with no waiters (bare, and right after a store to the word, beside a plain store and load) and wait with a mismatching value, ns per call
     Fastpath {
         #[command(flatten)]
         common: CommonArgs,
