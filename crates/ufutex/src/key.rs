@@ -29,7 +29,7 @@ impl Key {
     }
 
     /// The same word offset in another backing object's `space` (tests of the hash).
-    #[cfg(test)]
+    #[cfg(all(test, not(ufutex_loom)))]
     pub(crate) const fn in_space(self, space: u64) -> Key {
         Key { space, ..self }
     }

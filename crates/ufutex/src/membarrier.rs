@@ -20,9 +20,9 @@
 //! wakers have just made an RMW on the word, and its waiters sleep often.
 //!
 //! The barrier needs a one-time registration per process. Whether it worked is decided once
-//! (by the first wake or waiter's barrier) and never changes: until it is known, and for ever
-//! if it failed (seccomp, an old kernel, not Linux), the waker's point is a real
-//! `fence(SeqCst)` and the waiter's [`waiter_barrier`] does nothing — the symmetric protocol.
+//! ([`fence_free`], by the first wake or wait that asks) and never changes: where it failed
+//! (seccomp, an old kernel, not Linux), the waker's point is a real `fence(SeqCst)` and the
+//! waiter's [`waiter_barrier`] does nothing — the symmetric protocol.
 //!
 //! Under loom, the kernel's guarantee is modelled with one loom mutex: the waker's point locks
 //! and unlocks it, and the waiter's barrier does too (between two SC fences). Whichever comes
@@ -128,8 +128,8 @@ pub(crate) enum Pays {
 /// fence — where threads sleep often (18 threads on 2 CPUs) an IPI per sleep costs more than a
 /// fence per wake. A FENCED bucket with no new sleeper for `DECAY_MS` goes back to FREE (a
 /// fenced waker with nobody to wake notices: one such wake in `SAMPLE` of its thread looks).
-/// A waitv pays its one barrier whatever its buckets say, and changes none of them. Changes are made under the
-/// bucket's lock; a waiter reads the mode under it too, and compares its word in the same hold.
+/// A waitv pays its one barrier whatever its buckets say, and changes none of them. Changes
+/// are made under the bucket's lock; a waiter reads the mode under it too.
 ///
 /// Why it is safe (the waker reads the mode after its store, and fences unless it read FREE):
 /// - FREE → SWITCHING → FENCED: a waiter that skips its barrier read FENCED, set after a
@@ -137,9 +137,10 @@ pub(crate) enum Pays {
 ///   barrier's point in its own thread (after it, the load sees SWITCHING), so its store — before
 ///   its load in program order — was before the point too and is visible to the waiter's
 ///   compare. A waker that read anything else fenced: the symmetric protocol.
-/// - FENCED → FREE: a waiter that read FENCED compared its word before the change (the lock);
-///   a waker that reads FREE (Acquire, pairing with the change's Release) therefore sees that
-///   waiter's count. Waiters after the change read FREE and pay their barrier.
+/// - FENCED → FREE: a waiter that read FENCED had counted itself in before that hold of the
+///   lock, and the change is made in a later hold; a waker that reads FREE (Acquire, pairing
+///   with the change's Release) therefore sees the waiter's count and takes the lock. A waiter
+///   whose hold came after the change read FREE and pays its barrier.
 pub(crate) struct Fence {
     mode: AtomicU32,
     /// When a sleeper last came to the FENCED bucket: ms on [`now_ms`]'s clock.
@@ -203,6 +204,28 @@ impl Fence {
         }
     }
 
+    /// The waker's (B) point, second part, before it reads the bucket's count: whether the
+    /// bucket is FREE (no fence needed); else the waker calls [`Fence::waker_fences`].
+    #[inline(always)]
+    pub(crate) fn free(&self) -> bool {
+        // Acquire: pairs with `Fence::decay`'s Release (see `Fence`).
+        let mode = self.mode.load(Ordering::Acquire);
+        #[cfg(ufutex_loom)]
+        loom_model::ipi_point();
+        mode == FREE
+    }
+
+    /// The fence of a waker in a bucket that is not FREE; whether to look at its age.
+    pub(crate) fn waker_fences(&self) -> Waker {
+        fence(Ordering::SeqCst);
+        // Relaxed: only a hint for the decay, which reads it again under the lock.
+        if self.mode.load(Ordering::Relaxed) == FENCED && self.sample() {
+            Waker::LookAtAge
+        } else {
+            Waker::Done
+        }
+    }
+
     /// Whether a waker of this bucket should look whether it is stale ([`Fence::decay`]).
     #[inline]
     fn sample(&self) -> bool {
@@ -263,7 +286,7 @@ pub(crate) fn waker_start(pays: Pays) -> bool {
     // Keeps the compiler from moving the reads below above the caller's store: the barrier the
     // kernel adds lands between instructions, so their order must be the program's.
     std::sync::atomic::compiler_fence(Ordering::SeqCst);
-    if pays == Pays::Waiter && fence_free_for_wakers() {
+    if pays == Pays::Waiter && fence_free() {
         #[cfg(ufutex_loom)]
         loom_model::ipi_point();
         return true;
@@ -272,65 +295,18 @@ pub(crate) fn waker_start(pays: Pays) -> bool {
     false
 }
 
-impl Fence {
-    /// The waker's (B) point, second part, before it reads the bucket's count: whether the
-    /// bucket is FREE (no fence needed); else the waker calls [`Fence::waker_fences`].
-    #[inline(always)]
-    pub(crate) fn free(&self) -> bool {
-        // Acquire: pairs with `Fence::decay`'s Release (see `Fence`).
-        let mode = self.mode.load(Ordering::Acquire);
-        #[cfg(ufutex_loom)]
-        loom_model::ipi_point();
-        mode == FREE
-    }
-
-    /// The fence of a waker in a bucket that is not FREE; whether to look at its age.
-    pub(crate) fn waker_fences(&self) -> Waker {
-        fence(Ordering::SeqCst);
-        // Relaxed: only a hint for the decay, which reads it again under the lock.
-        if self.mode.load(Ordering::Relaxed) == FENCED && self.sample() {
-            Waker::LookAtAge
-        } else {
-            Waker::Done
-        }
-    }
-}
-
-/// Whether wakes may leave out their fence (`membarrier` works); decides it on first use. The
-/// first wake of a process that has not waited yet decides and fences anyway.
-#[inline(always)]
-fn fence_free_for_wakers() -> bool {
-    #[cfg(not(ufutex_loom))]
-    {
-        // Relaxed: see the module docs; READY never changes back.
-        match STATE.load(Ordering::Relaxed) {
-            READY => true,
-            UNKNOWN => {
-                decide();
-                false
-            }
-            _ => false,
-        }
-    }
-    #[cfg(ufutex_loom)]
-    !loom_model::symmetric()
-}
-
 /// The waiter's half, after its (A) increment and before its compare: after it returns, a
 /// waker that read the bucket's count without seeing the increment has made its store to the
 /// word visible to this thread (or fenced itself).
 pub(crate) fn waiter_barrier() {
     #[cfg(not(ufutex_loom))]
     {
-        let state = match STATE.load(Ordering::Relaxed) {
-            UNKNOWN => decide(),
-            s => s,
-        };
+        let ready = fence_free();
         // SeqCst fences around the call: the count's increment is ordered before it, the
         // compare after it (the kernel's own barriers do it too; these cost nothing next to
         // the system call).
         fence(Ordering::SeqCst);
-        if state == READY && !sys::barrier() {
+        if ready && !sys::barrier() {
             // Wakers already leave out their fence, and the barrier that stands for theirs
             // cannot be had: going on could lose a wakeup. No kernel does this (a registration
             // lasts until exec; a forked child inherits it, and `sys::barrier` registers again).
@@ -342,26 +318,29 @@ pub(crate) fn waiter_barrier() {
     #[cfg(ufutex_loom)]
     {
         fence(Ordering::SeqCst);
-        if !loom_model::symmetric() {
-            drop(loom_model::ipi().lock().unwrap());
+        if fence_free() {
+            loom_model::ipi_point();
         }
         fence(Ordering::SeqCst);
     }
 }
 
-/// Whether wakers leave out their fence in this process (the benchmark report says so).
-#[cfg(ufutex_loom)]
-pub(crate) fn fence_free() -> bool {
-    !loom_model::symmetric()
-}
-
-/// Whether wakers leave out their fence in this process (the benchmark report says so).
-#[cfg(not(ufutex_loom))]
+/// Whether wakes may leave out their fence in this process (`membarrier` works), decided on
+/// first use, by a waker or a waiter — every waiter asks before it compares, so a waker that
+/// reads READY can rely on its barrier. (The benchmark report states it too.)
+#[inline(always)]
 pub fn fence_free() -> bool {
-    match STATE.load(Ordering::Relaxed) {
-        UNKNOWN => decide() == READY,
-        s => s == READY,
+    #[cfg(not(ufutex_loom))]
+    {
+        // Relaxed: see `decide`; READY and UNAVAILABLE never change.
+        match STATE.load(Ordering::Relaxed) {
+            READY => true,
+            UNKNOWN => decide() == READY,
+            _ => false,
+        }
     }
+    #[cfg(ufutex_loom)]
+    !loom_model::symmetric()
 }
 
 #[cfg(ufutex_loom)]
@@ -370,11 +349,8 @@ mod loom_model {
         static ref IPI: loom::sync::Mutex<()> = loom::sync::Mutex::new(());
     }
 
-    pub(super) fn ipi() -> &'static loom::sync::Mutex<()> {
-        &IPI
-    }
-
-    /// A point of the waker's path where a concurrent `membarrier` may land.
+    /// A point of the waker's path where a concurrent `membarrier` may land (locked by the
+    /// waiter's barrier too).
     pub(super) fn ipi_point() {
         drop(IPI.lock().unwrap());
     }
