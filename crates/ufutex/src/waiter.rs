@@ -57,16 +57,26 @@ enum Placed<'d> {
     Stale,
 }
 
-/// (A), second half, after [`order`]: queue `w.node` in `table` (announced) if the table is
-/// still current and the word still holds its value; else take the count back.
+/// The lock of `bucket` of `table` (announced), if the table is still current; else `None`,
+/// the count taken back.
+fn lock_current<'b>(tables: &Tables, table: &Table, bucket: &'b Bucket) -> Option<BucketGuard<'b>> {
+    let g = bucket.lock();
+    if tables.is_current(table) {
+        return Some(g);
+    }
+    // Relaxed: we leave this bucket's in-flight set; no one needs to see it promptly.
+    g.waiters().fetch_sub(1, Ordering::Relaxed);
+    None
+}
+
+/// (A), second half, after (A)'s order ([`order`], or the fence and [`ordered_by_bucket`]):
+/// queue `w.node` in `table` (announced) if the table is still current and the word still
+/// holds its value; else take the count back.
 fn place<'d>(tables: &Tables, table: &'d Table, w: &Want<'_>) -> Placed<'d> {
     let bucket = table.bucket(&w.key);
-    let mut g = bucket.lock();
-    if !tables.is_current(table) {
-        // Relaxed: we leave this bucket's in-flight set; no one needs to see it promptly.
-        g.waiters().fetch_sub(1, Ordering::Relaxed);
+    let Some(mut g) = lock_current(tables, table, bucket) else {
         return Placed::Stale;
-    }
+    };
     if w.word.load() != w.expected {
         // (A): this load follows `order`, which pairs with the waker's (B).
         g.waiters().fetch_sub(1, Ordering::Relaxed);
@@ -103,12 +113,9 @@ pub(crate) fn enqueue<'d>(tables: &'d Tables, w: &Want<'_>, pays: Pays) -> Resul
 /// `false` if the table is no longer current (the count taken back).
 fn ordered_by_bucket(tables: &Tables, table: &Table, key: &Key) -> bool {
     let bucket = table.bucket(key);
-    let g = bucket.lock();
-    if !tables.is_current(table) {
-        // Relaxed: we leave this bucket's in-flight set; no one needs to see it promptly.
-        g.waiters().fetch_sub(1, Ordering::Relaxed);
+    let Some(g) = lock_current(tables, table, bucket) else {
         return false;
-    }
+    };
     let need = bucket.fence().waiter_came();
     drop(g);
     if let Need::Barrier { switching } = need {
