@@ -9,3 +9,4 @@ UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test stress --features fal
 UFUTEX_STRESS_SECS=15 cargo test --release -p ufutex --test shared_kill
 UFUTEX_CORRUPT_TRIALS=300 cargo test --release -p ufutex --test shared_corrupt
 UFUTEX_STRESS_SECS=8 cargo test --release -p ufutex --test named_kill
+UFUTEX_STRESS_SECS=8 cargo test --release -p ufutex --test named_counted

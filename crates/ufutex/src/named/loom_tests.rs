@@ -4,7 +4,7 @@
 //!
 //! `RUSTFLAGS="--cfg ufutex_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p ufutex --lib named`
 
-use super::table::{Header, Key, NameSlot, Open, Slot, Table};
+use super::table::{Entry, Header, Key, Ledgers, NameSlot, NoLedgers, Open, Ref, Slot, Table, COUNTED, E_FREE, E_HELD};
 use crate::primitive::{AtomicU32, AtomicU64};
 use crate::shared::lock::{Life, Liveness, Owner};
 use loom::sync::Arc;
@@ -34,6 +34,9 @@ impl Model {
                 order: AtomicU32::new(0),
                 lock: AtomicU64::new(0),
                 progress: AtomicU64::new(0),
+                ref_intent: AtomicU64::new(0),
+                ref_before: AtomicU32::new(0),
+                nonce: AtomicU64::new(0),
             },
             slots: (0..n).map(|_| Slot::empty()).collect(),
             names: (0..n).map(|_| NameSlot::empty()).collect(),
@@ -41,7 +44,7 @@ impl Model {
     }
 
     fn table(&self) -> Table<'_> {
-        Table { header: &self.header, slots: &self.slots, names: &self.names }
+        Table { header: &self.header, slots: &self.slots, names: &self.names, ledgers: &NoLedgers }
     }
 }
 
@@ -78,4 +81,154 @@ fn lookups_never_see_a_torn_or_removed_object() {
         assert_eq!(t.lookup(Key::Id(5)), None);
         let _ = nowake;
     });
+}
+
+/// Model processes 0..3 for the counted-object model: 1 may die (`dead`).
+struct Procs {
+    dead: [loom::sync::atomic::AtomicBool; 3],
+}
+
+impl Liveness for Procs {
+    fn life(&self, o: Owner) -> Life {
+        match self.dead.get(o.slot as usize) {
+            Some(d) if d.load(std::sync::atomic::Ordering::Acquire) => Life::Dead,
+            Some(_) => Life::Alive,
+            None => Life::Corrupt,
+        }
+    }
+}
+
+/// A ledger of one entry per model process.
+struct OneEach {
+    entries: Vec<Vec<Entry>>,
+}
+
+impl Ledgers for OneEach {
+    fn entries(&self, ledger: u32) -> Option<&[Entry]> {
+        self.entries.get(ledger as usize).map(Vec::as_slice)
+    }
+}
+
+fn entry() -> Entry {
+    Entry { slot: AtomicU32::new(0), gen: AtomicU32::new(0), state: AtomicU32::new(E_FREE), _pad: AtomicU32::new(0) }
+}
+
+struct Counted {
+    m: Arc<Model>,
+    ledgers: OneEach,
+    procs: Procs,
+}
+
+impl Counted {
+    fn table(&self) -> Table<'_> {
+        Table { header: &self.m.header, slots: &self.m.slots, names: &self.m.names, ledgers: &self.ledgers }
+    }
+
+    fn r(&self, p: u32) -> Ref<'_> {
+        Ref { ledger: p, entries: &self.ledgers.entries[p as usize], index: 0 }
+    }
+
+    fn me(p: u32) -> Owner {
+        Owner { slot: p, gen: 1 }
+    }
+}
+
+const KIND: u32 = 1 | COUNTED;
+
+/// Process 0 holds a counted object; process 1 opens it (taking a reference) and lets go,
+/// while process 0 lets go of its own or keeps it; process 1 may die taking or giving back its
+/// reference. Then process 2 takes the lock (finishing a dead changer's change) and reaps
+/// process 1's ledger if it died: the object lives exactly if process 0 kept it, with that one
+/// holder, and no other entry is left; a reader that looked meanwhile saw it whole or not at all.
+#[test]
+fn the_last_holder_removes_it_even_when_one_dies_midway() {
+    use crate::shared::fault::{self, Point};
+    for keeps in [false, true] {
+        for die_at in [None, Some(Point::Holding), Some(Point::Releasing)] {
+            model_holders(keeps, die_at);
+        }
+    }
+}
+
+fn model_holders(keeps: bool, die_at: Option<crate::shared::fault::Point>) {
+    use crate::shared::fault;
+    {
+        loom::model(move || {
+            let c = Arc::new(Counted {
+                m: Model::new(2),
+                ledgers: OneEach { entries: (0..3).map(|_| vec![entry()]).collect() },
+                procs: Procs { dead: std::array::from_fn(|_| loom::sync::atomic::AtomicBool::new(false)) },
+            });
+            let nowake = |_: &AtomicU32| {};
+            let t = c.table();
+            let (f, _) = t
+                .locked(Counted::me(0), &c.procs, &nowake, || {
+                    t.create_locked(Key::Id(5), (KIND, 0, 0), Open::CreateNew, Some(c.r(0)))
+                })
+                .unwrap()
+                .unwrap();
+            let c1 = c.clone();
+            let opener = thread::spawn(move || {
+                let t = c1.table();
+                let nowake = |_: &AtomicU32| {};
+                fault::arm(die_at);
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let got = t
+                        .locked(Counted::me(1), &c1.procs, &nowake, || {
+                            match t.create_locked(Key::Id(5), (KIND, 0, 0), Open::Existing, Some(c1.r(1))) {
+                                Ok((f, true)) => {
+                                    t.add_ref(c1.r(1), f);
+                                    true
+                                }
+                                _ => false, // died already: its last holder let go first
+                            }
+                        })
+                        .unwrap();
+                    if got {
+                        t.locked(Counted::me(1), &c1.procs, &nowake, || t.drop_ref(c1.r(1), &nowake)).unwrap();
+                    }
+                }));
+                fault::arm(None);
+                if r.is_err() {
+                    c1.procs.dead[1].store(true, std::sync::atomic::Ordering::Release);
+                }
+            });
+            let c2 = c.clone();
+            let reader = thread::spawn(move || {
+                if let Some(g) = c2.table().lookup(Key::Id(5)) {
+                    assert_eq!((g.kind, g.gen), (KIND, 0), "a torn object");
+                }
+            });
+            if !keeps {
+                t.locked(Counted::me(0), &c.procs, &nowake, || t.drop_ref(c.r(0), &nowake)).unwrap();
+            }
+            opener.join().unwrap();
+            reader.join().unwrap();
+            // Process 2: any change finishes a dead changer's; then the dead one's ledger.
+            t.locked(Counted::me(2), &c.procs, &nowake, || {
+                if c.procs.dead[1].load(std::sync::atomic::Ordering::Acquire)
+                    && c.ledgers.entries[1][0].state.load(std::sync::atomic::Ordering::Relaxed) != E_FREE
+                {
+                    t.drop_ref(c.r(1), &nowake);
+                }
+            })
+            .unwrap();
+            let relaxed = std::sync::atomic::Ordering::Relaxed;
+            if keeps {
+                let s = t.check(f.slot, f.gen).expect("an object its holder keeps died");
+                assert_eq!(s.holders.load(relaxed), 1, "its one holder");
+                assert_eq!(c.m.header.live(), 1);
+                assert_eq!(c.ledgers.entries[0][0].state.load(relaxed), E_HELD);
+            } else {
+                assert_eq!(t.lookup(Key::Id(5)), None, "an object no one holds lives on");
+                assert!(t.check(f.slot, f.gen).is_none());
+                assert_eq!(c.m.header.live(), 0);
+                assert_eq!(c.ledgers.entries[0][0].state.load(relaxed), E_FREE);
+            }
+            for l in &c.ledgers.entries[1..] {
+                assert_eq!(l[0].state.load(relaxed), E_FREE);
+            }
+            assert_eq!(c.m.header.ref_intent.load(std::sync::atomic::Ordering::Relaxed), 0);
+        });
+    }
 }

@@ -5,16 +5,20 @@
 //!
 //! What there is (issue 15): namespaces; 64-bit keys and byte-string names; create/open with
 //! semget's flags and errors plus an "it existed" answer; counting semaphores, events (manual,
-//! auto, pulse), mutexes with an owner and the abandoned state, raw 32-bit futex words;
+//! auto, pulse), mutexes with an owner and the abandoned state, raw futex words of 8 to 64 bits;
 //! [`wait_any`] over up to 1024 of them; removal now (waiters see `Removed`, like `IPC_RMID`'s
-//! `EIDRM`); generation-checked handles; crash-consistent creation and removal; the C ABI and
-//! the `ufutex-named` tool. Not yet: reference-counted lifetime, a table that grows.
+//! `EIDRM`); reference-counted lifetime ([`Namespace::counted`]: an object that dies with the
+//! last handle of every process, a killed process's included); generation-checked handles;
+//! crash-consistent creation, removal and reference changes; the C ABI and the `ufutex-named`
+//! tool. Not yet: a table that grows.
 //!
 //! The trust model is the shared table's: one user's processes trust each other; a namespace
 //! is a 0600 file of the user's (`EACCES` otherwise); a corrupt one gives errors, never UB.
 
 #![cfg_attr(ufutex_loom, allow(dead_code, unused_imports))]
 
+#[cfg(not(ufutex_loom))]
+mod counted;
 #[cfg(not(ufutex_loom))]
 mod event;
 #[cfg(all(test, ufutex_loom))]
@@ -24,11 +28,13 @@ mod mutex;
 mod table;
 
 #[cfg(not(ufutex_loom))]
+pub use counted::{Handle, Held, HELD_MAX};
+#[cfg(not(ufutex_loom))]
 pub use event::Event;
 #[cfg(not(ufutex_loom))]
 pub use mutex::{Acquired, Mutex};
 use table::{
-    Found, Header, NameSlot, Slot, Table, TableError, KIND_WORD, KIND_WORD16, KIND_WORD64, KIND_WORD8, REMOVED,
+    Found, Header, NameSlot, Slot, Table, TableError, COUNTED, KIND_WORD, KIND_WORD16, KIND_WORD64, KIND_WORD8, REMOVED,
 };
 pub use table::{Key, Open, NAME_MAX};
 
@@ -40,7 +46,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 const MAGIC: u64 = 0x5546_5554_584e_5331; // "UFUTXNS1"
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 const PAGE: usize = 4096;
 const KIND_SEMAPHORE: u32 = 1;
 const KIND_MUTEX: u32 = 3;
@@ -132,6 +138,8 @@ pub struct Namespace {
     header: &'static Header,
     slots: &'static [Slot],
     names: &'static [NameSlot],
+    /// The references of counted objects (shared by every `Namespace` of the same file).
+    holders: &'static counted::Holders,
 }
 
 #[cfg(not(ufutex_loom))]
@@ -169,7 +177,7 @@ impl Namespace {
             return Err(NamedError::Invalid);
         }
         let path = shared::file::user_file(&format!("ns-{name}"))?;
-        let (base, order) = shared::file::with_owned_file(&path, mapped)?;
+        let (base, order, holders) = shared::file::with_owned_file(&path, |fd| mapped(fd, &path))?;
         let n = 1usize << order;
         // SAFETY: `base` is a leaked mapping of one header page, 2^order slots and 2^order name
         // slots (64 bytes each, page-aligned), all atomics (any bit pattern is valid); it is
@@ -181,18 +189,65 @@ impl Namespace {
                 std::slice::from_raw_parts(base.add(PAGE + 64 * n) as *const NameSlot, n),
             )
         };
-        Ok(Namespace { header, slots, names })
+        let ns = Namespace { header, slots, names, holders };
+        // Objects that only dead processes held die now (best effort: a namespace that opens
+        // is usable even if the shared table is not).
+        let _ = ns.reap();
+        Ok(ns)
     }
 
     fn table(&self) -> Table<'_> {
-        Table { header: self.header, slots: self.slots, names: self.names }
+        Table { header: self.header, slots: self.slots, names: self.names, ledgers: self.holders }
     }
 
-    fn create(&self, key: Key<'_>, (kind, word, aux): (u32, u32, u32), how: Open) -> Result<(Found, bool), NamedError> {
+    /// The same opens for counted objects: they live while some process holds a handle
+    /// ([`Held`]), and die with the last (Windows handles; POSIX `sem_unlink` and the last
+    /// `sem_close`). A counted object and a plain one are of different kinds: opening one as
+    /// the other is [`NamedError::Invalid`]. [`Namespace::remove`] removes either now.
+    ///
+    /// Opening it again in a process that holds it, or cloning a handle, writes nothing
+    /// shared; a process's first handle to an object and its last take the namespace's
+    /// changers' lock (as creating does). A process that dies gives its references back when
+    /// the next process opens the namespace, takes its place in the shared table, or calls
+    /// [`Namespace::reap`]. At most [`HELD_MAX`] objects held at once per process.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{Namespace, Open, NamedError};
+    /// let ns = Namespace::open("doc-counted").unwrap();
+    /// let key = 0xc0_0000 + std::process::id() as u64;
+    /// let (ev, _) = ns.counted().event(key, Open::Create, true, false).unwrap();
+    /// let again = ev.clone();
+    /// drop(ev);
+    /// again.set().unwrap(); // still held
+    /// drop(again); // the last handle: the object dies
+    /// assert_eq!(ns.counted().event(key, Open::Existing, true, false).unwrap_err(), NamedError::NotFound);
+    /// Namespace::unlink("doc-counted").unwrap();
+    /// ```
+    pub fn counted(&self) -> Counted<'_> {
+        Counted { ns: self }
+    }
+
+    fn create(&self, key: Key<'_>, init: (u32, u32, u32), how: Open) -> Result<(Found, bool), NamedError> {
+        self.open_object(key, init, how, false)
+    }
+
+    /// Open or create the object `key` (`init`: its kind, and a new one's word and aux); a
+    /// `counted` one is held by this process from here on (see [`Counted`]).
+    fn open_object(
+        &self,
+        key: Key<'_>,
+        (kind, word, aux): (u32, u32, u32),
+        how: Open,
+        counted: bool,
+    ) -> Result<(Found, bool), NamedError> {
         if let Key::Name(n) = key {
             if n.len() > NAME_MAX {
                 return Err(NamedError::NameTooLong);
             }
+        }
+        if counted {
+            return self.hold(key, (kind | COUNTED, word, aux), how);
         }
         if how != Open::CreateNew {
             if let Some(f) = self.table().lookup(key) {
@@ -242,13 +297,7 @@ impl Namespace {
     /// # Errors
     /// As [`Namespace::semaphore`].
     pub fn word_of<'k, F: Futex>(&self, key: impl Into<Key<'k>>, how: Open) -> Result<(Word<'_, F>, bool), NamedError> {
-        let kind = match std::mem::size_of::<F>() {
-            1 => KIND_WORD8,
-            2 => KIND_WORD16,
-            4 => KIND_WORD,
-            _ => KIND_WORD64,
-        };
-        let (f, existed) = self.create(key.into(), (kind, 0, 0), how)?;
+        let (f, existed) = self.create(key.into(), (word_kind::<F>(), 0, 0), how)?;
         Ok((Word { ns: self, slot: f.slot, gen: f.gen, size: PhantomData }, existed))
     }
 
@@ -298,10 +347,20 @@ impl Namespace {
             return Err(NamedError::Invalid);
         }
         let path = shared::file::user_file(&format!("ns-{name}"))?;
-        std::fs::remove_file(path).map_err(|e| match e.kind() {
+        std::fs::remove_file(&path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => NamedError::NotFound,
             _ => NamedError::Shared(SharedError::Access),
-        })
+        })?;
+        // Its ledgers (`ns-<name>+<nonce>.<n>`): nobody finds them by this name any more.
+        if let Some((dir, stem)) = path.rsplit_once('/') {
+            let ledger = format!("{stem}+");
+            for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                if e.file_name().to_str().is_some_and(|f| f.starts_with(&ledger)) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// How many objects the namespace can hold (its slots; lookups stay short below half).
@@ -340,16 +399,7 @@ impl Namespace {
                     None => t.lookup(Key::Id(key)),
                 }
                 .filter(|f| f.slot as usize == i)?;
-                let kind = match f.kind {
-                    KIND_SEMAPHORE => Kind::Semaphore,
-                    KIND_WORD => Kind::Word,
-                    KIND_WORD8 => Kind::Word8,
-                    KIND_WORD16 => Kind::Word16,
-                    KIND_WORD64 => Kind::Word64,
-                    KIND_MUTEX => Kind::Mutex,
-                    KIND_EVENT => Kind::Event,
-                    _ => return None,
-                };
+                let kind = Kind::of(f.kind & !COUNTED)?;
                 let owner = s.owner.load(Ordering::Relaxed);
                 Some(Object {
                     key,
@@ -368,7 +418,10 @@ impl Namespace {
                     },
                     owner: (owner != 0).then(|| ((owner as u32).wrapping_sub(1), (owner >> 32) as u32)),
                     aux: s.aux.load(Ordering::Relaxed),
+                    holders: (f.kind & COUNTED != 0).then(|| s.holders.load(Ordering::Relaxed)),
                 })
+                // (Still the object looked up: else its fields may be another's.)
+                .filter(|_| t.check(i as u32, f.gen).is_some())
             })
             .collect()
     }
@@ -386,6 +439,142 @@ impl Namespace {
     /// The object's slot, if the handle still names it.
     pub(crate) fn live(&self, slot: u32, gen: u32) -> Result<&Slot, NamedError> {
         self.table().check(slot, gen).ok_or(NamedError::Removed)
+    }
+
+    /// The kind of the object a handle names, while it lives (for handles that do not carry
+    /// their kind: the C ABI's).
+    ///
+    /// # Errors
+    /// [`NamedError::Removed`]; [`NamedError::Invalid`] for a kind this build does not know.
+    #[allow(dead_code)] // (the C ABI's handle checks, next)
+    pub(crate) fn kind(&self, slot: u32, gen: u32) -> Result<Kind, NamedError> {
+        let s = self.live(slot, gen)?;
+        let kind = Kind::of(s.kind.load(Ordering::Relaxed) & !(table::NAMED | COUNTED)).ok_or(NamedError::Invalid)?;
+        // The kind was read after the state: still the same object?
+        self.live(slot, gen)?;
+        Ok(kind)
+    }
+}
+
+/// The opens of counted objects ([`Namespace::counted`]): as [`Namespace`]'s, with a [`Held`]
+/// handle that keeps the object alive.
+#[cfg(not(ufutex_loom))]
+#[derive(Debug, Clone, Copy)]
+pub struct Counted<'ns> {
+    ns: &'ns Namespace,
+}
+
+#[cfg(not(ufutex_loom))]
+impl<'ns> Counted<'ns> {
+    fn open(&self, key: Key<'_>, init: (u32, u32, u32), how: Open) -> Result<(Found, bool), NamedError> {
+        self.ns.open_object(key, init, how, true)
+    }
+
+    /// The counted semaphore `key`, as [`Namespace::semaphore`].
+    ///
+    /// # Errors
+    /// As [`Namespace::semaphore`]; [`NamedError::Full`] also when this process holds
+    /// [`HELD_MAX`] objects of the namespace.
+    pub fn semaphore<'k>(
+        &self,
+        key: impl Into<Key<'k>>,
+        how: Open,
+        initial: u32,
+    ) -> Result<(Held<'ns, Semaphore<'ns>>, bool), NamedError> {
+        if initial > SEMAPHORE_MAX {
+            return Err(NamedError::Invalid);
+        }
+        let (f, existed) = self.open(key.into(), (KIND_SEMAPHORE, initial, 0), how)?;
+        Ok((Held::new(Semaphore { ns: self.ns, slot: f.slot, gen: f.gen }, self.ns), existed))
+    }
+
+    /// The counted raw 32-bit word `key`, as [`Namespace::word`].
+    ///
+    /// # Errors
+    /// As [`Counted::semaphore`].
+    pub fn word<'k>(&self, key: impl Into<Key<'k>>, how: Open) -> Result<(Held<'ns, Word<'ns>>, bool), NamedError> {
+        self.word_of(key, how)
+    }
+
+    /// The counted raw word `key` of `F`'s size, as [`Namespace::word_of`].
+    ///
+    /// # Errors
+    /// As [`Counted::semaphore`].
+    pub fn word_of<'k, F: Futex>(
+        &self,
+        key: impl Into<Key<'k>>,
+        how: Open,
+    ) -> Result<(Held<'ns, Word<'ns, F>>, bool), NamedError> {
+        let (f, existed) = self.open(key.into(), (word_kind::<F>(), 0, 0), how)?;
+        Ok((Held::new(Word { ns: self.ns, slot: f.slot, gen: f.gen, size: PhantomData }, self.ns), existed))
+    }
+
+    /// The counted mutex `key`, as [`Namespace::mutex`].
+    ///
+    /// # Errors
+    /// As [`Counted::semaphore`].
+    pub fn mutex<'k>(&self, key: impl Into<Key<'k>>, how: Open) -> Result<(Held<'ns, Mutex<'ns>>, bool), NamedError> {
+        let (f, existed) = self.open(key.into(), (KIND_MUTEX, 0, 0), how)?;
+        Ok((Held::new(Mutex { ns: self.ns, slot: f.slot, gen: f.gen }, self.ns), existed))
+    }
+
+    /// The counted event `key`, as [`Namespace::event`].
+    ///
+    /// # Errors
+    /// As [`Counted::semaphore`].
+    pub fn event<'k>(
+        &self,
+        key: impl Into<Key<'k>>,
+        how: Open,
+        manual: bool,
+        signaled: bool,
+    ) -> Result<(Held<'ns, Event<'ns>>, bool), NamedError> {
+        let mode = if manual { event::MANUAL } else { 0 };
+        let (f, existed) = self.open(key.into(), (KIND_EVENT, u32::from(signaled), mode), how)?;
+        Ok((Held::new(Event { ns: self.ns, slot: f.slot, gen: f.gen }, self.ns), existed))
+    }
+}
+
+#[cfg(not(ufutex_loom))]
+impl counted::sealed::Sealed for Semaphore<'_> {}
+#[cfg(not(ufutex_loom))]
+impl<'ns> Handle<'ns> for Semaphore<'ns> {
+    fn id(&self) -> (u32, u32) {
+        (self.slot, self.gen)
+    }
+}
+#[cfg(not(ufutex_loom))]
+impl counted::sealed::Sealed for Event<'_> {}
+#[cfg(not(ufutex_loom))]
+impl<'ns> Handle<'ns> for Event<'ns> {
+    fn id(&self) -> (u32, u32) {
+        (self.slot, self.gen)
+    }
+}
+#[cfg(not(ufutex_loom))]
+impl counted::sealed::Sealed for Mutex<'_> {}
+#[cfg(not(ufutex_loom))]
+impl<'ns> Handle<'ns> for Mutex<'ns> {
+    fn id(&self) -> (u32, u32) {
+        (self.slot, self.gen)
+    }
+}
+#[cfg(not(ufutex_loom))]
+impl<F> counted::sealed::Sealed for Word<'_, F> {}
+#[cfg(not(ufutex_loom))]
+impl<'ns, F> Handle<'ns> for Word<'ns, F> {
+    fn id(&self) -> (u32, u32) {
+        (self.slot, self.gen)
+    }
+}
+
+/// The kind of a raw word of `F`'s size.
+fn word_kind<F: Futex>() -> u32 {
+    match std::mem::size_of::<F>() {
+        1 => KIND_WORD8,
+        2 => KIND_WORD16,
+        4 => KIND_WORD,
+        _ => KIND_WORD64,
     }
 }
 
@@ -406,6 +595,22 @@ pub enum Kind {
     Word64,
 }
 
+impl Kind {
+    /// The kind a slot's kind field (without the name bit) says.
+    fn of(k: u32) -> Option<Kind> {
+        Some(match k {
+            KIND_SEMAPHORE => Kind::Semaphore,
+            KIND_WORD => Kind::Word,
+            KIND_WORD8 => Kind::Word8,
+            KIND_WORD16 => Kind::Word16,
+            KIND_WORD64 => Kind::Word64,
+            KIND_MUTEX => Kind::Mutex,
+            KIND_EVENT => Kind::Event,
+            _ => return None,
+        })
+    }
+}
+
 /// One object, as [`Namespace::objects`] saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
@@ -423,6 +628,8 @@ pub struct Object {
     pub owner: Option<(u32, u32)>,
     /// A mutex's recursion count; an event's mode (1: manual reset).
     pub aux: u32,
+    /// A counted object's holders (processes); `None` for an object that lives until removed.
+    pub holders: Option<u32>,
 }
 
 /// Letters, digits, `.`, `_`, `-`; 1 to 64 bytes.
@@ -438,19 +645,19 @@ fn wake_all(w: &AtomicU32) {
     let _ = shared::wake(w, usize::MAX);
 }
 
-/// The namespace files this process has mapped: (device, inode) → (base, order). Mappings are
-/// never unmapped; a forked child inherits them with this list.
+/// The namespace files this process has mapped: (device, inode) → (base, order, references).
+/// Mappings are never unmapped; a forked child inherits them with this list.
 #[cfg(not(ufutex_loom))]
 static MAPPED: std::sync::Mutex<Vec<Mapped>> = std::sync::Mutex::new(Vec::new());
 
 /// One mapped namespace file: its (device, inode), base address and slot order.
 #[cfg(not(ufutex_loom))]
-type Mapped = ((u64, u64), (usize, u32));
+type Mapped = ((u64, u64), (usize, u32, &'static counted::Holders));
 
 #[cfg(not(ufutex_loom))]
-/// The mapping of the namespace file `fd` (under its flock): this process's earlier one for the
-/// same file, or a new one.
-fn mapped(fd: libc::c_int) -> Result<(*mut u8, u32), SharedError> {
+/// The mapping of the namespace file `fd` at `path` (under its flock): this process's earlier
+/// one for the same file, or a new one; and its references' state.
+fn mapped(fd: libc::c_int, path: &str) -> Result<(*mut u8, u32, &'static counted::Holders), SharedError> {
     // SAFETY: an all-zero stat is a valid out-buffer.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `fd` is open; `st` is a valid out-buffer.
@@ -459,12 +666,16 @@ fn mapped(fd: libc::c_int) -> Result<(*mut u8, u32), SharedError> {
     }
     let id = (st.st_dev, st.st_ino);
     let mut m = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(&(_, (base, order))) = m.iter().find(|(k, _)| *k == id) {
-        return Ok((base as *mut u8, order));
+    if let Some(&(_, (base, order, holders))) = m.iter().find(|(k, _)| *k == id) {
+        return Ok((base as *mut u8, order, holders));
     }
     let (base, order) = map_namespace(fd)?;
-    m.push((id, (base as usize, order)));
-    Ok((base, order))
+    // SAFETY: `base` maps the namespace, whose first page is the header (atomics).
+    let nonce = unsafe { &*(base as *const Header) }.nonce.load(Ordering::Relaxed);
+    let holders: &'static counted::Holders =
+        Box::leak(Box::new(counted::Holders::new(format!("{path}+{nonce:016x}."), nonce)));
+    m.push((id, (base as usize, order, holders)));
+    Ok((base, order, holders))
 }
 
 #[cfg(not(ufutex_loom))]
@@ -508,9 +719,26 @@ fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32), SharedError> {
     let h = unsafe { &*(base as *const Header) };
     h.version.store(VERSION, Ordering::Relaxed);
     h.order.store(order, Ordering::Relaxed);
+    h.nonce.store(nonce(), Ordering::Relaxed);
     h.magic.store(MAGIC, Ordering::Release);
     Ok((base, order))
 }
+
+#[cfg(not(ufutex_loom))]
+/// A random 64-bit number (the time and the pid if the kernel will not give one).
+fn nonce() -> u64 {
+    let mut n = 0u64;
+    // SAFETY: `n` is 8 writable bytes for the call.
+    let got = unsafe { libc::getrandom(std::ptr::from_mut(&mut n).cast(), 8, 0) };
+    if got != 8 {
+        let t = std::time::SystemTime::now().duration_since(UNIX_EPOCH_).map_or(0, |d| d.as_nanos() as u64);
+        n = t ^ u64::from(std::process::id()).rotate_left(32);
+    }
+    n | 1 // (never 0: a ledger's nonce 0 is "none")
+}
+
+#[cfg(not(ufutex_loom))]
+use std::time::UNIX_EPOCH as UNIX_EPOCH_;
 
 #[cfg(not(ufutex_loom))]
 fn map(fd: libc::c_int, len: usize) -> Result<*mut u8, SharedError> {

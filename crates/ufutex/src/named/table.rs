@@ -73,6 +73,8 @@ pub(crate) struct Slot {
     pub(crate) owner: AtomicU64,
     /// A mutex's recursion count; an event's mode (1: manual reset).
     pub(crate) aux: AtomicU32,
+    /// A counted object's holders: the processes that have a handle to it (`counted.rs`).
+    pub(crate) holders: AtomicU32,
 }
 
 // A 64-bit raw word is `word` and `word_hi` read as one: 8-aligned and adjacent. (Loom's
@@ -102,7 +104,7 @@ pub(crate) fn mark_removed(s: &Slot) {
         // of a mapping that lives as long as the namespace; every view below lies within those
         // 8 bytes and is aligned to its size.
         unsafe {
-            match s.kind.load(Ordering::Relaxed) & !NAMED {
+            match s.kind.load(Ordering::Relaxed) & !(NAMED | COUNTED) {
                 KIND_WORD8 => return (*at.cast::<AtomicU8>()).store(u8::MAX, Ordering::Release),
                 KIND_WORD16 => return (*at.cast::<AtomicU16>()).store(u16::MAX, Ordering::Release),
                 KIND_WORD64 => return (*at.cast::<AtomicU64>()).store(u64::MAX, Ordering::Release),
@@ -126,6 +128,7 @@ impl Slot {
             word_hi: AtomicU32::new(0),
             owner: AtomicU64::new(0),
             aux: AtomicU32::new(0),
+            holders: AtomicU32::new(0),
         }
     }
 }
@@ -150,6 +153,13 @@ pub(crate) struct Header {
     /// `(slot being changed + 1) << 32 | removing << 31 | live objects`: the intent (which slot,
     /// creation or removal) and the count, changed together at the end of each change.
     pub(crate) progress: AtomicU64,
+    /// The reference change under way (a counted object's holder taken or given back):
+    /// `(ledger + 1) << 32 | entry`, 0 when none.
+    pub(crate) ref_intent: AtomicU64,
+    /// That object's holder count before the change.
+    pub(crate) ref_before: AtomicU32,
+    /// Random, set when the namespace is made: its ledgers carry it (`counted.rs`).
+    pub(crate) nonce: AtomicU64,
 }
 
 impl Header {
@@ -182,7 +192,15 @@ impl Header {
 pub(crate) struct Found {
     pub(crate) slot: u32,
     pub(crate) gen: u32,
+    /// Its kind, with [`COUNTED`] if it is.
     pub(crate) kind: u32,
+}
+
+impl Found {
+    /// The object a ledger entry names (its kind unknown: 0).
+    fn of(e: &Entry) -> Found {
+        Found { slot: e.slot.load(Ordering::Relaxed), gen: e.gen.load(Ordering::Relaxed), kind: 0 }
+    }
 }
 
 /// How a create goes when the key exists or not (semget's flags).
@@ -213,7 +231,64 @@ pub const NAME_MAX: usize = 56;
 const REMOVING: u32 = 1 << 31;
 
 /// `kind` bit: the slot's key is the hash of the name in its name slot.
-const NAMED: u32 = 1 << 31;
+pub(crate) const NAMED: u32 = 1 << 31;
+
+/// `kind` bit: the object lives while processes hold it, and dies with its last holder
+/// (reference-counted lifetime, `counted.rs`); it is part of the kind a handle opens.
+pub(crate) const COUNTED: u32 = 1 << 30;
+
+/// One reference of a process to a counted object, in that process's ledger (`counted.rs`):
+/// the object's slot and generation, and where the reference stands.
+#[repr(C)]
+pub(crate) struct Entry {
+    pub(crate) slot: AtomicU32,
+    pub(crate) gen: AtomicU32,
+    pub(crate) state: AtomicU32,
+    pub(crate) _pad: AtomicU32,
+}
+
+/// An [`Entry`]'s states: unused; being counted in (the object's holders may or may not
+/// include it yet); counted in; being counted out.
+pub(crate) const E_FREE: u32 = 0;
+pub(crate) const E_ADDING: u32 = 1;
+pub(crate) const E_HELD: u32 = 2;
+pub(crate) const E_DROPPING: u32 = 3;
+
+/// The processes' ledgers of a namespace, by ledger number (a process slot of the shared
+/// table), for finishing a reference change whose changer died.
+pub(crate) trait Ledgers {
+    fn entries(&self, ledger: u32) -> Option<&[Entry]>;
+}
+
+/// No ledgers (a table nobody holds counted objects in: unit tests and models).
+#[cfg(test)]
+pub(crate) struct NoLedgers;
+
+#[cfg(test)]
+impl Ledgers for NoLedgers {
+    fn entries(&self, _ledger: u32) -> Option<&[Entry]> {
+        None
+    }
+}
+
+/// A reference to take or give back under the changers' lock: entry `index` of ledger
+/// `ledger`, whose entries are `entries`.
+#[derive(Clone, Copy)]
+pub(crate) struct Ref<'e> {
+    pub(crate) ledger: u32,
+    pub(crate) entries: &'e [Entry],
+    pub(crate) index: u32,
+}
+
+impl Ref<'_> {
+    fn entry(&self) -> &Entry {
+        &self.entries[self.index as usize]
+    }
+
+    fn intent(&self) -> u64 {
+        (u64::from(self.ledger) + 1) << 32 | u64::from(self.index)
+    }
+}
 
 /// A slot's name (for objects made by name): its length and bytes, beside the slot.
 #[repr(C, align(64))]
@@ -281,6 +356,8 @@ pub(crate) struct Table<'a> {
     pub(crate) header: &'a Header,
     pub(crate) slots: &'a [Slot],
     pub(crate) names: &'a [NameSlot],
+    /// The ledgers of counted objects' holders (for finishing a dead changer's reference change).
+    pub(crate) ledgers: &'a dyn Ledgers,
 }
 
 /// Where a key's probe starts (Fibonacci hashing of the key).
@@ -358,10 +435,30 @@ impl<'a> Table<'a> {
         lock::unlock(&self.header.lock);
     }
 
+    /// Run `f` under the changers' lock (taken as `me`, finishing a dead changer's change first).
+    pub(crate) fn locked<T>(
+        &self,
+        me: Owner,
+        live: &(impl Liveness + ?Sized),
+        wake: &impl Fn(&AtomicU32),
+        f: impl FnOnce() -> T,
+    ) -> Result<T, TableError> {
+        self.lock(me, live, wake)?;
+        let r = f();
+        self.unlock();
+        Ok(r)
+    }
+
     /// After a changer died holding the lock: a slot it was creating becomes Dead; a slot it was
     /// removing gets its removal finished (the word marked, its waiters woken).
     #[cold]
     pub(crate) fn recover(&self, wake: &impl Fn(&AtomicU32)) {
+        self.recover_object(wake);
+        self.recover_ref(wake);
+    }
+
+    /// The creation or removal a dead changer left (see [`Table::recover`]).
+    fn recover_object(&self, wake: &impl Fn(&AtomicU32)) {
         let Some((s, removing)) = self.header.intent().and_then(|(i, r)| Some((self.slots.get(i as usize)?, r))) else {
             self.header.end(0); // nothing under way (or a stray intent: corrupt)
             return;
@@ -389,6 +486,82 @@ impl<'a> Table<'a> {
         }
     }
 
+    /// The reference change a dead changer left (after its object change, if any, was
+    /// finished): under the lock only the changer changed the object's holders, so they are
+    /// either the count before or the count after, and that tells whether it happened.
+    fn recover_ref(&self, wake: &impl Fn(&AtomicU32)) {
+        let intent = self.header.ref_intent.load(Ordering::Relaxed);
+        if intent == 0 {
+            return;
+        }
+        let (ledger, index) = (((intent >> 32) as u32).wrapping_sub(1), intent as u32);
+        let entries = self.ledgers.entries(ledger);
+        if let Some(entries) = entries.filter(|e| (index as usize) < e.len()) {
+            let r = Ref { ledger, entries, index };
+            let e = r.entry();
+            let before = self.header.ref_before.load(Ordering::Relaxed);
+            let object = self.counted(e.slot.load(Ordering::Relaxed), e.gen.load(Ordering::Relaxed));
+            match e.state.load(Ordering::Relaxed) {
+                E_ADDING => {
+                    let counted_in =
+                        object.is_some_and(|s| s.holders.load(Ordering::Relaxed) == before.wrapping_add(1));
+                    e.state.store(if counted_in { E_HELD } else { E_FREE }, Ordering::Relaxed);
+                }
+                // Not yet counted out: do it now. (Counted out, or the object died — with its
+                // last holder's removal finished above — and the entry is done with.)
+                E_DROPPING => match object {
+                    Some(s) if s.holders.load(Ordering::Relaxed) == before => self.drop_ref(r, wake),
+                    _ => e.state.store(E_FREE, Ordering::Relaxed),
+                },
+                _ => {}
+            }
+        }
+        self.header.ref_intent.store(0, Ordering::Relaxed);
+    }
+
+    /// The live counted object `(slot, gen)`, if it still is.
+    fn counted(&self, slot: u32, gen: u32) -> Option<&'a Slot> {
+        self.check(slot, gen).filter(|s| s.kind.load(Ordering::Relaxed) & COUNTED != 0)
+    }
+
+    /// Under the lock: count entry `r`'s process in as a holder of the live counted object `f`.
+    pub(crate) fn add_ref(&self, r: Ref<'_>, f: Found) {
+        let Some(s) = self.counted(f.slot, f.gen) else { return };
+        let e = r.entry();
+        e.slot.store(f.slot, Ordering::Relaxed);
+        e.gen.store(f.gen, Ordering::Relaxed);
+        e.state.store(E_ADDING, Ordering::Relaxed);
+        let before = s.holders.load(Ordering::Relaxed);
+        self.header.ref_before.store(before, Ordering::Relaxed);
+        self.header.ref_intent.store(r.intent(), Ordering::Relaxed);
+        point(Point::Holding);
+        s.holders.store(before.wrapping_add(1), Ordering::Relaxed);
+        e.state.store(E_HELD, Ordering::Relaxed);
+        self.header.ref_intent.store(0, Ordering::Relaxed);
+    }
+
+    /// Under the lock: count entry `r`'s process out of its object's holders (if the object
+    /// still lives), removing the object when that was the last, and free the entry.
+    pub(crate) fn drop_ref(&self, r: Ref<'_>, wake: &impl Fn(&AtomicU32)) {
+        let e = r.entry();
+        let f = Found::of(e);
+        if let Some(s) = self.counted(f.slot, f.gen).filter(|_| e.state.load(Ordering::Relaxed) != E_FREE) {
+            let before = s.holders.load(Ordering::Relaxed);
+            e.state.store(E_DROPPING, Ordering::Relaxed);
+            self.header.ref_before.store(before, Ordering::Relaxed);
+            self.header.ref_intent.store(r.intent(), Ordering::Relaxed);
+            point(Point::Releasing);
+            let now = before.saturating_sub(1);
+            // The last holder: removed first, so that a live object never shows no holders.
+            if now == 0 {
+                self.remove_found(f, wake);
+            }
+            s.holders.store(now, Ordering::Relaxed);
+        }
+        e.state.store(E_FREE, Ordering::Relaxed);
+        self.header.ref_intent.store(0, Ordering::Relaxed);
+    }
+
     /// Open or create the object `key` of `kind` under the changers' lock (a new one's word
     /// starts at `word`): what it is, and whether it existed.
     pub(crate) fn create(
@@ -401,17 +574,18 @@ impl<'a> Table<'a> {
         wake: &impl Fn(&AtomicU32),
     ) -> Result<(Found, bool), TableError> {
         // (Callers look the key up without the lock first: most opens find their object.)
-        self.lock(me, live, wake)?;
-        let r = self.create_locked(key, (kind, word, aux), how);
-        self.unlock();
-        r
+        self.locked(me, live, wake, || self.create_locked(key, (kind, word, aux), how, None))?
     }
 
-    fn create_locked(
+    /// Under the lock: open or create the object `key` as [`Table::create`] does; a counted
+    /// one (`kind` has [`COUNTED`]) is made with `holder` (a free ledger entry) as its holder,
+    /// counted in from its birth. (An existing one's holder is the caller's to add.)
+    pub(crate) fn create_locked(
         &self,
         key: Key<'_>,
         (kind, word, aux): (u32, u32, u32),
         how: Open,
+        holder: Option<Ref<'_>>,
     ) -> Result<(Found, bool), TableError> {
         if let Some(f) = self.lookup(key) {
             return match (how, f.kind == kind) {
@@ -437,6 +611,17 @@ impl<'a> Table<'a> {
         let i = free.ok_or(TableError::Full)?;
         let s = &self.slots[i];
         let gen = gen_of(s.state.load(Ordering::Relaxed));
+        let holder = holder.filter(|_| kind & COUNTED != 0);
+        if let Some(r) = holder {
+            // The reference first: a changer that dies from here on leaves an intent whose
+            // entry names this slot and generation (counted in only if the object went live).
+            let e = r.entry();
+            e.slot.store(i as u32, Ordering::Relaxed);
+            e.gen.store(gen, Ordering::Relaxed);
+            e.state.store(E_ADDING, Ordering::Relaxed);
+            self.header.ref_before.store(0, Ordering::Relaxed);
+            self.header.ref_intent.store(r.intent(), Ordering::Relaxed);
+        }
         self.header.begin(i as u32, false);
         s.state.store(pack(gen, BUSY), Ordering::Relaxed);
         fence(Ordering::Release); // Busy before the fields, for a reader that saw Live before
@@ -454,8 +639,13 @@ impl<'a> Table<'a> {
         s.owner.store(0, Ordering::Relaxed);
         s.tid.store(0, Ordering::Relaxed);
         s.aux.store(aux, Ordering::Relaxed);
+        s.holders.store(u32::from(holder.is_some()), Ordering::Relaxed);
         s.state.store(pack(gen, LIVE), Ordering::Release);
         self.header.end(1);
+        if let Some(r) = holder {
+            r.entry().state.store(E_HELD, Ordering::Relaxed);
+            self.header.ref_intent.store(0, Ordering::Relaxed);
+        }
         Ok((Found { slot: i as u32, gen, kind }, false))
     }
 
@@ -468,22 +658,24 @@ impl<'a> Table<'a> {
         live: &(impl Liveness + ?Sized),
         wake: &impl Fn(&AtomicU32),
     ) -> Result<(), TableError> {
-        self.lock(me, live, wake)?;
-        let r = match self.lookup(key) {
+        self.locked(me, live, wake, || match self.lookup(key) {
             None => Err(TableError::NotFound),
             Some(f) => {
-                let s = &self.slots[f.slot as usize];
-                self.header.begin(f.slot, true);
-                s.state.store(pack(f.gen.wrapping_add(1), DEAD), Ordering::Release);
-                point(Point::Removing);
-                mark_removed(s);
-                wake(&s.word);
-                self.header.end(-1);
+                self.remove_found(f, wake);
                 Ok(())
             }
-        };
-        self.unlock();
-        r
+        })?
+    }
+
+    /// Under the lock: remove the live object `f`.
+    fn remove_found(&self, f: Found, wake: &impl Fn(&AtomicU32)) {
+        let Some(s) = self.check(f.slot, f.gen) else { return };
+        self.header.begin(f.slot, true);
+        s.state.store(pack(f.gen.wrapping_add(1), DEAD), Ordering::Release);
+        point(Point::Removing);
+        mark_removed(s);
+        wake(&s.word);
+        self.header.end(-1);
     }
 
     /// The slot of a handle, if its object is still the live one it named.
@@ -514,6 +706,9 @@ mod tests {
             order: AtomicU32::new(0),
             lock: AtomicU64::new(0),
             progress: AtomicU64::new(0),
+            ref_intent: AtomicU64::new(0),
+            ref_before: AtomicU32::new(0),
+            nonce: AtomicU64::new(0),
         };
         let slots = (0..n).map(|_| Slot::empty()).collect();
         (h, slots, (0..n).map(|_| NameSlot::empty()).collect())
@@ -522,7 +717,7 @@ mod tests {
     #[test]
     fn create_open_exclusive_remove_and_reuse() {
         let (h, s, names) = table(8);
-        let t = Table { header: &h, slots: &s, names: &names };
+        let t = Table { header: &h, slots: &s, names: &names, ledgers: &NoLedgers };
         let nowake = |_: &AtomicU32| {};
         assert_eq!(t.create(Key::Id(7), (1, 3, 0), Open::Existing, ME, &Alive, &nowake), Err(TableError::NotFound));
         let (a, existed) = t.create(Key::Id(7), (1, 3, 0), Open::Create, ME, &Alive, &nowake).unwrap();
@@ -546,7 +741,7 @@ mod tests {
     #[test]
     fn names_and_ids_are_apart_and_names_compare_whole() {
         let (h, s, names) = table(8);
-        let t = Table { header: &h, slots: &s, names: &names };
+        let t = Table { header: &h, slots: &s, names: &names, ledgers: &NoLedgers };
         let nowake = |_: &AtomicU32| {};
         let (a, _) = t.create(Key::Name(b"alpha"), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
         assert_eq!(t.lookup(Key::Name(b"alpha")), Some(a));
@@ -570,7 +765,7 @@ mod tests {
     #[test]
     fn colliding_keys_probe_past_tombstones_and_the_table_fills() {
         let (h, s, names) = table(4);
-        let t = Table { header: &h, slots: &s, names: &names };
+        let t = Table { header: &h, slots: &s, names: &names, ledgers: &NoLedgers };
         let nowake = |_: &AtomicU32| {};
         for k in 0..4 {
             t.create(Key::Id(k), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
@@ -587,7 +782,7 @@ mod tests {
     #[test]
     fn a_dead_changers_half_creation_is_buried() {
         let (h, s, names) = table(4);
-        let t = Table { header: &h, slots: &s, names: &names };
+        let t = Table { header: &h, slots: &s, names: &names, ledgers: &NoLedgers };
         // A creator died after marking slot 2 Busy (one object live elsewhere).
         h.progress.store(1, Ordering::Relaxed);
         h.begin(2, false);

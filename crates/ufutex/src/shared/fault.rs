@@ -29,10 +29,14 @@ pub(crate) enum Point {
     Creating,
     /// A named object's slot marked Dead, its waiters not yet woken.
     Removing,
+    /// A reference to a counted named object recorded, its holders not yet counted up.
+    Holding,
+    /// A reference to a counted named object being given back, its holders not yet counted down.
+    Releasing,
 }
 
 #[cfg(not(ufutex_loom))]
-const POINTS: [(&str, Point); 9] = [
+const POINTS: [(&str, Point); 11] = [
     ("counted", Point::Counted),
     ("locked", Point::Locked),
     ("enqueued", Point::Enqueued),
@@ -42,6 +46,8 @@ const POINTS: [(&str, Point); 9] = [
     ("cancelled", Point::Cancelled),
     ("creating", Point::Creating),
     ("removing", Point::Removing),
+    ("holding", Point::Holding),
+    ("releasing", Point::Releasing),
 ];
 
 #[cfg(not(ufutex_loom))]

@@ -33,12 +33,12 @@ pub(crate) struct Owner {
 }
 
 impl Owner {
-    fn word(self) -> u64 {
+    pub(crate) fn word(self) -> u64 {
         (u64::from(self.gen) << 32) | u64::from(self.slot + 1)
     }
 
     /// The owner a held lock word names.
-    fn of(word: u64) -> Owner {
+    pub(crate) fn of(word: u64) -> Owner {
         Owner { slot: ((word & 0x7fff_ffff) as u32).wrapping_sub(1), gen: (word >> 32) as u32 }
     }
 }
