@@ -4,7 +4,9 @@
 //!
 //! `RUSTFLAGS="--cfg ufutex_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p ufutex --lib named`
 
-use super::table::{Entry, Header, Key, Ledgers, NameSlot, NoLedgers, Open, Ref, Slot, Table, COUNTED, E_FREE, E_HELD};
+use super::table::{
+    Entry, Header, Key, Ledgers, Levels, NoLedgers, OneLevel, Open, Ref, Table, COUNTED, E_FREE, E_HELD,
+};
 use crate::primitive::{AtomicU32, AtomicU64};
 use crate::shared::lock::{Life, Liveness, Owner};
 use loom::sync::Arc;
@@ -21,30 +23,16 @@ const ME: Owner = Owner { slot: 0, gen: 1 };
 
 struct Model {
     header: Header,
-    slots: Vec<Slot>,
-    names: Vec<NameSlot>,
+    level: OneLevel,
 }
 
 impl Model {
     fn new(n: usize) -> Arc<Model> {
-        Arc::new(Model {
-            header: Header {
-                magic: AtomicU64::new(0),
-                version: AtomicU32::new(0),
-                order: AtomicU32::new(0),
-                lock: AtomicU64::new(0),
-                progress: AtomicU64::new(0),
-                ref_intent: AtomicU64::new(0),
-                ref_before: AtomicU32::new(0),
-                nonce: AtomicU64::new(0),
-            },
-            slots: (0..n).map(|_| Slot::empty()).collect(),
-            names: (0..n).map(|_| NameSlot::empty()).collect(),
-        })
+        Arc::new(Model { header: Header::empty(), level: OneLevel::new(n) })
     }
 
     fn table(&self) -> Table<'_> {
-        Table { header: &self.header, slots: &self.slots, names: &self.names, ledgers: &NoLedgers }
+        Table { header: &self.header, levels: &self.level, ledgers: &NoLedgers }
     }
 }
 
@@ -121,7 +109,7 @@ struct Counted {
 
 impl Counted {
     fn table(&self) -> Table<'_> {
-        Table { header: &self.m.header, slots: &self.m.slots, names: &self.m.names, ledgers: &self.ledgers }
+        Table { header: &self.m.header, levels: &self.m.level, ledgers: &self.ledgers }
     }
 
     fn r(&self, p: u32) -> Ref<'_> {
@@ -231,4 +219,54 @@ fn model_holders(keeps: bool, die_at: Option<crate::shared::fault::Point>) {
             assert_eq!(c.m.header.ref_intent.load(std::sync::atomic::Ordering::Relaxed), 0);
         });
     }
+}
+
+/// Levels of 1, 2, 4 slots, made on demand (a model of a namespace file that grows).
+struct Grows {
+    levels: Vec<OneLevel>,
+    made: AtomicU32,
+}
+
+impl Levels for Grows {
+    fn level(&self, k: u32) -> Option<(&[super::table::Slot], &[super::table::NameSlot])> {
+        let l = &self.levels[k as usize];
+        (k < self.made.load(std::sync::atomic::Ordering::Acquire)).then_some((&l.slots[..], &l.names[..]))
+    }
+    fn make(&self, k: u32) -> bool {
+        let ok = (k as usize) < self.levels.len();
+        if ok {
+            self.made.store(k + 1, std::sync::atomic::Ordering::Release);
+        }
+        ok
+    }
+}
+
+/// The writer creates keys 5 and 6 in a namespace of one slot, which grows a level for each;
+/// the reader looks them up meanwhile: each is itself when found, and both are found after.
+#[test]
+fn lookups_across_a_growing_table() {
+    loom::model(|| {
+        let m = Arc::new((
+            Header::empty(),
+            Grows { levels: (0..3).map(|k| OneLevel::new(1 << k)).collect(), made: AtomicU32::new(1) },
+        ));
+        let m2 = m.clone();
+        let writer = thread::spawn(move || {
+            let t = Table { header: &m2.0, levels: &m2.1, ledgers: &NoLedgers };
+            let nowake = |_: &AtomicU32| {};
+            t.create(Key::Id(5), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+            t.create(Key::Id(6), (2, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+        });
+        let t = Table { header: &m.0, levels: &m.1, ledgers: &NoLedgers };
+        thread::yield_now();
+        for (key, kind) in [(6, 2), (5, 1)] {
+            if let Some(f) = t.lookup(Key::Id(key)) {
+                assert_eq!((f.kind, f.gen), (kind, 0), "key {key} torn");
+            }
+        }
+        writer.join().unwrap();
+        assert_eq!(t.lookup(Key::Id(5)).map(|f| f.kind), Some(1));
+        assert_eq!(t.lookup(Key::Id(6)).map(|f| f.kind), Some(2));
+        assert_eq!(m.0.levels(), 3, "a level for each");
+    });
 }

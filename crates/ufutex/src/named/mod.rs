@@ -9,8 +9,8 @@
 //! [`wait_any`] over up to 1024 of them; removal now (waiters see `Removed`, like `IPC_RMID`'s
 //! `EIDRM`); reference-counted lifetime ([`Namespace::counted`]: an object that dies with the
 //! last handle of every process, a killed process's included); generation-checked handles;
-//! crash-consistent creation, removal and reference changes; the C ABI and the `ufutex-named`
-//! tool. Not yet: a table that grows.
+//! crash-consistent creation, removal and reference changes; a table that grows by levels
+//! while lookups go on; the C ABI and the `ufutex-named` tool.
 //!
 //! The trust model is the shared table's: one user's processes trust each other; a namespace
 //! is a 0600 file of the user's (`EACCES` otherwise); a corrupt one gives errors, never UB.
@@ -34,7 +34,8 @@ pub use event::Event;
 #[cfg(not(ufutex_loom))]
 pub use mutex::{Acquired, Mutex};
 use table::{
-    Found, Header, NameSlot, Slot, Table, TableError, COUNTED, KIND_WORD, KIND_WORD16, KIND_WORD64, KIND_WORD8, REMOVED,
+    Found, Header, Levels, NameSlot, Slot, Table, TableError, COUNTED, KIND_WORD, KIND_WORD16, KIND_WORD64, KIND_WORD8,
+    MAX_LEVELS, REMOVED,
 };
 pub use table::{Key, Open, NAME_MAX};
 
@@ -51,9 +52,10 @@ const PAGE: usize = 4096;
 const KIND_SEMAPHORE: u32 = 1;
 const KIND_MUTEX: u32 = 3;
 const KIND_EVENT: u32 = 4;
-/// Slots of a new namespace: 2^21 (one object per 64 bytes and its name slot per 64 more, a
-/// sparse 256 MiB file), so that a million keys keep the table half empty. `UFUTEX_NAMED_SLOTS` (a power of two) overrides it
-/// when the namespace is created.
+/// Slots of a new namespace's first level: 2^21 (one object per 64 bytes and its name slot per
+/// 64 more, a sparse 256 MiB file), so that a million keys keep it half empty; past that it
+/// grows by levels. `UFUTEX_NAMED_SLOTS` (a power of two, at least 32) overrides it when the
+/// namespace is created.
 const DEFAULT_ORDER: u32 = 21;
 /// The most a semaphore counts to (SysV's `SEMVMX` is 32767; ours stays clear of the removed
 /// mark).
@@ -135,17 +137,14 @@ impl From<SharedError> for NamedError {
 /// A namespace: the user's segment `ns-<name>` beside the shared table, mapped for the life of
 /// the process.
 pub struct Namespace {
-    header: &'static Header,
-    slots: &'static [Slot],
-    names: &'static [NameSlot],
-    /// The references of counted objects (shared by every `Namespace` of the same file).
-    holders: &'static counted::Holders,
+    /// The file's mapping (shared by every `Namespace` of the same file in this process).
+    map: &'static Mapping,
 }
 
 #[cfg(not(ufutex_loom))]
 impl fmt::Debug for Namespace {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Namespace").field("slots", &self.slots.len()).finish()
+        f.debug_struct("Namespace").field("slots", &self.capacity()).finish()
     }
 }
 
@@ -177,27 +176,16 @@ impl Namespace {
             return Err(NamedError::Invalid);
         }
         let path = shared::file::user_file(&format!("ns-{name}"))?;
-        let (base, order, holders) = shared::file::with_owned_file(&path, |fd| mapped(fd, &path))?;
-        let n = 1usize << order;
-        // SAFETY: `base` is a leaked mapping of one header page, 2^order slots and 2^order name
-        // slots (64 bytes each, page-aligned), all atomics (any bit pattern is valid); it is
-        // never unmapped.
-        let (header, slots, names) = unsafe {
-            (
-                &*(base as *const Header),
-                std::slice::from_raw_parts(base.add(PAGE) as *const Slot, n),
-                std::slice::from_raw_parts(base.add(PAGE + 64 * n) as *const NameSlot, n),
-            )
-        };
-        let ns = Namespace { header, slots, names, holders };
+        let map = shared::file::with_owned_file(&path, |fd| mapped(fd, &path))?;
+        let ns = Namespace { map };
         // Objects that only dead processes held die now (best effort: a namespace that opens
         // is usable even if the shared table is not).
         let _ = ns.reap();
         Ok(ns)
     }
 
-    fn table(&self) -> Table<'_> {
-        Table { header: self.header, slots: self.slots, names: self.names, ledgers: self.holders }
+    fn table(&self) -> Table<'static> {
+        Table { header: self.map.header, levels: self.map, ledgers: self.map.holders }
     }
 
     /// The same opens for counted objects: they live while some process holds a handle
@@ -363,9 +351,11 @@ impl Namespace {
         Ok(())
     }
 
-    /// How many objects the namespace can hold (its slots; lookups stay short below half).
+    /// How many objects the namespace can hold now (its slots; lookups stay short below half).
+    /// It grows: when its newest level of slots is half used, a new one twice as large is added
+    /// (objects stay where they are; lookups go on meanwhile).
     pub fn capacity(&self) -> usize {
-        self.slots.len()
+        self.table().capacity()
     }
 
     /// The namespaces of this user (their names), for people who debug.
@@ -389,9 +379,9 @@ impl Namespace {
     /// removed meanwhile may or may not show).
     pub fn objects(&self) -> Vec<Object> {
         let t = self.table();
-        (0..self.slots.len())
+        (0..t.capacity())
             .filter_map(|i| {
-                let s = &self.slots[i];
+                let s = t.slot(i as u32)?;
                 let key = s.key.load(Ordering::Relaxed);
                 let name = t.name_of(i);
                 let f = match &name {
@@ -428,7 +418,7 @@ impl Namespace {
 
     /// How many objects the namespace holds.
     pub fn len(&self) -> usize {
-        self.header.live() as usize
+        self.map.header.live() as usize
     }
 
     /// Whether it holds none.
@@ -437,7 +427,7 @@ impl Namespace {
     }
 
     /// The object's slot, if the handle still names it.
-    pub(crate) fn live(&self, slot: u32, gen: u32) -> Result<&Slot, NamedError> {
+    pub(crate) fn live(&self, slot: u32, gen: u32) -> Result<&'static Slot, NamedError> {
         self.table().check(slot, gen).ok_or(NamedError::Removed)
     }
 
@@ -645,19 +635,113 @@ fn wake_all(w: &AtomicU32) {
     let _ = shared::wake(w, usize::MAX);
 }
 
-/// The namespace files this process has mapped: (device, inode) → (base, order, references).
-/// Mappings are never unmapped; a forked child inherits them with this list.
+/// The namespace files this process has mapped, by (device, inode). Mappings are never
+/// unmapped; a forked child inherits them with this list.
 #[cfg(not(ufutex_loom))]
 static MAPPED: std::sync::Mutex<Vec<Mapped>> = std::sync::Mutex::new(Vec::new());
 
 /// One mapped namespace file: its (device, inode), base address and slot order.
 #[cfg(not(ufutex_loom))]
-type Mapped = ((u64, u64), (usize, u32, &'static counted::Holders));
+type Mapped = ((u64, u64), &'static Mapping);
+
+#[cfg(not(ufutex_loom))]
+/// One namespace file, mapped: its header, its levels of slots (each mapped when first used),
+/// the descriptor they are mapped from (kept open), and its counted objects' references.
+struct Mapping {
+    header: &'static Header,
+    fd: libc::c_int,
+    /// log2 of level 0's slots.
+    order: u32,
+    /// Where each level's slots are mapped (null: not here yet); its name slots follow them.
+    levels: [std::sync::atomic::AtomicPtr<u8>; MAX_LEVELS as usize],
+    mapping: std::sync::Mutex<()>,
+    holders: &'static counted::Holders,
+}
+
+#[cfg(not(ufutex_loom))]
+impl Mapping {
+    /// Where level `k` is in the file, and its length (slots and name slots).
+    fn span(&self, k: u32) -> (usize, usize) {
+        let n = 1usize << self.order;
+        (PAGE + 128 * table::level_start(n, k), 128 * (n << k))
+    }
+
+    /// Map level `k` if the file has it.
+    #[cold]
+    fn map_level(&self, k: u32) -> Option<*mut u8> {
+        let _g = self.mapping.lock().unwrap_or_else(|e| e.into_inner());
+        let at = self.levels.get(k as usize)?;
+        let p = at.load(Ordering::Acquire);
+        if !p.is_null() {
+            return Some(p);
+        }
+        let (off, len) = self.span(k);
+        // (A file too short for its header's levels is corrupt: no such level, never SIGBUS.)
+        if self.order + k > 28 || shared::file::file_size(self.fd).ok()? < off + len {
+            return None;
+        }
+        // SAFETY: a fresh shared mapping of a page-aligned span of an open file that has it (the
+        // span's offset is a multiple of 128 × 32 bytes); no existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                self.fd,
+                off as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        at.store(p.cast(), Ordering::Release);
+        Some(p.cast())
+    }
+}
+
+#[cfg(not(ufutex_loom))]
+impl Levels for Mapping {
+    fn level(&self, k: u32) -> Option<(&[Slot], &[NameSlot])> {
+        let p = self.levels.get(k as usize)?.load(Ordering::Acquire);
+        let p = if p.is_null() {
+            if k >= self.header.levels() {
+                return None;
+            }
+            self.map_level(k)?
+        } else {
+            p
+        };
+        let n = 1usize << (self.order + k);
+        // SAFETY: `p` is a leaked mapping of level k: n slots then n name slots of 64 bytes,
+        // page-aligned, all atomics (any bit pattern is valid); it is never unmapped.
+        Some(unsafe {
+            (
+                std::slice::from_raw_parts(p as *const Slot, n),
+                std::slice::from_raw_parts(p.add(64 * n) as *const NameSlot, n),
+            )
+        })
+    }
+
+    fn make(&self, k: u32) -> bool {
+        let (off, len) = self.span(k);
+        if self.order + k > 28 || k >= MAX_LEVELS {
+            return false;
+        }
+        // The file grows (zeroes) to hold the level; a maker that died after this left the same.
+        let short = shared::file::file_size(self.fd).is_ok_and(|s| s < off + len);
+        // SAFETY: `fd` is open for writing; ftruncate has no memory arguments.
+        if short && unsafe { libc::ftruncate(self.fd, (off + len) as libc::off_t) } != 0 {
+            return false;
+        }
+        self.map_level(k).is_some()
+    }
+}
 
 #[cfg(not(ufutex_loom))]
 /// The mapping of the namespace file `fd` at `path` (under its flock): this process's earlier
-/// one for the same file, or a new one; and its references' state.
-fn mapped(fd: libc::c_int, path: &str) -> Result<(*mut u8, u32, &'static counted::Holders), SharedError> {
+/// one for the same file, or a new one.
+fn mapped(fd: libc::c_int, path: &str) -> Result<&'static Mapping, SharedError> {
     // SAFETY: an all-zero stat is a valid out-buffer.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `fd` is open; `st` is a valid out-buffer.
@@ -666,16 +750,32 @@ fn mapped(fd: libc::c_int, path: &str) -> Result<(*mut u8, u32, &'static counted
     }
     let id = (st.st_dev, st.st_ino);
     let mut m = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(&(_, (base, order, holders))) = m.iter().find(|(k, _)| *k == id) {
-        return Ok((base as *mut u8, order, holders));
+    if let Some(&(_, map)) = m.iter().find(|(k, _)| *k == id) {
+        return Ok(map);
     }
     let (base, order) = map_namespace(fd)?;
-    // SAFETY: `base` maps the namespace, whose first page is the header (atomics).
-    let nonce = unsafe { &*(base as *const Header) }.nonce.load(Ordering::Relaxed);
-    let holders: &'static counted::Holders =
-        Box::leak(Box::new(counted::Holders::new(format!("{path}+{nonce:016x}."), nonce)));
-    m.push((id, (base as usize, order, holders)));
-    Ok((base, order, holders))
+    // Our own descriptor of the file, for mapping the levels it grows (kept for good).
+    // SAFETY: `fd` is open; F_DUPFD_CLOEXEC has no memory arguments.
+    let own = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if own < 0 {
+        return Err(SharedError::from_errno(shared::segment::errno()));
+    }
+    // SAFETY: `base` maps the namespace: its first page is the header (atomics).
+    let header = unsafe { &*(base as *const Header) };
+    let nonce = header.nonce.load(Ordering::Relaxed);
+    let holders = Box::leak(Box::new(counted::Holders::new(format!("{path}+{nonce:016x}."), nonce)));
+    let map: &'static Mapping = Box::leak(Box::new(Mapping {
+        header,
+        fd: own,
+        order,
+        levels: std::array::from_fn(|_| std::sync::atomic::AtomicPtr::new(std::ptr::null_mut())),
+        mapping: std::sync::Mutex::new(()),
+        holders,
+    }));
+    // SAFETY: level 0 follows the header page in the same mapping.
+    map.levels[0].store(unsafe { base.add(PAGE) }, Ordering::Release);
+    m.push((id, map));
+    Ok(map)
 }
 
 #[cfg(not(ufutex_loom))]
@@ -696,18 +796,18 @@ fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32), SharedError> {
         unsafe { libc::munmap(probe as *mut libc::c_void, PAGE) };
     }
     if published {
-        let ok = version == VERSION && (1..=28).contains(&order) && size == PAGE + (128 << order);
+        let ok = version == VERSION && (5..=28).contains(&order) && size >= PAGE + (128 << order);
         if !ok {
             return Err(SharedError::NotRecoverable);
         }
-        return Ok((map(fd, size)?, order));
+        return Ok((map(fd, PAGE + (128 << order))?, order));
     }
     // New (or never published): size it and publish the header last.
     let order = std::env::var("UFUTEX_NAMED_SLOTS")
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
         .filter(|n| n.is_power_of_two() && (2..=1 << 28).contains(n))
-        .map_or(DEFAULT_ORDER, |n| n.trailing_zeros());
+        .map_or(DEFAULT_ORDER, |n| n.trailing_zeros().max(5));
     let len = PAGE + (128usize << order);
     // SAFETY: `fd` is open for writing; ftruncate has no memory arguments. Truncating to 0 first
     // zeroes whatever a dead creator left.
@@ -720,6 +820,7 @@ fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32), SharedError> {
     h.version.store(VERSION, Ordering::Relaxed);
     h.order.store(order, Ordering::Relaxed);
     h.nonce.store(nonce(), Ordering::Relaxed);
+    h.levels.store(1, Ordering::Relaxed);
     h.magic.store(MAGIC, Ordering::Release);
     Ok((base, order))
 }

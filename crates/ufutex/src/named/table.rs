@@ -1,5 +1,5 @@
-//! A namespace's object table: open addressing (linear probing) over a power-of-two array of
-//! slots, keyed by a 64-bit key. Lookups take no lock and make no system call; creating and
+//! A namespace's object table: open addressing (linear probing) over power-of-two arrays of
+//! slots (levels: the table grows by adding one twice as large), keyed by a 64-bit key. Lookups take no lock and make no system call; creating and
 //! removing take the namespace's robust lock (`shared::lock`), so at most one changes the table
 //! at a time and a dead changer is taken over.
 //!
@@ -133,6 +133,25 @@ impl Slot {
     }
 }
 
+impl Header {
+    /// A header of nothing yet (unit tests and models).
+    #[cfg(test)]
+    pub(crate) fn empty() -> Header {
+        Header {
+            magic: AtomicU64::new(0),
+            version: AtomicU32::new(0),
+            order: AtomicU32::new(0),
+            lock: AtomicU64::new(0),
+            progress: AtomicU64::new(0),
+            ref_intent: AtomicU64::new(0),
+            ref_before: AtomicU32::new(0),
+            nonce: AtomicU64::new(0),
+            levels: AtomicU32::new(0),
+            used: std::array::from_fn(|_| AtomicU32::new(0)),
+        }
+    }
+}
+
 impl NameSlot {
     /// An empty name slot.
     #[cfg(test)]
@@ -160,9 +179,23 @@ pub(crate) struct Header {
     pub(crate) ref_before: AtomicU32,
     /// Random, set when the namespace is made: its ledgers carry it (`counted.rs`).
     pub(crate) nonce: AtomicU64,
+    /// How many levels of slots the namespace has (0 is read as 1).
+    pub(crate) levels: AtomicU32,
+    /// Per level, the slots ever taken from Empty (tombstones included): a level half used
+    /// makes the next.
+    pub(crate) used: [AtomicU32; MAX_LEVELS as usize],
 }
 
+/// The most levels a namespace has: level `k` has `n << k` slots (`n`: level 0's), so a
+/// namespace grows to `n * (2^16 - 1)` slots.
+pub(crate) const MAX_LEVELS: u32 = 16;
+
 impl Header {
+    /// How many levels there are (published with Release when one is made).
+    pub(crate) fn levels(&self) -> u32 {
+        self.levels.load(Ordering::Acquire).clamp(1, MAX_LEVELS)
+    }
+
     /// Live objects.
     pub(crate) fn live(&self) -> u32 {
         self.progress.load(Ordering::Relaxed) as u32 & !REMOVING
@@ -351,13 +384,66 @@ impl Key<'_> {
     }
 }
 
-/// A view of a namespace's header, slots and name slots (a mapping, or a loom model's heap).
+/// Where a namespace's slots are. They come in levels: level 0 is made with the namespace, and
+/// each later one — made when the newest is half used — is twice the one before. Objects never
+/// move (handles, and sleepers on their words, hold their place), so the table grows by adding
+/// a level, and a lookup goes through every level (newest first), never stopped.
+pub(crate) trait Levels {
+    /// Level `k`'s slots and name slots, if there is such a level (mapped here on first use).
+    fn level(&self, k: u32) -> Option<(&[Slot], &[NameSlot])>;
+    /// Make level `k` (under the changers' lock, the header still saying `k` levels): whether it
+    /// was made. The caller publishes it.
+    fn make(&self, k: u32) -> bool;
+}
+
+/// One level of slots in memory (unit tests and models): it cannot grow.
+#[cfg(test)]
+pub(crate) struct OneLevel {
+    pub(crate) slots: Vec<Slot>,
+    pub(crate) names: Vec<NameSlot>,
+}
+
+#[cfg(test)]
+impl OneLevel {
+    pub(crate) fn new(n: usize) -> OneLevel {
+        OneLevel { slots: (0..n).map(|_| Slot::empty()).collect(), names: (0..n).map(|_| NameSlot::empty()).collect() }
+    }
+}
+
+#[cfg(test)]
+impl Levels for OneLevel {
+    fn level(&self, k: u32) -> Option<(&[Slot], &[NameSlot])> {
+        (k == 0).then_some((&self.slots, &self.names))
+    }
+    fn make(&self, _k: u32) -> bool {
+        false
+    }
+}
+
+/// A view of a namespace's header and slots (a mapping, or a loom model's heap).
 pub(crate) struct Table<'a> {
     pub(crate) header: &'a Header,
-    pub(crate) slots: &'a [Slot],
-    pub(crate) names: &'a [NameSlot],
+    pub(crate) levels: &'a dyn Levels,
     /// The ledgers of counted objects' holders (for finishing a dead changer's reference change).
     pub(crate) ledgers: &'a dyn Ledgers,
+}
+
+/// The first slot number of level `k` (level 0 has `n` slots).
+pub(crate) fn level_start(n: usize, k: u32) -> usize {
+    n * ((1usize << k) - 1)
+}
+
+/// What a key looks for: its hash, and a name's words and length.
+struct Wanted {
+    hash: u64,
+    name: Option<([u64; NAME_MAX / 8], u64)>,
+}
+
+/// Whether name slot `ns` holds the name of `n` bytes in `words` (read as a seqlock reader
+/// reads: the caller checks the slot's state around it).
+fn name_is(ns: Option<&NameSlot>, words: &[u64; NAME_MAX / 8], n: u64) -> bool {
+    let Some(ns) = ns else { return false };
+    ns.len.load(Ordering::Relaxed) == n && ns.words.iter().zip(words).all(|(a, b)| a.load(Ordering::Relaxed) == *b)
 }
 
 /// Where a key's probe starts (Fibonacci hashing of the key).
@@ -367,30 +453,54 @@ fn home(key: u64, len: usize) -> usize {
 }
 
 impl<'a> Table<'a> {
+    /// Level 0's size (a power of two).
+    fn base(&self) -> usize {
+        self.levels.level(0).map_or(1, |(s, _)| s.len())
+    }
+
+    /// Slot number `g` (of every level): the slot, and its name slot.
+    fn at(&self, g: u32) -> Option<(&'a Slot, Option<&'a NameSlot>)> {
+        let n = self.base();
+        let k = ((g as usize) / n + 1).ilog2();
+        let (slots, names) = self.levels.level(k)?;
+        let i = g as usize - level_start(n, k);
+        Some((slots.get(i)?, names.get(i)))
+    }
+
     /// The live object of `key`, if any: no lock, no system call.
     pub(crate) fn lookup(&self, key: Key<'_>) -> Option<Found> {
-        let (hash, named) = (key.hash(), key.named());
-        let want = if named { Some((key.words(), name_len(&key))) } else { None };
-        let len = self.slots.len();
+        let want = Wanted { hash: key.hash(), name: key.named().then(|| (key.words(), name_len(&key))) };
+        let n = self.base();
+        (0..self.header.levels()).rev().find_map(|k| {
+            let (slots, names) = self.levels.level(k)?;
+            self.lookup_in(slots, names, &want)
+                .map(|f| Found { slot: (level_start(n, k) + f.slot as usize) as u32, ..f })
+        })
+    }
+
+    /// [`Table::lookup`] in one level: the slot's number there.
+    fn lookup_in(&self, slots: &[Slot], names: &[NameSlot], want: &Wanted) -> Option<Found> {
+        let len = slots.len();
+        let hash = want.hash;
         let mut i = home(hash, len);
         let mut probed = 0;
         while probed < len {
-            let s = &self.slots[i];
+            let s = &slots[i];
             let st = s.state.load(Ordering::Acquire);
             match st & PHASE {
                 EMPTY => return None,
                 LIVE => {
                     let (k, kind) = (s.key.load(Ordering::Relaxed), s.kind.load(Ordering::Relaxed));
                     // A name is compared only where the key and the kind say it may match.
-                    let same_name = match &want {
-                        Some((words, n)) if k == hash && kind & NAMED != 0 => self.name_is(i, words, *n),
+                    let same_name = match &want.name {
+                        Some((words, n)) if k == hash && kind & NAMED != 0 => name_is(names.get(i), words, *n),
                         _ => false,
                     };
                     fence(Ordering::Acquire); // the fields are read before the state again
                     if s.state.load(Ordering::Relaxed) != st {
                         continue; // changed under us: look at this slot again
                     }
-                    let found = if named { same_name } else { k == hash && kind & NAMED == 0 };
+                    let found = if want.name.is_some() { same_name } else { k == hash && kind & NAMED == 0 };
                     if found {
                         return Some(Found { slot: i as u32, gen: gen_of(st), kind: kind & !NAMED });
                     }
@@ -403,20 +513,23 @@ impl<'a> Table<'a> {
         None
     }
 
-    /// Whether name slot `i` holds the name of `n` bytes in `words` (read as a seqlock reader
-    /// reads: the caller checks the slot's state around it).
-    fn name_is(&self, i: usize, words: &[u64; NAME_MAX / 8], n: u64) -> bool {
-        let Some(ns) = self.names.get(i) else { return false };
-        ns.len.load(Ordering::Relaxed) == n && ns.words.iter().zip(words).all(|(a, b)| a.load(Ordering::Relaxed) == *b)
+    /// How many slots the published levels have.
+    pub(crate) fn capacity(&self) -> usize {
+        level_start(self.base(), self.header.levels())
     }
 
-    /// The name in name slot `i`, if the slot is a named object's (for people who debug).
-    pub(crate) fn name_of(&self, i: usize) -> Option<Vec<u8>> {
-        let s = self.slots.get(i)?;
+    /// Slot number `g`, if there is one (for people who debug).
+    pub(crate) fn slot(&self, g: u32) -> Option<&'a Slot> {
+        self.at(g).map(|(s, _)| s)
+    }
+
+    /// The name in slot `g`'s name slot, if the slot is a named object's (for people who debug).
+    pub(crate) fn name_of(&self, g: usize) -> Option<Vec<u8>> {
+        let (s, ns) = self.at(u32::try_from(g).ok()?)?;
         if s.kind.load(Ordering::Relaxed) & NAMED == 0 {
             return None;
         }
-        let ns = self.names.get(i)?;
+        let ns = ns?;
         let n = (ns.len.load(Ordering::Relaxed) as usize).min(NAME_MAX);
         let bytes: Vec<u8> = ns.words.iter().flat_map(|w| w.load(Ordering::Relaxed).to_le_bytes()).collect();
         Some(bytes[..n].to_vec())
@@ -459,7 +572,7 @@ impl<'a> Table<'a> {
 
     /// The creation or removal a dead changer left (see [`Table::recover`]).
     fn recover_object(&self, wake: &impl Fn(&AtomicU32)) {
-        let Some((s, removing)) = self.header.intent().and_then(|(i, r)| Some((self.slots.get(i as usize)?, r))) else {
+        let Some((s, removing)) = self.header.intent().and_then(|(i, r)| Some((self.slot(i)?, r))) else {
             self.header.end(0); // nothing under way (or a stray intent: corrupt)
             return;
         };
@@ -597,36 +710,25 @@ impl<'a> Table<'a> {
         if how == Open::Existing {
             return Err(TableError::NotFound);
         }
-        let len = self.slots.len();
-        let mut i = home(key.hash(), len);
-        let mut free = None;
-        for _ in 0..len {
-            let phase = self.slots[i].state.load(Ordering::Relaxed) & PHASE;
-            if phase == EMPTY || phase == DEAD {
-                free = Some(i);
-                break;
-            }
-            i = (i + 1) & (len - 1);
-        }
-        let i = free.ok_or(TableError::Full)?;
-        let s = &self.slots[i];
+        let i = self.free_slot(key.hash()).ok_or(TableError::Full)?;
+        let (s, name) = self.at(i).ok_or(TableError::Full)?;
         let gen = gen_of(s.state.load(Ordering::Relaxed));
         let holder = holder.filter(|_| kind & COUNTED != 0);
         if let Some(r) = holder {
             // The reference first: a changer that dies from here on leaves an intent whose
             // entry names this slot and generation (counted in only if the object went live).
             let e = r.entry();
-            e.slot.store(i as u32, Ordering::Relaxed);
+            e.slot.store(i, Ordering::Relaxed);
             e.gen.store(gen, Ordering::Relaxed);
             e.state.store(E_ADDING, Ordering::Relaxed);
             self.header.ref_before.store(0, Ordering::Relaxed);
             self.header.ref_intent.store(r.intent(), Ordering::Relaxed);
         }
-        self.header.begin(i as u32, false);
+        self.header.begin(i, false);
         s.state.store(pack(gen, BUSY), Ordering::Relaxed);
         fence(Ordering::Release); // Busy before the fields, for a reader that saw Live before
         point(Point::Creating);
-        if let (Key::Name(_), Some(ns)) = (&key, self.names.get(i)) {
+        if let (Key::Name(_), Some(ns)) = (&key, name) {
             ns.len.store(name_len(&key), Ordering::Relaxed);
             for (w, v) in ns.words.iter().zip(key.words()) {
                 w.store(v, Ordering::Relaxed);
@@ -646,7 +748,7 @@ impl<'a> Table<'a> {
             r.entry().state.store(E_HELD, Ordering::Relaxed);
             self.header.ref_intent.store(0, Ordering::Relaxed);
         }
-        Ok((Found { slot: i as u32, gen, kind }, false))
+        Ok((Found { slot: i, gen, kind }, false))
     }
 
     /// Remove the object `key` now: its handles fail from here on, and its waiters are woken
@@ -680,8 +782,41 @@ impl<'a> Table<'a> {
 
     /// The slot of a handle, if its object is still the live one it named.
     pub(crate) fn check(&self, slot: u32, gen: u32) -> Option<&'a Slot> {
-        let s = self.slots.get(slot as usize)?;
+        let s = self.slot(slot)?;
         (s.state.load(Ordering::Acquire) == pack(gen, LIVE)).then_some(s)
+    }
+
+    /// Under the lock: a slot for a new object of key `hash`, Empty or a tombstone: in the
+    /// newest level, after making a new level if that one is half used; else in any level.
+    fn free_slot(&self, hash: u64) -> Option<u32> {
+        let n = self.base();
+        let mut levels = self.header.levels();
+        let newest = levels - 1;
+        let used = |k: u32| self.header.used[k as usize].load(Ordering::Relaxed) as usize;
+        if let Some((slots, _)) = self.levels.level(newest) {
+            if used(newest) + 1 > slots.len() / 2 && levels < MAX_LEVELS && self.levels.make(levels) {
+                self.header.levels.store(levels + 1, Ordering::Release);
+                levels += 1;
+            }
+        }
+        // The newest level first (where growth puts room), then the others.
+        let order = std::iter::once(levels - 1).chain((0..levels - 1).rev());
+        for k in order {
+            let Some((slots, _)) = self.levels.level(k) else { continue };
+            let len = slots.len();
+            let mut i = home(hash, len);
+            for _ in 0..len {
+                let phase = slots[i].state.load(Ordering::Relaxed) & PHASE;
+                if phase == EMPTY || phase == DEAD {
+                    if phase == EMPTY {
+                        self.header.used[k as usize].store(used(k) as u32 + 1, Ordering::Relaxed);
+                    }
+                    return Some((level_start(n, k) + i) as u32);
+                }
+                i = (i + 1) & (len - 1);
+            }
+        }
+        None
     }
 }
 
@@ -699,25 +834,15 @@ mod tests {
 
     const ME: Owner = Owner { slot: 0, gen: 1 };
 
-    fn table(n: usize) -> (Header, Vec<Slot>, Vec<NameSlot>) {
-        let h = Header {
-            magic: AtomicU64::new(0),
-            version: AtomicU32::new(0),
-            order: AtomicU32::new(0),
-            lock: AtomicU64::new(0),
-            progress: AtomicU64::new(0),
-            ref_intent: AtomicU64::new(0),
-            ref_before: AtomicU32::new(0),
-            nonce: AtomicU64::new(0),
-        };
-        let slots = (0..n).map(|_| Slot::empty()).collect();
-        (h, slots, (0..n).map(|_| NameSlot::empty()).collect())
+    fn table(n: usize) -> (Header, OneLevel) {
+        (Header::empty(), OneLevel::new(n))
     }
 
     #[test]
     fn create_open_exclusive_remove_and_reuse() {
-        let (h, s, names) = table(8);
-        let t = Table { header: &h, slots: &s, names: &names, ledgers: &NoLedgers };
+        let (h, l) = table(8);
+        let s = &l.slots;
+        let t = Table { header: &h, levels: &l, ledgers: &NoLedgers };
         let nowake = |_: &AtomicU32| {};
         assert_eq!(t.create(Key::Id(7), (1, 3, 0), Open::Existing, ME, &Alive, &nowake), Err(TableError::NotFound));
         let (a, existed) = t.create(Key::Id(7), (1, 3, 0), Open::Create, ME, &Alive, &nowake).unwrap();
@@ -740,8 +865,8 @@ mod tests {
 
     #[test]
     fn names_and_ids_are_apart_and_names_compare_whole() {
-        let (h, s, names) = table(8);
-        let t = Table { header: &h, slots: &s, names: &names, ledgers: &NoLedgers };
+        let (h, l) = table(8);
+        let t = Table { header: &h, levels: &l, ledgers: &NoLedgers };
         let nowake = |_: &AtomicU32| {};
         let (a, _) = t.create(Key::Name(b"alpha"), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
         assert_eq!(t.lookup(Key::Name(b"alpha")), Some(a));
@@ -764,8 +889,8 @@ mod tests {
 
     #[test]
     fn colliding_keys_probe_past_tombstones_and_the_table_fills() {
-        let (h, s, names) = table(4);
-        let t = Table { header: &h, slots: &s, names: &names, ledgers: &NoLedgers };
+        let (h, l) = table(4);
+        let t = Table { header: &h, levels: &l, ledgers: &NoLedgers };
         let nowake = |_: &AtomicU32| {};
         for k in 0..4 {
             t.create(Key::Id(k), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
@@ -781,8 +906,9 @@ mod tests {
 
     #[test]
     fn a_dead_changers_half_creation_is_buried() {
-        let (h, s, names) = table(4);
-        let t = Table { header: &h, slots: &s, names: &names, ledgers: &NoLedgers };
+        let (h, l) = table(4);
+        let s = &l.slots;
+        let t = Table { header: &h, levels: &l, ledgers: &NoLedgers };
         // A creator died after marking slot 2 Busy (one object live elsewhere).
         h.progress.store(1, Ordering::Relaxed);
         h.begin(2, false);
@@ -808,5 +934,57 @@ mod tests {
         h.begin(1, false);
         t.recover(&|_| woken.set(woken.get() + 1));
         assert_eq!((h.intent(), h.live(), woken.get()), (None, 1, 2));
+    }
+
+    /// Levels made on demand up to `max` (4, 8, 16, ... slots).
+    struct Growing {
+        levels: Vec<OneLevel>,
+        made: std::cell::Cell<u32>,
+    }
+
+    impl Levels for Growing {
+        fn level(&self, k: u32) -> Option<(&[Slot], &[NameSlot])> {
+            (k < self.made.get()).then(|| (&self.levels[k as usize].slots[..], &self.levels[k as usize].names[..]))
+        }
+        fn make(&self, k: u32) -> bool {
+            let ok = (k as usize) < self.levels.len();
+            if ok {
+                self.made.set(k + 1);
+            }
+            ok
+        }
+    }
+
+    #[test]
+    fn the_table_grows_by_levels_and_objects_stay_put() {
+        let h = Header::empty();
+        let g = Growing { levels: (0..4).map(|k| OneLevel::new(4 << k)).collect(), made: std::cell::Cell::new(1) };
+        let t = Table { header: &h, levels: &g, ledgers: &NoLedgers };
+        let nowake = |_: &AtomicU32| {};
+        let mut found = Vec::new();
+        for k in 0..28u64 {
+            let (f, _) = t.create(Key::Id(k * 7919), (1, k as u32, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+            found.push(f);
+            // Every object so far is where it was made, by its key and by its handle.
+            for (j, f) in found.iter().enumerate() {
+                assert_eq!(t.lookup(Key::Id(j as u64 * 7919)), Some(*f));
+                assert_eq!(t.check(f.slot, f.gen).map(|s| s.word.load(Ordering::Relaxed)), Some(j as u32));
+            }
+        }
+        assert_eq!(h.levels(), 4, "4 + 8 + 16 slots, each level grown at half");
+        assert_eq!(t.capacity(), 4 + 8 + 16 + 32);
+        let mut slots: Vec<u32> = found.iter().map(|f| f.slot).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        assert_eq!(slots.len(), found.len(), "one slot each");
+        // Removing from an old level, looking up across levels, reusing a tombstone.
+        t.remove(Key::Id(0), ME, &Alive, &nowake).unwrap();
+        assert_eq!(t.lookup(Key::Id(0)), None);
+        assert_eq!(t.lookup(Key::Id(27 * 7919)), Some(found[27]));
+        assert_eq!(h.live(), 27);
+        // Names in a later level.
+        let (n, _) = t.create(Key::Name(b"late"), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+        assert_eq!(t.name_of(n.slot as usize).as_deref(), Some(&b"late"[..]));
+        assert_eq!(t.lookup(Key::Name(b"late")), Some(n));
     }
 }
