@@ -156,7 +156,8 @@ impl Namespace {
     ///
     /// # Errors
     /// [`NamedError::Invalid`] for a bad name; `Shared(Access)` if its file is not safely the
-    /// user's; `Shared(NotRecoverable)` if it is corrupt or of another version; `Shared(NoMemory)`.
+    /// user's; `Shared(NotRecoverable)` if it is corrupt or of another version while a process
+    /// has it mapped (one nobody uses is made afresh, empty); `Shared(NoMemory)`.
     ///
     /// # Examples
     /// ```
@@ -754,12 +755,18 @@ fn mapped(fd: libc::c_int, path: &str) -> Result<&'static Mapping, SharedError> 
         return Ok(map);
     }
     let (base, order) = map_namespace(fd)?;
-    // Our own descriptor of the file, for mapping the levels it grows (kept for good).
+    // Our own descriptor of the file, for mapping the levels it grows (kept for good), and
+    // its read lock on the first byte: the file is in use while we live.
     // SAFETY: `fd` is open; F_DUPFD_CLOEXEC has no memory arguments.
     let own = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
     if own < 0 {
         return Err(SharedError::from_errno(shared::segment::errno()));
     }
+    let mut fl = first_byte(libc::F_RDLCK);
+    // SAFETY: `fl` is a valid flock; OFD locks need l_pid 0. (Our flock on the file keeps a
+    // remaker out, so this does not fail for a conflict; if it fails anyway the namespace
+    // works, and only a remake could miss us.)
+    unsafe { libc::fcntl(own, libc::F_OFD_SETLK, &mut fl) };
     // SAFETY: `base` maps the namespace: its first page is the header (atomics).
     let header = unsafe { &*(base as *const Header) };
     let nonce = header.nonce.load(Ordering::Relaxed);
@@ -797,12 +804,16 @@ fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32), SharedError> {
     }
     if published {
         let ok = version == VERSION && (5..=28).contains(&order) && size >= PAGE + (128 << order);
-        if !ok {
+        if ok {
+            return Ok((map(fd, PAGE + (128 << order))?, order));
+        }
+        // Of another version, or corrupt: made afresh if no process has it mapped (each holds
+        // a read lock on its first byte while it lives), else an error.
+        if !unused(fd) {
             return Err(SharedError::NotRecoverable);
         }
-        return Ok((map(fd, PAGE + (128 << order))?, order));
     }
-    // New (or never published): size it and publish the header last.
+    // New (or never published, or unusable and unused): size it and publish the header last.
     let order = std::env::var("UFUTEX_NAMED_SLOTS")
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
@@ -823,6 +834,26 @@ fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32), SharedError> {
     h.levels.store(1, Ordering::Relaxed);
     h.magic.store(MAGIC, Ordering::Release);
     Ok((base, order))
+}
+
+#[cfg(not(ufutex_loom))]
+/// A lock of a namespace file's first byte: readers are its users.
+fn first_byte(ty: libc::c_int) -> libc::flock {
+    // SAFETY: an all-zero flock is a valid value of the plain C struct.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = ty as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_len = 1;
+    fl
+}
+
+#[cfg(not(ufutex_loom))]
+/// Whether no process has the namespace file `fd` mapped (none holds its first byte).
+fn unused(fd: libc::c_int) -> bool {
+    let mut fl = first_byte(libc::F_WRLCK);
+    // SAFETY: `fl` is a valid flock the kernel overwrites with a conflicting lock, if any.
+    let r = unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut fl) };
+    r == 0 && fl.l_type == libc::F_UNLCK as libc::c_short
 }
 
 #[cfg(not(ufutex_loom))]
