@@ -295,43 +295,85 @@ pub unsafe extern "C" fn ufutex_waitv(
             return Err(Errno::EINVAL);
         }
         let timeout = validate::timeout(timeout as usize, clockid)?;
-        let parsed = validate::parse_waitv(waiters as usize, nr_futexes as usize)?;
-        // Every key first (alignment, NULL, support), then the values in index order, as the
-        // kernel's `futex_wait_multiple_setup`.
-        let mut addrs = Vec::new();
-        addrs.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
-        for (e, f) in &parsed {
-            let addr = validate::address(e.uaddr, *f)?;
-            if !f.private {
-                // The kernel looks a shared word's page up while making its key (EFAULT).
-                validate::current(addr, f.size)?;
-            }
-            addrs.push(addr);
+        let (ptr, n) = (waiters as usize, nr_futexes as usize);
+        // SAFETY: this call's contract: memory found mapped stays mapped until it returns, and
+        // `words` is dropped before it does.
+        let mut words = unsafe { fault::ReadPages::new() };
+        // Every entry plain (private 32-bit): checked and compared in one pass, allocating
+        // nothing; a wait that goes on takes a second pass that keeps the entries.
+        match validate::plain_waitv(ptr, n, &mut words, |_, _| ()) {
+            Some(Err(e)) => Err(e),
+            Some(Ok(())) => match waitv_plain(ptr, n, &mut words, timeout) {
+                Some(r) => r,
+                None => waitv_any(ptr, n, &mut words, timeout),
+            },
+            None => waitv_any(ptr, n, &mut words, timeout),
         }
-        // NUMA/MPOL entries' nodes (the only keys that can fail), in index order.
-        let mut node_keys: Vec<Option<Key>> = Vec::new();
-        if parsed.iter().any(|(_, f)| f.numa || f.mpol) {
-            node_keys.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
-            for ((_, f), &addr) in parsed.iter().zip(&addrs) {
-                node_keys.push(if f.numa || f.mpol { Some(numa_key_of(addr, *f, Purpose::Queue)?) } else { None });
-            }
-        }
-        let mut entries = Vec::new();
-        entries.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
-        for (i, ((e, f), &addr)) in parsed.iter().zip(&addrs).enumerate() {
-            if validate::current(addr, f.size)? != e.val {
-                return Err(Errno::EAGAIN);
-            }
-            let key = node_keys.get(i).copied().flatten().unwrap_or(Key::private(addr));
-            // SAFETY: `addr` is aligned and was just read; the caller keeps it mapped.
-            let word = unsafe { loadable(addr, *f) };
-            entries.push(WaitEntry::from_raw(word, e.val, crate::MATCH_ANY).with_key(key));
-        }
-        if parsed.iter().all(|(_, f)| f.private) {
-            return Ok(waitv_entries(default_domain().tables(), &entries, timeout)? as c_long);
-        }
-        waitv_shared(&parsed, &entries, timeout)
     })
+}
+
+/// [`ufutex_waitv`] of an array found plain and matching: read, checked and compared again
+/// (the caller may have changed it meanwhile), keeping the entries this time, then the wait.
+/// `None` if an entry is no longer plain.
+#[inline(never)]
+fn waitv_plain(
+    ptr: usize,
+    n: usize,
+    words: &mut fault::ReadPages,
+    timeout: Option<Timeout>,
+) -> Option<Result<c_long, Errno>> {
+    let mut entries = Vec::new();
+    if entries.try_reserve_exact(n).is_err() {
+        return Some(Err(Errno::ENOMEM));
+    }
+    let checked = validate::plain_waitv(ptr, n, words, |addr, v| {
+        // SAFETY: `addr` is aligned to 4 and its word just read through `words`; the caller
+        // keeps it mapped for the call (this module's contract).
+        let word = unsafe { WordRef::from_raw(addr, Size::U32) };
+        entries.push(WaitEntry::from_raw(word, u64::from(v), crate::MATCH_ANY));
+    })?;
+    Some(checked.and_then(|()| Ok(waitv_entries(default_domain().tables(), &entries, timeout)? as c_long)))
+}
+
+/// [`ufutex_waitv`] of any array: parsed, then every key (alignment, NULL, support), then the
+/// values in index order, as the kernel's `futex_wait_multiple_setup`.
+#[inline(never)]
+fn waitv_any(ptr: usize, n: usize, words: &mut fault::ReadPages, timeout: Option<Timeout>) -> Result<c_long, Errno> {
+    let parsed = validate::parse_waitv(ptr, n)?;
+    let mut addrs = Vec::new();
+    addrs.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
+    for (e, f) in &parsed {
+        let addr = validate::address(e.uaddr, *f)?;
+        if !f.private {
+            // The kernel looks a shared word's page up while making its key (EFAULT).
+            words.read(addr, f.size)?;
+        }
+        addrs.push(addr);
+    }
+    // NUMA/MPOL entries' nodes (the only keys that can fail), in index order.
+    let mut node_keys: Vec<Option<Key>> = Vec::new();
+    if parsed.iter().any(|(_, f)| f.numa || f.mpol) {
+        node_keys.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
+        for ((_, f), &addr) in parsed.iter().zip(&addrs) {
+            node_keys.push(if f.numa || f.mpol { Some(numa_key_of(addr, *f, Purpose::Queue)?) } else { None });
+        }
+    }
+    let mut entries = Vec::new();
+    entries.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
+    for (i, ((e, f), &addr)) in parsed.iter().zip(&addrs).enumerate() {
+        if words.read(addr, f.size)? != e.val {
+            return Err(Errno::EAGAIN);
+        }
+        let key = node_keys.get(i).copied().flatten().unwrap_or(Key::private(addr));
+        // SAFETY: `addr` is aligned and was just read through `words`; the caller keeps it
+        // mapped.
+        let word = unsafe { loadable(addr, *f) };
+        entries.push(WaitEntry::from_raw(word, e.val, crate::MATCH_ANY).with_key(key));
+    }
+    if parsed.iter().all(|(_, f)| f.private) {
+        return Ok(waitv_entries(default_domain().tables(), &entries, timeout)? as c_long);
+    }
+    waitv_shared(&parsed, &entries, timeout)
 }
 
 /// [`ufutex_waitv`] with process-shared entries, all of them or some.
@@ -518,5 +560,93 @@ mod tests {
         // SAFETY: as above.
         assert_eq!(unsafe { *libc::__errno_location() }, libc::ENOMEM);
         assert!(ufutex_hash_get_slots() >= 2); // the default domain is never made Large here
+    }
+
+    fn errno_of(r: c_long) -> i32 {
+        assert_eq!(r, -1, "expected a failure");
+        // SAFETY: reading this thread's errno.
+        unsafe { *libc::__errno_location() }
+    }
+
+    /// `ufutex_waitv` (which takes the plain pass when it can) and the whole validation
+    /// (`waitv_any`) give the same answer for random arrays of plain and other entries, on words
+    /// on both sides of an inaccessible page, with a deadline in the past.
+    #[test]
+    fn waitv_plain_pass_agrees_with_the_whole_validation() {
+        let [page, hole, after] = fault::pages_around_a_hole();
+        let words = [page + 4096 - 8, page + 4096 - 4, hole, after, after + 4, 0];
+        for (i, &w) in words.iter().enumerate().filter(|&(_, &w)| w != hole && w != 0) {
+            // SAFETY: our own writable pages.
+            unsafe { *(w as *mut u32) = i as u32 };
+        }
+        let past = timespec { tv_sec: 0, tv_nsec: 0 };
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |below: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        };
+        let mut tally = std::collections::BTreeMap::new();
+        for _ in 0..20_000 {
+            let n = 1 + next(6) as usize;
+            let es: Vec<UfutexWaitv> = (0..n)
+                .map(|_| {
+                    let i = next(words.len() as u64) as usize;
+                    let mut e = UfutexWaitv { val: i as u64, uaddr: words[i] as u64, flags: 0x82, reserved: 0 };
+                    match next(24) {
+                        0 => e.val += 1,
+                        1 => e.val |= 1 << 32,
+                        2 => e.uaddr += 2,
+                        3 => e.uaddr = 0xffff_8000_0000_0000,
+                        4 => e.reserved = 1,
+                        5 => e.flags = 0x81, // a 16-bit word: not plain, valid
+                        6 => e.flags = 0xa2,
+                        _ => {}
+                    }
+                    e
+                })
+                .collect();
+            let ptr = es.as_ptr() as usize;
+            // SAFETY: `n` readable entries; their words are ours, or NULL, or unreadable.
+            let r = unsafe { ufutex_waitv(es.as_ptr().cast_mut(), n as c_uint, 0, &past, libc::CLOCK_MONOTONIC) };
+            let fast = if r == -1 { Err(Errno(errno_of(r))) } else { Ok(r) };
+            let timeout = validate::timeout(&past as *const timespec as usize, libc::CLOCK_MONOTONIC).unwrap();
+            // SAFETY: the pages stay mapped (leaked) while `words` lives.
+            let whole = waitv_any(ptr, n, &mut unsafe { fault::ReadPages::new() }, timeout);
+            assert_eq!(fast, whole, "{es:x?}");
+            *tally.entry(format!("{fast:?}")).or_insert(0) += 1;
+        }
+        // Every answer came up, with its share.
+        assert_eq!(tally.len(), 4, "{tally:?}"); // EINVAL, EFAULT, EAGAIN, ETIMEDOUT
+        assert!(tally.values().all(|&c| c > 500), "{tally:?}");
+    }
+
+    /// The most entries, on words over two pages, through the plain pass: no size limit there.
+    #[test]
+    fn waitv_the_most_entries() {
+        let [page, hole, after] = fault::pages_around_a_hole();
+        let word = |i: usize| page + 2048 + 4 * i; // 1024 words from the middle of the page on
+        let mut es: Vec<UfutexWaitv> = (0..1024)
+            .map(|i| {
+                let at = if word(i) < hole { word(i) } else { word(i) - hole + after };
+                // SAFETY: our own writable pages.
+                unsafe { *(at as *mut u32) = i as u32 };
+                UfutexWaitv { val: i as u64, uaddr: at as u64, flags: 0x82, reserved: 0 }
+            })
+            .collect();
+        let past = timespec { tv_sec: 0, tv_nsec: 0 };
+        let call = |es: &mut [UfutexWaitv]| {
+            // SAFETY: 1024 readable entries on our words (or the hole).
+            let r = unsafe { ufutex_waitv(es.as_mut_ptr(), 1024, 0, &past, libc::CLOCK_REALTIME) };
+            errno_of(r)
+        };
+        assert_eq!(call(&mut es), libc::ETIMEDOUT);
+        es[1023].val += 1;
+        assert_eq!(call(&mut es), libc::EAGAIN);
+        es[1000].uaddr = hole as u64;
+        assert_eq!(call(&mut es), libc::EFAULT);
+        es[1023].uaddr += 1;
+        assert_eq!(call(&mut es), libc::EINVAL, "a key after the hole");
     }
 }

@@ -16,6 +16,10 @@
 //!   page), so a mismatching wait costs more than the kernel's. x86_64 builds compile it too, and
 //!   the unit tests and a CI run of the C suite exercise it.
 //!
+//! A call that reads many words (`futex_waitv`) reads them through [`ReadPages`]: the fault-safe
+//! read once a 4 KiB block, plain loads for the other words of a block that read, as memory
+//! found mapped stays mapped for the call (the C ABI's contract).
+//!
 //! What the handler does is async-signal-safe: it reads the saved context and static data
 //! written before it was installed, writes the saved context, and otherwise calls `sigaction`,
 //! `raise` or the previous handler, as a chaining handler must.
@@ -59,6 +63,79 @@ pub(crate) fn check_writable(addr: usize, size: Size) -> Result<(), Fault> {
         return fixup::touch(addr, size);
     }
     probe::writable(addr)
+}
+
+/// The smallest page size on Linux: every page is a whole number of these blocks, and an aligned
+/// word of at most 8 bytes lies inside one.
+const BLOCK: usize = 4096;
+
+/// Reads of one call's words that pay the fault-safe read once a 4 KiB block instead of once a
+/// word: the words of a `futex_waitv` array mostly share pages. Once a word of a block has read
+/// without a fault, the block is mapped readable, and the other words there are read with plain
+/// atomic loads — sound because memory found mapped stays mapped for the call (the C ABI's
+/// contract, see `calls`), which is why [`ReadPages::new`] is `unsafe`.
+///
+/// It remembers the last block only: words that alternate between blocks take the fault-safe read
+/// at each switch (the same answers, only not faster).
+pub(crate) struct ReadPages {
+    /// The base of the block last read without a fault, or [`ReadPages::NONE`].
+    block: usize,
+}
+
+impl ReadPages {
+    /// No block is known readable. Not a block base, and its bit 11 is set, which the mask of
+    /// [`ReadPages::cached`] always clears: no address matches it (0 would: NULL's block).
+    const NONE: usize = 0x800;
+
+    /// No block known readable yet.
+    ///
+    /// # Safety
+    /// - every block a word read through this value without a fault stays mapped readable for
+    ///   as long as this value lives (for the C ABI: keep it inside one call).
+    #[inline(always)]
+    pub(crate) unsafe fn new() -> ReadPages {
+        ReadPages { block: Self::NONE }
+    }
+
+    /// The word of `size` at `addr`, zero-extended, if `addr` is aligned to the size and in the
+    /// block known readable; `None` otherwise (any `addr`: nothing is read then). One masked
+    /// compare tells both: the mask keeps the bits below the size (0 when aligned) and those of
+    /// the block.
+    #[inline(always)]
+    pub(crate) fn cached(&self, addr: usize, size: Size) -> Option<u64> {
+        if addr & !(BLOCK - size.bytes()) != self.block {
+            return None;
+        }
+        // SAFETY:
+        // - `addr` is aligned to `size` (the mask kept its low bits, and they are 0 as the
+        //   block's are), so the word lies inside the block `self.block`;
+        // - a word of that block read without a fault through `self` (`first_in_block` is what
+        //   sets `block`), so the block was mapped readable, and it stays so while `self` lives
+        //   (`new`'s contract): `from_raw`'s readable atomic of that size;
+        // - the load is atomic (SeqCst, as the fault-safe `mov`): the caller's other threads may
+        //   write the word meanwhile, a race the kernel tolerates too.
+        Some(unsafe { crate::word::WordRef::from_raw(addr, size) }.load())
+    }
+
+    /// The word of `size` at `addr` (aligned to the size), zero-extended; `Err(Fault)` if it is
+    /// not readable. As [`read_word`], with a plain load in the known block.
+    #[inline(always)]
+    pub(crate) fn read(&mut self, addr: usize, size: Size) -> Result<u64, Fault> {
+        debug_assert_eq!(addr % size.bytes(), 0);
+        match self.cached(addr, size) {
+            Some(v) => Ok(v),
+            None => self.first_in_block(addr, size),
+        }
+    }
+
+    /// [`ReadPages::read`] of a word outside the known block: the fault-safe read, which on
+    /// success makes its block the known one.
+    #[inline(never)]
+    fn first_in_block(&mut self, addr: usize, size: Size) -> Result<u64, Fault> {
+        let v = read_word(addr, size)?;
+        self.block = addr & !(BLOCK - 1);
+        Ok(v)
+    }
 }
 
 /// The environment variable that turns the fault handler off (value `syscall`), read once at the
@@ -414,28 +491,36 @@ mod fixup {
     }
 }
 
+/// Three fresh pages for tests: readable and writable, inaccessible (PROT_NONE: kept reserved,
+/// so no other test's mapping can land there, unlike an unmapped hole), readable and writable.
+/// Their bases; leaked on purpose.
+#[cfg(test)]
+pub(crate) fn pages_around_a_hole() -> [usize; 3] {
+    // SAFETY: an anonymous mapping of three fresh pages, the middle one made inaccessible; no Rust
+    // object lives there.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            3 * BLOCK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        assert_eq!(libc::mprotect(p.cast::<u8>().add(BLOCK).cast(), BLOCK, libc::PROT_NONE), 0);
+        [p as usize, p as usize + BLOCK, p as usize + 2 * BLOCK]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A readable page, then a page that faults (PROT_NONE: kept reserved, so no other test's
-    /// mapping can land there, unlike an unmapped hole).
+    /// A readable page, then a page that faults.
     fn mapped_then_hole() -> (usize, usize) {
-        // SAFETY: an anonymous mapping of two fresh pages, the second made inaccessible; no Rust
-        // object lives there. Leaked on purpose.
-        unsafe {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                8192,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            assert_ne!(p, libc::MAP_FAILED);
-            assert_eq!(libc::mprotect(p.cast::<u8>().add(4096).cast(), 4096, libc::PROT_NONE), 0);
-            (p as usize, p as usize + 4096)
-        }
+        let [page, hole, _] = pages_around_a_hole();
+        (page, hole)
     }
 
     #[test]
@@ -485,5 +570,32 @@ mod tests {
             .map(|_| std::thread::spawn(move || (0..10_000).all(|_| read_word(hole, Size::U32) == Err(Fault))))
             .collect();
         assert!(threads.into_iter().all(|t| t.join().unwrap()));
+    }
+
+    #[test]
+    fn read_pages_load_plainly_only_in_a_block_that_read() {
+        let [page, hole, after] = pages_around_a_hole();
+        // SAFETY: our own fresh pages, written before any read; leaked, so they stay mapped for
+        // as long as `words` lives.
+        let mut words = unsafe {
+            *(page as *mut u32).add(1) = 7;
+            *(after as *mut u32) = 9;
+            ReadPages::new()
+        };
+        assert_eq!(words.cached(page + 4, Size::U32), None, "no block is known at first");
+        assert_eq!(words.cached(0, Size::U8), None, "nor NULL's");
+        assert_eq!(words.read(page, Size::U32), Ok(0));
+        assert_eq!(words.cached(page + 4, Size::U32), Some(7), "the block that read");
+        assert_eq!(words.cached(page + 4, Size::U64), None, "misaligned for the size");
+        assert_eq!(words.cached(page + 2, Size::U32), None, "misaligned");
+        assert_eq!(words.cached(page + 2, Size::U16), Some(0));
+        assert_eq!(words.cached(page + BLOCK - 8, Size::U64), Some(0), "the block's last word");
+        assert_eq!(words.cached(hole, Size::U32), None, "the next block is not known");
+        assert_eq!(words.read(hole, Size::U32), Err(Fault));
+        assert_eq!(words.cached(page + 4, Size::U32), Some(7), "a fault leaves the known block");
+        assert_eq!(words.read(after, Size::U32), Ok(9));
+        assert_eq!(words.cached(page + 4, Size::U32), None, "one block is remembered");
+        assert_eq!(words.read(page + 4, Size::U32), Ok(7));
+        assert_eq!(words.read(0, Size::U32), Err(Fault), "NULL is read, and faults");
     }
 }

@@ -3,9 +3,9 @@
 
 use super::abi::{
     UfutexWaitv, UFUTEX_MPOL, UFUTEX_NUMA, UFUTEX_PRIVATE, UFUTEX_SIZE_MASK, UFUTEX_SIZE_U16, UFUTEX_SIZE_U32,
-    UFUTEX_SIZE_U8, UFUTEX_VALID_MASK,
+    UFUTEX_SIZE_U8, UFUTEX_VALID_MASK, UFUTEX_WAITV_MAX,
 };
-use super::fault::{read_u64, read_word};
+use super::fault::{read_u64, read_word, ReadPages};
 use super::Errno;
 use crate::deadline::{Clock, Timeout, Timespec};
 use crate::word::Size;
@@ -110,6 +110,7 @@ fn read_timespec(ts: usize) -> Result<Timespec, Errno> {
 /// One past the highest user address on any 64-bit Linux (57-bit virtual addresses); a word
 /// that reaches above it is in the kernel's half (the kernel's `access_ok` → `EFAULT`).
 const USER_END: usize = (1 << 56) - 4096;
+const _: () = assert!(USER_END.is_multiple_of(4096)); // `plain_waitv` counts on it
 
 /// The common case, told in a few instructions: `flags` name a private word of some size with
 /// no NUMA or MPOL bit, at a non-null `addr` aligned to that size, in user space, and `a` and
@@ -210,6 +211,91 @@ pub(crate) fn parse_waitv(ptr: usize, n: usize) -> Result<Vec<(UfutexWaitv, Word
         v.push((e, entry(&e)?));
     }
     Ok(v)
+}
+
+/// A waitv array of plain entries — private 32-bit words without NUMA or MPOL, the only kind
+/// the kernel takes and the common one — validated and compared in one pass, with the kernel's
+/// answers: every entry's own fields and key, then the values in index order.
+///
+/// `None` if the array is not 8-aligned and readable, or if an entry is not plain: a value wider
+/// than 32 bits, another flag, a non-zero `__reserved`, a misaligned word or one in the kernel's
+/// half (the whole validation answers those, [`parse_waitv`] and on). A NULL word is plain: its
+/// read faults, as the kernel's does. Else `Some`: `Err` with the first value, in index order,
+/// that did not read (`EFAULT`) or did not match (`EAGAIN`) — every later entry found plain
+/// first, as the kernel makes every key before it reads a value — or `Ok` after `matched` was
+/// told `(address, value)` of each entry in index order, each word having just read as its value
+/// through `words`.
+///
+/// The array is read with plain (atomic) loads after one fault-safe read a page, the words
+/// through `words` (one fault-safe read a 4 KiB block); nothing is allocated.
+#[inline(always)]
+pub(crate) fn plain_waitv(
+    ptr: usize,
+    n: usize,
+    words: &mut ReadPages,
+    mut matched: impl FnMut(usize, u32),
+) -> Option<Result<(), Errno>> {
+    const ENTRY: usize = size_of::<UfutexWaitv>();
+    debug_assert!((1..=UFUTEX_WAITV_MAX as usize).contains(&n));
+    if !ptr.is_multiple_of(8) || !pages_read(ptr, n * ENTRY) {
+        return None;
+    }
+    // No overflow: `pages_read` found the array's last byte in range.
+    let end = ptr + n * ENTRY;
+    // SAFETY: every entry read below is at `ptr + 24 i` for some `i < n`: 8-aligned as `ptr` is,
+    // and every page of the array read just now; memory found mapped stays mapped for the call
+    // (the C ABI's contract).
+    let entry_at = |at: usize| unsafe { load_entry(at) };
+    let mut at = ptr;
+    let failed = loop {
+        if at == end {
+            return Some(Ok(()));
+        }
+        let e = entry_at(at);
+        at += ENTRY;
+        if e.flags != UFUTEX_PRIVATE | UFUTEX_SIZE_U32 || e.reserved != 0 {
+            return None;
+        }
+        let addr = usize::try_from(e.uaddr).ok()?;
+        let read = match words.cached(addr, Size::U32) {
+            Some(v) => Ok(v),
+            // Only an address that `plain_address` took makes a block known, and every aligned
+            // address in that block passes it too (`USER_END` is a block boundary): only the
+            // first of a block is checked.
+            None => words.read(plain_address(e.uaddr)?, Size::U32),
+        };
+        match read {
+            // A value that matches fits; one that does not may be wide (not plain: `EINVAL`).
+            Ok(v) if v == e.val => matched(addr, v as u32),
+            _ if e.val > u64::from(u32::MAX) => return None,
+            Ok(_) => break Errno::EAGAIN,
+            Err(_) => break Errno::EFAULT,
+        }
+    };
+    while at != end {
+        if !plain_entry(&entry_at(at)) {
+            return None;
+        }
+        at += ENTRY;
+    }
+    Some(Err(failed))
+}
+
+/// Whether `e` is a plain entry (see [`plain_waitv`]).
+#[inline(always)]
+fn plain_entry(e: &UfutexWaitv) -> bool {
+    e.flags == UFUTEX_PRIVATE | UFUTEX_SIZE_U32
+        && e.reserved == 0
+        && e.val <= u64::from(u32::MAX)
+        && plain_address(e.uaddr).is_some()
+}
+
+/// A plain entry's word address: aligned to 4 and in user space (NULL included; see
+/// [`address`]), or `None`.
+#[inline(always)]
+fn plain_address(uaddr: u64) -> Option<usize> {
+    let addr = usize::try_from(uaddr).ok()?;
+    (addr.is_multiple_of(4) && addr <= USER_END - 4).then_some(addr)
 }
 
 /// Whether every page of `[ptr, ptr + len)` (len > 0) reads: one fault-safe byte read a page.
@@ -346,5 +432,65 @@ mod tests {
         // Entry by entry: a bad entry 0 is found before the unreadable entry 1.
         let bad = [UfutexWaitv { reserved: 1, ..e }];
         assert_eq!(parse_waitv(bad.as_ptr() as usize, 1), Err(Errno::EINVAL));
+    }
+
+    /// The plain pass over words that straddle a readable page and an inaccessible one: keys
+    /// (not plain: `None`, for the whole validation) before values, values in index order.
+    #[test]
+    fn plain_waitv_answers_in_the_kernels_order() {
+        let [page, hole, after] = super::super::fault::pages_around_a_hole();
+        let p0 = page + 4096 - 16; // four words at the end of the page before the hole
+        for (i, v) in [10u32, 11, 12, 13, 20, 21].into_iter().enumerate() {
+            let at = if i < 4 { p0 + 4 * i } else { after + 4 * (i - 4) };
+            // SAFETY: our own writable pages.
+            unsafe { *(at as *mut u32) = v };
+        }
+        let e = |uaddr: usize, val: u64| UfutexWaitv { val, uaddr: uaddr as u64, flags: 0x82, reserved: 0 };
+        let (m, x) = (|i: usize| e(p0 + 4 * i, 10 + i as u64), |i: usize| e(p0 + 4 * i, 99));
+        let (m2, x2) = (e(after, 20), e(after + 4, 99));
+        let (h, null) = (e(hole, 0), e(0, 0));
+        let (eagain, efault) = (Some(Err(Errno::EAGAIN)), Some(Err(Errno::EFAULT)));
+        // What, the entries, the answer, how many words were told matching.
+        type Row = (&'static str, Vec<UfutexWaitv>, Option<Result<(), Errno>>, usize);
+        #[rustfmt::skip]
+        let table: Vec<Row> = vec![
+            ("all match",                 vec![m(0), m(1), m(2), m(3)],          Some(Ok(())), 4),
+            ("into the hole",             vec![m(0), m(1), m(2), m(3), h],       efault, 4),
+            ("mismatch before the hole",  vec![m(0), x(1), h],                   eagain, 1),
+            ("hole before a mismatch",    vec![m(0), h, x(1)],                   efault, 1),
+            ("blocks switch",             vec![m(0), m2, m(1), m2, x2, h],       eagain, 4),
+            ("NULL is read",              vec![m(0), null],                      efault, 1),
+            ("mismatch before NULL",      vec![x(0), null],                      eagain, 0),
+            ("last user word",            vec![e(USER_END - 4, 0)],              efault, 0),
+            ("kernel's half after a mismatch", vec![x(0), e(USER_END, 0)],       None, 0),
+            ("misaligned after the hole", vec![h, e(p0 + 2, 0)],                 None, 0),
+            ("wide value after the hole", vec![h, e(p0, 1 << 32)],               None, 0),
+            ("wide value, mismatching",   vec![m(0), e(p0 + 4, 11 | 1 << 32)],   None, 1),
+            ("reserved",                  vec![m(0), UfutexWaitv { reserved: 1, ..m(1) }], None, 1),
+            ("a 16-bit word",             vec![m(0), UfutexWaitv { flags: 0x81, ..m(1) }], None, 1),
+            ("an unknown flag",           vec![x(0), UfutexWaitv { flags: 0xa2, ..m(1) }], None, 0),
+            ("NUMA",                      vec![UfutexWaitv { flags: 0x86, ..m(0) }], None, 0),
+            ("shared",                    vec![UfutexWaitv { flags: 0x02, ..m(0) }], None, 0),
+        ];
+        for (what, es, want, n_matched) in table {
+            // SAFETY: the pages stay mapped (leaked) while `words` lives.
+            let mut words = unsafe { ReadPages::new() };
+            let mut seen = Vec::new();
+            let got = plain_waitv(es.as_ptr() as usize, es.len(), &mut words, |a, v| seen.push((a, v)));
+            assert_eq!(got, want, "{what}");
+            let want_seen: Vec<_> = es[..n_matched].iter().map(|e| (e.uaddr as usize, e.val as u32)).collect();
+            assert_eq!(seen, want_seen, "{what}: the matching words, in index order");
+        }
+        // An array that is not 8-aligned, or not readable to its end, is left to `parse_waitv`.
+        let mut buf = [0u64; 7];
+        let odd = buf.as_mut_ptr() as usize + 4;
+        // SAFETY: 24 bytes inside `buf`; the hole's page stays mapped (PROT_NONE) for the call.
+        unsafe {
+            (odd as *mut UfutexWaitv).write_unaligned(m(0));
+            let mut words = ReadPages::new();
+            assert_eq!(plain_waitv(odd, 1, &mut words, |_, _| ()), None, "4-aligned array");
+            ((hole - 24) as *mut UfutexWaitv).write(m(0));
+            assert_eq!(plain_waitv(hole - 24, 2, &mut words, |_, _| ()), None, "array into the hole");
+        }
     }
 }

@@ -235,16 +235,17 @@ impl Namespace {
     }
 
     /// Let go of one handle to the counted object `(slot, gen)`: with this process's last, its
-    /// reference is given back, and with the last holder's, the object dies.
-    pub(crate) fn let_go(&self, slot: u32, gen: u32) -> Result<(), NamedError> {
+    /// reference is given back, and with the last holder's, the object dies. Whether this
+    /// process held a handle to it.
+    pub(crate) fn let_go(&self, slot: u32, gen: u32) -> Result<bool, NamedError> {
         let mut guard = self.map.holders.mine.lock().unwrap_or_else(|e| e.into_inner());
         let p = shared::process::proc()?;
         // (In a forked child the inherited handles hold nothing: `owner` is the parent.)
-        let Some(me) = guard.as_mut().filter(|m| m.owner == p.me) else { return Ok(()) };
-        let Some((index, handles)) = me.held.get_mut(&(slot, gen)) else { return Ok(()) };
+        let Some(me) = guard.as_mut().filter(|m| m.owner == p.me) else { return Ok(false) };
+        let Some((index, handles)) = me.held.get_mut(&(slot, gen)) else { return Ok(false) };
         *handles -= 1;
         if *handles > 0 {
-            return Ok(());
+            return Ok(true);
         }
         let index = *index;
         me.held.remove(&(slot, gen));
@@ -252,7 +253,7 @@ impl Namespace {
         let t = self.table();
         t.locked(p.me, p, &wake_all, || t.drop_ref(r, &wake_all))?;
         me.free.push(index);
-        Ok(())
+        Ok(true)
     }
 
     /// Give back the references of every process that died holding some (its ledger's), so
@@ -323,7 +324,16 @@ impl<'ns, T: Handle<'ns>> Held<'ns, T> {
         let (slot, gen) = self.handle.id();
         let ns = self.ns;
         std::mem::forget(self);
-        ns.let_go(slot, gen)
+        ns.let_go(slot, gen).map(drop)
+    }
+
+    /// The handle without its hold: this process's reference stays counted until
+    /// `Namespace::let_go` (the C ABI's `ufutex_obj_close`).
+    #[allow(dead_code)] // (the C ABI's counted opens, next)
+    pub(crate) fn into_raw(self) -> T {
+        let h = self.handle;
+        std::mem::forget(self);
+        h
     }
 }
 
