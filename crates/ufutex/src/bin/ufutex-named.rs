@@ -50,6 +50,7 @@ fn run(args: &[String]) -> Result<(), String> {
                         if o.word & 1 != 0 { "signaled" } else { "unsignaled" },
                         o.word >> 1
                     ),
+                    Kind::Mutex if o.abandoned => "abandoned (its owner thread ended holding it)".into(),
                     Kind::Mutex => match o.owner {
                         Some((slot, gen)) => format!("held by process slot {slot} (generation {gen}), depth {}", o.aux),
                         None => "free".into(),

@@ -391,7 +391,9 @@ impl Namespace {
                 }
                 .filter(|f| f.slot as usize == i)?;
                 let kind = Kind::of(f.kind & !COUNTED)?;
-                let owner = s.owner.load(Ordering::Relaxed);
+                // (A mutex being taken from a dead owner shows its taker: `PENDING` masked.)
+                let owner = s.owner.load(Ordering::Relaxed) & !mutex::PENDING;
+                let abandoned = owner == mutex::ABANDONED;
                 Some(Object {
                     key,
                     name,
@@ -407,7 +409,8 @@ impl Namespace {
                             _ => lo,
                         }
                     },
-                    owner: (owner != 0).then(|| ((owner as u32).wrapping_sub(1), (owner >> 32) as u32)),
+                    owner: (owner != 0 && !abandoned).then(|| ((owner as u32).wrapping_sub(1), (owner >> 32) as u32)),
+                    abandoned,
                     aux: s.aux.load(Ordering::Relaxed),
                     holders: (f.kind & COUNTED != 0).then(|| s.holders.load(Ordering::Relaxed)),
                 })
@@ -617,6 +620,8 @@ pub struct Object {
     pub word: u64,
     /// A mutex's owner: its process's (slot, generation) in the user's shared table.
     pub owner: Option<(u32, u32)>,
+    /// A mutex whose owner thread ended holding it: the next locker takes it as abandoned.
+    pub abandoned: bool,
     /// A mutex's recursion count; an event's mode (1: manual reset).
     pub aux: u32,
     /// A counted object's holders (processes); `None` for an object that lives until removed.

@@ -1,38 +1,96 @@
 //! A namespace's mutex: an owner (process and thread), a recursion count, and the abandoned
-//! state of NT mutexes and robust pthread mutexes — a process that dies holding it is noticed
-//! by the next contender, which takes it with [`Acquired::Abandoned`] (`EOWNERDEAD`).
+//! state of NT mutexes and robust pthread mutexes. A mutex is abandoned when its owner thread
+//! ends holding it (returns from its start routine, or `pthread_exit`: NT's `WAIT_ABANDONED`)
+//! or when its owner's process dies holding it; the next locker — any thread of any process —
+//! takes it with [`Acquired::Abandoned`] (`EOWNERDEAD`), once.
 //!
 //! ```text
-//!   owner: 0 free, else (gen << 32) | (slot + 1) of the owner's process in the shared table
-//!   word:  a release sequence, bumped by every release; contenders sleep on it
+//!   owner  0                          free
+//!          (gen << 32) | (slot + 1)   held by a thread of process (slot, gen) of the shared
+//!                                     table ("mine" to that process): `tid` is the thread's
+//!                                     kernel id, `aux` the depth
+//!          that | PENDING (1 << 31)   being taken from a dead owner: `tid` not yet the taker's
+//!          ABANDONED                  its owner thread ended holding it; `tid` 0. Its low half
+//!                                     (a process's slot + 1) is 0: it names no process
+//!   word   the release sequence, bumped by every release and abandonment; contenders sleep on it
 //! ```
 //!
+//! Transitions (each CAS and store cites its number):
+//!
+//! 1. free → held: CAS `0 → mine`; then `tid`, `aux = 1`.
+//! 2. held → held (recursion): the owner thread adds 1 to `aux`.
+//! 3. held → free (the last unlock): `tid = 0`, then `owner = 0` (Release), bump, wake one.
+//! 4. held by a dead process, or a word naming no process (corrupt) → pending → held, abandoned:
+//!    CAS `cur → mine | PENDING`; `tid`, `aux = 1`; then `owner = mine` (Release).
+//! 5. held → abandoned (the owner thread ended): CAS `tid → 0`, then CAS `mine → ABANDONED`
+//!    (Release), bump, wake one.
+//! 6. abandoned → held, abandoned: CAS `ABANDONED → mine`; then `tid`, `aux = 1`.
+//!
+//! Removing the object (the table's) marks `word` removed and wakes every waiter; what is left in
+//! the owner fields of a removed object means nothing.
+//!
 //! A contender reads the sequence, tries to take `owner` with a CAS, and if it is held sleeps
-//! on the sequence (so a release between its CAS and its sleep makes the sleep return at once)
-//! for at most [`PROBE`]; then it asks whether the owner's process lives (the shared table's
-//! liveness lock: safe against PID reuse and namespaces) and takes a dead owner's mutex over
-//! with a CAS from that exact owner word. The owning thread's id and the recursion count are
-//! written only by the owner.
+//! on the sequence (so a release or an abandonment between its CAS and its sleep makes the sleep
+//! return at once) for at most [`PROBE`]; each try asks whether a holding process lives (the
+//! shared table's liveness lock: safe against PID reuse and namespaces) and takes a dead owner's
+//! mutex over with a CAS from that exact owner word (4).
+//!
+//! # Recursion and the thread id
+//!
+//! A thread holds the mutex when `owner` is its process's word and `tid` its kernel thread id.
+//! Only the owner thread writes its id there, and it is the second step of a take, after the
+//! CAS: in between, another thread of the same process must not read its own id there. It
+//! cannot: a release (3) and an abandonment (5) clear `tid` before the owner word leaves the
+//! thread, and a taker's Acquire CAS extends that release's sequence, so a thread that reads the
+//! taker's word reads `tid` 0 or the taker's id (1, 6). A dead owner never cleared its `tid`,
+//! and a thread of ours may have that id (the kernel reuses ids; other PID namespaces number
+//! theirs apart), so 4 goes through `PENDING`, which is nobody's word, and publishes `mine` with
+//! a Release store only after `tid`.
+//!
+//! # Thread exit
+//!
+//! Each thread keeps the list of the mutexes it holds (slot and generation: added at the first
+//! lock, dropped at the last unlock; no allocation once the list has grown to the most the
+//! thread holds) and arms a pthread key whose destructor runs as the thread ends — after the
+//! thread-local destructors of Rust and C++ (glibc runs those first), so that one of those may
+//! still release a mutex; a mutex locked by another key's destructor arms it again for one more
+//! round. The destructor abandons each mutex still held (5) — unless it was removed, or its slot
+//! reused (the generation) — which wakes a sleeping contender at once. A forked child inherits
+//! the forking thread's list, which names its parent's mutexes: the child's first mutex
+//! operation drops it (the process identity changed), and the destructor ignores it (the pid
+//! changed). The main thread ending the process, and a thread that ends without destructors (a
+//! raw `exit` system call), leave the mutexes to the process's death. Not async-signal-safe.
 
-use super::table::{Slot, REMOVED};
+use super::table::{pack, Slot, LIVE, REMOVED};
 use super::{NamedError, Namespace};
 use crate::deadline::Deadline;
 use crate::shared::lock::{Life, Liveness, Owner};
 use crate::shared::{self, SharedError};
+use std::cell::RefCell;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// How long a contender sleeps before it asks whether the owner is alive: the latency of
-/// noticing an abandoned mutex.
+/// noticing a mutex whose owner process died.
 const PROBE: Duration = Duration::from_millis(20);
+
+/// `owner` bit: being taken from a dead owner (4). A process's slot + 1 stays below it.
+pub(super) const PENDING: u64 = 1 << 31;
+
+/// `owner`: abandoned by its owner thread (5); its low half names no process. (Seen by the
+/// namespace's inspection, which should tell it from a process's word.)
+pub(super) const ABANDONED: u64 = u64::MAX << 32;
 
 /// How a lock was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acquired {
     /// Normally (or once more by its owner thread: recursion).
     Acquired,
-    /// From a process that died holding it (`EOWNERDEAD`): the caller owns it now, and what it
-    /// protects may be inconsistent.
+    /// From an owner thread that ended holding it, or a process that died holding it
+    /// (`EOWNERDEAD`): the caller owns it now (once, whatever the depth it was held at), and
+    /// what it protects may be inconsistent.
     Abandoned,
 }
 
@@ -49,21 +107,17 @@ fn word_of(o: Owner) -> u64 {
 }
 
 fn owner_of(w: u64) -> Owner {
-    Owner { slot: (w as u32).wrapping_sub(1), gen: (w >> 32) as u32 }
+    Owner { slot: ((w & (PENDING - 1)) as u32).wrapping_sub(1), gen: (w >> 32) as u32 }
 }
 
-fn tid() -> u32 {
-    std::thread_local! {
-        static TID: u32 = {
-            // SAFETY: gettid has no arguments and cannot fail.
-            unsafe { libc::gettid() as u32 }
-        };
-    }
-    TID.with(|t| *t)
+/// Whether the object in `s` is still the live one of generation `gen` (the table's check).
+fn live(s: &Slot, gen: u32) -> bool {
+    s.state.load(Ordering::Acquire) == pack(gen, LIVE)
 }
 
 impl Mutex<'_> {
-    fn slot(&self) -> Result<&Slot, NamedError> {
+    fn slot(&self) -> Result<&'static Slot, NamedError> {
+        // (A namespace's slots are a mapping that is never unmapped: `live` gives them 'static.)
         self.ns.live(self.slot, self.gen)
     }
 
@@ -78,10 +132,29 @@ impl Mutex<'_> {
     }
 
     /// Take the mutex, sleeping while another holds it, until `deadline`. Recursive: its owner
-    /// thread takes it again (release it as many times).
+    /// thread takes it again (release it as many times). If its owner thread ends holding it,
+    /// or its owner's process dies, the next locker gets [`Acquired::Abandoned`].
     ///
     /// # Errors
-    /// [`NamedError::Removed`]; `Shared(TimedOut)`, `Shared(Interrupted)`.
+    /// [`NamedError::Removed`]; `Shared(TimedOut)`, `Shared(Interrupted)`; `Shared(NoSpace)` or
+    /// `Shared(NoMemory)` if this thread's exit hook cannot be set up (no pthread key left, no
+    /// memory for the list of what it holds).
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{Acquired, Namespace, Open};
+    /// let ns = Namespace::open("doc-mutex").unwrap();
+    /// let key = 0x5eed_1000 + std::process::id() as u64;
+    /// let (m, _) = ns.mutex(key, Open::CreateNew).unwrap();
+    /// // A thread ends holding it: the next locker is told, once.
+    /// std::thread::scope(|s| s.spawn(|| m.lock(None).unwrap()).join().unwrap());
+    /// assert_eq!(m.lock(None), Ok(Acquired::Abandoned));
+    /// m.unlock().unwrap();
+    /// assert_eq!(m.lock(None), Ok(Acquired::Acquired));
+    /// m.unlock().unwrap();
+    /// ns.remove(key).unwrap();
+    /// Namespace::unlink("doc-mutex").unwrap();
+    /// ```
     pub fn lock(&self, deadline: Option<Deadline>) -> Result<Acquired, NamedError> {
         let p = shared::process::proc()?;
         loop {
@@ -109,67 +182,247 @@ impl Mutex<'_> {
         }
     }
 
-    /// One try: take it free, again (recursion), or from a dead owner; `None` if held.
-    fn attempt(&self, s: &Slot, me: Owner, live: &impl Liveness) -> Result<Option<Acquired>, NamedError> {
+    /// One try: take it free (1), again (2), from a dead owner (4) or abandoned (6); `None` if
+    /// held.
+    fn attempt(&self, s: &'static Slot, me: Owner, live: &impl Liveness) -> Result<Option<Acquired>, NamedError> {
         let mine = word_of(me);
-        let cur = s.owner.load(Ordering::Acquire);
-        if cur == 0 {
-            if s.owner.compare_exchange(0, mine, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                s.tid.store(tid(), Ordering::Relaxed);
-                s.aux.store(1, Ordering::Relaxed);
+        with_holder(me, |h| {
+            h.ready()?;
+            let cur = s.owner.load(Ordering::Acquire);
+            if cur == mine && s.tid.load(Ordering::Relaxed) == h.tid {
+                // 2: only this thread changes the depth while it holds it.
+                let n = s.aux.load(Ordering::Relaxed);
+                s.aux.store(n.checked_add(1).ok_or(NamedError::Range)?, Ordering::Relaxed);
                 return Ok(Some(Acquired::Acquired));
             }
-            return Ok(None);
-        }
-        if cur == mine && s.tid.load(Ordering::Relaxed) == tid() {
-            let n = s.aux.load(Ordering::Relaxed);
-            s.aux.store(n.checked_add(1).ok_or(NamedError::Range)?, Ordering::Relaxed);
-            return Ok(Some(Acquired::Acquired));
-        }
-        match live.life(owner_of(cur)) {
-            Life::Alive => Ok(None),
-            // Dead (or a word naming no process: corrupt): take it over from that exact owner.
-            Life::Dead | Life::Corrupt => {
-                if s.owner.compare_exchange(cur, mine, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                    s.tid.store(tid(), Ordering::Relaxed);
-                    s.aux.store(1, Ordering::Relaxed);
-                    return Ok(Some(Acquired::Abandoned));
-                }
-                Ok(None)
+            let (how, via) = match cur {
+                0 => (Acquired::Acquired, mine),          // 1
+                ABANDONED => (Acquired::Abandoned, mine), // 6
+                // (`mine` held by another thread of ours, or pending: our process lives.)
+                _ => match live.life(owner_of(cur)) {
+                    Life::Alive => return Ok(None),
+                    Life::Dead | Life::Corrupt => (Acquired::Abandoned, mine | PENDING), // 4
+                },
+            };
+            // Acquire: we see what the previous owner did while holding it. From that exact
+            // word: two takers cannot both win.
+            if s.owner.compare_exchange(cur, via, Ordering::Acquire, Ordering::Relaxed).is_err() {
+                return Ok(None);
             }
-        }
+            s.tid.store(h.tid, Ordering::Relaxed);
+            s.aux.store(1, Ordering::Relaxed);
+            if via != mine {
+                // 4: Release: a thread of ours that reads `mine` reads our id in `tid`.
+                s.owner.store(mine, Ordering::Release);
+            }
+            h.held.push(Owned { slot: s, gen: self.gen }); // room made by `ready`
+            Ok(Some(how))
+        })
     }
 
     /// Release it once (the owner thread only); the last release wakes one contender.
     ///
     /// # Errors
-    /// [`NamedError::NotOwner`] (`EPERM`) if this thread does not hold it; [`NamedError::Removed`].
+    /// [`NamedError::NotOwner`] (`EPERM`) if this thread does not hold it (also in a pthread
+    /// key's destructor that runs after this thread's exit hook abandoned it);
+    /// [`NamedError::Removed`].
     pub fn unlock(&self) -> Result<(), NamedError> {
         let s = self.slot()?;
         let p = shared::process::proc()?;
-        if s.owner.load(Ordering::Relaxed) != word_of(p.me) || s.tid.load(Ordering::Relaxed) != tid() {
-            return Err(NamedError::NotOwner);
-        }
-        let n = s.aux.load(Ordering::Relaxed);
-        if n > 1 {
-            s.aux.store(n - 1, Ordering::Relaxed);
-            return Ok(());
-        }
-        s.tid.store(0, Ordering::Relaxed);
-        // Release: the next owner sees what we did while holding it.
-        s.owner.store(0, Ordering::Release);
-        // The sequence after the owner: a contender that read the old one and saw us holding
-        // it fails its sleep's compare, or is woken. (A removed mutex's waiters were woken.)
-        let bump = |v: u32| {
-            (v != REMOVED).then_some(match v.wrapping_add(1) {
-                REMOVED => 0,
-                n => n,
-            })
-        };
-        if s.word.fetch_update(Ordering::Release, Ordering::Relaxed, bump).is_ok() {
-            shared::wake(&s.word, 1)?;
+        let mine = word_of(p.me);
+        let last = with_holder(p.me, |h| {
+            if s.owner.load(Ordering::Relaxed) != mine || s.tid.load(Ordering::Relaxed) != h.tid {
+                return Err(NamedError::NotOwner);
+            }
+            let n = s.aux.load(Ordering::Relaxed);
+            if n > 1 {
+                s.aux.store(n - 1, Ordering::Relaxed); // 2, backwards
+                return Ok(false);
+            }
+            h.release(Owned { slot: s, gen: self.gen });
+            Ok(true)
+        })?;
+        if last {
+            // 3: `tid` first (see "Recursion and the thread id").
+            s.tid.store(0, Ordering::Relaxed);
+            // Release: the next owner sees what we did while holding it.
+            s.owner.store(0, Ordering::Release);
+            released(s, self.gen)?;
         }
         Ok(())
+    }
+}
+
+/// After 3 and 5: bump the release sequence (after the owner word: a contender that read the
+/// old one and saw the mutex held fails its sleep's compare, or is woken) and wake one.
+///
+/// Never into the removed mark, and not once the object is gone (its waiters were woken): the
+/// state is checked against each value the bump would replace, read with Acquire — a value a new
+/// object's creator wrote follows the creator's Release fence after it marked the slot Busy, so
+/// the check then fails. (One race is left to the table: a removal and a new object whose first
+/// word equals the sequence, both between that read and the CAS.)
+fn released(s: &Slot, gen: u32) -> Result<(), SharedError> {
+    let bump = |v: u32| {
+        (v != REMOVED && live(s, gen)).then_some(match v.wrapping_add(1) {
+            REMOVED => 0,
+            n => n,
+        })
+    };
+    if s.word.fetch_update(Ordering::Release, Ordering::Acquire, bump).is_ok() {
+        shared::wake(&s.word, 1)?;
+    }
+    Ok(())
+}
+
+/// A mutex this thread holds (its depth is in the slot).
+#[derive(Clone, Copy)]
+struct Owned {
+    slot: &'static Slot,
+    gen: u32,
+}
+
+impl Owned {
+    fn is(&self, other: &Owned) -> bool {
+        std::ptr::eq(self.slot, other.slot) && self.gen == other.gen
+    }
+
+    /// Whether its object still lives (not removed; its slot not reused).
+    fn live(&self) -> bool {
+        live(self.slot, self.gen)
+    }
+}
+
+/// This thread as a mutex owner: its kernel id and the mutexes it holds, for the process they
+/// belong to.
+struct Holder {
+    /// The process identity `tid`, `pid` and `held` belong to; `None` before the first use.
+    proc: Option<Owner>,
+    /// That process's id: the exit hook tells a forked child by it (without claiming a slot).
+    pid: libc::pid_t,
+    tid: u32,
+    /// This thread's value of the exit hook's key is set.
+    armed: bool,
+    held: Vec<Owned>,
+}
+
+std::thread_local! {
+    /// Without drop glue, so that it stays usable while the thread's destructors run: the exit
+    /// hook runs after them, and frees the list.
+    static HOLDER: ManuallyDrop<RefCell<Holder>> = const {
+        ManuallyDrop::new(RefCell::new(Holder { proc: None, pid: 0, tid: 0, armed: false, held: Vec::new() }))
+    };
+}
+
+/// Run `f` on this thread's holder, as a thread of process `me`.
+fn with_holder<R>(me: Owner, f: impl FnOnce(&mut Holder) -> R) -> R {
+    HOLDER.with(|h| {
+        let mut h = h.borrow_mut();
+        if h.proc != Some(me) {
+            h.become_of(me);
+        }
+        f(&mut h)
+    })
+}
+
+impl Holder {
+    /// The first use in this thread, or the first in a forked child (where the list is the
+    /// forking thread's: its parent's mutexes, not ours).
+    #[cold]
+    fn become_of(&mut self, me: Owner) {
+        self.held.clear();
+        self.proc = Some(me);
+        // SAFETY: getpid and gettid have no arguments and cannot fail.
+        (self.pid, self.tid) = unsafe { (libc::getpid(), libc::gettid() as u32) };
+    }
+
+    /// Ready to hold one more mutex without allocating: the exit hook armed, room in the list.
+    #[inline]
+    fn ready(&mut self) -> Result<(), NamedError> {
+        if !self.armed {
+            self.arm()?;
+        }
+        if self.held.len() == self.held.capacity() {
+            self.grow()?;
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn arm(&mut self) -> Result<(), NamedError> {
+        let key = exit_key().ok_or(NamedError::Shared(SharedError::NoSpace))?;
+        // SAFETY: `key` is a live key of ours (never deleted); the value is a non-null marker
+        // that nothing dereferences.
+        if unsafe { libc::pthread_setspecific(key, std::ptr::dangling::<libc::c_void>()) } != 0 {
+            return Err(NamedError::Shared(SharedError::NoMemory));
+        }
+        self.armed = true;
+        Ok(())
+    }
+
+    /// Make room: forget removed mutexes first (an unlock of one fails), then grow.
+    #[cold]
+    fn grow(&mut self) -> Result<(), NamedError> {
+        self.held.retain(Owned::live);
+        self.held.try_reserve(1).map_err(|_| NamedError::Shared(SharedError::NoMemory))
+    }
+
+    /// The last release of `m`.
+    fn release(&mut self, m: Owned) {
+        if let Some(i) = self.held.iter().rposition(|h| h.is(&m)) {
+            self.held.swap_remove(i);
+        }
+    }
+}
+
+/// The pthread key whose destructor is the exit hook (made once per process); `None` if the
+/// process has no key left.
+fn exit_key() -> Option<libc::pthread_key_t> {
+    static KEY: OnceLock<Option<libc::pthread_key_t>> = OnceLock::new();
+    *KEY.get_or_init(|| {
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: `key` is a valid out-pointer; `thread_exit` is a destructor that ignores its
+        // argument and never unwinds.
+        (unsafe { libc::pthread_key_create(&mut key, Some(thread_exit)) } == 0).then_some(key)
+    })
+}
+
+/// The exit hook: the C library calls it as a thread whose value of our key is set ends (after
+/// the thread-local destructors; again in the next round if another key's destructor locked a
+/// mutex after it, which armed it again). It abandons what the thread still holds (5).
+extern "C" fn thread_exit(_marker: *mut libc::c_void) {
+    HOLDER.with(|h| {
+        let Ok(mut h) = h.try_borrow_mut() else { return };
+        h.armed = false; // the C library cleared our value before calling us
+        let held = std::mem::take(&mut h.held);
+        let (Some(me), tid, pid) = (h.proc, h.tid, h.pid) else { return };
+        drop(h);
+        // SAFETY: getpid has no arguments and cannot fail.
+        if held.is_empty() || pid != unsafe { libc::getpid() } {
+            return; // nothing held, or a forked child's copy of its parent's list
+        }
+        for m in held {
+            abandon(m, word_of(me), tid);
+        }
+    });
+}
+
+/// 5: this thread (kernel id `tid` of process word `mine`) ends holding `m`.
+fn abandon(m: Owned, mine: u64, tid: u32) {
+    let s = m.slot;
+    // Still this object (not removed, its slot not reused), and ours.
+    if !m.live() || s.owner.load(Ordering::Relaxed) != mine {
+        return;
+    }
+    // `tid` first (see "Recursion and the thread id"); from our id only, so as not to erase
+    // another owner's if the object was removed and its slot reused since the check.
+    if s.tid.compare_exchange(tid, 0, Ordering::Relaxed, Ordering::Relaxed).is_err() {
+        return;
+    }
+    // (`aux` is left as it is: the next owner sets it.)
+    // Release: the next owner sees what this thread did while holding it.
+    if s.owner.compare_exchange(mine, ABANDONED, Ordering::Release, Ordering::Relaxed).is_ok() {
+        // A failed wake leaves the contenders to their probe: they find it abandoned then.
+        let _ = released(s, m.gen);
     }
 }
 
@@ -181,4 +434,22 @@ fn earlier(a: Deadline, b: Deadline) -> bool {
 
 fn expired(d: Deadline) -> bool {
     crate::deadline::Timeout::from(d).expired()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_process_word_is_abandoned_or_pending() {
+        for o in [Owner { slot: 0, gen: 0 }, Owner { slot: 0, gen: u32::MAX }, Owner { slot: (1 << 15) - 1, gen: 7 }] {
+            let w = word_of(o);
+            assert_ne!(w, 0);
+            assert_ne!(w, ABANDONED);
+            assert_eq!(w & PENDING, 0);
+            assert_eq!(owner_of(w), o);
+            assert_eq!(owner_of(w | PENDING), o, "a pending take names its taker");
+        }
+        assert_eq!(ABANDONED as u32, 0, "names no process slot");
+    }
 }
