@@ -457,11 +457,18 @@ int ufutex_cond_broadcast(ufutex_cond_t *c);
  * Named objects: semaphores, events, mutexes and raw words found by a 64-bit key in a
  * namespace, a file of the user's beside the shared table (ns-<name>; the same location rules,
  * mode 0600 and EACCES checks as the shared table; a new one has 2^21 slots, or
- * UFUTEX_NAMED_SLOTS, a power of two: a sparse file of 128 bytes per slot). Looking an object up takes no lock and no system call;
- * operating on it enters the kernel only to sleep or wake. All processes of a namespace trust
- * each other (one user). The C calls take 64-bit keys (the Rust API also takes byte-string names
- * of up to 56 bytes). Not yet: reference-counted lifetime (objects live until removed, like
- * SysV IPC), a namespace that grows.
+ * UFUTEX_NAMED_SLOTS, a power of two of at least 32: a sparse file of 128 bytes per slot, which
+ * grows by a level twice as large whenever its newest level is half used). Looking an object up
+ * takes no lock and no system call; operating on it enters the kernel only to sleep or wake. All
+ * processes of a namespace trust each other (one user). The C calls take 64-bit keys (the Rust
+ * API also takes byte-string names of up to 56 bytes).
+ *
+ * Lifetime: an object lives until it is removed (ufutex_obj_remove, like SysV's IPC_RMID), or,
+ * opened with UFUTEX_COUNTED, while some process holds a handle to it: each counted open is one
+ * handle, ufutex_obj_close lets go of one, and the object dies with the last handle of the last
+ * process that holds it (like Windows handles). A process that dies lets go of its handles: the
+ * next process that opens the namespace gives them back. A counted object is of another kind
+ * than a plain one under the same key (EINVAL); ufutex_obj_remove removes either now.
  *
  * Conventions: -1 and errno on failure, like the futex calls. The open calls return 0 when they
  * created the object and 1 when it existed; flags: 0 (open: ENOENT if absent), UFUTEX_CREAT
@@ -470,14 +477,23 @@ int ufutex_cond_broadcast(ufutex_cond_t *c);
  * then EIDRM, even after the key is reused. Deadlines are absolute on CLOCK_MONOTONIC or
  * CLOCK_REALTIME (NULL: none): ETIMEDOUT, EINTR as for ufutex_wait.
  *
+ * A handle does not carry its object's kind: each call asks the object. A call on a handle
+ * checks, in this order: a NULL handle, EFAULT; a namespace pointer this library did not return,
+ * EINVAL; a removed object, EIDRM; an object of another kind than the call's (ufutex_sem_post on
+ * a mutex's handle, ufutex_nmutex_lock on an event's, ...), EINVAL; then the timeout as
+ * ufutex_wait checks it (clock, then the timespec). Only then does the operation run.
+ *
  * Crash safety: a process killed while creating or removing leaves the namespace consistent (the
  * next creator or remover finishes or undoes its change after about a millisecond). A process
- * killed holding a named mutex leaves it abandoned: the next ufutex_nmutex_lock takes it and
- * returns EOWNERDEAD (a positive value: the caller owns the mutex; what it protects may be
- * inconsistent). A corrupt namespace gives ENOTRECOVERABLE; remove its file to start afresh.
+ * killed holding a named mutex, or a thread that ends holding one (its process living on),
+ * leaves it abandoned: the next ufutex_nmutex_lock takes it and returns EOWNERDEAD (a positive
+ * value: the caller owns the mutex; what it protects may be inconsistent). A namespace of
+ * another version or with a corrupt header is made afresh, empty, when no process has it open,
+ * and gives ENOTRECOVERABLE while one does.
  */
-#define UFUTEX_CREAT 0x1
-#define UFUTEX_EXCL  0x2
+#define UFUTEX_CREAT   0x1
+#define UFUTEX_EXCL    0x2
+#define UFUTEX_COUNTED 0x4 /* or'ed into an open's flags: a counted object (see Lifetime) */
 
 typedef struct ufutex_ns ufutex_ns_t;
 
@@ -496,6 +512,12 @@ ufutex_ns_t *ufutex_ns_open(const char *name);
 long ufutex_ns_unlink(const char *name);
 /* Remove the object `key` now: its handles fail with EIDRM, its waiters wake with EIDRM. */
 long ufutex_obj_remove(ufutex_ns_t *ns, uint64_t key);
+/* Let go of one handle from a UFUTEX_COUNTED open: with the last handle of the last process
+ * that holds it, the object dies (as if removed). EBADF if this process holds no handle from a
+ * counted open to that object (a plain object's handle, or one closed already); EFAULT (NULL),
+ * EINVAL (a namespace pointer this library did not return). A forked child's inherited handles
+ * are not its own: it opens the object again to hold it. */
+long ufutex_obj_close(const struct ufutex_obj *obj);
 
 /* Counting semaphores (count at most INT_MAX; ERANGE past it; EINVAL for a larger initial). */
 long ufutex_sem_open(ufutex_ns_t *ns, uint64_t key, unsigned int flags, unsigned int initial,
@@ -533,6 +555,56 @@ long ufutex_word_open(ufutex_ns_t *ns, uint64_t key, unsigned int flags, struct 
  * all ones at its size. */
 long ufutex_word_open_sized(ufutex_ns_t *ns, uint64_t key, unsigned int flags, unsigned int size,
 			    struct ufutex_obj *out, void **word);
+
+/* One object of ufutex_wait_any: a handle of any kind, and for a raw word the value it is
+ * ready to differ from. */
+struct ufutex_waitable {
+	struct ufutex_obj obj;
+	uint64_t val; /* raw words: ready when the word != val, at the word's size (a wider val is
+		       * EINVAL); semaphores, events, mutexes: must be 0 (reserved: EINVAL) */
+};
+
+#ifndef __cplusplus
+_Static_assert(sizeof(struct ufutex_obj) == 16, "struct ufutex_obj: 16 bytes");
+_Static_assert(sizeof(struct ufutex_waitable) == 24, "struct ufutex_waitable: 24 bytes");
+_Static_assert(__builtin_offsetof(struct ufutex_waitable, val) == 16, "val at offset 16");
+#endif
+
+/* Or'ed into ufutex_wait_any's result when the object taken is an abandoned mutex (its owner
+ * ended holding it): the caller owns the mutex, as after ufutex_nmutex_lock's EOWNERDEAD. */
+#define UFUTEX_WAIT_ABANDONED 0x10000
+
+/*
+ * ufutex_wait_any() - wait until one of @n objects is ready, and take it (WaitForMultipleObjects
+ * with bWaitAll FALSE).
+ * @objs: @n entries (1 to UFUTEX_WAITV_MAX), any kinds, any namespaces; read once, at the call.
+ * @timeout, @clockid: an absolute deadline, as for ufutex_sem_wait (NULL: none).
+ *
+ * Ready, and what is taken: a semaphore whose count is above 0 (one is taken); an event that is
+ * signaled (an auto-reset one's signal is taken; a manual-reset one stays set) or is pulsed
+ * while the call waits; a mutex that is free, held by the calling thread (taken once more,
+ * recursively) or abandoned by its owner (taken: UFUTEX_WAIT_ABANDONED); a raw word that no
+ * longer holds val (nothing is taken). The objects are looked at in index order and the first
+ * ready one is taken, only that one: the result is the lowest index ready when the call looked.
+ *
+ * Return: the index (0 to @n - 1), or the index | UFUTEX_WAIT_ABANDONED for an abandoned mutex,
+ * so that a switch on the index does not mistake it for a normal take:
+ *
+ *	long r = ufutex_wait_any(objs, 3, &deadline, CLOCK_MONOTONIC);
+ *	if (r >= 0 && (r & UFUTEX_WAIT_ABANDONED))
+ *		repair_state_of(r & ~UFUTEX_WAIT_ABANDONED);   (then as for a normal take)
+ *
+ * Or -1 and errno, checked in this order: EINVAL if @n is 0 or above UFUTEX_WAITV_MAX; EFAULT if
+ * @objs is NULL; then each entry in index order, the first bad one deciding: EFAULT if it is
+ * not readable, then its handle as a call on a handle checks it (EINVAL for a namespace this
+ * library did not return, EIDRM if the object was removed, EINVAL for a kind this library does
+ * not know), then EINVAL for a val wider than a raw word's size or a non-zero val of another
+ * kind; then the timeout (EINVAL, EFAULT). While waiting: EIDRM if one of the objects was
+ * removed (nothing was taken), ETIMEDOUT, EINTR as for ufutex_wait; ENOMEM if memory for the
+ * call's copy of @objs cannot be had.
+ */
+long ufutex_wait_any(const struct ufutex_waitable *objs, unsigned int n, const struct timespec *timeout,
+		     clockid_t clockid);
 
 #ifdef __cplusplus
 }

@@ -1343,6 +1343,373 @@ static void test_named(void)
 	FAILS(ufutex_ns_unlink("c-suite"), ENOENT);
 }
 
+/* ---- named objects: a handle's kind, and ufutex_wait_any ---- */
+
+/* The calls that take a handle, each expecting one kind (0 semaphore, 1 event, 2 mutex). A
+ * deadline of now: a call that wrongly went on would not block. */
+static long k_sem_post(const struct ufutex_obj *o) { return ufutex_sem_post(o, 1); }
+static long k_sem_wait(const struct ufutex_obj *o)
+{
+	struct timespec now = at(CLOCK_MONOTONIC, 0);
+	return ufutex_sem_wait(o, &now, CLOCK_MONOTONIC);
+}
+static long k_sem_trywait(const struct ufutex_obj *o) { return ufutex_sem_trywait(o); }
+static long k_event_set(const struct ufutex_obj *o) { return ufutex_event_set(o); }
+static long k_event_reset(const struct ufutex_obj *o) { return ufutex_event_reset(o); }
+static long k_event_pulse(const struct ufutex_obj *o) { return ufutex_event_pulse(o); }
+static long k_event_wait(const struct ufutex_obj *o)
+{
+	struct timespec now = at(CLOCK_REALTIME, 0);
+	return ufutex_event_wait(o, &now, CLOCK_REALTIME);
+}
+static long k_nmutex_lock(const struct ufutex_obj *o)
+{
+	struct timespec now = at(CLOCK_MONOTONIC, 0);
+	return ufutex_nmutex_lock(o, &now, CLOCK_MONOTONIC);
+}
+static long k_nmutex_trylock(const struct ufutex_obj *o) { return ufutex_nmutex_trylock(o); }
+static long k_nmutex_unlock(const struct ufutex_obj *o) { return ufutex_nmutex_unlock(o); }
+
+static const struct {
+	const char *name;
+	long (*call)(const struct ufutex_obj *);
+	int kind;
+} handle_calls[] = {
+	{"sem_post", k_sem_post, 0},       {"sem_wait", k_sem_wait, 0},         {"sem_trywait", k_sem_trywait, 0},
+	{"event_set", k_event_set, 1},     {"event_reset", k_event_reset, 1},   {"event_pulse", k_event_pulse, 1},
+	{"event_wait", k_event_wait, 1},   {"nmutex_lock", k_nmutex_lock, 2},   {"nmutex_trylock", k_nmutex_trylock, 2},
+	{"nmutex_unlock", k_nmutex_unlock, 2},
+};
+
+/* Every call on a handle of another kind (the other two, and raw words of every size) fails with
+ * EINVAL and changes nothing; the order of the handle's checks: NULL (EFAULT), foreign namespace
+ * (EINVAL), removed (EIDRM), kind (EINVAL), then the timeout. */
+static void test_named_kinds(void)
+{
+	ufutex_ns_t *ns = ufutex_ns_open("c-kinds");
+	CHECK(ns != NULL);
+	if (!ns)
+		return;
+	/* 0 semaphore (count 1), 1 event (auto, unsignaled), 2 mutex, then raw words of 8 to 64 bits
+	 * holding 0. */
+	struct ufutex_obj h[7];
+	void *word[7] = {0};
+	CHECK(ufutex_sem_open(ns, 1, UFUTEX_CREAT | UFUTEX_EXCL, 1, &h[0]) == 0);
+	CHECK(ufutex_event_open(ns, 2, UFUTEX_CREAT | UFUTEX_EXCL, 0, 0, &h[1]) == 0);
+	CHECK(ufutex_nmutex_open(ns, 3, UFUTEX_CREAT | UFUTEX_EXCL, &h[2]) == 0);
+	for (int s = 0; s < 4; s++)
+		CHECK(ufutex_word_open_sized(ns, 4 + s, UFUTEX_CREAT | UFUTEX_EXCL, sizes[s], &h[3 + s], &word[3 + s]) == 0);
+	for (size_t c = 0; c < sizeof handle_calls / sizeof handle_calls[0]; c++)
+		for (int k = 0; k < 7; k++) {
+			if (k == handle_calls[c].kind)
+				continue;
+			errno = 0;
+			long r = handle_calls[c].call(&h[k]);
+			if (r != -1 || errno != EINVAL) {
+				fprintf(stderr, "%s:%d: %s on a handle of kind %d: got %ld errno %d, want EINVAL\n", __FILE__,
+					__LINE__, handle_calls[c].name, k, r, errno);
+				failures++;
+			}
+		}
+	/* Nothing changed: the count is still 1, the event unsignaled, the mutex free, the words 0. */
+	CHECK(ufutex_sem_trywait(&h[0]) == 0);
+	FAILS(ufutex_sem_trywait(&h[0]), EAGAIN);
+	FAILS(k_event_wait(&h[1]), ETIMEDOUT);
+	CHECK(ufutex_nmutex_trylock(&h[2]) == 0 && ufutex_nmutex_unlock(&h[2]) == 0);
+	CHECK(*(uint8_t *)word[3] == 0 && *(uint16_t *)word[4] == 0 && *(uint32_t *)word[5] == 0 &&
+	      *(uint64_t *)word[6] == 0);
+
+	/* The order. */
+	struct timespec now = at(CLOCK_MONOTONIC, 0);
+	struct ufutex_obj foreign = {(ufutex_ns_t *)&now, h[0].slot, h[0].gen};
+	FAILS(ufutex_sem_wait(NULL, inaccessible, 99), EFAULT);
+	FAILS(ufutex_sem_wait(&foreign, inaccessible, 99), EINVAL);
+	FAILS(ufutex_nmutex_lock(&h[0], inaccessible, CLOCK_MONOTONIC), EINVAL); /* kind before timeout */
+	FAILS(ufutex_sem_wait(&h[0], inaccessible, CLOCK_MONOTONIC), EFAULT);    /* the right kind: timeout */
+	FAILS(ufutex_sem_wait(&h[0], &now, 99), EINVAL);
+	FAILS(ufutex_sem_wait(&h[0], &now, CLOCK_MONOTONIC), ETIMEDOUT);
+	for (uint64_t k = 1; k <= 7; k++)
+		CHECK(ufutex_obj_remove(ns, k) == 0);
+	/* Removed: EIDRM, before the kind and the timeout; a new object in the slot does not revive
+	 * the handle, whatever its kind. */
+	FAILS(ufutex_sem_post(&h[0], 1), EIDRM);
+	FAILS(ufutex_event_set(&h[0]), EIDRM);
+	FAILS(ufutex_nmutex_lock(&h[0], inaccessible, 99), EIDRM);
+	FAILS(ufutex_sem_wait(&h[0], inaccessible, 99), EIDRM);
+	struct ufutex_obj again;
+	CHECK(ufutex_nmutex_open(ns, 1, UFUTEX_CREAT | UFUTEX_EXCL, &again) == 0);
+	FAILS(ufutex_nmutex_trylock(&h[0]), EIDRM);
+	FAILS(ufutex_sem_trywait(&h[0]), EIDRM);
+	CHECK(ufutex_obj_remove(ns, 1) == 0);
+	CHECK(ufutex_ns_unlink("c-kinds") == 0);
+}
+
+/* A thread's ufutex_wait_any and its result. */
+struct any_call {
+	const struct ufutex_waitable *objs;
+	unsigned n;
+	long ret;
+	int err;
+};
+
+static void *any_thread(void *p)
+{
+	struct any_call *c = p;
+	struct timespec t = soon();
+	errno = 0;
+	c->ret = ufutex_wait_any(c->objs, c->n, &t, CLOCK_MONOTONIC);
+	c->err = errno;
+	return NULL;
+}
+
+/* Run ufutex_wait_any in a thread until it sleeps: entry n - 1 must be the raw 32-bit word
+ * `probe` (holding 0, val 0), whose waiters shared_waiters counts. Whether it slept. */
+static int any_asleep(pthread_t *t, struct any_call *c, void *probe)
+{
+	CHECK(pthread_create(t, NULL, any_thread, c) == 0);
+	return until_waiters(probe, 0, UFUTEX_SIZE_U32, 1);
+}
+
+/* A child that takes mutex `key` of namespace "c-any", says so in *held, and waits to be killed. */
+static void hold_until_killed(uint64_t key, uint32_t *held)
+{
+	ufutex_ns_t *n = ufutex_ns_open("c-any");
+	struct ufutex_obj cm;
+	if (!n || ufutex_nmutex_open(n, key, 0, &cm) != 1 || ufutex_nmutex_lock(&cm, NULL, 0) != 0)
+		_exit(1);
+	__atomic_store_n(held, 1, __ATOMIC_SEQ_CST);
+	for (;;)
+		pause();
+}
+
+/* ufutex_wait_any: which index, what it takes, raw words of every size, a wake from another
+ * thread, removal before and while waiting, a timeout on both clocks, the argument errors in
+ * their order, and a mutex whose owner was killed holding it. */
+static void test_wait_any(void)
+{
+	ufutex_ns_t *ns = ufutex_ns_open("c-any");
+	CHECK(ns != NULL);
+	if (!ns)
+		return;
+	enum { SEM0 = 1, EV, SEM2, MTX, PROBE, DEAD, W8, W16, W32, W64 };
+	struct ufutex_obj sem0, ev, sem2, mtx, probe, dead, w[4];
+	void *wp[4];
+	uint32_t *probe_word;
+	CHECK(ufutex_sem_open(ns, SEM0, UFUTEX_CREAT | UFUTEX_EXCL, 0, &sem0) == 0);
+	CHECK(ufutex_event_open(ns, EV, UFUTEX_CREAT | UFUTEX_EXCL, 0, 0, &ev) == 0);
+	CHECK(ufutex_sem_open(ns, SEM2, UFUTEX_CREAT | UFUTEX_EXCL, 1, &sem2) == 0);
+	CHECK(ufutex_nmutex_open(ns, MTX, UFUTEX_CREAT | UFUTEX_EXCL, &mtx) == 0);
+	CHECK(ufutex_word_open(ns, PROBE, UFUTEX_CREAT | UFUTEX_EXCL, &probe, &probe_word) == 0);
+	CHECK(ufutex_nmutex_open(ns, DEAD, UFUTEX_CREAT | UFUTEX_EXCL, &dead) == 0);
+	for (int s = 0; s < 4; s++)
+		CHECK(ufutex_word_open_sized(ns, W8 + s, UFUTEX_CREAT | UFUTEX_EXCL, sizes[s], &w[s], &wp[s]) == 0);
+	struct timespec now = at(CLOCK_MONOTONIC, 0);
+
+	/* The ready semaphore at index 2 of 3 is taken, and only it. */
+	struct ufutex_waitable three[3] = {{sem0, 0}, {ev, 0}, {sem2, 0}};
+	CHECK(ufutex_wait_any(three, 3, &now, CLOCK_MONOTONIC) == 2);
+	FAILS(ufutex_sem_trywait(&sem2), EAGAIN);
+	FAILS(ufutex_wait_any(three, 3, &now, CLOCK_MONOTONIC), ETIMEDOUT);
+	/* The lowest ready index wins: both semaphores posted, the first is taken. */
+	CHECK(ufutex_sem_post(&sem0, 1) == 0 && ufutex_sem_post(&sem2, 1) == 0);
+	CHECK(ufutex_wait_any(three, 3, NULL, 0) == 0);
+	CHECK(ufutex_wait_any(three, 3, NULL, 0) == 2);
+
+	/* An auto event set by another thread while the call sleeps: its signal is taken. */
+	struct ufutex_waitable evs[3] = {{sem0, 0}, {ev, 0}, {probe, 0}};
+	struct any_call c = {evs, 3, 0, 0};
+	pthread_t t;
+	CHECK(any_asleep(&t, &c, probe_word));
+	CHECK(ufutex_event_set(&ev) == 0);
+	pthread_join(t, NULL);
+	CHECK(c.ret == 1);
+	FAILS(ufutex_event_wait(&ev, &now, CLOCK_MONOTONIC), ETIMEDOUT);
+
+	/* A mutex: a free one is taken; one the caller holds is taken again (recursively). */
+	struct ufutex_waitable mx[2] = {{sem0, 0}, {mtx, 0}};
+	CHECK(ufutex_wait_any(mx, 2, &now, CLOCK_MONOTONIC) == 1);
+	CHECK(ufutex_wait_any(mx, 2, &now, CLOCK_MONOTONIC) == 1);
+	CHECK(ufutex_nmutex_unlock(&mtx) == 0 && ufutex_nmutex_unlock(&mtx) == 0);
+	FAILS(ufutex_nmutex_unlock(&mtx), EPERM);
+
+	/* Raw words of every size: ready at once when they differ from val; else until another
+	 * thread changes them (and wakes them, as for any shared futex word). */
+	for (int s = 0; s < 4; s++) {
+		struct ufutex_waitable one[2] = {{w[s], 1}, {probe, 0}};
+		CHECK(ufutex_wait_any(one, 1, &now, CLOCK_MONOTONIC) == 0); /* holds 0, not 1 */
+		one[0].val = 0;
+		FAILS(ufutex_wait_any(one, 1, &now, CLOCK_MONOTONIC), ETIMEDOUT);
+		struct any_call wc = {one, 2, 0, 0};
+		CHECK(any_asleep(&t, &wc, probe_word));
+		uint64_t v = maxval[s] - 1; /* every byte used, and not the removed mark */
+		switch (s) {
+		case 0: __atomic_store_n((uint8_t *)wp[s], (uint8_t)v, __ATOMIC_SEQ_CST); break;
+		case 1: __atomic_store_n((uint16_t *)wp[s], (uint16_t)v, __ATOMIC_SEQ_CST); break;
+		case 2: __atomic_store_n((uint32_t *)wp[s], (uint32_t)v, __ATOMIC_SEQ_CST); break;
+		default: __atomic_store_n((uint64_t *)wp[s], v, __ATOMIC_SEQ_CST); break;
+		}
+		CHECK(ufutex_wake(wp[s], maxval[s], INT_MAX, sizes[s]) >= 0);
+		pthread_join(t, NULL);
+		CHECK(wc.ret == 0);
+		if (wc.ret != 0)
+			fprintf(stderr, "wait_any on a %d-bit word: %ld errno %d\n", 8 << s, wc.ret, wc.err);
+		one[0].val = v; /* the value it holds now: not ready */
+		FAILS(ufutex_wait_any(one, 1, &now, CLOCK_MONOTONIC), ETIMEDOUT);
+	}
+
+	/* A timeout, on both clocks: ETIMEDOUT, never early. */
+	for (int k = 0; k < 2; k++) {
+		clockid_t clk = k ? CLOCK_REALTIME : CLOCK_MONOTONIC;
+		struct timespec d = at(clk, 2 * 1000 * 1000);
+		FAILS(ufutex_wait_any(three, 3, &d, clk), ETIMEDOUT);
+		CHECK(not_before(clk, d));
+	}
+
+	/* The errors, in their order. */
+	struct ufutex_waitable bad_val8[1] = {{w[0], 0x100}}, bad_val32[1] = {{w[2], 1ULL << 32}};
+	struct ufutex_waitable bad_sem[1] = {{sem0, 1}};
+	struct ufutex_waitable foreign[1] = {{{(ufutex_ns_t *)&now, sem0.slot, sem0.gen}, 0}};
+	FAILS(ufutex_wait_any(three, 0, &now, CLOCK_MONOTONIC), EINVAL);
+	FAILS(ufutex_wait_any(NULL, 0, &now, CLOCK_MONOTONIC), EINVAL); /* the count first */
+	FAILS(ufutex_wait_any(three, UFUTEX_WAITV_MAX + 1, &now, CLOCK_MONOTONIC), EINVAL);
+	FAILS(ufutex_wait_any(NULL, 1, &now, CLOCK_MONOTONIC), EFAULT);
+	FAILS(ufutex_wait_any(inaccessible, 1, &now, CLOCK_MONOTONIC), EFAULT);
+	FAILS(ufutex_wait_any(foreign, 1, &now, CLOCK_MONOTONIC), EINVAL);
+	FAILS(ufutex_wait_any(bad_val8, 1, &now, CLOCK_MONOTONIC), EINVAL);
+	FAILS(ufutex_wait_any(bad_val32, 1, &now, CLOCK_MONOTONIC), EINVAL);
+	FAILS(ufutex_wait_any(bad_sem, 1, &now, CLOCK_MONOTONIC), EINVAL);
+	FAILS(ufutex_wait_any(three, 3, inaccessible, CLOCK_MONOTONIC), EFAULT);
+	FAILS(ufutex_wait_any(three, 3, &now, 99), EINVAL);
+	FAILS(ufutex_wait_any(bad_val8, 1, inaccessible, CLOCK_MONOTONIC), EINVAL); /* entries first */
+	/* Entry by entry: a bad entry 0 decides before an unreadable entry 1; a good one does not. */
+	struct ufutex_waitable *tail = (struct ufutex_waitable *)(edge - sizeof(struct ufutex_waitable));
+	memcpy(tail, bad_sem, sizeof *tail);
+	FAILS(ufutex_wait_any(tail, 2, &now, CLOCK_MONOTONIC), EINVAL);
+	memcpy(tail, &three[0], sizeof *tail);
+	FAILS(ufutex_wait_any(tail, 2, &now, CLOCK_MONOTONIC), EFAULT);
+	/* 1024 entries are read and waited on: the last one is ready. */
+	struct ufutex_waitable *many = calloc(UFUTEX_WAITV_MAX, sizeof *many);
+	CHECK(many != NULL);
+	if (many) {
+		for (int i = 0; i < UFUTEX_WAITV_MAX; i++)
+			many[i] = (struct ufutex_waitable){i % 2 ? ev : sem0, 0};
+		many[UFUTEX_WAITV_MAX - 1] = (struct ufutex_waitable){w[3], 5};
+		CHECK(ufutex_wait_any(many, UFUTEX_WAITV_MAX, &now, CLOCK_MONOTONIC) == UFUTEX_WAITV_MAX - 1);
+		free(many);
+	}
+
+	/* A mutex whose owner was killed holding it: taken, and said so. */
+	uint32_t *held = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(held != MAP_FAILED);
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0)
+		hold_until_killed(DEAD, held);
+	for (int i = 0; i < 20000 && !__atomic_load_n(held, __ATOMIC_SEQ_CST); i++)
+		usleep(1000);
+	struct ufutex_waitable dm[2] = {{sem0, 0}, {dead, 0}};
+	FAILS(ufutex_wait_any(dm, 2, &now, CLOCK_MONOTONIC), ETIMEDOUT); /* held by a live owner */
+	kill(pid, SIGKILL);
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid && WIFSIGNALED(st));
+	struct timespec t20 = soon();
+	long r = ufutex_wait_any(dm, 2, &t20, CLOCK_MONOTONIC);
+	CHECK(r == (1 | UFUTEX_WAIT_ABANDONED));
+	CHECK(ufutex_nmutex_unlock(&dead) == 0); /* we own it, once */
+	FAILS(ufutex_nmutex_unlock(&dead), EPERM);
+	CHECK(ufutex_wait_any(dm, 2, &now, CLOCK_MONOTONIC) == 1); /* free now, not abandoned */
+	CHECK(ufutex_nmutex_unlock(&dead) == 0);
+	munmap(held, 4096);
+
+	/* Removed before the call: EIDRM, entry by entry (a bad val at entry 0 decides first), and
+	 * before the timeout; removed while the call sleeps: EIDRM, nothing taken. */
+	CHECK(ufutex_obj_remove(ns, EV) == 0);
+	struct ufutex_waitable gone[2] = {{ev, 0}, {w[0], 0x100}};
+	FAILS(ufutex_wait_any(gone, 2, &now, CLOCK_MONOTONIC), EIDRM);
+	FAILS(ufutex_wait_any(gone, 1, inaccessible, 99), EIDRM);
+	struct ufutex_waitable gone2[2] = {{w[0], 0x100}, {ev, 0}};
+	FAILS(ufutex_wait_any(gone2, 2, &now, CLOCK_MONOTONIC), EINVAL);
+	struct ufutex_waitable rm[3] = {{sem0, 0}, {sem2, 0}, {probe, 0}};
+	struct any_call rc = {rm, 3, 0, 0};
+	CHECK(any_asleep(&t, &rc, probe_word));
+	CHECK(ufutex_obj_remove(ns, SEM2) == 0);
+	pthread_join(t, NULL);
+	CHECK(rc.ret == -1 && rc.err == EIDRM);
+	FAILS(ufutex_sem_trywait(&sem0), EAGAIN);
+
+	uint64_t keys[] = {SEM0, MTX, PROBE, DEAD, W8, W16, W32, W64};
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+		CHECK(ufutex_obj_remove(ns, keys[i]) == 0);
+	CHECK(ufutex_ns_unlink("c-any") == 0);
+}
+
+
+/* Counted objects (UFUTEX_COUNTED): one handle per counted open, the object dies with the last
+ * ufutex_obj_close of the last process that holds it, or with that process's death; a counted
+ * and a plain object are different kinds; close's errors. */
+static void test_named_counted(void)
+{
+	ufutex_ns_t *ns = ufutex_ns_open("c-counted");
+	CHECK(ns != NULL);
+	if (!ns)
+		return;
+	const unsigned int C = UFUTEX_COUNTED;
+	struct ufutex_obj a, b, p, ev, w;
+	uint32_t *word = NULL;
+	CHECK(ufutex_sem_open(ns, 1, UFUTEX_CREAT | C, 2, &a) == 0);
+	CHECK(ufutex_sem_open(ns, 1, C, 0, &b) == 1); /* a second handle */
+	FAILS(ufutex_sem_open(ns, 1, UFUTEX_CREAT, 0, &p), EINVAL); /* a plain open of it */
+	FAILS(ufutex_sem_open(ns, 1, UFUTEX_CREAT | UFUTEX_EXCL | C, 0, &p), EEXIST);
+	FAILS(ufutex_sem_open(ns, 1, C, 0, NULL), EFAULT); /* (its handle given back) */
+	CHECK(ufutex_obj_close(&a) == 0);
+	CHECK(ufutex_sem_trywait(&b) == 0); /* alive while a handle is */
+	CHECK(ufutex_obj_close(&b) == 0);
+	FAILS(ufutex_sem_trywait(&b), EIDRM); /* died with the last */
+	FAILS(ufutex_sem_open(ns, 1, C, 0, &a), ENOENT);
+	FAILS(ufutex_obj_close(&b), EBADF); /* closed already */
+	FAILS(ufutex_obj_close(NULL), EFAULT);
+	struct ufutex_obj bogus = {(ufutex_ns_t *)&a, 0, 0};
+	FAILS(ufutex_obj_close(&bogus), EINVAL);
+	CHECK(ufutex_sem_open(ns, 2, UFUTEX_CREAT, 0, &p) == 0);
+	FAILS(ufutex_obj_close(&p), EBADF); /* a plain object's handle */
+	CHECK(ufutex_obj_remove(ns, 2) == 0);
+	/* Removed now while held: its handles fail; closing it still lets go. */
+	CHECK(ufutex_word_open_sized(ns, 3, UFUTEX_CREAT | C, UFUTEX_SIZE_U32, &w, (void **)&word) == 0);
+	CHECK(word != NULL && *word == 0);
+	CHECK(ufutex_obj_remove(ns, 3) == 0);
+	CHECK(ufutex_obj_close(&w) == 0);
+	FAILS(ufutex_obj_close(&w), EBADF);
+
+	/* Held by a child too: alive after we let go, until the child is killed; the next process
+	 * to open the namespace gives the dead child's handle back. */
+	CHECK(ufutex_event_open(ns, 4, UFUTEX_CREAT | C, 1, 0, &ev) == 0);
+	uint32_t *held = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(held != MAP_FAILED);
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		ufutex_ns_t *n = ufutex_ns_open("c-counted");
+		struct ufutex_obj ce;
+		if (!n || ufutex_event_open(n, 4, C, 0, 0, &ce) != 1)
+			_exit(1);
+		__atomic_store_n(held, 1, __ATOMIC_SEQ_CST);
+		for (;;)
+			pause();
+	}
+	for (int i = 0; i < 20000 && !__atomic_load_n(held, __ATOMIC_SEQ_CST); i++)
+		usleep(1000);
+	CHECK(ufutex_obj_close(&ev) == 0);
+	CHECK(ufutex_event_set(&ev) == 0); /* the child holds it */
+	kill(pid, SIGKILL);
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid && WIFSIGNALED(st));
+	CHECK(ufutex_ns_open("c-counted") == ns); /* an open gives dead processes' handles back */
+	FAILS(ufutex_event_set(&ev), EIDRM);
+	FAILS(ufutex_event_open(ns, 4, C, 0, 0, &ev), ENOENT);
+	munmap(held, 4096);
+	CHECK(ufutex_ns_unlink("c-counted") == 0);
+}
+
 int main(void)
 {
 	make_shared_dir(); /* before any shared call */
@@ -1370,6 +1737,9 @@ int main(void)
 	RUN(test_shared_requeue_fork);
 	RUN(test_shared_waitv_mixed);
 	RUN(test_named);
+	RUN(test_named_kinds);
+	RUN(test_wait_any);
+	RUN(test_named_counted);
 	remove_shared_dir();
 	if (failures) {
 		fprintf(stderr, "ufutex_test: %d failure(s)\n", failures);

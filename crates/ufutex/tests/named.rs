@@ -490,6 +490,11 @@ fn waiting_on_words_of_every_size(ns: &Namespace) {
     });
     assert_eq!(wait_any(&all, deadline(LONG)), Ok(3));
     assert_eq!(reap(pid), 0);
+    // A live word holding all ones at its size is a value like any other, not a removal.
+    w8.get().unwrap().store(u8::MAX, Ordering::SeqCst);
+    assert_eq!(wait_any(&all[..1], None), Ok(0));
+    let ones = [Waitable::Word8(&w8, u8::MAX)];
+    assert_eq!(wait_any(&ones, deadline(Duration::ZERO)).unwrap_err(), NamedError::Shared(SharedError::TimedOut));
     for k in 90..94 {
         ns.remove(k).unwrap();
     }

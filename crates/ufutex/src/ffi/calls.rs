@@ -338,7 +338,12 @@ fn waitv_plain(
 /// [`ufutex_waitv`] of any array: parsed, then every key (alignment, NULL, support), then the
 /// values in index order, as the kernel's `futex_wait_multiple_setup`.
 #[inline(never)]
-fn waitv_any(ptr: usize, n: usize, words: &mut fault::ReadPages, timeout: Option<Timeout>) -> Result<c_long, Errno> {
+pub(super) fn waitv_any(
+    ptr: usize,
+    n: usize,
+    words: &mut fault::ReadPages,
+    timeout: Option<Timeout>,
+) -> Result<c_long, Errno> {
     let parsed = validate::parse_waitv(ptr, n)?;
     let mut addrs = Vec::new();
     addrs.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
@@ -560,93 +565,5 @@ mod tests {
         // SAFETY: as above.
         assert_eq!(unsafe { *libc::__errno_location() }, libc::ENOMEM);
         assert!(ufutex_hash_get_slots() >= 2); // the default domain is never made Large here
-    }
-
-    fn errno_of(r: c_long) -> i32 {
-        assert_eq!(r, -1, "expected a failure");
-        // SAFETY: reading this thread's errno.
-        unsafe { *libc::__errno_location() }
-    }
-
-    /// `ufutex_waitv` (which takes the plain pass when it can) and the whole validation
-    /// (`waitv_any`) give the same answer for random arrays of plain and other entries, on words
-    /// on both sides of an inaccessible page, with a deadline in the past.
-    #[test]
-    fn waitv_plain_pass_agrees_with_the_whole_validation() {
-        let [page, hole, after] = fault::pages_around_a_hole();
-        let words = [page + 4096 - 8, page + 4096 - 4, hole, after, after + 4, 0];
-        for (i, &w) in words.iter().enumerate().filter(|&(_, &w)| w != hole && w != 0) {
-            // SAFETY: our own writable pages.
-            unsafe { *(w as *mut u32) = i as u32 };
-        }
-        let past = timespec { tv_sec: 0, tv_nsec: 0 };
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |below: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % below
-        };
-        let mut tally = std::collections::BTreeMap::new();
-        for _ in 0..20_000 {
-            let n = 1 + next(6) as usize;
-            let es: Vec<UfutexWaitv> = (0..n)
-                .map(|_| {
-                    let i = next(words.len() as u64) as usize;
-                    let mut e = UfutexWaitv { val: i as u64, uaddr: words[i] as u64, flags: 0x82, reserved: 0 };
-                    match next(24) {
-                        0 => e.val += 1,
-                        1 => e.val |= 1 << 32,
-                        2 => e.uaddr += 2,
-                        3 => e.uaddr = 0xffff_8000_0000_0000,
-                        4 => e.reserved = 1,
-                        5 => e.flags = 0x81, // a 16-bit word: not plain, valid
-                        6 => e.flags = 0xa2,
-                        _ => {}
-                    }
-                    e
-                })
-                .collect();
-            let ptr = es.as_ptr() as usize;
-            // SAFETY: `n` readable entries; their words are ours, or NULL, or unreadable.
-            let r = unsafe { ufutex_waitv(es.as_ptr().cast_mut(), n as c_uint, 0, &past, libc::CLOCK_MONOTONIC) };
-            let fast = if r == -1 { Err(Errno(errno_of(r))) } else { Ok(r) };
-            let timeout = validate::timeout(&past as *const timespec as usize, libc::CLOCK_MONOTONIC).unwrap();
-            // SAFETY: the pages stay mapped (leaked) while `words` lives.
-            let whole = waitv_any(ptr, n, &mut unsafe { fault::ReadPages::new() }, timeout);
-            assert_eq!(fast, whole, "{es:x?}");
-            *tally.entry(format!("{fast:?}")).or_insert(0) += 1;
-        }
-        // Every answer came up, with its share.
-        assert_eq!(tally.len(), 4, "{tally:?}"); // EINVAL, EFAULT, EAGAIN, ETIMEDOUT
-        assert!(tally.values().all(|&c| c > 500), "{tally:?}");
-    }
-
-    /// The most entries, on words over two pages, through the plain pass: no size limit there.
-    #[test]
-    fn waitv_the_most_entries() {
-        let [page, hole, after] = fault::pages_around_a_hole();
-        let word = |i: usize| page + 2048 + 4 * i; // 1024 words from the middle of the page on
-        let mut es: Vec<UfutexWaitv> = (0..1024)
-            .map(|i| {
-                let at = if word(i) < hole { word(i) } else { word(i) - hole + after };
-                // SAFETY: our own writable pages.
-                unsafe { *(at as *mut u32) = i as u32 };
-                UfutexWaitv { val: i as u64, uaddr: at as u64, flags: 0x82, reserved: 0 }
-            })
-            .collect();
-        let past = timespec { tv_sec: 0, tv_nsec: 0 };
-        let call = |es: &mut [UfutexWaitv]| {
-            // SAFETY: 1024 readable entries on our words (or the hole).
-            let r = unsafe { ufutex_waitv(es.as_mut_ptr(), 1024, 0, &past, libc::CLOCK_REALTIME) };
-            errno_of(r)
-        };
-        assert_eq!(call(&mut es), libc::ETIMEDOUT);
-        es[1023].val += 1;
-        assert_eq!(call(&mut es), libc::EAGAIN);
-        es[1000].uaddr = hole as u64;
-        assert_eq!(call(&mut es), libc::EFAULT);
-        es[1023].uaddr += 1;
-        assert_eq!(call(&mut es), libc::EINVAL, "a key after the hole");
     }
 }

@@ -1,27 +1,46 @@
 //! The C ABI of `ufutex::named` (declared in `include/ufutex.h`): namespaces, semaphores,
-//! events, mutexes and raw words found by 64-bit key.
+//! events, mutexes and raw words found by 64-bit key, and `ufutex_wait_any` over any of them.
 //!
 //! Conventions: like the futex calls, `-1` and `errno` on failure. An `open` returns 0 when it
-//! created the object and 1 when the object existed (Windows' `ERROR_ALREADY_EXISTS`). A named
-//! mutex's lock returns `EOWNERDEAD` (positive) when it took the mutex from a process that died
-//! holding it: the caller owns it then. Deadlines are absolute, on `CLOCK_MONOTONIC` or
+//! created the object and 1 when the object existed (Windows' `ERROR_ALREADY_EXISTS`); with
+//! `UFUTEX_COUNTED` the object is a counted one and the open a handle to close
+//! (`ufutex_obj_close`). A named mutex's lock returns `EOWNERDEAD` (positive) when it took the
+//! mutex from a process that died holding it, or a thread that ended holding it: the caller owns
+//! it then. Deadlines are absolute, on `CLOCK_MONOTONIC` or
 //! `CLOCK_REALTIME`, NULL for none. A `ufutex_ns_t *` is one this library returned (anything
 //! else is `EINVAL`); an object handle names its object for as long as it lives (`EIDRM` after).
 //! Every entry catches panics (`EINVAL`).
+//!
+//! A C handle does not carry its object's kind, so every call on a handle asks the object
+//! ([`Namespace::kind`]: a few more loads of the slot line the operation reads next anyway) and
+//! checks, in this order (the header states it):
+//!
+//! 1. a NULL handle → `EFAULT`;
+//! 2. a namespace pointer this library did not return → `EINVAL`;
+//! 3. a removed object → `EIDRM`;
+//! 4. an object of another kind than the call's (`ufutex_sem_post` on a mutex) → `EINVAL`;
+//! 5. the deadline, as the futex calls check it (clock, then the timespec: `EINVAL`, `EFAULT`).
+//!
+//! The kind is checked before the deadline because it is a property of the handle, like 1–3;
+//! an object removed after the check fails the operation itself with `EIDRM` (its generation
+//! is checked again there), never with an operation on a recycled slot.
 
 use super::abi::{UFUTEX_SIZE_U16, UFUTEX_SIZE_U32, UFUTEX_SIZE_U64, UFUTEX_SIZE_U8};
-use super::validate;
-use super::{entry, Errno};
+use super::{entry, fault, validate, Errno};
 use crate::deadline::{Clock, Deadline, Timeout};
-use crate::named::{Acquired, Event, Mutex, NamedError, Namespace, Open, Semaphore};
+use crate::named::{self, Acquired, Event, Kind, Mutex, NamedError, Namespace, Open, Semaphore, Waitable, Word};
 use crate::word::Futex;
 use libc::{c_char, c_int, c_long, c_uint, c_void, clockid_t, timespec};
+use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicPtr, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
 /// `flags` of the `open` calls.
 pub const UFUTEX_CREAT: c_uint = 0x1;
 pub const UFUTEX_EXCL: c_uint = 0x2;
+/// Open a counted object: it lives while some process holds a handle from a counted open, and
+/// dies with the last `ufutex_obj_close` (or its process's death).
+pub const UFUTEX_COUNTED: c_uint = 0x4;
 
 /// An object handle (`struct ufutex_obj`).
 #[repr(C)]
@@ -31,6 +50,29 @@ pub struct UfutexObj {
     pub slot: u32,
     pub gen: u32,
 }
+
+/// One object of `ufutex_wait_any` (`struct ufutex_waitable`): a handle, and for a raw word the
+/// value it is ready to differ from (at the word's size); 0 for the other kinds (reserved).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct UfutexWaitable {
+    pub obj: UfutexObj,
+    pub val: u64,
+}
+
+/// Or'ed into `ufutex_wait_any`'s index when the object it took is an abandoned mutex
+/// (`ufutex_nmutex_lock`'s `EOWNERDEAD`). Above any index (at most 1023).
+pub const UFUTEX_WAIT_ABANDONED: c_long = 0x1_0000;
+
+// The header's layout (it asserts the same on its side); `ufutex_wait_any` reads entries by
+// these offsets.
+const _: () = {
+    assert!(size_of::<UfutexObj>() == 16);
+    assert!(offset_of!(UfutexObj, slot) == 8 && offset_of!(UfutexObj, gen) == 12);
+    assert!(size_of::<UfutexWaitable>() == 24);
+    assert!(offset_of!(UfutexWaitable, val) == 16);
+    assert!(UFUTEX_WAIT_ABANDONED > crate::WAITV_MAX as c_long);
+};
 
 /// The namespaces this process opened (by name), never unmapped: a `ufutex_ns_t *` is one of
 /// these. At most this many distinct names per process.
@@ -67,13 +109,15 @@ unsafe fn name_of(name: *const c_char) -> Result<String, Errno> {
     s.to_str().map(str::to_string).map_err(|_| Errno::EINVAL)
 }
 
-fn how(flags: c_uint) -> Result<Open, Errno> {
-    match flags {
-        0 => Ok(Open::Existing),
-        UFUTEX_CREAT => Ok(Open::Create),
-        f if f == UFUTEX_CREAT | UFUTEX_EXCL => Ok(Open::CreateNew),
-        _ => Err(Errno::EINVAL),
-    }
+/// An open's flags: how, and whether the object is a counted one.
+fn how(flags: c_uint) -> Result<(Open, bool), Errno> {
+    let how = match flags & !UFUTEX_COUNTED {
+        0 => Open::Existing,
+        UFUTEX_CREAT => Open::Create,
+        f if f == UFUTEX_CREAT | UFUTEX_EXCL => Open::CreateNew,
+        _ => return Err(Errno::EINVAL),
+    };
+    Ok((how, flags & UFUTEX_COUNTED != 0))
 }
 
 /// An absolute deadline from the caller's timespec (NULL: none).
@@ -84,37 +128,68 @@ fn deadline(ts: *const timespec, clockid: clockid_t) -> Result<Option<Deadline>,
     }))
 }
 
-/// # Safety
-/// `o` is NULL or points to a readable `struct ufutex_obj`.
-unsafe fn obj(o: *const UfutexObj) -> Result<(&'static Namespace, u32, u32), Errno> {
-    // SAFETY: NULL or readable, per the contract.
-    let o = unsafe { o.as_ref() }.ok_or(Errno::EFAULT)?;
-    Ok((namespace(o.ns)?, o.slot, o.gen))
-}
-
-/// A timed operation on an object: the handle and the deadline checked (in that order), then `f`.
+/// The live object a handle names, of kind `want`: checks 1–4 of the module docs, in order.
 ///
 /// # Safety
-/// `o` is NULL or a readable `struct ufutex_obj`; `timeout` NULL or a readable timespec.
-unsafe fn timed(
-    o: *const UfutexObj,
-    timeout: *const timespec,
-    clockid: clockid_t,
-    f: impl FnOnce(&'static Namespace, u32, u32, Option<Deadline>) -> Result<c_long, NamedError>,
-) -> c_long {
-    entry(|| {
-        // SAFETY: forwarded contract.
-        let (ns, slot, gen) = unsafe { obj(o) }?;
-        let d = deadline(timeout, clockid)?;
-        f(ns, slot, gen, d).map_err(errno)
-    })
+/// `o` is NULL or points to a readable `struct ufutex_obj`.
+unsafe fn handle(o: *const UfutexObj, want: Kind) -> Result<(&'static Namespace, u32, u32), Errno> {
+    // SAFETY: NULL or readable, per the contract.
+    let o = unsafe { o.as_ref() }.ok_or(Errno::EFAULT)?;
+    let ns = namespace(o.ns)?;
+    if ns.kind(o.slot, o.gen).map_err(errno)? != want {
+        return Err(Errno::EINVAL);
+    }
+    Ok((ns, o.slot, o.gen))
 }
 
+/// The semaphore a handle names (see [`handle`]).
+///
+/// # Safety
+/// As [`handle`].
+unsafe fn semaphore(o: *const UfutexObj) -> Result<Semaphore<'static>, Errno> {
+    // SAFETY: forwarded contract.
+    let (ns, slot, gen) = unsafe { handle(o, Kind::Semaphore) }?;
+    Ok(Semaphore { ns, slot, gen })
+}
+
+/// The event a handle names (see [`handle`]).
+///
+/// # Safety
+/// As [`handle`].
+unsafe fn event(o: *const UfutexObj) -> Result<Event<'static>, Errno> {
+    // SAFETY: forwarded contract.
+    let (ns, slot, gen) = unsafe { handle(o, Kind::Event) }?;
+    Ok(Event { ns, slot, gen })
+}
+
+/// The mutex a handle names (see [`handle`]).
+///
+/// # Safety
+/// As [`handle`].
+unsafe fn mutex(o: *const UfutexObj) -> Result<Mutex<'static>, Errno> {
+    // SAFETY: forwarded contract.
+    let (ns, slot, gen) = unsafe { handle(o, Kind::Mutex) }?;
+    Ok(Mutex { ns, slot, gen })
+}
+
+/// Hand a new handle out through `out`; a counted open's reference is given back if it cannot
+/// be (a NULL `out`).
+///
 /// # Safety
 /// `out` is NULL or points to a writable `struct ufutex_obj`.
-unsafe fn give(out: *mut UfutexObj, ns: &Namespace, slot: u32, gen: u32, existed: bool) -> Result<c_long, Errno> {
+unsafe fn give(
+    out: *mut UfutexObj,
+    ns: &'static Namespace,
+    (slot, gen): (u32, u32),
+    (existed, counted): (bool, bool),
+) -> Result<c_long, Errno> {
     // SAFETY: NULL or writable, per the contract.
-    let out = unsafe { out.as_mut() }.ok_or(Errno::EFAULT)?;
+    let Some(out) = (unsafe { out.as_mut() }) else {
+        if counted {
+            let _ = ns.let_go(slot, gen);
+        }
+        return Err(Errno::EFAULT);
+    };
     *out = UfutexObj { ns, slot, gen };
     Ok(c_long::from(existed))
 }
@@ -134,7 +209,10 @@ pub unsafe extern "C" fn ufutex_ns_open(name: *const c_char) -> *mut Namespace {
             // SAFETY: a published entry is leaked and never freed.
             if !e.is_null() && unsafe { &(*e).0 } == &name {
                 // SAFETY: as above.
-                return Ok(unsafe { &(*e).1 } as *const Namespace as c_long);
+                let ns = unsafe { &(*e).1 };
+                // As `Namespace::open` does: objects only dead processes held die now.
+                let _ = ns.reap();
+                return Ok(ns as *const Namespace as c_long);
             }
         }
         let free = OPEN.iter().find(|s| s.load(Ordering::Relaxed).is_null()).ok_or(Errno(libc::EMFILE))?;
@@ -172,6 +250,23 @@ pub unsafe extern "C" fn ufutex_obj_remove(ns: *const Namespace, key: u64) -> c_
     entry(|| namespace(ns)?.remove(key).map(|()| 0).map_err(errno))
 }
 
+/// Let go of one handle from a counted open (`UFUTEX_COUNTED`): the object dies with the last
+/// handle of the last process that holds it. `EBADF` if this process holds none.
+///
+/// # Safety
+/// `o` is NULL or points to a readable `struct ufutex_obj`.
+#[no_mangle]
+pub unsafe extern "C" fn ufutex_obj_close(o: *const UfutexObj) -> c_long {
+    entry(|| {
+        // SAFETY: NULL or readable, per the contract.
+        let o = unsafe { o.as_ref() }.ok_or(Errno::EFAULT)?;
+        match namespace(o.ns)?.let_go(o.slot, o.gen).map_err(errno)? {
+            true => Ok(0),
+            false => Err(Errno(libc::EBADF)),
+        }
+    })
+}
+
 /// Open or create the counting semaphore `key` (`initial`: a new one's count).
 ///
 /// # Safety
@@ -186,9 +281,10 @@ pub unsafe extern "C" fn ufutex_sem_open(
 ) -> c_long {
     entry(|| {
         let ns = namespace(ns)?;
-        let (s, existed) = ns.semaphore(key, how(flags)?, initial).map_err(errno)?;
+        let (how, counted) = how(flags)?;
+        let (s, existed) = ns.open_semaphore(key.into(), how, initial, counted).map_err(errno)?;
         // SAFETY: forwarded contract.
-        unsafe { give(out, ns, s.slot, s.gen, existed) }
+        unsafe { give(out, ns, (s.slot, s.gen), (existed, counted)) }
     })
 }
 
@@ -200,8 +296,8 @@ pub unsafe extern "C" fn ufutex_sem_open(
 pub unsafe extern "C" fn ufutex_sem_post(o: *const UfutexObj, n: c_uint) -> c_long {
     entry(|| {
         // SAFETY: forwarded contract.
-        let (ns, slot, gen) = unsafe { obj(o) }?;
-        Semaphore { ns, slot, gen }.post(n).map(|()| 0).map_err(errno)
+        let s = unsafe { semaphore(o) }?;
+        s.post(n).map(|()| 0).map_err(errno)
     })
 }
 
@@ -211,8 +307,11 @@ pub unsafe extern "C" fn ufutex_sem_post(o: *const UfutexObj, n: c_uint) -> c_lo
 /// `o` is NULL or a readable `struct ufutex_obj`; `timeout` NULL or a readable timespec.
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_sem_wait(o: *const UfutexObj, timeout: *const timespec, clockid: clockid_t) -> c_long {
-    // SAFETY: forwarded contract.
-    unsafe { timed(o, timeout, clockid, |ns, slot, gen, d| Semaphore { ns, slot, gen }.wait(d).map(|()| 0)) }
+    entry(|| {
+        // SAFETY: forwarded contract.
+        let s = unsafe { semaphore(o) }?;
+        s.wait(deadline(timeout, clockid)?).map(|()| 0).map_err(errno)
+    })
 }
 
 /// Take one from the count if it is above 0, else `EAGAIN`.
@@ -223,8 +322,8 @@ pub unsafe extern "C" fn ufutex_sem_wait(o: *const UfutexObj, timeout: *const ti
 pub unsafe extern "C" fn ufutex_sem_trywait(o: *const UfutexObj) -> c_long {
     entry(|| {
         // SAFETY: forwarded contract.
-        let (ns, slot, gen) = unsafe { obj(o) }?;
-        match (Semaphore { ns, slot, gen }).try_wait().map_err(errno)? {
+        let s = unsafe { semaphore(o) }?;
+        match s.try_wait().map_err(errno)? {
             true => Ok(0),
             false => Err(Errno::EAGAIN),
         }
@@ -246,9 +345,10 @@ pub unsafe extern "C" fn ufutex_event_open(
 ) -> c_long {
     entry(|| {
         let ns = namespace(ns)?;
-        let (e, existed) = ns.event(key, how(flags)?, manual != 0, signaled != 0).map_err(errno)?;
+        let (how, counted) = how(flags)?;
+        let (e, existed) = ns.open_event(key.into(), how, (manual != 0, signaled != 0), counted).map_err(errno)?;
         // SAFETY: forwarded contract.
-        unsafe { give(out, ns, e.slot, e.gen, existed) }
+        unsafe { give(out, ns, (e.slot, e.gen), (existed, counted)) }
     })
 }
 
@@ -259,8 +359,7 @@ pub unsafe extern "C" fn ufutex_event_open(
 unsafe fn event_op(o: *const UfutexObj, op: u8) -> c_long {
     entry(|| {
         // SAFETY: forwarded contract.
-        let (ns, slot, gen) = unsafe { obj(o) }?;
-        let e = Event { ns, slot, gen };
+        let e = unsafe { event(o) }?;
         match op {
             0 => e.set(),
             1 => e.reset(),
@@ -311,8 +410,11 @@ pub unsafe extern "C" fn ufutex_event_wait(
     timeout: *const timespec,
     clockid: clockid_t,
 ) -> c_long {
-    // SAFETY: forwarded contract.
-    unsafe { timed(o, timeout, clockid, |ns, slot, gen, d| Event { ns, slot, gen }.wait(d).map(|()| 0)) }
+    entry(|| {
+        // SAFETY: forwarded contract.
+        let e = unsafe { event(o) }?;
+        e.wait(deadline(timeout, clockid)?).map(|()| 0).map_err(errno)
+    })
 }
 
 /// Open or create the mutex `key`.
@@ -328,9 +430,10 @@ pub unsafe extern "C" fn ufutex_nmutex_open(
 ) -> c_long {
     entry(|| {
         let ns = namespace(ns)?;
-        let (m, existed) = ns.mutex(key, how(flags)?).map_err(errno)?;
+        let (how, counted) = how(flags)?;
+        let (m, existed) = ns.open_mutex(key.into(), how, counted).map_err(errno)?;
         // SAFETY: forwarded contract.
-        unsafe { give(out, ns, m.slot, m.gen, existed) }
+        unsafe { give(out, ns, (m.slot, m.gen), (existed, counted)) }
     })
 }
 
@@ -352,8 +455,11 @@ pub unsafe extern "C" fn ufutex_nmutex_lock(
     timeout: *const timespec,
     clockid: clockid_t,
 ) -> c_long {
-    // SAFETY: forwarded contract.
-    unsafe { timed(o, timeout, clockid, |ns, slot, gen, d| Mutex { ns, slot, gen }.lock(d).map(acquired)) }
+    entry(|| {
+        // SAFETY: forwarded contract.
+        let m = unsafe { mutex(o) }?;
+        m.lock(deadline(timeout, clockid)?).map(acquired).map_err(errno)
+    })
 }
 
 /// Lock the mutex if it can be had at once: 0 or `EOWNERDEAD` as for lock; `EBUSY` if held.
@@ -364,8 +470,8 @@ pub unsafe extern "C" fn ufutex_nmutex_lock(
 pub unsafe extern "C" fn ufutex_nmutex_trylock(o: *const UfutexObj) -> c_long {
     entry(|| {
         // SAFETY: forwarded contract.
-        let (ns, slot, gen) = unsafe { obj(o) }?;
-        Mutex { ns, slot, gen }.try_lock().map_err(errno)?.map(acquired).ok_or(Errno(libc::EBUSY))
+        let m = unsafe { mutex(o) }?;
+        m.try_lock().map_err(errno)?.map(acquired).ok_or(Errno(libc::EBUSY))
     })
 }
 
@@ -377,8 +483,8 @@ pub unsafe extern "C" fn ufutex_nmutex_trylock(o: *const UfutexObj) -> c_long {
 pub unsafe extern "C" fn ufutex_nmutex_unlock(o: *const UfutexObj) -> c_long {
     entry(|| {
         // SAFETY: forwarded contract.
-        let (ns, slot, gen) = unsafe { obj(o) }?;
-        Mutex { ns, slot, gen }.unlock().map(|()| 0).map_err(errno)
+        let m = unsafe { mutex(o) }?;
+        m.unlock().map(|()| 0).map_err(errno)
     })
 }
 
@@ -414,10 +520,22 @@ pub unsafe extern "C" fn ufutex_word_open_sized(
     out: *mut UfutexObj,
     word: *mut *mut c_void,
 ) -> c_long {
-    fn open<F: Futex>(ns: &Namespace, key: u64, how: Open) -> Result<(*mut c_void, u32, u32, bool), Errno> {
-        let (w, existed) = ns.word_of::<F>(key, how).map_err(errno)?;
-        let at = std::ptr::from_ref(w.get().map_err(errno)?).cast_mut().cast();
-        Ok((at, w.slot, w.gen, existed))
+    fn open<F: Futex>(
+        ns: &Namespace,
+        key: u64,
+        (how, counted): (Open, bool),
+    ) -> Result<(*mut c_void, u32, u32, bool), Errno> {
+        let (w, existed) = ns.open_word::<F>(key.into(), how, counted).map_err(errno)?;
+        match w.get() {
+            Ok(at) => Ok((std::ptr::from_ref(at).cast_mut().cast(), w.slot, w.gen, existed)),
+            Err(e) => {
+                // Removed already, by another process: a counted open's reference goes back.
+                if counted {
+                    let _ = ns.let_go(w.slot, w.gen);
+                }
+                Err(errno(e))
+            }
+        }
     }
     entry(|| {
         let ns = namespace(ns)?;
@@ -433,6 +551,121 @@ pub unsafe extern "C" fn ufutex_word_open_sized(
         };
         *word = at;
         // SAFETY: forwarded contract.
-        unsafe { give(out, ns, slot, gen, existed) }
+        unsafe { give(out, ns, (slot, gen), (existed, how.1)) }
+    })
+}
+
+/// One `ufutex_wait_any` entry as a handle of its object's kind, its value checked for it.
+enum Entry {
+    Semaphore(Semaphore<'static>),
+    Event(Event<'static>),
+    Mutex(Mutex<'static>),
+    Word(Word<'static, AtomicU32>, u32),
+    Word8(Word<'static, AtomicU8>, u8),
+    Word16(Word<'static, AtomicU16>, u16),
+    Word64(Word<'static, AtomicU64>, u64),
+}
+
+impl Entry {
+    /// The entry `e` names, checked in this order: the handle as [`handle`] checks it (without
+    /// its NULL: the array was read), then `val` (`EINVAL` if wider than a raw word's size, or
+    /// not 0 for another kind).
+    fn of(e: UfutexWaitable) -> Result<Entry, Errno> {
+        let ns = namespace(e.obj.ns)?;
+        let (slot, gen, val) = (e.obj.slot, e.obj.gen, e.val);
+        let kind = ns.kind(slot, gen).map_err(errno)?;
+        let fits = |max: u64| if val <= max { Ok(val) } else { Err(Errno::EINVAL) };
+        let reserved = |e: Entry| if val == 0 { Ok(e) } else { Err(Errno::EINVAL) };
+        Ok(match kind {
+            Kind::Semaphore => reserved(Entry::Semaphore(Semaphore { ns, slot, gen }))?,
+            Kind::Event => reserved(Entry::Event(Event { ns, slot, gen }))?,
+            Kind::Mutex => reserved(Entry::Mutex(Mutex { ns, slot, gen }))?,
+            Kind::Word8 => {
+                let v = fits(u8::MAX.into())? as u8;
+                Entry::Word8(Word::from_parts(ns, slot, gen), v)
+            }
+            Kind::Word16 => {
+                let v = fits(u16::MAX.into())? as u16;
+                Entry::Word16(Word::from_parts(ns, slot, gen), v)
+            }
+            Kind::Word => {
+                let v = fits(u32::MAX.into())? as u32;
+                Entry::Word(Word::from_parts(ns, slot, gen), v)
+            }
+            Kind::Word64 => Entry::Word64(Word::from_parts(ns, slot, gen), val),
+        })
+    }
+
+    fn waitable(&self) -> Waitable<'_> {
+        match self {
+            Entry::Semaphore(s) => Waitable::Semaphore(s),
+            Entry::Event(e) => Waitable::Event(e),
+            Entry::Mutex(m) => Waitable::Mutex(m),
+            Entry::Word(w, v) => Waitable::Word(w, *v),
+            Entry::Word8(w, v) => Waitable::Word8(w, *v),
+            Entry::Word16(w, v) => Waitable::Word16(w, *v),
+            Entry::Word64(w, v) => Waitable::Word64(w, *v),
+        }
+    }
+}
+
+/// Entry `i` of the caller's array at `objs`, read without trusting it (`EFAULT` if any of its
+/// bytes does not read).
+fn read_entry(objs: usize, i: usize) -> Result<UfutexWaitable, Errno> {
+    let at = i.checked_mul(size_of::<UfutexWaitable>()).and_then(|off| objs.checked_add(off)).ok_or(Errno::EFAULT)?;
+    let field = |off: usize| -> Result<[u8; 8], Errno> {
+        Ok(fault::read_u64(at.checked_add(off).ok_or(Errno::EFAULT)?)?.to_ne_bytes())
+    };
+    let (ns, ids, val) = (field(0)?, field(8)?, field(16)?);
+    Ok(UfutexWaitable {
+        obj: UfutexObj {
+            ns: usize::from_ne_bytes(ns) as *const Namespace,
+            slot: u32::from_ne_bytes([ids[0], ids[1], ids[2], ids[3]]),
+            gen: u32::from_ne_bytes([ids[4], ids[5], ids[6], ids[7]]),
+        },
+        val: u64::from_ne_bytes(val),
+    })
+}
+
+/// Wait until one of `n` objects is ready and take it: its index, with
+/// [`UFUTEX_WAIT_ABANDONED`] or'ed in for an abandoned mutex. See
+/// `include/ufutex.h` for when each kind is ready and the errors, checked in this order: `n`
+/// (`EINVAL`), `objs` NULL (`EFAULT`), each entry in index order — unreadable (`EFAULT`), then
+/// as [`Entry::of`] — then the deadline.
+///
+/// # Safety
+/// `objs` is any pointer (each entry is read through `fault`: unreadable is `EFAULT`);
+/// `timeout` NULL or a readable timespec.
+#[no_mangle]
+pub unsafe extern "C" fn ufutex_wait_any(
+    objs: *const UfutexWaitable,
+    n: c_uint,
+    timeout: *const timespec,
+    clockid: clockid_t,
+) -> c_long {
+    entry(|| {
+        let n = n as usize;
+        if n == 0 || n > crate::WAITV_MAX {
+            return Err(Errno::EINVAL);
+        }
+        if objs.is_null() {
+            return Err(Errno::EFAULT);
+        }
+        // Each entry read once, into a buffer of at most WAITV_MAX: what is checked is what is
+        // waited on, whatever the caller's other threads write to the array meanwhile.
+        let mut entries = Vec::new();
+        entries.try_reserve_exact(n).map_err(|_| Errno::ENOMEM)?;
+        for i in 0..n {
+            entries.push(Entry::of(read_entry(objs as usize, i)?)?);
+        }
+        let deadline = deadline(timeout, clockid)?;
+        let mut objects = Vec::new();
+        objects.try_reserve_exact(n).map_err(|_| Errno::ENOMEM)?;
+        objects.extend(entries.iter().map(Entry::waitable));
+        let (i, how) = named::wait_any_acquired(&objects, deadline).map_err(errno)?;
+        Ok(match how {
+            Acquired::Acquired => i as c_long,
+            Acquired::Abandoned => i as c_long | UFUTEX_WAIT_ABANDONED,
+        })
     })
 }

@@ -285,3 +285,242 @@ fn numa_write_back_to_a_read_only_page_is_efault() {
         assert_eq!(errno_of(ufutex_wait(set, 1, u64::from(u32::MAX), flags, null(), 0)), EAGAIN);
     }
 }
+
+mod named {
+    //! The named objects' C calls: a handle's checks in their order (the kind included), and
+    //! `ufutex_wait_any`'s, one table each; the header's side of the named ABI.
+
+    use super::super::named::*;
+    use super::{errno_of, hole, isolated_shared_table, GOOD_TS};
+    use crate::named::Namespace;
+    use libc::{c_long, timespec, CLOCK_MONOTONIC, EFAULT, EIDRM, EINVAL, ETIMEDOUT};
+    use std::ptr::null;
+
+    /// A namespace of this test process's own (its file removed at once: the mapping stays).
+    fn namespace() -> *const Namespace {
+        static NS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *NS.get_or_init(|| {
+            isolated_shared_table();
+            std::env::set_var("UFUTEX_NAMED_SLOTS", "64");
+            let name = std::ffi::CString::new(format!("ffi-unit-{}", std::process::id())).unwrap();
+            // SAFETY: a NUL-terminated name.
+            let ns = unsafe { ufutex_ns_open(name.as_ptr()) };
+            assert!(!ns.is_null());
+            // SAFETY: as above.
+            assert_eq!(unsafe { ufutex_ns_unlink(name.as_ptr()) }, 0);
+            ns as usize
+        }) as *const Namespace
+    }
+
+    /// Objects of keys `base + 1..=6`: a semaphore (count 0), an event (auto, unsignaled), a
+    /// mutex, raw words of 8 and 32 bits (holding 0), and a removed semaphore.
+    fn objects(base: u64) -> [UfutexObj; 6] {
+        let ns = namespace();
+        let mut o = [UfutexObj { ns, slot: 0, gen: 0 }; 6];
+        let mut word = std::ptr::null_mut();
+        let (u8_, u32_) = (super::super::abi::UFUTEX_SIZE_U8, super::super::abi::UFUTEX_SIZE_U32);
+        let new = UFUTEX_CREAT | UFUTEX_EXCL;
+        // SAFETY: `ns` is ours; every out-pointer is writable.
+        unsafe {
+            assert_eq!(ufutex_sem_open(ns, base + 1, new, 0, &mut o[0]), 0);
+            assert_eq!(ufutex_event_open(ns, base + 2, new, 0, 0, &mut o[1]), 0);
+            assert_eq!(ufutex_nmutex_open(ns, base + 3, new, &mut o[2]), 0);
+            assert_eq!(ufutex_word_open_sized(ns, base + 4, new, u8_, &mut o[3], &mut word), 0);
+            assert_eq!(ufutex_word_open_sized(ns, base + 5, new, u32_, &mut o[4], &mut word), 0);
+            assert_eq!(ufutex_sem_open(ns, base + 6, new, 0, &mut o[5]), 0);
+            assert_eq!(ufutex_obj_remove(ns, base + 6), 0);
+        }
+        o
+    }
+
+    #[test]
+    fn handle_calls_check_in_order_and_by_kind() {
+        let [sem, ev, mtx, w8, _, gone] = objects(0);
+        let foreign = UfutexObj { ns: &GOOD_TS as *const timespec as *const Namespace, ..sem };
+        let h = hole() as *const timespec;
+        type Call = unsafe extern "C" fn(*const UfutexObj, *const timespec, libc::clockid_t) -> c_long;
+        let (sem_wait, event_wait, lock): (Call, Call, Call) = (ufutex_sem_wait, ufutex_event_wait, ufutex_nmutex_lock);
+        #[rustfmt::skip]
+        let table: &[(&str, Call, *const UfutexObj, *const timespec, i32, i32)] = &[
+            // what,                    call,       handle,        timeout,  clock,           errno
+            ("NULL handle",             sem_wait,   null(),        h,        99,              EFAULT),
+            ("foreign namespace",       sem_wait,   &foreign,      h,        99,              EINVAL),
+            ("removed",                 sem_wait,   &gone,         h,        99,              EIDRM),
+            ("removed, of another kind", lock,      &gone,         h,        99,              EIDRM),
+            ("kind before clock",       lock,       &sem,          &GOOD_TS, 99,              EINVAL),
+            ("kind before timespec",    event_wait, &mtx,          h,        CLOCK_MONOTONIC, EINVAL),
+            ("raw word",                sem_wait,   &w8,           h,        CLOCK_MONOTONIC, EINVAL),
+            ("bad clock",               sem_wait,   &sem,          &GOOD_TS, 99,              EINVAL),
+            ("unmapped timespec",       event_wait, &ev,           h,        CLOCK_MONOTONIC, EFAULT),
+            ("timeout",                 sem_wait,   &sem,          &GOOD_TS, CLOCK_MONOTONIC, ETIMEDOUT),
+            ("mutex, wrong kind",       lock,       &ev,           &GOOD_TS, CLOCK_MONOTONIC, EINVAL),
+        ];
+        for &(what, call, o, ts, clock, errno) in table {
+            // SAFETY: every handle is NULL or readable; every timespec readable or unmapped.
+            let r = unsafe { call(o, ts, clock) };
+            assert_eq!(errno_of(r), errno, "{what}");
+        }
+        // The untimed calls check the kind too, and change nothing.
+        // SAFETY: readable handles.
+        unsafe {
+            assert_eq!(errno_of(ufutex_sem_post(&mtx, 1)), EINVAL);
+            assert_eq!(errno_of(ufutex_event_set(&sem)), EINVAL);
+            assert_eq!(errno_of(ufutex_nmutex_unlock(&ev)), EINVAL);
+            assert_eq!(errno_of(ufutex_sem_trywait(&sem)), libc::EAGAIN);
+            assert_eq!(ufutex_nmutex_trylock(&mtx), 0);
+            assert_eq!(ufutex_nmutex_unlock(&mtx), 0);
+        }
+    }
+
+    #[test]
+    fn wait_any_checks_in_order() {
+        let [sem, ev, mtx, w8, w32, gone] = objects(10);
+        let foreign = UfutexObj { ns: &GOOD_TS as *const timespec as *const Namespace, ..sem };
+        let e = |obj: UfutexObj, val: u64| UfutexWaitable { obj, val };
+        let h = hole() as *const timespec;
+        #[rustfmt::skip]
+        let table: Vec<(&str, Vec<UfutexWaitable>, u32, *const timespec, i32, i32)> = vec![
+            ("0 entries",             vec![e(gone, 0)],                0,    h,        99,              EINVAL),
+            ("1025 entries",          vec![e(gone, 0)],                1025, h,        99,              EINVAL),
+            ("foreign namespace",     vec![e(sem, 0), e(foreign, 0)],  2,    h,        99,              EINVAL),
+            ("removed",               vec![e(sem, 0), e(gone, 0)],     2,    h,        99,              EIDRM),
+            // The first bad entry decides.
+            ("removed first",         vec![e(gone, 0), e(w8, 0x100)],  2,    h,        99,              EIDRM),
+            ("bad val first",         vec![e(w8, 0x100), e(gone, 0)],  2,    h,        99,              EINVAL),
+            ("u32 val too wide",      vec![e(w32, 1 << 32)],           1,    null(),   0,               EINVAL),
+            ("reserved val",          vec![e(ev, 1)],                  1,    null(),   0,               EINVAL),
+            ("entries before clock",  vec![e(mtx, 7)],                 1,    &GOOD_TS, 99,              EINVAL),
+            ("bad clock",             vec![e(sem, 0)],                 1,    &GOOD_TS, 99,              EINVAL),
+            ("unmapped timespec",     vec![e(sem, 0)],                 1,    h,        CLOCK_MONOTONIC, EFAULT),
+            ("timeout",               vec![e(sem, 0), e(ev, 0), e(w8, 0)], 3, &GOOD_TS, CLOCK_MONOTONIC, ETIMEDOUT),
+        ];
+        for (what, es, n, ts, clock, errno) in table {
+            // SAFETY: `n` entries are readable, or the call rejects `n` before reading.
+            let r = unsafe { ufutex_wait_any(es.as_ptr(), n, ts, clock) };
+            assert_eq!(errno_of(r), errno, "{what}");
+        }
+        // SAFETY: NULL and unmapped arrays are rejected without a crash; the rest are readable.
+        unsafe {
+            assert_eq!(errno_of(ufutex_wait_any(null(), 1, null(), 0)), EFAULT);
+            assert_eq!(errno_of(ufutex_wait_any(hole() as *const _, 1, null(), 0)), EFAULT);
+            // Ready: a raw word that differs from val, after entries that are not ready.
+            let es = [e(sem, 0), e(ev, 0), e(w8, 1)];
+            assert_eq!(ufutex_wait_any(es.as_ptr(), 3, &GOOD_TS, CLOCK_MONOTONIC), 2);
+            // A free mutex is taken.
+            let es = [e(sem, 0), e(mtx, 0)];
+            assert_eq!(ufutex_wait_any(es.as_ptr(), 2, null(), 0), 1);
+            assert_eq!(ufutex_nmutex_unlock(&mtx), 0);
+        }
+    }
+
+    #[test]
+    fn header_states_the_named_abi() {
+        const HEADER: &str = include_str!("../../../../include/ufutex.h");
+        let define = |name: &str| {
+            let line = HEADER.lines().find(|l| l.split_whitespace().take(2).eq(["#define", name]));
+            line.and_then(|l| l.split_whitespace().nth(2)).unwrap_or_else(|| panic!("{name} is not #defined"))
+        };
+        assert_eq!(define("UFUTEX_CREAT"), format!("{UFUTEX_CREAT:#x}"));
+        assert_eq!(define("UFUTEX_EXCL"), format!("{UFUTEX_EXCL:#x}"));
+        assert_eq!(define("UFUTEX_COUNTED"), format!("{UFUTEX_COUNTED:#x}"));
+        assert!(HEADER.contains("long ufutex_obj_close(const struct ufutex_obj *obj);"));
+        assert_eq!(define("UFUTEX_WAIT_ABANDONED"), format!("{UFUTEX_WAIT_ABANDONED:#x}"));
+        let body = |s: &str| {
+            let fields: Vec<String> = HEADER
+                .split(&format!("struct {s} {{"))
+                .nth(1)
+                .and_then(|b| b.split("};").next())
+                .unwrap_or_else(|| panic!("struct {s} in the header"))
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('*'))
+                .map(|l| l.split("/*").next().unwrap().trim().to_string())
+                .collect();
+            fields
+        };
+        assert_eq!(body("ufutex_obj"), ["ufutex_ns_t *ns;", "uint32_t slot;", "uint32_t gen;"]);
+        assert_eq!(body("ufutex_waitable"), ["struct ufutex_obj obj;", "uint64_t val;"]);
+        let decl =
+            "long ufutex_wait_any(const struct ufutex_waitable *objs, unsigned int n, const struct timespec *timeout,";
+        assert!(HEADER.contains(decl), "include/ufutex.h lacks `{decl}`");
+    }
+}
+
+#[test]
+fn waitv_plain_pass_agrees_with_the_whole_validation() {
+    let [page, hole, after] = super::fault::pages_around_a_hole();
+    let words = [page + 4096 - 8, page + 4096 - 4, hole, after, after + 4, 0];
+    for (i, &w) in words.iter().enumerate().filter(|&(_, &w)| w != hole && w != 0) {
+        // SAFETY: our own writable pages.
+        unsafe { *(w as *mut u32) = i as u32 };
+    }
+    let past = timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |below: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % below
+    };
+    let mut tally = std::collections::BTreeMap::new();
+    for _ in 0..20_000 {
+        let n = 1 + next(6) as usize;
+        let es: Vec<UfutexWaitv> = (0..n)
+            .map(|_| {
+                let i = next(words.len() as u64) as usize;
+                let mut e = UfutexWaitv { val: i as u64, uaddr: words[i] as u64, flags: 0x82, reserved: 0 };
+                match next(24) {
+                    0 => e.val += 1,
+                    1 => e.val |= 1 << 32,
+                    2 => e.uaddr += 2,
+                    3 => e.uaddr = 0xffff_8000_0000_0000,
+                    4 => e.reserved = 1,
+                    5 => e.flags = 0x81, // a 16-bit word: not plain, valid
+                    6 => e.flags = 0xa2,
+                    _ => {}
+                }
+                e
+            })
+            .collect();
+        let ptr = es.as_ptr() as usize;
+        // SAFETY: `n` readable entries; their words are ours, or NULL, or unreadable.
+        let r = unsafe { ufutex_waitv(es.as_ptr().cast_mut(), n as libc::c_uint, 0, &past, libc::CLOCK_MONOTONIC) };
+        let fast = if r == -1 { Err(super::Errno(errno_of(r))) } else { Ok(r) };
+        let timeout = super::validate::timeout(&past as *const timespec as usize, libc::CLOCK_MONOTONIC).unwrap();
+        // SAFETY: the pages stay mapped (leaked) while `words` lives.
+        let whole = super::calls::waitv_any(ptr, n, &mut unsafe { super::fault::ReadPages::new() }, timeout);
+        assert_eq!(fast, whole, "{es:x?}");
+        *tally.entry(format!("{fast:?}")).or_insert(0) += 1;
+    }
+    // Every answer came up, with its share.
+    assert_eq!(tally.len(), 4, "{tally:?}"); // EINVAL, EFAULT, EAGAIN, ETIMEDOUT
+    assert!(tally.values().all(|&c| c > 500), "{tally:?}");
+}
+
+/// The most entries, on words over two pages, through the plain pass: no size limit there.
+#[test]
+fn waitv_the_most_entries() {
+    let [page, hole, after] = super::fault::pages_around_a_hole();
+    let word = |i: usize| page + 2048 + 4 * i; // 1024 words from the middle of the page on
+    let mut es: Vec<UfutexWaitv> = (0..1024)
+        .map(|i| {
+            let at = if word(i) < hole { word(i) } else { word(i) - hole + after };
+            // SAFETY: our own writable pages.
+            unsafe { *(at as *mut u32) = i as u32 };
+            UfutexWaitv { val: i as u64, uaddr: at as u64, flags: 0x82, reserved: 0 }
+        })
+        .collect();
+    let past = timespec { tv_sec: 0, tv_nsec: 0 };
+    let call = |es: &mut [UfutexWaitv]| {
+        // SAFETY: 1024 readable entries on our words (or the hole).
+        let r = unsafe { ufutex_waitv(es.as_mut_ptr(), 1024, 0, &past, libc::CLOCK_REALTIME) };
+        errno_of(r)
+    };
+    assert_eq!(call(&mut es), libc::ETIMEDOUT);
+    es[1023].val += 1;
+    assert_eq!(call(&mut es), libc::EAGAIN);
+    es[1000].uaddr = hole as u64;
+    assert_eq!(call(&mut es), libc::EFAULT);
+    es[1023].uaddr += 1;
+    assert_eq!(call(&mut es), libc::EINVAL, "a key after the hole");
+}

@@ -326,15 +326,6 @@ impl<'ns, T: Handle<'ns>> Held<'ns, T> {
         std::mem::forget(self);
         ns.let_go(slot, gen).map(drop)
     }
-
-    /// The handle without its hold: this process's reference stays counted until
-    /// `Namespace::let_go` (the C ABI's `ufutex_obj_close`).
-    #[allow(dead_code)] // (the C ABI's counted opens, next)
-    pub(crate) fn into_raw(self) -> T {
-        let h = self.handle;
-        std::mem::forget(self);
-        h
-    }
 }
 
 impl<'ns, T: Handle<'ns>> std::ops::Deref for Held<'ns, T> {

@@ -217,10 +217,6 @@ impl Namespace {
         Counted { ns: self }
     }
 
-    fn create(&self, key: Key<'_>, init: (u32, u32, u32), how: Open) -> Result<(Found, bool), NamedError> {
-        self.open_object(key, init, how, false)
-    }
-
     /// Open or create the object `key` (`init`: its kind, and a new one's word and aux); a
     /// `counted` one is held by this process from here on (see [`Counted`]).
     fn open_object(
@@ -263,10 +259,22 @@ impl Namespace {
         how: Open,
         initial: u32,
     ) -> Result<(Semaphore<'_>, bool), NamedError> {
+        self.open_semaphore(key.into(), how, initial, false)
+    }
+
+    /// [`Namespace::semaphore`], plain or `counted` (then this process holds it: see
+    /// [`Namespace::counted`]; the caller lets go with [`Namespace::let_go`]).
+    pub(crate) fn open_semaphore(
+        &self,
+        key: Key<'_>,
+        how: Open,
+        initial: u32,
+        counted: bool,
+    ) -> Result<(Semaphore<'_>, bool), NamedError> {
         if initial > SEMAPHORE_MAX {
             return Err(NamedError::Invalid);
         }
-        let (f, existed) = self.create(key.into(), (KIND_SEMAPHORE, initial, 0), how)?;
+        let (f, existed) = self.open_object(key, (KIND_SEMAPHORE, initial, 0), how, counted)?;
         Ok((Semaphore { ns: self, slot: f.slot, gen: f.gen }, existed))
     }
 
@@ -286,8 +294,18 @@ impl Namespace {
     /// # Errors
     /// As [`Namespace::semaphore`].
     pub fn word_of<'k, F: Futex>(&self, key: impl Into<Key<'k>>, how: Open) -> Result<(Word<'_, F>, bool), NamedError> {
-        let (f, existed) = self.create(key.into(), (word_kind::<F>(), 0, 0), how)?;
-        Ok((Word { ns: self, slot: f.slot, gen: f.gen, size: PhantomData }, existed))
+        self.open_word(key.into(), how, false)
+    }
+
+    /// [`Namespace::word_of`], plain or `counted` (as [`Namespace::open_semaphore`]).
+    pub(crate) fn open_word<F: Futex>(
+        &self,
+        key: Key<'_>,
+        how: Open,
+        counted: bool,
+    ) -> Result<(Word<'_, F>, bool), NamedError> {
+        let (f, existed) = self.open_object(key, (word_kind::<F>(), 0, 0), how, counted)?;
+        Ok((Word::from_parts(self, f.slot, f.gen), existed))
     }
 
     /// The mutex `key`, opened or created (unowned), and whether it existed.
@@ -295,7 +313,12 @@ impl Namespace {
     /// # Errors
     /// As [`Namespace::semaphore`].
     pub fn mutex<'k>(&self, key: impl Into<Key<'k>>, how: Open) -> Result<(Mutex<'_>, bool), NamedError> {
-        let (f, existed) = self.create(key.into(), (KIND_MUTEX, 0, 0), how)?;
+        self.open_mutex(key.into(), how, false)
+    }
+
+    /// [`Namespace::mutex`], plain or `counted` (as [`Namespace::open_semaphore`]).
+    pub(crate) fn open_mutex(&self, key: Key<'_>, how: Open, counted: bool) -> Result<(Mutex<'_>, bool), NamedError> {
+        let (f, existed) = self.open_object(key, (KIND_MUTEX, 0, 0), how, counted)?;
         Ok((Mutex { ns: self, slot: f.slot, gen: f.gen }, existed))
     }
 
@@ -311,8 +334,19 @@ impl Namespace {
         manual: bool,
         signaled: bool,
     ) -> Result<(Event<'_>, bool), NamedError> {
+        self.open_event(key.into(), how, (manual, signaled), false)
+    }
+
+    /// [`Namespace::event`], plain or `counted` (as [`Namespace::open_semaphore`]).
+    pub(crate) fn open_event(
+        &self,
+        key: Key<'_>,
+        how: Open,
+        (manual, signaled): (bool, bool),
+        counted: bool,
+    ) -> Result<(Event<'_>, bool), NamedError> {
         let mode = if manual { event::MANUAL } else { 0 };
-        let (f, existed) = self.create(key.into(), (KIND_EVENT, u32::from(signaled), mode), how)?;
+        let (f, existed) = self.open_object(key, (KIND_EVENT, u32::from(signaled), mode), how, counted)?;
         Ok((Event { ns: self, slot: f.slot, gen: f.gen }, existed))
     }
 
@@ -440,7 +474,6 @@ impl Namespace {
     ///
     /// # Errors
     /// [`NamedError::Removed`]; [`NamedError::Invalid`] for a kind this build does not know.
-    #[allow(dead_code)] // (the C ABI's handle checks, next)
     pub(crate) fn kind(&self, slot: u32, gen: u32) -> Result<Kind, NamedError> {
         let s = self.live(slot, gen)?;
         let kind = Kind::of(s.kind.load(Ordering::Relaxed) & !(table::NAMED | COUNTED)).ok_or(NamedError::Invalid)?;
@@ -460,8 +493,8 @@ pub struct Counted<'ns> {
 
 #[cfg(not(ufutex_loom))]
 impl<'ns> Counted<'ns> {
-    fn open(&self, key: Key<'_>, init: (u32, u32, u32), how: Open) -> Result<(Found, bool), NamedError> {
-        self.ns.open_object(key, init, how, true)
+    fn held<T: Handle<'ns>>(&self, (handle, existed): (T, bool)) -> (Held<'ns, T>, bool) {
+        (Held::new(handle, self.ns), existed)
     }
 
     /// The counted semaphore `key`, as [`Namespace::semaphore`].
@@ -475,11 +508,7 @@ impl<'ns> Counted<'ns> {
         how: Open,
         initial: u32,
     ) -> Result<(Held<'ns, Semaphore<'ns>>, bool), NamedError> {
-        if initial > SEMAPHORE_MAX {
-            return Err(NamedError::Invalid);
-        }
-        let (f, existed) = self.open(key.into(), (KIND_SEMAPHORE, initial, 0), how)?;
-        Ok((Held::new(Semaphore { ns: self.ns, slot: f.slot, gen: f.gen }, self.ns), existed))
+        Ok(self.held(self.ns.open_semaphore(key.into(), how, initial, true)?))
     }
 
     /// The counted raw 32-bit word `key`, as [`Namespace::word`].
@@ -499,8 +528,7 @@ impl<'ns> Counted<'ns> {
         key: impl Into<Key<'k>>,
         how: Open,
     ) -> Result<(Held<'ns, Word<'ns, F>>, bool), NamedError> {
-        let (f, existed) = self.open(key.into(), (word_kind::<F>(), 0, 0), how)?;
-        Ok((Held::new(Word { ns: self.ns, slot: f.slot, gen: f.gen, size: PhantomData }, self.ns), existed))
+        Ok(self.held(self.ns.open_word(key.into(), how, true)?))
     }
 
     /// The counted mutex `key`, as [`Namespace::mutex`].
@@ -508,8 +536,7 @@ impl<'ns> Counted<'ns> {
     /// # Errors
     /// As [`Counted::semaphore`].
     pub fn mutex<'k>(&self, key: impl Into<Key<'k>>, how: Open) -> Result<(Held<'ns, Mutex<'ns>>, bool), NamedError> {
-        let (f, existed) = self.open(key.into(), (KIND_MUTEX, 0, 0), how)?;
-        Ok((Held::new(Mutex { ns: self.ns, slot: f.slot, gen: f.gen }, self.ns), existed))
+        Ok(self.held(self.ns.open_mutex(key.into(), how, true)?))
     }
 
     /// The counted event `key`, as [`Namespace::event`].
@@ -523,9 +550,7 @@ impl<'ns> Counted<'ns> {
         manual: bool,
         signaled: bool,
     ) -> Result<(Held<'ns, Event<'ns>>, bool), NamedError> {
-        let mode = if manual { event::MANUAL } else { 0 };
-        let (f, existed) = self.open(key.into(), (KIND_EVENT, u32::from(signaled), mode), how)?;
-        Ok((Held::new(Event { ns: self.ns, slot: f.slot, gen: f.gen }, self.ns), existed))
+        Ok(self.held(self.ns.open_event(key.into(), how, (manual, signaled), true)?))
     }
 }
 
@@ -992,6 +1017,14 @@ impl<F> Clone for Word<'_, F> {
 impl<F> Copy for Word<'_, F> {}
 
 #[cfg(not(ufutex_loom))]
+impl<'ns, F> Word<'ns, F> {
+    /// The handle of the live raw word `(slot, gen)` of `F`'s size (the caller checked its kind).
+    pub(crate) fn from_parts(ns: &'ns Namespace, slot: u32, gen: u32) -> Word<'ns, F> {
+        Word { ns, slot, gen, size: PhantomData }
+    }
+}
+
+#[cfg(not(ufutex_loom))]
 impl<F: Futex> Word<'_, F> {
     /// The word, while the object lives.
     ///
@@ -1040,6 +1073,21 @@ pub enum Waitable<'a> {
 /// [`NamedError::Invalid`] for no objects or too many; `Shared(TimedOut)`, `Shared(Interrupted)`.
 #[cfg(not(ufutex_loom))]
 pub fn wait_any(objects: &[Waitable<'_>], deadline: Option<Deadline>) -> Result<usize, NamedError> {
+    wait_any_acquired(objects, deadline).map(|(i, _)| i)
+}
+
+/// [`wait_any`], and how it took the object at the index: [`Acquired::Abandoned`] for a mutex
+/// taken from an owner that died holding it (as [`Mutex::lock`] would say), else
+/// [`Acquired::Acquired`]. A mutex held by another is asked about its owner's life at least every
+/// [`mutex::PROBE`] while the call sleeps, as [`Mutex::lock`] does.
+///
+/// # Errors
+/// As [`wait_any`].
+#[cfg(not(ufutex_loom))]
+pub fn wait_any_acquired(
+    objects: &[Waitable<'_>],
+    deadline: Option<Deadline>,
+) -> Result<(usize, Acquired), NamedError> {
     if objects.is_empty() || objects.len() > crate::WAITV_MAX {
         return Err(NamedError::Invalid);
     }
@@ -1050,9 +1098,14 @@ pub fn wait_any(objects: &[Waitable<'_>], deadline: Option<Deadline>) -> Result<
         // the look makes the sleep below return. A word that holds all ones at its size was
         // removed.
         let mut entries: Vec<crate::WaitEntry<'_>> = Vec::with_capacity(objects.len());
+        // Whether a mutex is held by another: its owner may die without a release to wake us.
+        let mut held = false;
         for (i, o) in objects.iter().enumerate() {
-            fn raw<'w, F: Futex>(w: &'w F, seen: F::Value, now: F::Value, all_ones: F::Value) -> Seen<'w> {
-                Seen { entry: crate::WaitEntry::new(w, now), ready: now != seen, removed: now == all_ones }
+            // A raw word may hold all ones and live: it was removed only if its handle fails
+            // after the load (a removal marks all ones, then the handle fails).
+            fn raw<'w, F: Futex>(h: &Word<'w, F>, w: &'w F, seen: F::Value, now: F::Value) -> Seen<'w> {
+                let removed = h.get().is_err();
+                Seen { entry: crate::WaitEntry::new(w, now), ready: now != seen && !removed, removed }
             }
             let seen = match o {
                 Waitable::Semaphore(s) => {
@@ -1068,36 +1121,41 @@ pub fn wait_any(objects: &[Waitable<'_>], deadline: Option<Deadline>) -> Result<
                 }
                 Waitable::Mutex(m) => {
                     let w = &m.ns.live(m.slot, m.gen)?.word;
-                    let ready = m.try_lock()?.is_some();
-                    object(w, ready)
+                    if let Some(how) = m.try_lock()? {
+                        return Ok((i, how));
+                    }
+                    held = true;
+                    object(w, false)
                 }
-                Waitable::Word(w, v) => {
-                    let w = w.get()?;
-                    raw(w, *v, w.load(Ordering::Acquire), u32::MAX)
+                Waitable::Word(h, v) => {
+                    let w = h.get()?;
+                    raw(h, w, *v, w.load(Ordering::Acquire))
                 }
-                Waitable::Word8(w, v) => {
-                    let w = w.get()?;
-                    raw(w, *v, w.load(Ordering::Acquire), u8::MAX)
+                Waitable::Word8(h, v) => {
+                    let w = h.get()?;
+                    raw(h, w, *v, w.load(Ordering::Acquire))
                 }
-                Waitable::Word16(w, v) => {
-                    let w = w.get()?;
-                    raw(w, *v, w.load(Ordering::Acquire), u16::MAX)
+                Waitable::Word16(h, v) => {
+                    let w = h.get()?;
+                    raw(h, w, *v, w.load(Ordering::Acquire))
                 }
-                Waitable::Word64(w, v) => {
-                    let w = w.get()?;
-                    raw(w, *v, w.load(Ordering::Acquire), u64::MAX)
+                Waitable::Word64(h, v) => {
+                    let w = h.get()?;
+                    raw(h, w, *v, w.load(Ordering::Acquire))
                 }
             };
             if seen.ready {
-                return Ok(i);
+                return Ok((i, Acquired::Acquired));
             }
             if seen.removed {
                 return Err(NamedError::Removed);
             }
             entries.push(seen.entry);
         }
-        match shared::waitv(&entries, deadline) {
+        let until = if held { Some(mutex::probe(deadline)) } else { deadline };
+        match shared::waitv(&entries, until) {
             Ok(_) | Err(SharedError::WouldBlock) => {}
+            Err(SharedError::TimedOut) if !deadline.is_some_and(mutex::expired) => {} // a probe
             Err(e) => return Err(e.into()),
         }
     }

@@ -74,7 +74,16 @@ use std::time::Duration;
 
 /// How long a contender sleeps before it asks whether the owner is alive: the latency of
 /// noticing a mutex whose owner process died.
-const PROBE: Duration = Duration::from_millis(20);
+pub(super) const PROBE: Duration = Duration::from_millis(20);
+
+/// The sooner of `deadline` and [`PROBE`] from now: how long a contender sleeps.
+pub(super) fn probe(deadline: Option<Deadline>) -> Deadline {
+    let probe: Deadline = PROBE.into();
+    match deadline {
+        Some(d) if earlier(d, probe) => d,
+        _ => probe,
+    }
+}
 
 /// `owner` bit: being taken from a dead owner (4). A process's slot + 1 stays below it.
 pub(super) const PENDING: u64 = 1 << 31;
@@ -166,12 +175,7 @@ impl Mutex<'_> {
             if let Some(a) = self.attempt(s, p.me, p)? {
                 return Ok(a);
             }
-            let probe: Deadline = PROBE.into();
-            let until = match deadline {
-                Some(d) if earlier(d, probe) => Some(d),
-                _ => Some(probe),
-            };
-            match shared::wait(&s.word, seq, until) {
+            match shared::wait(&s.word, seq, Some(probe(deadline))) {
                 Ok(()) | Err(SharedError::WouldBlock) => {}
                 Err(SharedError::TimedOut) if deadline.is_some_and(expired) => {
                     return Err(NamedError::Shared(SharedError::TimedOut))
@@ -432,7 +436,7 @@ fn earlier(a: Deadline, b: Deadline) -> bool {
     t(a) < t(b)
 }
 
-fn expired(d: Deadline) -> bool {
+pub(super) fn expired(d: Deadline) -> bool {
     crate::deadline::Timeout::from(d).expired()
 }
 
