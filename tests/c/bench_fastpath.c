@@ -1,8 +1,10 @@
 /*
  * The C ABI's no-syscall paths against the kernel's, in one run, interleaved: a wait whose
  * value differs and a wake with no waiters, plus the cost of the probe syscall
- * (process_vm_readv of 4 bytes) that the portable read path adds to every read, and the EFAULT
- * path (a caught SIGSEGV for ufutex). Prints medians in ns per call and ratios to the kernel.
+ * (process_vm_readv of 4 bytes) that the portable read path adds to every read, the EFAULT
+ * path (a caught SIGSEGV for ufutex), and a waitv of 128 private 32-bit words whose last value
+ * differs (EAGAIN after checking all 128; 1/32 as many calls). Prints medians in ns per call
+ * and ratios to the kernel.
  * Not a test: no assertion.
  *
  *     bench_fastpath [ROUNDS [CALLS]]      (default 15 rounds of 200000 calls)
@@ -18,12 +20,14 @@
 #include <ufutex.h>
 #include <unistd.h>
 
-enum { KINDS = 7 };
-static const char *names[KINDS] = {"ufutex_wait EAGAIN", "kernel futex_wait EAGAIN", "ufutex_wake (none)",
-				   "kernel futex_wake (none)", "process_vm_readv 4 B", "ufutex_wait EFAULT",
-				   "kernel futex_wait EFAULT"};
+enum { KINDS = 9, WAITV = 7, WAITV_N = 128 };
+static const char *names[KINDS] = {"ufutex_wait EAGAIN",	 "kernel futex_wait EAGAIN", "ufutex_wake (none)",
+				   "kernel futex_wake (none)", "process_vm_readv 4 B",	     "ufutex_wait EFAULT",
+				   "kernel futex_wait EFAULT", "ufutex_waitv 128 EAGAIN",    "kernel futex_waitv 128 EAGAIN"};
 static uint32_t word = 1;
 static void *inaccessible;
+static uint32_t words[WAITV_N];
+static struct ufutex_waitv vec[WAITV_N];
 
 static void one(int kind)
 {
@@ -34,6 +38,8 @@ static void one(int kind)
 	case 3: syscall(454, &word, 0xffffffffUL, 1, 0x82U); break;
 	case 5: ufutex_wait(inaccessible, 0, 0xffffffffUL, UFUTEX_SIZE_U32 | UFUTEX_PRIVATE, NULL, 0); break;
 	case 6: syscall(455, inaccessible, 0UL, 0xffffffffUL, 0x82U, NULL, 0); break;
+	case 7: ufutex_waitv(vec, WAITV_N, 0, NULL, 0); break;
+	case 8: syscall(449, vec, WAITV_N, 0U, NULL, 0); break;
 	case 4: {
 		uint32_t out;
 		struct iovec l = {&out, 4}, r = {&word, 4};
@@ -61,12 +67,17 @@ int main(int argc, char **argv)
 	long calls = argc > 2 ? atol(argv[2]) : 200000;
 	double *ns = calloc((size_t)rounds * KINDS, sizeof(double));
 	inaccessible = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	for (int i = 0; i < WAITV_N; i++) /* every value matches but the last */
+		vec[i] = (struct ufutex_waitv){.val = i == WAITV_N - 1 ? 1 : 0,
+					       .uaddr = (uint64_t)(uintptr_t)&words[i],
+					       .flags = UFUTEX_SIZE_U32 | UFUTEX_PRIVATE};
 	for (int r = 0; r < rounds; r++)
 		for (int k = 0; k < KINDS; k++) {
+			long n = k >= WAITV ? (calls + 31) / 32 : calls;
 			double t0 = now_ns();
-			for (long i = 0; i < calls; i++)
+			for (long i = 0; i < n; i++)
 				one(k);
-			ns[k * rounds + r] = (now_ns() - t0) / calls;
+			ns[k * rounds + r] = (now_ns() - t0) / n;
 		}
 	double med[KINDS];
 	for (int k = 0; k < KINDS; k++) {
@@ -80,6 +91,7 @@ int main(int argc, char **argv)
 	       (med[0] + med[4]) / med[1]);
 	printf("wake (none): ufutex/kernel = %.3f\n", med[2] / med[3]);
 	printf("wait EFAULT (caught fault): ufutex/kernel = %.3f\n", med[5] / med[6]);
+	printf("waitv 128 EAGAIN: ufutex/kernel = %.3f\n", med[7] / med[8]);
 	free(ns);
 	return 0;
 }

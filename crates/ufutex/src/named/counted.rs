@@ -161,7 +161,7 @@ impl Namespace {
             return Ok(m.as_mut().expect("checked"));
         }
         let n = p.me.slot;
-        let ledger = self.map.holders.ledger(n, true).ok_or(NamedError::Shared(SharedError::Access))?;
+        let ledger = self.holders.ledger(n, true).ok_or(NamedError::Shared(SharedError::Access))?;
         let t = self.table();
         t.locked(p.me, p, &wake_all, || {
             if ledger.header.owner.load(Ordering::Relaxed) != p.me.word() {
@@ -175,7 +175,7 @@ impl Namespace {
     /// Open or create the counted object `key` (`init`: kind with [`super::table::COUNTED`],
     /// word, aux) and take a handle to it: what it is, and whether it existed.
     pub(crate) fn hold(&self, key: Key<'_>, init: (u32, u32, u32), how: Open) -> Result<(Found, bool), NamedError> {
-        let mut guard = self.map.holders.mine.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.holders.mine.lock().unwrap_or_else(|e| e.into_inner());
         let me = self.mine(&mut guard)?;
         // An object this process holds already: one more handle, nothing shared written.
         if let Some(f) = self.table().lookup(key).filter(|f| f.kind == init.0) {
@@ -225,7 +225,7 @@ impl Namespace {
 
     /// One more handle to the counted object `(slot, gen)` this process holds (a clone).
     pub(crate) fn hold_again(&self, slot: u32, gen: u32) {
-        let mut guard = self.map.holders.mine.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.holders.mine.lock().unwrap_or_else(|e| e.into_inner());
         let here = shared::process::proc().ok().map(|p| p.me);
         if let Some(me) = guard.as_mut().filter(|m| Some(m.owner) == here) {
             if let Some((_, h)) = me.held.get_mut(&(slot, gen)) {
@@ -238,7 +238,7 @@ impl Namespace {
     /// reference is given back, and with the last holder's, the object dies. Whether this
     /// process held a handle to it.
     pub(crate) fn let_go(&self, slot: u32, gen: u32) -> Result<bool, NamedError> {
-        let mut guard = self.map.holders.mine.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.holders.mine.lock().unwrap_or_else(|e| e.into_inner());
         let p = shared::process::proc()?;
         // (In a forked child the inherited handles hold nothing: `owner` is the parent.)
         let Some(me) = guard.as_mut().filter(|m| m.owner == p.me) else { return Ok(false) };
@@ -263,7 +263,7 @@ impl Namespace {
     /// # Errors
     /// `Shared(_)` if the shared table or the user's directory cannot be used.
     pub fn reap(&self) -> Result<usize, NamedError> {
-        let (dir, stem) = self.map.holders.prefix.rsplit_once('/').ok_or(NamedError::Invalid)?;
+        let (dir, stem) = self.holders.prefix.rsplit_once('/').ok_or(NamedError::Invalid)?;
         let entries = std::fs::read_dir(dir).map_err(|_| NamedError::Shared(SharedError::Access))?;
         let numbers: Vec<u32> = entries
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -271,7 +271,7 @@ impl Namespace {
             .collect();
         let mut reaped = 0;
         for n in numbers {
-            let Some(l) = self.map.holders.ledger(n, false) else { continue };
+            let Some(l) = self.holders.ledger(n, false) else { continue };
             let owner = l.header.owner.load(Ordering::Relaxed);
             if owner == 0 {
                 continue;

@@ -32,7 +32,7 @@ impl Model {
     }
 
     fn table(&self) -> Table<'_> {
-        Table { header: &self.header, levels: &self.level, ledgers: &NoLedgers }
+        Table::new(&self.header, &self.level, &NoLedgers)
     }
 }
 
@@ -109,7 +109,7 @@ struct Counted {
 
 impl Counted {
     fn table(&self) -> Table<'_> {
-        Table { header: &self.m.header, levels: &self.m.level, ledgers: &self.ledgers }
+        Table::new(&self.m.header, &self.m.level, &self.ledgers)
     }
 
     fn r(&self, p: u32) -> Ref<'_> {
@@ -252,12 +252,12 @@ fn lookups_across_a_growing_table() {
         ));
         let m2 = m.clone();
         let writer = thread::spawn(move || {
-            let t = Table { header: &m2.0, levels: &m2.1, ledgers: &NoLedgers };
+            let t = Table::new(&m2.0, &m2.1, &NoLedgers);
             let nowake = |_: &AtomicU32| {};
             t.create(Key::Id(5), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
             t.create(Key::Id(6), (2, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
         });
-        let t = Table { header: &m.0, levels: &m.1, ledgers: &NoLedgers };
+        let t = Table::new(&m.0, &m.1, &NoLedgers);
         thread::yield_now();
         for (key, kind) in [(6, 2), (5, 1)] {
             if let Some(f) = t.lookup(Key::Id(key)) {

@@ -359,6 +359,7 @@ impl<'k> From<&'k str> for Key<'k> {
 
 impl Key<'_> {
     /// The slot key: the id, or the name's FNV-1a hash.
+    #[inline]
     fn hash(&self) -> u64 {
         match self {
             Key::Id(k) => *k,
@@ -368,7 +369,7 @@ impl Key<'_> {
         }
     }
 
-    fn named(&self) -> bool {
+    pub(crate) fn named(&self) -> bool {
         matches!(self, Key::Name(_))
     }
 
@@ -423,6 +424,9 @@ impl Levels for OneLevel {
 /// A view of a namespace's header and slots (a mapping, or a loom model's heap).
 pub(crate) struct Table<'a> {
     pub(crate) header: &'a Header,
+    /// Level 0, at hand: a lookup that finds its key there reads neither the header nor
+    /// `levels` (with keys spread over many pages, each other page read is a TLB miss).
+    pub(crate) first: (&'a [Slot], &'a [NameSlot]),
     pub(crate) levels: &'a dyn Levels,
     /// The ledgers of counted objects' holders (for finishing a dead changer's reference change).
     pub(crate) ledgers: &'a dyn Ledgers,
@@ -433,53 +437,105 @@ pub(crate) fn level_start(n: usize, k: u32) -> usize {
     n * ((1usize << k) - 1)
 }
 
-/// What a key looks for: its hash, and a name's words and length.
-struct Wanted {
+/// What a key looks for: its hash, and a name's bytes (small and copied by value: a lookup
+/// stores little, so that a CPU keeps several in flight).
+#[derive(Clone, Copy)]
+struct Wanted<'k> {
     hash: u64,
-    name: Option<([u64; NAME_MAX / 8], u64)>,
+    name: Option<&'k [u8]>,
 }
 
-/// Whether name slot `ns` holds the name of `n` bytes in `words` (read as a seqlock reader
-/// reads: the caller checks the slot's state around it).
-fn name_is(ns: Option<&NameSlot>, words: &[u64; NAME_MAX / 8], n: u64) -> bool {
+/// Whether name slot `ns` holds the name `name` (read as a seqlock reader reads: the caller
+/// checks the slot's state around it).
+#[cold]
+fn name_is(ns: Option<&NameSlot>, name: &[u8]) -> bool {
     let Some(ns) = ns else { return false };
-    ns.len.load(Ordering::Relaxed) == n && ns.words.iter().zip(words).all(|(a, b)| a.load(Ordering::Relaxed) == *b)
+    let words = Key::Name(name).words();
+    ns.len.load(Ordering::Relaxed) == name.len() as u64
+        && ns.words.iter().zip(&words).all(|(a, b)| a.load(Ordering::Relaxed) == *b)
 }
 
 /// Where a key's probe starts (Fibonacci hashing of the key).
 fn home(key: u64, len: usize) -> usize {
+    if len <= 1 {
+        return 0;
+    }
     let h = key.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     (h >> (64 - len.trailing_zeros())) as usize & (len - 1)
 }
 
 impl<'a> Table<'a> {
+    /// The table of `levels` (level 0 taken from it).
+    #[cfg(test)]
+    pub(crate) fn new(header: &'a Header, levels: &'a dyn Levels, ledgers: &'a dyn Ledgers) -> Table<'a> {
+        let first = levels.level(0).expect("a namespace has level 0");
+        Table { header, first, levels, ledgers }
+    }
+
     /// Level 0's size (a power of two).
     fn base(&self) -> usize {
-        self.levels.level(0).map_or(1, |(s, _)| s.len())
+        self.first.0.len().max(1)
+    }
+
+    /// Level `k`'s slots and name slots, if there is such a level.
+    fn level(&self, k: u32) -> Option<(&'a [Slot], &'a [NameSlot])> {
+        if k == 0 {
+            return Some(self.first);
+        }
+        self.levels.level(k)
     }
 
     /// Slot number `g` (of every level): the slot, and its name slot.
+    #[inline]
     fn at(&self, g: u32) -> Option<(&'a Slot, Option<&'a NameSlot>)> {
-        let n = self.base();
-        let k = ((g as usize) / n + 1).ilog2();
-        let (slots, names) = self.levels.level(k)?;
+        let (slots, names) = self.first;
+        if let Some(s) = slots.get(g as usize) {
+            return Some((s, names.get(g as usize)));
+        }
+        self.at_later(g)
+    }
+
+    /// [`Table::at`] past level 0.
+    #[cold]
+    fn at_later(&self, g: u32) -> Option<(&'a Slot, Option<&'a NameSlot>)> {
+        let n = self.base(); // (a power of two)
+        let k = (((g as usize) >> n.trailing_zeros()) + 1).ilog2();
+        let (slots, names) = self.level(k)?;
         let i = g as usize - level_start(n, k);
         Some((slots.get(i)?, names.get(i)))
     }
 
     /// The live object of `key`, if any: no lock, no system call.
+    #[inline(always)]
     pub(crate) fn lookup(&self, key: Key<'_>) -> Option<Found> {
-        let want = Wanted { hash: key.hash(), name: key.named().then(|| (key.words(), name_len(&key))) };
+        let name = match key {
+            Key::Name(n) => Some(n),
+            Key::Id(_) => None,
+        };
+        let want = Wanted { hash: key.hash(), name };
+        // Level 0 first, without the header: the only level below a million keys (by default).
+        // (A lookup is a few dozen instructions and one cache miss: the fewer instructions, the
+        // more lookups a CPU keeps in flight, and the more of their misses overlap.)
+        match self.lookup_in(self.first.0, self.first.1, want) {
+            Some(f) => Some(f),
+            None => self.lookup_later(want),
+        }
+    }
+
+    /// [`Table::lookup`] past level 0.
+    #[cold]
+    fn lookup_later(&self, want: Wanted<'_>) -> Option<Found> {
         let n = self.base();
-        (0..self.header.levels()).rev().find_map(|k| {
-            let (slots, names) = self.levels.level(k)?;
-            self.lookup_in(slots, names, &want)
+        (1..self.header.levels()).find_map(|k| {
+            let (slots, names) = self.level(k)?;
+            self.lookup_in(slots, names, want)
                 .map(|f| Found { slot: (level_start(n, k) + f.slot as usize) as u32, ..f })
         })
     }
 
     /// [`Table::lookup`] in one level: the slot's number there.
-    fn lookup_in(&self, slots: &[Slot], names: &[NameSlot], want: &Wanted) -> Option<Found> {
+    #[inline(always)]
+    fn lookup_in(&self, slots: &[Slot], names: &[NameSlot], want: Wanted<'_>) -> Option<Found> {
         let len = slots.len();
         let hash = want.hash;
         let mut i = home(hash, len);
@@ -492,8 +548,8 @@ impl<'a> Table<'a> {
                 LIVE => {
                     let (k, kind) = (s.key.load(Ordering::Relaxed), s.kind.load(Ordering::Relaxed));
                     // A name is compared only where the key and the kind say it may match.
-                    let same_name = match &want.name {
-                        Some((words, n)) if k == hash && kind & NAMED != 0 => name_is(names.get(i), words, *n),
+                    let same_name = match want.name {
+                        Some(name) if k == hash && kind & NAMED != 0 => name_is(names.get(i), name),
                         _ => false,
                     };
                     fence(Ordering::Acquire); // the fields are read before the state again
@@ -793,7 +849,7 @@ impl<'a> Table<'a> {
         let mut levels = self.header.levels();
         let newest = levels - 1;
         let used = |k: u32| self.header.used[k as usize].load(Ordering::Relaxed) as usize;
-        if let Some((slots, _)) = self.levels.level(newest) {
+        if let Some((slots, _)) = self.level(newest) {
             if used(newest) + 1 > slots.len() / 2 && levels < MAX_LEVELS && self.levels.make(levels) {
                 self.header.levels.store(levels + 1, Ordering::Release);
                 levels += 1;
@@ -802,7 +858,7 @@ impl<'a> Table<'a> {
         // The newest level first (where growth puts room), then the others.
         let order = std::iter::once(levels - 1).chain((0..levels - 1).rev());
         for k in order {
-            let Some((slots, _)) = self.levels.level(k) else { continue };
+            let Some((slots, _)) = self.level(k) else { continue };
             let len = slots.len();
             let mut i = home(hash, len);
             for _ in 0..len {
@@ -842,7 +898,7 @@ mod tests {
     fn create_open_exclusive_remove_and_reuse() {
         let (h, l) = table(8);
         let s = &l.slots;
-        let t = Table { header: &h, levels: &l, ledgers: &NoLedgers };
+        let t = Table::new(&h, &l, &NoLedgers);
         let nowake = |_: &AtomicU32| {};
         assert_eq!(t.create(Key::Id(7), (1, 3, 0), Open::Existing, ME, &Alive, &nowake), Err(TableError::NotFound));
         let (a, existed) = t.create(Key::Id(7), (1, 3, 0), Open::Create, ME, &Alive, &nowake).unwrap();
@@ -866,7 +922,7 @@ mod tests {
     #[test]
     fn names_and_ids_are_apart_and_names_compare_whole() {
         let (h, l) = table(8);
-        let t = Table { header: &h, levels: &l, ledgers: &NoLedgers };
+        let t = Table::new(&h, &l, &NoLedgers);
         let nowake = |_: &AtomicU32| {};
         let (a, _) = t.create(Key::Name(b"alpha"), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
         assert_eq!(t.lookup(Key::Name(b"alpha")), Some(a));
@@ -890,7 +946,7 @@ mod tests {
     #[test]
     fn colliding_keys_probe_past_tombstones_and_the_table_fills() {
         let (h, l) = table(4);
-        let t = Table { header: &h, levels: &l, ledgers: &NoLedgers };
+        let t = Table::new(&h, &l, &NoLedgers);
         let nowake = |_: &AtomicU32| {};
         for k in 0..4 {
             t.create(Key::Id(k), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
@@ -908,7 +964,7 @@ mod tests {
     fn a_dead_changers_half_creation_is_buried() {
         let (h, l) = table(4);
         let s = &l.slots;
-        let t = Table { header: &h, levels: &l, ledgers: &NoLedgers };
+        let t = Table::new(&h, &l, &NoLedgers);
         // A creator died after marking slot 2 Busy (one object live elsewhere).
         h.progress.store(1, Ordering::Relaxed);
         h.begin(2, false);
@@ -959,7 +1015,7 @@ mod tests {
     fn the_table_grows_by_levels_and_objects_stay_put() {
         let h = Header::empty();
         let g = Growing { levels: (0..4).map(|k| OneLevel::new(4 << k)).collect(), made: std::cell::Cell::new(1) };
-        let t = Table { header: &h, levels: &g, ledgers: &NoLedgers };
+        let t = Table::new(&h, &g, &NoLedgers);
         let nowake = |_: &AtomicU32| {};
         let mut found = Vec::new();
         for k in 0..28u64 {
