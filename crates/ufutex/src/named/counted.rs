@@ -174,6 +174,7 @@ impl Namespace {
 
     /// Open or create the counted object `key` (`init`: kind with [`super::table::COUNTED`],
     /// word, aux) and take a handle to it: what it is, and whether it existed.
+    #[inline(never)]
     pub(crate) fn hold(&self, key: Key<'_>, init: (u32, u32, u32), how: Open) -> Result<(Found, bool), NamedError> {
         let mut guard = self.holders.mine.lock().unwrap_or_else(|e| e.into_inner());
         let me = self.mine(&mut guard)?;

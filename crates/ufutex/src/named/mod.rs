@@ -233,17 +233,17 @@ impl Namespace {
         how: Open,
         counted: bool,
     ) -> Result<(Found, bool), NamedError> {
-        // The common case inline: an existing plain object by 64-bit key.
+        // The common case inline: an existing plain object by 64-bit key, in level 0.
         let plain = !counted && how != Open::CreateNew && !key.named();
         if plain {
-            if let Some(f) = self.table().lookup(key) {
+            if let Some(f) = self.table().lookup_first(key) {
                 return if f.kind == init.0 { Ok((f, true)) } else { Err(NamedError::Invalid) };
             }
         }
         self.open_object_slow(key, init, how, counted, plain)
     }
 
-    /// [`Namespace::open_object`] for the rest (`looked`: a lookup found nothing already).
+    /// [`Namespace::open_object`] for the rest (`looked`: level 0 was looked in already).
     #[inline(never)]
     fn open_object_slow(
         &self,
@@ -261,13 +261,14 @@ impl Namespace {
         if counted {
             return self.hold(key, (kind | COUNTED, word, aux), how);
         }
-        if how != Open::CreateNew && !looked {
-            if let Some(f) = self.table().lookup(key) {
-                return if f.kind == kind { Ok((f, true)) } else { Err(NamedError::Invalid) };
-            }
-        }
+        // An open looks (past level 0 if it looked there); a create looks under the lock.
         if how == Open::Existing {
-            return Err(NamedError::NotFound);
+            let t = self.table();
+            return match if looked { t.lookup_past_first(key) } else { t.lookup(key) } {
+                Some(f) if f.kind == kind => Ok((f, true)),
+                Some(_) => Err(NamedError::Invalid),
+                None => Err(NamedError::NotFound),
+            };
         }
         let p = shared::process::proc()?;
         Ok(self.table().create(key, (kind, word, aux), how, p.me, p, &wake_all)?)

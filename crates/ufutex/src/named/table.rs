@@ -445,6 +445,17 @@ struct Wanted<'k> {
     name: Option<&'k [u8]>,
 }
 
+impl<'k> Wanted<'k> {
+    #[inline(always)]
+    fn of(key: Key<'k>) -> Wanted<'k> {
+        let name = match key {
+            Key::Name(n) => Some(n),
+            Key::Id(_) => None,
+        };
+        Wanted { hash: key.hash(), name }
+    }
+}
+
 /// Whether name slot `ns` holds the name `name` (read as a seqlock reader reads: the caller
 /// checks the slot's state around it).
 #[cold]
@@ -508,22 +519,37 @@ impl<'a> Table<'a> {
     /// The live object of `key`, if any: no lock, no system call.
     #[inline(always)]
     pub(crate) fn lookup(&self, key: Key<'_>) -> Option<Found> {
-        let name = match key {
-            Key::Name(n) => Some(n),
-            Key::Id(_) => None,
-        };
-        let want = Wanted { hash: key.hash(), name };
         // Level 0 first, without the header: the only level below a million keys (by default).
-        // (A lookup is a few dozen instructions and one cache miss: the fewer instructions, the
-        // more lookups a CPU keeps in flight, and the more of their misses overlap.)
-        match self.lookup_in(self.first.0, self.first.1, want) {
+        match self.lookup_first(key) {
             Some(f) => Some(f),
-            None => self.lookup_later(want),
+            None => self.lookup_past_first(key),
         }
     }
 
-    /// [`Table::lookup`] past level 0.
-    #[cold]
+    /// [`Table::lookup`] in level 0 only. (A lookup is a few dozen instructions and one cache
+    /// miss: the fewer instructions, the more lookups a CPU keeps in flight, and the more of
+    /// their misses overlap.)
+    #[inline(always)]
+    pub(crate) fn lookup_first(&self, key: Key<'_>) -> Option<Found> {
+        self.lookup_in(self.first.0, self.first.1, Wanted::of(key))
+    }
+
+    /// [`Table::lookup`] past level 0 (nothing there when the namespace never grew).
+    #[inline(never)]
+    pub(crate) fn lookup_past_first(&self, key: Key<'_>) -> Option<Found> {
+        self.lookup_later(Wanted::of(key))
+    }
+
+    /// [`Table::lookup`], not inlined: for the changers (one copy of the code, fewer
+    /// instruction-cache lines on a create).
+    #[inline(never)]
+    fn lookup_once(&self, key: Key<'_>) -> Option<Found> {
+        self.lookup(key)
+    }
+
+    /// [`Table::lookup`] past level 0. (Not `cold`: every miss, and so every create, comes
+    /// here; code placed apart is an instruction-cache miss after the kernel ran.)
+    #[inline(never)]
     fn lookup_later(&self, want: Wanted<'_>) -> Option<Found> {
         let n = self.base();
         (1..self.header.levels()).find_map(|k| {
@@ -756,7 +782,7 @@ impl<'a> Table<'a> {
         how: Open,
         holder: Option<Ref<'_>>,
     ) -> Result<(Found, bool), TableError> {
-        if let Some(f) = self.lookup(key) {
+        if let Some(f) = self.lookup_once(key) {
             return match (how, f.kind == kind) {
                 (Open::CreateNew, _) => Err(TableError::Exists),
                 (_, false) => Err(TableError::WrongKind),
@@ -771,14 +797,7 @@ impl<'a> Table<'a> {
         let gen = gen_of(s.state.load(Ordering::Relaxed));
         let holder = holder.filter(|_| kind & COUNTED != 0);
         if let Some(r) = holder {
-            // The reference first: a changer that dies from here on leaves an intent whose
-            // entry names this slot and generation (counted in only if the object went live).
-            let e = r.entry();
-            e.slot.store(i, Ordering::Relaxed);
-            e.gen.store(gen, Ordering::Relaxed);
-            e.state.store(E_ADDING, Ordering::Relaxed);
-            self.header.ref_before.store(0, Ordering::Relaxed);
-            self.header.ref_intent.store(r.intent(), Ordering::Relaxed);
+            self.first_holder(r, i, gen);
         }
         self.header.begin(i, false);
         s.state.store(pack(gen, BUSY), Ordering::Relaxed);
@@ -801,10 +820,29 @@ impl<'a> Table<'a> {
         s.state.store(pack(gen, LIVE), Ordering::Release);
         self.header.end(1);
         if let Some(r) = holder {
-            r.entry().state.store(E_HELD, Ordering::Relaxed);
-            self.header.ref_intent.store(0, Ordering::Relaxed);
+            self.first_holder_in(r);
         }
         Ok((Found { slot: i, gen, kind }, false))
+    }
+
+    /// A counted object's creation, first: its creator's reference recorded (a changer that
+    /// dies from here on leaves an intent whose entry names this slot and generation, counted
+    /// in only if the object went live).
+    #[cold]
+    fn first_holder(&self, r: Ref<'_>, i: u32, gen: u32) {
+        let e = r.entry();
+        e.slot.store(i, Ordering::Relaxed);
+        e.gen.store(gen, Ordering::Relaxed);
+        e.state.store(E_ADDING, Ordering::Relaxed);
+        self.header.ref_before.store(0, Ordering::Relaxed);
+        self.header.ref_intent.store(r.intent(), Ordering::Relaxed);
+    }
+
+    /// A counted object's creation, last: live, with its creator counted in.
+    #[cold]
+    fn first_holder_in(&self, r: Ref<'_>) {
+        r.entry().state.store(E_HELD, Ordering::Relaxed);
+        self.header.ref_intent.store(0, Ordering::Relaxed);
     }
 
     /// Remove the object `key` now: its handles fail from here on, and its waiters are woken
@@ -816,7 +854,7 @@ impl<'a> Table<'a> {
         live: &(impl Liveness + ?Sized),
         wake: &impl Fn(&AtomicU32),
     ) -> Result<(), TableError> {
-        self.locked(me, live, wake, || match self.lookup(key) {
+        self.locked(me, live, wake, || match self.lookup_once(key) {
             None => Err(TableError::NotFound),
             Some(f) => {
                 self.remove_found(f, wake);
