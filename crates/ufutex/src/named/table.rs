@@ -534,9 +534,13 @@ impl<'a> Table<'a> {
         self.lookup_in(self.first.0, self.first.1, Wanted::of(key))
     }
 
-    /// [`Table::lookup`] past level 0 (nothing there when the namespace never grew).
-    #[inline(never)]
+    /// [`Table::lookup`] past level 0 (nothing there when the namespace never grew: one load
+    /// of the header says so).
+    #[inline(always)]
     pub(crate) fn lookup_past_first(&self, key: Key<'_>) -> Option<Found> {
+        if self.header.levels() <= 1 {
+            return None;
+        }
         self.lookup_later(Wanted::of(key))
     }
 
