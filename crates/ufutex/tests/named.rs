@@ -6,7 +6,6 @@
 mod common;
 
 use common::{child, deadline, dies_at, reap};
-use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use ufutex::named::{wait_any, Acquired, NamedError, Namespace, Open, Waitable};
@@ -280,25 +279,10 @@ fn a_changer_killed_midway_is_taken_over(ns: &Namespace) {
     ns.remove(52).unwrap();
 }
 
-/// A word in memory the children share, to count who got through.
-fn shared_counter() -> &'static AtomicU32 {
-    let p = common::shared_anon(4096);
-    // SAFETY: a live page-aligned mapping, never unmapped.
-    unsafe { common::at(p, 0) }
-}
-
-fn await_count(c: &AtomicU32, n: u32) {
-    let t = Instant::now();
-    while c.load(Ordering::SeqCst) != n {
-        assert!(t.elapsed() < LONG, "count stayed at {} (want {n})", c.load(Ordering::SeqCst));
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 fn a_mutex_abandoned_by_a_dead_owner(ns: &Namespace) {
     let (m, existed) = ns.mutex(60, Open::CreateNew).unwrap();
     assert!(!existed);
-    let held = shared_counter();
+    let held = common::shared_word();
     let owner = child(move || {
         let ns = Namespace::open("tests").unwrap();
         let (m, _) = ns.mutex(60, Open::Existing).unwrap();
@@ -310,7 +294,7 @@ fn a_mutex_abandoned_by_a_dead_owner(ns: &Namespace) {
             std::thread::sleep(Duration::from_secs(1)); // killed holding it
         }
     });
-    await_count(held, 1);
+    common::await_value(held, 1);
     assert_eq!(m.try_lock(), Ok(None), "held by a live owner");
     // SAFETY: our own child.
     unsafe { libc::kill(owner, libc::SIGKILL) };
@@ -321,7 +305,7 @@ fn a_mutex_abandoned_by_a_dead_owner(ns: &Namespace) {
     m.unlock().unwrap();
     // A waiter of another process gets it when the owner releases it.
     m.lock(None).unwrap();
-    let got = shared_counter();
+    let got = common::shared_word();
     let waiter = child(move || {
         let ns = Namespace::open("tests").unwrap();
         let (m, _) = ns.mutex(60, Open::Existing).unwrap();
@@ -361,7 +345,7 @@ fn mutex_recursion_and_ownership(ns: &Namespace) {
 }
 
 fn events_manual_auto_and_pulse(ns: &Namespace) {
-    let through = shared_counter();
+    let through = common::shared_word();
     let waiters = |key: u64, n: usize| -> Vec<libc::pid_t> {
         (0..n)
             .map(|_| {
@@ -380,7 +364,7 @@ fn events_manual_auto_and_pulse(ns: &Namespace) {
     let pids = waiters(70, 2);
     std::thread::sleep(Duration::from_millis(20));
     e.set().unwrap();
-    await_count(through, 2);
+    common::await_value(through, 2);
     for p in pids {
         assert_eq!(reap(p), 0);
     }
@@ -397,7 +381,7 @@ fn events_manual_auto_and_pulse(ns: &Namespace) {
     }
     std::thread::sleep(Duration::from_millis(20)); // asleep in the wait, not before it
     e.pulse().unwrap();
-    await_count(through, 2);
+    common::await_value(through, 2);
     for p in pids {
         assert_eq!(reap(p), 0);
     }
@@ -409,9 +393,9 @@ fn events_manual_auto_and_pulse(ns: &Namespace) {
     let pids = waiters(71, 2);
     std::thread::sleep(Duration::from_millis(20));
     a.set().unwrap();
-    await_count(through, 1);
+    common::await_value(through, 1);
     a.set().unwrap();
-    await_count(through, 2);
+    common::await_value(through, 2);
     for p in pids {
         assert_eq!(reap(p), 0);
     }
@@ -425,7 +409,7 @@ fn waiting_on_any_of_many(ns: &Namespace) {
     let (m, _) = ns.mutex(82, Open::CreateNew).unwrap();
     let (w, _) = ns.word(83, Open::CreateNew).unwrap();
     // The mutex is held by another process until it is told to let go.
-    let go = shared_counter();
+    let go = common::shared_word();
     let holder = child(move || {
         let ns = Namespace::open("tests").unwrap();
         let (m, _) = ns.mutex(82, Open::Existing).unwrap();
@@ -436,7 +420,7 @@ fn waiting_on_any_of_many(ns: &Namespace) {
         }
         m.unlock().map_or(1, |()| 0)
     });
-    await_count(go, 1);
+    common::await_value(go, 1);
     let all = [Waitable::Semaphore(&sem), Waitable::Event(&ev), Waitable::Mutex(&m), Waitable::Word(&w, 0)];
     assert_eq!(
         wait_any(&all, deadline(Duration::ZERO)).unwrap_err(),

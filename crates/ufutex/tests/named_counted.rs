@@ -9,8 +9,8 @@
 mod common;
 
 use common::{child, dies_at, reap, Rng};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 use ufutex::named::{Kind, NamedError, Namespace, Open};
 
 const LONG: Duration = Duration::from_secs(20);
@@ -90,24 +90,9 @@ fn counted_and_plain_are_different_kinds(ns: &Namespace) {
     assert_eq!(ns.len(), 0);
 }
 
-/// A word in memory the children share.
-fn shared_word() -> &'static AtomicU32 {
-    let p = common::shared_anon(4096);
-    // SAFETY: a live page-aligned mapping, never unmapped.
-    unsafe { common::at(p, 0) }
-}
-
-fn await_value(w: &AtomicU32, v: u32) {
-    let t = Instant::now();
-    while w.load(Ordering::SeqCst) != v {
-        assert!(t.elapsed() < LONG, "stayed at {} (want {v})", w.load(Ordering::SeqCst));
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 fn held_by_another_process(ns: &Namespace) {
     let (ev, _) = ns.counted().event("shared-event", Open::CreateNew, true, false).unwrap();
-    let step = shared_word();
+    let step = common::shared_word();
     let holder = child(|| {
         let ns = Namespace::open(NS).unwrap();
         let Ok((ev, true)) = ns.counted().event("shared-event", Open::Existing, true, false) else { return 1 };
@@ -119,7 +104,7 @@ fn held_by_another_process(ns: &Namespace) {
         drop(ev);
         0
     });
-    await_value(step, 1);
+    common::await_value(step, 1);
     let plain = *ev;
     drop(ev);
     assert_eq!(holders(ns, ufutex_name_key("shared-event", ns)), Some(1), "the child holds it");
@@ -135,7 +120,7 @@ fn ufutex_name_key(name: &str, ns: &Namespace) -> u64 {
 }
 
 fn a_killed_holder_gives_its_reference_back(ns: &Namespace) {
-    let step = shared_word();
+    let step = common::shared_word();
     let holder = child(|| {
         let ns = Namespace::open(NS).unwrap();
         let Ok((_sem, false)) = ns.counted().semaphore(20, Open::CreateNew, 0) else { return 1 };
@@ -144,7 +129,7 @@ fn a_killed_holder_gives_its_reference_back(ns: &Namespace) {
         std::thread::sleep(LONG); // killed here, holding both
         2
     });
-    await_value(step, 1);
+    common::await_value(step, 1);
     let (m, _) = ns.counted().mutex(21, Open::Existing).unwrap();
     assert_eq!(holders(ns, 21), Some(2));
     // SAFETY: our own child.
@@ -240,27 +225,14 @@ fn random_kills_leave_nothing_held(ns: &Namespace) {
     }
     let secs = common::stress_secs() as f64;
     let mut workers: Vec<libc::pid_t> = (0..WORKERS).map(|_| child(worker)).collect();
-    let (start, mut kills, mut r) = (Instant::now(), 0u32, Rng::new(0x5eed));
-    while start.elapsed().as_secs_f64() < secs {
-        std::thread::sleep(Duration::from_micros(r.below(3000)));
+    // After each kill, before the next worker starts: every live counted object has a holder
+    // (a dead worker's references count until its ledger is reaped).
+    let kills = common::kill_at_random(&mut workers, secs, 0x5eed, || {
         for o in ns.objects() {
-            let h = o.holders.unwrap_or(0);
-            // (A dead worker's references count until its ledger is reaped.)
-            assert!(h >= 1, "a live counted object with no holder: {o:?}");
+            assert!(o.holders.unwrap_or(0) >= 1, "a live counted object with no holder: {o:?}");
         }
-        let i = r.below(WORKERS as u64) as usize;
-        // SAFETY: our own child.
-        unsafe { libc::kill(workers[i], libc::SIGKILL) };
-        let st = reap(workers[i]);
-        assert_eq!(st, -libc::SIGKILL, "a worker failed on its own: {st}");
-        kills += 1;
-        workers[i] = child(worker);
-    }
-    for &pid in &workers {
-        // SAFETY: our own children.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-        reap(pid);
-    }
+        child(worker)
+    });
     eprintln!("{kills} kills");
     ns.reap().unwrap();
     assert_eq!(ns.objects(), vec![], "objects left after every holder died");

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{child, reap};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use ufutex::named::{NamedError, Namespace, Open};
 
@@ -14,12 +14,6 @@ const NS: &str = "grow";
 const EARLY: u64 = 16;
 const LATER: u64 = 6000;
 const LONG: Duration = Duration::from_secs(20);
-
-fn shared_word() -> &'static AtomicU32 {
-    let p = common::shared_anon(4096);
-    // SAFETY: a live page-aligned mapping, never unmapped.
-    unsafe { common::at(p, 0) }
-}
 
 #[test]
 fn a_namespace_grows_while_it_is_used() {
@@ -31,7 +25,7 @@ fn a_namespace_grows_while_it_is_used() {
         ns.semaphore(k, Open::CreateNew, k as u32).unwrap();
     }
     let (sleeper_sem, _) = ns.semaphore(1000, Open::CreateNew, 0).unwrap();
-    let done = shared_word();
+    let done = common::shared_word();
     // Another process: looks the early objects up (and their counts) until told to stop, and
     // counts the later ones it finds; then checks every one of them.
     let looker = child(|| {

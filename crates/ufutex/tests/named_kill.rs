@@ -7,9 +7,9 @@
 
 mod common;
 
-use common::{child, reap, Rng};
+use common::{child, Rng};
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use ufutex::named::{NamedError, Namespace, Open};
 
 fn worker() -> i32 {
@@ -44,22 +44,7 @@ fn random_kills_leave_the_namespace_consistent() {
     let secs: f64 = common::stress_secs() as f64;
     let ns = Namespace::open("kills").unwrap();
     let mut workers: Vec<libc::pid_t> = (0..4).map(|_| child(worker)).collect();
-    let (start, mut kills, mut s) = (Instant::now(), 0u32, Rng::new(0x1234_5678));
-    while start.elapsed().as_secs_f64() < secs {
-        std::thread::sleep(Duration::from_micros(s.next() % 3000));
-        let i = (s.next() % workers.len() as u64) as usize;
-        // SAFETY: our own child.
-        unsafe { libc::kill(workers[i], libc::SIGKILL) };
-        let st = reap(workers[i]);
-        assert_eq!(st, -libc::SIGKILL, "a worker failed on its own: {st}");
-        kills += 1;
-        workers[i] = child(worker);
-    }
-    for &pid in &workers {
-        // SAFETY: our own children.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-        reap(pid);
-    }
+    let kills = common::kill_at_random(&mut workers, secs, 0x1234_5678, || child(worker));
     eprintln!("{kills} kills");
     // Any change takes the changers' lock over from a dead worker and finishes its change.
     ns.semaphore(1000, Open::CreateNew, 0).unwrap();

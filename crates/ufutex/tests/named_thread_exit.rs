@@ -211,24 +211,9 @@ fn a_removed_mutex_leaves_the_next_object_of_its_key_alone(ns: &Namespace) {
     ns.remove(31).unwrap();
 }
 
-/// A word in memory the children share.
-fn shared_word() -> &'static AtomicU32 {
-    let p = common::shared_anon(4096);
-    // SAFETY: a live page-aligned mapping, never unmapped.
-    unsafe { common::at(p, 0) }
-}
-
-fn await_value(w: &AtomicU32, v: u32) {
-    let t = Instant::now();
-    while w.load(Ordering::SeqCst) != v {
-        assert!(t.elapsed() < LONG, "stayed at {} (want {v})", w.load(Ordering::SeqCst));
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 fn a_thread_of_another_process_ends_holding_it(ns: &Namespace, name: &str) {
     let (m, _) = ns.mutex(40, Open::CreateNew).unwrap();
-    let step = shared_word();
+    let step = common::shared_word();
     let pid = child(|| {
         let ns = Namespace::open(name).unwrap();
         let (m, _) = ns.mutex(40, Open::Existing).unwrap();
@@ -246,7 +231,7 @@ fn a_thread_of_another_process_ends_holding_it(ns: &Namespace, name: &str) {
         }
         0
     });
-    await_value(step, 1);
+    common::await_value(step, 1);
     assert_eq!(m.lock(deadline(LONG)), Ok(Acquired::Abandoned));
     let mut st = 0;
     // SAFETY: `st` is a valid out-pointer; `pid` is our child.
@@ -276,7 +261,7 @@ fn fork_and_end_the_thread(f: impl FnOnce()) -> libc::pid_t {
 
 fn a_forked_child_neither_owns_nor_abandons_its_parents_mutex(ns: &Namespace) {
     let (m, _) = ns.mutex(50, Open::CreateNew).unwrap();
-    let seen = shared_word();
+    let seen = common::shared_word();
     let (pids_tx, pids_rx) = mpsc::channel();
     let (asked_tx, asked_rx) = mpsc::channel::<()>();
     std::thread::scope(|s| {

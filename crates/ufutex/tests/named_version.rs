@@ -5,7 +5,7 @@ mod common;
 
 use common::{child, reap};
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use ufutex::named::{NamedError, Namespace, Open};
 use ufutex::shared::SharedError;
@@ -22,12 +22,6 @@ fn set_version(version: u32) {
     f.write_all_at(&version.to_ne_bytes(), 8).unwrap();
 }
 
-fn shared_word() -> &'static AtomicU32 {
-    let p = common::shared_anon(4096);
-    // SAFETY: a live page-aligned mapping, never unmapped.
-    unsafe { common::at(p, 0) }
-}
-
 #[test]
 fn another_version_is_made_afresh_when_unused() {
     let _table = common::isolated_shared_table();
@@ -40,7 +34,7 @@ fn another_version_is_made_afresh_when_unused() {
     assert_eq!(reap(maker), 0);
     set_version(4);
     // While a process has it mapped, it is refused; not made afresh under that process.
-    let step = shared_word();
+    let step = common::shared_word();
     let user = child(|| {
         // (Mapped before the version changes: a process checks a file once.)
         let Ok(_ns) = Namespace::open(NS) else { return 1 };

@@ -205,14 +205,6 @@ fn a_signal_to_a_thread_not_waiting_changes_nothing() {
     });
 }
 
-/// A process-shared word in memory a child could share (the table lives in this test's own
-/// directory).
-fn shared_word() -> &'static AtomicU32 {
-    let p = common::shared_anon(4096);
-    // SAFETY: a live, page-aligned mapping that is never unmapped.
-    unsafe { common::at(p, 0) }
-}
-
 /// How many shared waiters are queued on `w` (a requeue onto itself counts without moving).
 fn shared_queued(w: &AtomicU32) -> usize {
     ufutex::shared::requeue(w, 0, w, 0, usize::MAX).unwrap()
@@ -237,7 +229,7 @@ fn shared_waiter<'s>(
 fn a_shared_wait_is_interrupted_and_leaves_nothing_queued() {
     let (_g, _d) = setup(false);
     let _table = common::isolated_shared_table();
-    let w = shared_word();
+    let w = common::shared_word();
     std::thread::scope(|s| {
         let (t, id) = shared_waiter(s, w);
         signal_until(id, || t.is_finished());
@@ -251,7 +243,7 @@ fn a_shared_wait_is_interrupted_and_leaves_nothing_queued() {
 fn a_shared_wait_goes_on_under_sa_restart() {
     let (_g, _d) = setup(true);
     let _table = common::isolated_shared_table();
-    let w = shared_word();
+    let w = common::shared_word();
     std::thread::scope(|s| {
         let (t, id) = shared_waiter(s, w);
         let before = HITS.load(Ordering::SeqCst);

@@ -585,38 +585,21 @@ impl<'ns> Counted<'ns> {
     }
 }
 
-#[cfg(not(ufutex_loom))]
-impl counted::sealed::Sealed for Semaphore<'_> {}
-#[cfg(not(ufutex_loom))]
-impl<'ns> Handle<'ns> for Semaphore<'ns> {
-    fn id(&self) -> (u32, u32) {
-        (self.slot, self.gen)
-    }
+/// The handles a counted object's [`Held`] can hold: each names its object by slot and
+/// generation.
+macro_rules! counted_handle {
+    ($($t:ident$(<$p:ident>)?),*) => {$(
+        #[cfg(not(ufutex_loom))]
+        impl$(<$p>)? counted::sealed::Sealed for $t<'_ $(, $p)?> {}
+        #[cfg(not(ufutex_loom))]
+        impl<'ns $(, $p)?> Handle<'ns> for $t<'ns $(, $p)?> {
+            fn id(&self) -> (u32, u32) {
+                (self.slot, self.gen)
+            }
+        }
+    )*};
 }
-#[cfg(not(ufutex_loom))]
-impl counted::sealed::Sealed for Event<'_> {}
-#[cfg(not(ufutex_loom))]
-impl<'ns> Handle<'ns> for Event<'ns> {
-    fn id(&self) -> (u32, u32) {
-        (self.slot, self.gen)
-    }
-}
-#[cfg(not(ufutex_loom))]
-impl counted::sealed::Sealed for Mutex<'_> {}
-#[cfg(not(ufutex_loom))]
-impl<'ns> Handle<'ns> for Mutex<'ns> {
-    fn id(&self) -> (u32, u32) {
-        (self.slot, self.gen)
-    }
-}
-#[cfg(not(ufutex_loom))]
-impl<F> counted::sealed::Sealed for Word<'_, F> {}
-#[cfg(not(ufutex_loom))]
-impl<'ns, F> Handle<'ns> for Word<'ns, F> {
-    fn id(&self) -> (u32, u32) {
-        (self.slot, self.gen)
-    }
-}
+counted_handle!(Semaphore, Event, Mutex, Word<F>);
 
 /// The kind of a raw word of `F`'s size.
 fn word_kind<F: Futex>() -> u32 {
@@ -1138,6 +1121,12 @@ pub fn wait_any_acquired(
                 let removed = h.get().is_err();
                 Seen { entry: crate::WaitEntry::new(w, now), ready: now != seen && !removed, removed }
             }
+            macro_rules! raw_seen {
+                ($h:expr, $v:expr) => {{
+                    let w = $h.get()?;
+                    raw($h, w, *$v, w.load(Ordering::Acquire))
+                }};
+            }
             let seen = match o {
                 Waitable::Semaphore(s) => {
                     let w = &s.ns.live(s.slot, s.gen)?.word;
@@ -1158,22 +1147,11 @@ pub fn wait_any_acquired(
                     held = true;
                     object(w, false)
                 }
-                Waitable::Word(h, v) => {
-                    let w = h.get()?;
-                    raw(h, w, *v, w.load(Ordering::Acquire))
-                }
-                Waitable::Word8(h, v) => {
-                    let w = h.get()?;
-                    raw(h, w, *v, w.load(Ordering::Acquire))
-                }
-                Waitable::Word16(h, v) => {
-                    let w = h.get()?;
-                    raw(h, w, *v, w.load(Ordering::Acquire))
-                }
-                Waitable::Word64(h, v) => {
-                    let w = h.get()?;
-                    raw(h, w, *v, w.load(Ordering::Acquire))
-                }
+                // (One body for four word types: the atomics' loads are not a trait's.)
+                Waitable::Word(h, v) => raw_seen!(h, v),
+                Waitable::Word8(h, v) => raw_seen!(h, v),
+                Waitable::Word16(h, v) => raw_seen!(h, v),
+                Waitable::Word64(h, v) => raw_seen!(h, v),
             };
             if seen.ready {
                 return Ok((i, Acquired::Acquired));

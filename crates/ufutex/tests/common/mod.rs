@@ -3,7 +3,7 @@
 //! serialises tests using the process default domain, and a tiny deterministic PRNG.
 #![allow(dead_code)] // each test binary uses a different subset
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 use ufutex::{Domain, DomainConfig, Slots};
@@ -220,4 +220,42 @@ pub fn dies_at(point: &str, f: impl FnOnce() -> i32) {
     let pid = child(f);
     std::env::remove_var("UFUTEX_SHARED_DIE_AT");
     assert_eq!(reap(pid), -libc::SIGKILL, "the child did not reach {point}");
+}
+
+/// A 32-bit word in a shared anonymous page: the children a test forks see it too.
+#[allow(dead_code)] // (each test binary uses part of this module)
+pub fn shared_word() -> &'static AtomicU32 {
+    let p = shared_anon(4096);
+    // SAFETY: a live page-aligned mapping, never unmapped.
+    unsafe { at(p, 0) }
+}
+
+/// Wait until `w` holds `v` (another process or thread sets it); panics after [`CAP`].
+#[allow(dead_code)]
+pub fn await_value(w: &AtomicU32, v: u32) {
+    await_until(&format!("a shared word to hold {v}"), || w.load(Ordering::SeqCst) == v);
+}
+
+/// Kill one of `workers` (our children) at random every 0–3 ms and start a new one with
+/// `spawn`, for `secs` seconds; then kill them all. How many were killed; each must have died of
+/// the kill (a worker that ended on its own failed).
+#[allow(dead_code)]
+pub fn kill_at_random(workers: &mut [libc::pid_t], secs: f64, seed: u64, spawn: impl Fn() -> libc::pid_t) -> u32 {
+    let (start, mut kills, mut r) = (Instant::now(), 0u32, Rng::new(seed));
+    while start.elapsed().as_secs_f64() < secs {
+        std::thread::sleep(Duration::from_micros(r.next() % 3000));
+        let i = (r.next() % workers.len() as u64) as usize;
+        // SAFETY: our own child.
+        unsafe { libc::kill(workers[i], libc::SIGKILL) };
+        let st = reap(workers[i]);
+        assert_eq!(st, -libc::SIGKILL, "a worker failed on its own: {st}");
+        kills += 1;
+        workers[i] = spawn();
+    }
+    for &pid in workers.iter() {
+        // SAFETY: our own children.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        reap(pid);
+    }
+    kills
 }
