@@ -106,18 +106,11 @@ impl Ledgers for Holders {
 /// Map a ledger file (under its flock): size and stamp it if it is new or of another namespace.
 fn map_ledger(fd: libc::c_int, nonce: u64) -> Result<Ledger, SharedError> {
     if shared::file::file_size(fd)? != LEN {
-        // SAFETY: `fd` is open for writing; ftruncate has no memory arguments. Truncating to 0
-        // first zeroes what was there.
-        if unsafe { libc::ftruncate(fd, 0) } != 0 || unsafe { libc::ftruncate(fd, LEN as libc::off_t) } != 0 {
-            return Err(SharedError::from_errno(shared::segment::errno()));
-        }
+        // Truncating to 0 first zeroes what was there.
+        shared::file::set_len(fd, 0)?;
+        shared::file::set_len(fd, LEN)?;
     }
-    // SAFETY: a fresh shared mapping of an open file of LEN bytes; no existing memory is affected.
-    let p =
-        unsafe { libc::mmap(std::ptr::null_mut(), LEN, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
-    if p == libc::MAP_FAILED {
-        return Err(SharedError::NoMemory);
-    }
+    let p = shared::file::map_shared(fd, LEN, 0)?;
     // SAFETY: the mapping is LEN bytes, page-aligned: a header page of atomics, then HELD_MAX
     // entries of atomics (any bit pattern is valid); it is never unmapped.
     let l = unsafe {

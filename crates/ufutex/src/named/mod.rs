@@ -725,23 +725,10 @@ impl Mapping {
         if self.order + k > 28 || shared::file::file_size(self.fd).ok()? < off + len {
             return None;
         }
-        // SAFETY: a fresh shared mapping of a page-aligned span of an open file that has it (the
-        // span's offset is a multiple of 128 × 32 bytes); no existing memory is affected.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                self.fd,
-                off as libc::off_t,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return None;
-        }
-        at.store(p.cast(), Ordering::Release);
-        Some(p.cast())
+        // (The span's offset is a multiple of 128 × 32 bytes: page-aligned.)
+        let p = shared::file::map_shared(self.fd, len, off).ok()?;
+        at.store(p, Ordering::Release);
+        Some(p)
     }
 }
 
@@ -775,8 +762,7 @@ impl Levels for Mapping {
         }
         // The file grows (zeroes) to hold the level; a maker that died after this left the same.
         let short = shared::file::file_size(self.fd).is_ok_and(|s| s < off + len);
-        // SAFETY: `fd` is open for writing; ftruncate has no memory arguments.
-        if short && unsafe { libc::ftruncate(self.fd, (off + len) as libc::off_t) } != 0 {
+        if short && shared::file::set_len(self.fd, off + len).is_err() {
             return false;
         }
         self.map_level(k).is_some()
@@ -864,11 +850,9 @@ fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32), SharedError> {
         .filter(|n| n.is_power_of_two() && (2..=1 << 28).contains(n))
         .map_or(DEFAULT_ORDER, |n| n.trailing_zeros().max(5));
     let len = PAGE + (128usize << order);
-    // SAFETY: `fd` is open for writing; ftruncate has no memory arguments. Truncating to 0 first
-    // zeroes whatever a dead creator left.
-    if unsafe { libc::ftruncate(fd, 0) } != 0 || unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
-        return Err(SharedError::from_errno(shared::segment::errno()));
-    }
+    // Truncating to 0 first zeroes whatever a dead creator left.
+    shared::file::set_len(fd, 0)?;
+    shared::file::set_len(fd, len)?;
     let base = map(fd, len)?;
     // SAFETY: as for the probe: the header is at the start of the fresh mapping.
     let h = unsafe { &*(base as *const Header) };
@@ -918,13 +902,7 @@ use std::time::UNIX_EPOCH as UNIX_EPOCH_;
 
 #[cfg(not(ufutex_loom))]
 fn map(fd: libc::c_int, len: usize) -> Result<*mut u8, SharedError> {
-    // SAFETY: a fresh shared mapping of an open file; no existing memory is affected.
-    let p =
-        unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
-    if p == libc::MAP_FAILED {
-        return Err(SharedError::NoMemory);
-    }
-    Ok(p as *mut u8)
+    shared::file::map_shared(fd, len, 0)
 }
 
 #[cfg(not(ufutex_loom))]

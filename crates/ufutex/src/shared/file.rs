@@ -22,19 +22,13 @@ impl Segment {
         // have), or its header is of another version of ufutex or corrupt, and no process holds
         // a liveness lock in it (every process that ever claimed a slot in it is dead).
         if size != 0 && Segment::usable(fd, size)?.is_none() && !anyone_alive(fd) {
-            // SAFETY: `fd` is open for writing; ftruncate has no memory arguments.
-            if unsafe { libc::ftruncate(fd, 0) } != 0 {
-                return Err(SharedError::from_errno(errno()));
-            }
+            set_len(fd, 0)?;
             size = 0;
         }
         if size == 0 {
             // A new segment: make it ours.
             let layout = Layout::from_env();
-            // SAFETY: `fd` is open for writing; ftruncate has no memory arguments.
-            if unsafe { libc::ftruncate(fd, layout.len() as libc::off_t) } != 0 {
-                return Err(SharedError::from_errno(errno()));
-            }
+            set_len(fd, layout.len())?;
             let seg = Segment::mmap(fd, layout)?;
             for b in 0..layout.buckets {
                 let b = seg.bucket(b)?;
@@ -85,17 +79,7 @@ impl Segment {
     /// Map `layout.len()` bytes of `fd` (one page for an all-zero layout: the header probe).
     fn mmap(fd: libc::c_int, layout: Layout) -> Result<Segment, SharedError> {
         let len = if layout.procs == 0 { PAGE } else { layout.len() };
-        // SAFETY: a fresh shared mapping of an open file; no existing memory is affected.
-        let p = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
-        };
-        if p == libc::MAP_FAILED {
-            return Err(match errno() {
-                libc::ENOMEM => SharedError::NoMemory,
-                _ => SharedError::Fault,
-            });
-        }
-        Ok(Segment { base: p as *mut u8, layout })
+        Ok(Segment { base: map_shared(fd, len, 0)?, layout })
     }
 
     /// Unmap a header probe (never a segment in use).
@@ -203,6 +187,34 @@ fn check_owner(fd: libc::c_int) -> Result<(), SharedError> {
         return Err(SharedError::Access);
     }
     Ok(())
+}
+
+/// Set the size of the open file `fd` to `len` bytes (growing adds zeroes).
+pub(crate) fn set_len(fd: libc::c_int, len: usize) -> Result<(), SharedError> {
+    let len = libc::off_t::try_from(len).map_err(|_| SharedError::NoMemory)?;
+    // SAFETY: `fd` is open for writing (the callers opened it so); ftruncate has no memory
+    // arguments.
+    if unsafe { libc::ftruncate(fd, len) } != 0 {
+        return Err(SharedError::from_errno(errno()));
+    }
+    Ok(())
+}
+
+/// A new shared read-write mapping of `len` bytes of the open file `fd` from `off` (a multiple
+/// of the page size). The caller keeps it for as long as it holds references into it (the
+/// segment and the namespaces: for good).
+pub(crate) fn map_shared(fd: libc::c_int, len: usize, off: usize) -> Result<*mut u8, SharedError> {
+    let off = libc::off_t::try_from(off).map_err(|_| SharedError::NoMemory)?;
+    // SAFETY: a fresh mapping at an address the kernel chooses; no existing memory is affected.
+    let p =
+        unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, off) };
+    if p == libc::MAP_FAILED {
+        return Err(match errno() {
+            libc::ENOMEM => SharedError::NoMemory,
+            _ => SharedError::Fault,
+        });
+    }
+    Ok(p.cast())
 }
 
 pub(crate) fn file_size(fd: libc::c_int) -> Result<usize, SharedError> {
