@@ -456,9 +456,10 @@ int ufutex_cond_broadcast(ufutex_cond_t *c);
 /*
  * Named objects: semaphores, events, mutexes and raw words found by a 64-bit key in a
  * namespace, a file of the user's beside the shared table (ns-<name>; the same location rules,
- * mode 0600 and EACCES checks as the shared table; a new one has 2^21 slots, or
+ * mode 0600 and EACCES checks as the shared table; a new one has 2^16 slots, or
  * UFUTEX_NAMED_SLOTS, a power of two of at least 32: a sparse file of 128 bytes per slot, which
- * grows by a level twice as large whenever its newest level is half used). Looking an object up
+ * grows by a level twice as large whenever its newest level is half used; a namespace meant for
+ * millions of objects is faster made with that many slots at once). Looking an object up
  * takes no lock and no system call; operating on it enters the kernel only to sleep or wake. All
  * processes of a namespace trust each other (one user). The C calls take 64-bit keys (the Rust
  * API also takes byte-string names of up to 56 bytes).
