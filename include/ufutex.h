@@ -474,12 +474,16 @@ int ufutex_cond_broadcast(ufutex_cond_t *c);
  * Conventions: -1 and errno on failure, like the futex calls. The open calls return 0 when they
  * created the object and 1 when it existed; flags: 0 (open: ENOENT if absent), UFUTEX_CREAT
  * (open or create), UFUTEX_CREAT | UFUTEX_EXCL (create: EEXIST if present); another kind under
- * the key is EINVAL. A handle (struct ufutex_obj) names its object until the object is removed,
+ * the key is EINVAL. An open checks the namespace pointer (EINVAL), the flags (EINVAL), then that
+ * its out-pointers can be written (EFAULT: NULL, unwritable or misaligned), and only then looks
+ * the key up or creates it, so a failed open changes nothing. Pointers passed in (handles,
+ * names) are read without trusting them: EFAULT, never a crash. A handle (struct ufutex_obj)
+ * names its object until the object is removed,
  * then EIDRM, even after the key is reused. Deadlines are absolute on CLOCK_MONOTONIC or
  * CLOCK_REALTIME (NULL: none): ETIMEDOUT, EINTR as for ufutex_wait.
  *
  * A handle does not carry its object's kind: each call asks the object. A call on a handle
- * checks, in this order: a NULL handle, EFAULT; a namespace pointer this library did not return,
+ * checks, in this order: a NULL or unreadable handle, EFAULT; a namespace pointer this library did not return,
  * EINVAL; a removed object, EIDRM; an object of another kind than the call's (ufutex_sem_post on
  * a mutex's handle, ufutex_nmutex_lock on an event's, ...), EINVAL; then the timeout as
  * ufutex_wait checks it (clock, then the timespec). Only then does the operation run.

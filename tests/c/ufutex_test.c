@@ -1299,8 +1299,9 @@ static void test_named(void)
 	struct ufutex_obj o64, o8;
 	CHECK(ufutex_word_open_sized(ns, 5, UFUTEX_CREAT, UFUTEX_SIZE_U64, &o64, &w64) == 0 && w64 &&
 	      ((uintptr_t)w64 & 7) == 0 && *(uint64_t *)w64 == 0);
-	FAILS(ufutex_word_open_sized(ns, 5, 0, UFUTEX_SIZE_U32, NULL, &w8), EINVAL);
-	FAILS(ufutex_word_open_sized(ns, 5, 0, 7, NULL, &w8), EINVAL);
+	FAILS(ufutex_word_open_sized(ns, 5, 0, UFUTEX_SIZE_U32, &o8, &w8), EINVAL); /* another size */
+	FAILS(ufutex_word_open_sized(ns, 5, 0, 7, NULL, &w8), EINVAL);            /* no such size first */
+	FAILS(ufutex_word_open_sized(ns, 5, 0, UFUTEX_SIZE_U64, NULL, &w8), EFAULT); /* then out */
 	CHECK(ufutex_word_open_sized(ns, 6, UFUTEX_CREAT, UFUTEX_SIZE_U8, &o8, &w8) == 0 && *(uint8_t *)w8 == 0);
 	*(uint64_t *)w64 = 1ULL << 40;
 	FAILS(ufutex_wait(w64, 0, ~0UL, UFUTEX_SIZE_U64, NULL, 0), EAGAIN);
@@ -1670,6 +1671,24 @@ static void test_named_counted(void)
 	FAILS(ufutex_obj_close(NULL), EFAULT);
 	struct ufutex_obj bogus = {(ufutex_ns_t *)&a, 0, 0};
 	FAILS(ufutex_obj_close(&bogus), EINVAL);
+
+	/* Unreadable handles and names, unwritable out-pointers: EFAULT, never a crash, and an open
+	 * whose out-pointer cannot be written creates nothing. */
+	FAILS(ufutex_obj_close(inaccessible), EFAULT);
+	FAILS(ufutex_sem_post(inaccessible, 1), EFAULT);
+	FAILS(ufutex_nmutex_unlock(inaccessible), EFAULT);
+	errno = 0;
+	CHECK(ufutex_ns_open(inaccessible) == NULL && errno == EFAULT);
+	FAILS(ufutex_ns_unlink(inaccessible), EFAULT);
+	void *ro = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(ro != MAP_FAILED);
+	FAILS(ufutex_sem_open(ns, 5, UFUTEX_CREAT | C, 0, ro), EFAULT);
+	FAILS(ufutex_sem_open(ns, 5, UFUTEX_CREAT, 0, inaccessible), EFAULT);
+	FAILS(ufutex_sem_open(ns, 5, 0, 0, &a), ENOENT); /* nothing was created */
+	FAILS(ufutex_word_open_sized(ns, 5, UFUTEX_CREAT, UFUTEX_SIZE_U8, &a, ro), EFAULT);
+	FAILS(ufutex_word_open_sized(ns, 5, UFUTEX_CREAT, UFUTEX_SIZE_U8, ro, (void **)&word), EFAULT);
+	FAILS(ufutex_word_open_sized(ns, 5, 0, UFUTEX_SIZE_U8, &a, (void **)&word), ENOENT);
+	munmap(ro, 4096);
 	CHECK(ufutex_sem_open(ns, 2, UFUTEX_CREAT, 0, &p) == 0);
 	FAILS(ufutex_obj_close(&p), EBADF); /* a plain object's handle */
 	CHECK(ufutex_obj_remove(ns, 2) == 0);

@@ -29,7 +29,7 @@ use super::abi::{UFUTEX_SIZE_U16, UFUTEX_SIZE_U32, UFUTEX_SIZE_U64, UFUTEX_SIZE_
 use super::{entry, fault, validate, Errno};
 use crate::deadline::{Clock, Deadline, Timeout};
 use crate::named::{self, Acquired, Event, Kind, Mutex, NamedError, Namespace, Open, Semaphore, Waitable, Word};
-use crate::word::Futex;
+use crate::word::{Futex, Size};
 use libc::{c_char, c_int, c_long, c_uint, c_void, clockid_t, timespec};
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicPtr, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -96,17 +96,24 @@ fn namespace(p: *const Namespace) -> Result<&'static Namespace, Errno> {
         .ok_or(Errno::EINVAL)
 }
 
-/// A NUL-terminated name, read without trusting it.
-///
-/// # Safety
-/// `name` is NULL or a NUL-terminated string readable for the call.
-unsafe fn name_of(name: *const c_char) -> Result<String, Errno> {
-    if name.is_null() {
+/// The longest namespace name, in bytes (`Namespace::open` says which are valid).
+const NAME_LEN_MAX: usize = 64;
+
+/// A NUL-terminated namespace name, read byte by byte without trusting the pointer: `EFAULT`
+/// if NULL or unreadable before its NUL, `EINVAL` if longer than a name can be or not UTF-8.
+fn name_of(name: *const c_char) -> Result<String, Errno> {
+    let at = name as usize;
+    if at == 0 {
         return Err(Errno::EFAULT);
     }
-    // SAFETY: NUL-terminated and readable, per the contract.
-    let s = unsafe { std::ffi::CStr::from_ptr(name) };
-    s.to_str().map(str::to_string).map_err(|_| Errno::EINVAL)
+    let mut bytes = Vec::new();
+    for i in 0..=NAME_LEN_MAX {
+        match fault::read_word(at.checked_add(i).ok_or(Errno::EFAULT)?, Size::U8)? as u8 {
+            0 => return String::from_utf8(bytes).map_err(|_| Errno::EINVAL),
+            b => bytes.push(b),
+        }
+    }
+    Err(Errno::EINVAL)
 }
 
 /// An open's flags: how, and whether the object is a counted one.
@@ -128,13 +135,38 @@ fn deadline(ts: *const timespec, clockid: clockid_t) -> Result<Option<Deadline>,
     }))
 }
 
+/// The caller's `struct ufutex_obj` at `at`, read without trusting the pointer: `EFAULT` if it
+/// is NULL or does not read.
+fn read_obj(at: usize) -> Result<UfutexObj, Errno> {
+    if at == 0 {
+        return Err(Errno::EFAULT);
+    }
+    let (ns, ids) = (fault::read_u64(at)?, fault::read_u64(at.checked_add(8).ok_or(Errno::EFAULT)?)?);
+    let ids = ids.to_ne_bytes();
+    Ok(UfutexObj {
+        ns: ns as usize as *const Namespace,
+        slot: u32::from_ne_bytes([ids[0], ids[1], ids[2], ids[3]]),
+        gen: u32::from_ne_bytes([ids[4], ids[5], ids[6], ids[7]]),
+    })
+}
+
+/// Whether `len` bytes at `at` (8-aligned) can be written: `EFAULT` if `at` is NULL, misaligned
+/// or not writable. Checked before an open, so that a bad out-pointer changes nothing.
+fn writable(at: usize, len: usize) -> Result<(), Errno> {
+    if at == 0 || !at.is_multiple_of(8) {
+        return Err(Errno::EFAULT);
+    }
+    for off in (0..len).step_by(8) {
+        fault::check_writable(at.checked_add(off).ok_or(Errno::EFAULT)?, Size::U64)?;
+    }
+    Ok(())
+}
+
 /// The live object a handle names, of kind `want`: checks 1–4 of the module docs, in order.
 ///
-/// # Safety
-/// `o` is NULL or points to a readable `struct ufutex_obj`.
-unsafe fn handle(o: *const UfutexObj, want: Kind) -> Result<(&'static Namespace, u32, u32), Errno> {
-    // SAFETY: NULL or readable, per the contract.
-    let o = unsafe { o.as_ref() }.ok_or(Errno::EFAULT)?;
+/// `o` is read fault-safely (`EFAULT` if it does not read).
+fn handle(o: *const UfutexObj, want: Kind) -> Result<(&'static Namespace, u32, u32), Errno> {
+    let o = read_obj(o as usize)?;
     let ns = namespace(o.ns)?;
     if ns.kind(o.slot, o.gen).map_err(errno)? != want {
         return Err(Errno::EINVAL);
@@ -143,66 +175,42 @@ unsafe fn handle(o: *const UfutexObj, want: Kind) -> Result<(&'static Namespace,
 }
 
 /// The semaphore a handle names (see [`handle`]).
-///
-/// # Safety
-/// As [`handle`].
-unsafe fn semaphore(o: *const UfutexObj) -> Result<Semaphore<'static>, Errno> {
-    // SAFETY: forwarded contract.
-    let (ns, slot, gen) = unsafe { handle(o, Kind::Semaphore) }?;
+fn semaphore(o: *const UfutexObj) -> Result<Semaphore<'static>, Errno> {
+    let (ns, slot, gen) = handle(o, Kind::Semaphore)?;
     Ok(Semaphore { ns, slot, gen })
 }
 
 /// The event a handle names (see [`handle`]).
-///
-/// # Safety
-/// As [`handle`].
-unsafe fn event(o: *const UfutexObj) -> Result<Event<'static>, Errno> {
-    // SAFETY: forwarded contract.
-    let (ns, slot, gen) = unsafe { handle(o, Kind::Event) }?;
+fn event(o: *const UfutexObj) -> Result<Event<'static>, Errno> {
+    let (ns, slot, gen) = handle(o, Kind::Event)?;
     Ok(Event { ns, slot, gen })
 }
 
 /// The mutex a handle names (see [`handle`]).
-///
-/// # Safety
-/// As [`handle`].
-unsafe fn mutex(o: *const UfutexObj) -> Result<Mutex<'static>, Errno> {
-    // SAFETY: forwarded contract.
-    let (ns, slot, gen) = unsafe { handle(o, Kind::Mutex) }?;
+fn mutex(o: *const UfutexObj) -> Result<Mutex<'static>, Errno> {
+    let (ns, slot, gen) = handle(o, Kind::Mutex)?;
     Ok(Mutex { ns, slot, gen })
 }
 
-/// Hand a new handle out through `out`; a counted open's reference is given back if it cannot
-/// be (a NULL `out`).
+/// Hand a new handle out through `out`, which [`writable`] passed before the open.
 ///
 /// # Safety
-/// `out` is NULL or points to a writable `struct ufutex_obj`.
-unsafe fn give(
-    out: *mut UfutexObj,
-    ns: &'static Namespace,
-    (slot, gen): (u32, u32),
-    (existed, counted): (bool, bool),
-) -> Result<c_long, Errno> {
-    // SAFETY: NULL or writable, per the contract.
-    let Some(out) = (unsafe { out.as_mut() }) else {
-        if counted {
-            let _ = ns.let_go(slot, gen);
-        }
-        return Err(Errno::EFAULT);
-    };
-    *out = UfutexObj { ns, slot, gen };
-    Ok(c_long::from(existed))
+/// `out` was found writable for a `struct ufutex_obj` (memory found mapped stays mapped for the
+/// call: the module's contract).
+unsafe fn give(out: *mut UfutexObj, ns: &'static Namespace, (slot, gen): (u32, u32), existed: bool) -> c_long {
+    // SAFETY: writable and 8-aligned, checked by the caller.
+    unsafe { out.write(UfutexObj { ns, slot, gen }) };
+    c_long::from(existed)
 }
 
 /// Open (or create) the namespace `name`; the same pointer for the same name in one process.
 ///
 /// # Safety
-/// `name` is NULL or a NUL-terminated string.
+/// `name` is any pointer (read fault-safely: `EFAULT`).
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_ns_open(name: *const c_char) -> *mut Namespace {
     let r = entry(|| {
-        // SAFETY: forwarded contract.
-        let name = unsafe { name_of(name) }?;
+        let name = name_of(name)?;
         let _g = OPENING.lock().unwrap_or_else(|e| e.into_inner());
         for slot in &OPEN {
             let e = slot.load(Ordering::Acquire);
@@ -231,12 +239,11 @@ pub unsafe extern "C" fn ufutex_ns_open(name: *const c_char) -> *mut Namespace {
 /// Remove the namespace `name`'s file (processes keep their mapping).
 ///
 /// # Safety
-/// `name` is NULL or a NUL-terminated string.
+/// `name` is any pointer (read fault-safely: `EFAULT`).
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_ns_unlink(name: *const c_char) -> c_long {
     entry(|| {
-        // SAFETY: forwarded contract.
-        let name = unsafe { name_of(name) }?;
+        let name = name_of(name)?;
         Namespace::unlink(&name).map(|()| 0).map_err(errno)
     })
 }
@@ -254,12 +261,11 @@ pub unsafe extern "C" fn ufutex_obj_remove(ns: *const Namespace, key: u64) -> c_
 /// handle of the last process that holds it. `EBADF` if this process holds none.
 ///
 /// # Safety
-/// `o` is NULL or points to a readable `struct ufutex_obj`.
+/// None: `o` is read fault-safely (`EFAULT`).
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_obj_close(o: *const UfutexObj) -> c_long {
     entry(|| {
-        // SAFETY: NULL or readable, per the contract.
-        let o = unsafe { o.as_ref() }.ok_or(Errno::EFAULT)?;
+        let o = read_obj(o as usize)?;
         match namespace(o.ns)?.let_go(o.slot, o.gen).map_err(errno)? {
             true => Ok(0),
             false => Err(Errno(libc::EBADF)),
@@ -270,7 +276,7 @@ pub unsafe extern "C" fn ufutex_obj_close(o: *const UfutexObj) -> c_long {
 /// Open or create the counting semaphore `key` (`initial`: a new one's count).
 ///
 /// # Safety
-/// `ns` is any pointer (checked); `out` is NULL or a writable `struct ufutex_obj`.
+/// `ns` is any pointer (checked); `out` is any pointer (checked writable before the open: `EFAULT`).
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_sem_open(
     ns: *const Namespace,
@@ -282,21 +288,21 @@ pub unsafe extern "C" fn ufutex_sem_open(
     entry(|| {
         let ns = namespace(ns)?;
         let (how, counted) = how(flags)?;
+        writable(out as usize, size_of::<UfutexObj>())?;
         let (s, existed) = ns.open_semaphore(key.into(), how, initial, counted).map_err(errno)?;
-        // SAFETY: forwarded contract.
-        unsafe { give(out, ns, (s.slot, s.gen), (existed, counted)) }
+        // SAFETY: `out` found writable above.
+        Ok(unsafe { give(out, ns, (s.slot, s.gen), existed) })
     })
 }
 
 /// Add `n` to the count, waking up to `n` waiters.
 ///
 /// # Safety
-/// `o` is NULL or a readable `struct ufutex_obj`.
+/// `o` is any pointer (read fault-safely: `EFAULT`).
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_sem_post(o: *const UfutexObj, n: c_uint) -> c_long {
     entry(|| {
-        // SAFETY: forwarded contract.
-        let s = unsafe { semaphore(o) }?;
+        let s = semaphore(o)?;
         s.post(n).map(|()| 0).map_err(errno)
     })
 }
@@ -304,12 +310,11 @@ pub unsafe extern "C" fn ufutex_sem_post(o: *const UfutexObj, n: c_uint) -> c_lo
 /// Take one from the count, sleeping while it is 0, until the absolute `timeout` on `clockid`.
 ///
 /// # Safety
-/// `o` is NULL or a readable `struct ufutex_obj`; `timeout` NULL or a readable timespec.
+/// `o` is any pointer (read fault-safely: `EFAULT`); `timeout` NULL or a readable timespec.
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_sem_wait(o: *const UfutexObj, timeout: *const timespec, clockid: clockid_t) -> c_long {
     entry(|| {
-        // SAFETY: forwarded contract.
-        let s = unsafe { semaphore(o) }?;
+        let s = semaphore(o)?;
         s.wait(deadline(timeout, clockid)?).map(|()| 0).map_err(errno)
     })
 }
@@ -317,12 +322,11 @@ pub unsafe extern "C" fn ufutex_sem_wait(o: *const UfutexObj, timeout: *const ti
 /// Take one from the count if it is above 0, else `EAGAIN`.
 ///
 /// # Safety
-/// `o` is NULL or a readable `struct ufutex_obj`.
+/// `o` is any pointer (read fault-safely: `EFAULT`).
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_sem_trywait(o: *const UfutexObj) -> c_long {
     entry(|| {
-        // SAFETY: forwarded contract.
-        let s = unsafe { semaphore(o) }?;
+        let s = semaphore(o)?;
         match s.try_wait().map_err(errno)? {
             true => Ok(0),
             false => Err(Errno::EAGAIN),
@@ -333,7 +337,7 @@ pub unsafe extern "C" fn ufutex_sem_trywait(o: *const UfutexObj) -> c_long {
 /// Open or create the event `key` (`manual`: manual reset; `signaled`: a new one's state).
 ///
 /// # Safety
-/// `ns` is any pointer (checked); `out` is NULL or a writable `struct ufutex_obj`.
+/// `ns` is any pointer (checked); `out` is any pointer (checked writable before the open: `EFAULT`).
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_event_open(
     ns: *const Namespace,
@@ -346,20 +350,17 @@ pub unsafe extern "C" fn ufutex_event_open(
     entry(|| {
         let ns = namespace(ns)?;
         let (how, counted) = how(flags)?;
+        writable(out as usize, size_of::<UfutexObj>())?;
         let (e, existed) = ns.open_event(key.into(), how, (manual != 0, signaled != 0), counted).map_err(errno)?;
-        // SAFETY: forwarded contract.
-        unsafe { give(out, ns, (e.slot, e.gen), (existed, counted)) }
+        // SAFETY: `out` found writable above.
+        Ok(unsafe { give(out, ns, (e.slot, e.gen), existed) })
     })
 }
 
 /// Event operations: 0 set, 1 reset, 2 pulse.
-///
-/// # Safety
-/// `o` is NULL or a readable `struct ufutex_obj`.
-unsafe fn event_op(o: *const UfutexObj, op: u8) -> c_long {
+fn event_op(o: *const UfutexObj, op: u8) -> c_long {
     entry(|| {
-        // SAFETY: forwarded contract.
-        let e = unsafe { event(o) }?;
+        let e = event(o)?;
         match op {
             0 => e.set(),
             1 => e.reset(),
@@ -373,37 +374,34 @@ unsafe fn event_op(o: *const UfutexObj, op: u8) -> c_long {
 /// Signal the event.
 ///
 /// # Safety
-/// `o` is NULL or a readable `struct ufutex_obj`.
+/// `o` is any pointer (read fault-safely: `EFAULT`).
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_event_set(o: *const UfutexObj) -> c_long {
-    // SAFETY: forwarded contract.
-    unsafe { event_op(o, 0) }
+    event_op(o, 0)
 }
 
 /// Make the event unsignaled.
 ///
 /// # Safety
-/// `o` is NULL or a readable `struct ufutex_obj`.
+/// `o` is any pointer (read fault-safely: `EFAULT`).
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_event_reset(o: *const UfutexObj) -> c_long {
-    // SAFETY: forwarded contract.
-    unsafe { event_op(o, 1) }
+    event_op(o, 1)
 }
 
 /// Release the event's current waiters, leaving it unsignaled.
 ///
 /// # Safety
-/// `o` is NULL or a readable `struct ufutex_obj`.
+/// `o` is any pointer (read fault-safely: `EFAULT`).
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_event_pulse(o: *const UfutexObj) -> c_long {
-    // SAFETY: forwarded contract.
-    unsafe { event_op(o, 2) }
+    event_op(o, 2)
 }
 
 /// Wait until the event is signaled (auto: taking it) or pulsed, until `timeout`.
 ///
 /// # Safety
-/// `o` is NULL or a readable `struct ufutex_obj`; `timeout` NULL or a readable timespec.
+/// `o` is any pointer (read fault-safely: `EFAULT`); `timeout` NULL or a readable timespec.
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_event_wait(
     o: *const UfutexObj,
@@ -411,8 +409,7 @@ pub unsafe extern "C" fn ufutex_event_wait(
     clockid: clockid_t,
 ) -> c_long {
     entry(|| {
-        // SAFETY: forwarded contract.
-        let e = unsafe { event(o) }?;
+        let e = event(o)?;
         e.wait(deadline(timeout, clockid)?).map(|()| 0).map_err(errno)
     })
 }
@@ -420,7 +417,7 @@ pub unsafe extern "C" fn ufutex_event_wait(
 /// Open or create the mutex `key`.
 ///
 /// # Safety
-/// `ns` is any pointer (checked); `out` is NULL or a writable `struct ufutex_obj`.
+/// `ns` is any pointer (checked); `out` is any pointer (checked writable before the open: `EFAULT`).
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_nmutex_open(
     ns: *const Namespace,
@@ -431,9 +428,10 @@ pub unsafe extern "C" fn ufutex_nmutex_open(
     entry(|| {
         let ns = namespace(ns)?;
         let (how, counted) = how(flags)?;
+        writable(out as usize, size_of::<UfutexObj>())?;
         let (m, existed) = ns.open_mutex(key.into(), how, counted).map_err(errno)?;
-        // SAFETY: forwarded contract.
-        unsafe { give(out, ns, (m.slot, m.gen), (existed, counted)) }
+        // SAFETY: `out` found writable above.
+        Ok(unsafe { give(out, ns, (m.slot, m.gen), existed) })
     })
 }
 
@@ -448,7 +446,7 @@ fn acquired(a: Acquired) -> c_long {
 /// (positive) when taken from a dead owner.
 ///
 /// # Safety
-/// `o` is NULL or a readable `struct ufutex_obj`; `timeout` NULL or a readable timespec.
+/// `o` is any pointer (read fault-safely: `EFAULT`); `timeout` NULL or a readable timespec.
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_nmutex_lock(
     o: *const UfutexObj,
@@ -456,8 +454,7 @@ pub unsafe extern "C" fn ufutex_nmutex_lock(
     clockid: clockid_t,
 ) -> c_long {
     entry(|| {
-        // SAFETY: forwarded contract.
-        let m = unsafe { mutex(o) }?;
+        let m = mutex(o)?;
         m.lock(deadline(timeout, clockid)?).map(acquired).map_err(errno)
     })
 }
@@ -465,12 +462,11 @@ pub unsafe extern "C" fn ufutex_nmutex_lock(
 /// Lock the mutex if it can be had at once: 0 or `EOWNERDEAD` as for lock; `EBUSY` if held.
 ///
 /// # Safety
-/// `o` is NULL or a readable `struct ufutex_obj`.
+/// `o` is any pointer (read fault-safely: `EFAULT`).
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_nmutex_trylock(o: *const UfutexObj) -> c_long {
     entry(|| {
-        // SAFETY: forwarded contract.
-        let m = unsafe { mutex(o) }?;
+        let m = mutex(o)?;
         m.try_lock().map_err(errno)?.map(acquired).ok_or(Errno(libc::EBUSY))
     })
 }
@@ -478,12 +474,11 @@ pub unsafe extern "C" fn ufutex_nmutex_trylock(o: *const UfutexObj) -> c_long {
 /// Release the mutex once (its owner thread only: else `EPERM`).
 ///
 /// # Safety
-/// `o` is NULL or a readable `struct ufutex_obj`.
+/// `o` is any pointer (read fault-safely: `EFAULT`).
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_nmutex_unlock(o: *const UfutexObj) -> c_long {
     entry(|| {
-        // SAFETY: forwarded contract.
-        let m = unsafe { mutex(o) }?;
+        let m = mutex(o)?;
         m.unlock().map(|()| 0).map_err(errno)
     })
 }
@@ -492,8 +487,7 @@ pub unsafe extern "C" fn ufutex_nmutex_unlock(o: *const UfutexObj) -> c_long {
 /// process-shared futex word for `ufutex_wait`/`ufutex_wake` (without `UFUTEX_PRIVATE`).
 ///
 /// # Safety
-/// `ns` is any pointer (checked); `out` NULL or a writable `struct ufutex_obj`; `word` NULL or
-/// a writable pointer.
+/// `ns` is any pointer (checked); `out` and `word` are any pointers (checked writable before the open: `EFAULT`).
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_word_open(
     ns: *const Namespace,
@@ -539,9 +533,12 @@ pub unsafe extern "C" fn ufutex_word_open_sized(
     }
     entry(|| {
         let ns = namespace(ns)?;
-        // SAFETY: NULL or writable, per the contract.
-        let word = unsafe { word.as_mut() }.ok_or(Errno::EFAULT)?;
+        writable(word as usize, size_of::<*mut c_void>())?;
         let how = how(flags)?;
+        if ![UFUTEX_SIZE_U8, UFUTEX_SIZE_U16, UFUTEX_SIZE_U32, UFUTEX_SIZE_U64].contains(&size) {
+            return Err(Errno::EINVAL);
+        }
+        writable(out as usize, size_of::<UfutexObj>())?;
         let (at, slot, gen, existed) = match size {
             UFUTEX_SIZE_U8 => open::<AtomicU8>(ns, key, how)?,
             UFUTEX_SIZE_U16 => open::<AtomicU16>(ns, key, how)?,
@@ -549,9 +546,10 @@ pub unsafe extern "C" fn ufutex_word_open_sized(
             UFUTEX_SIZE_U64 => open::<AtomicU64>(ns, key, how)?,
             _ => return Err(Errno::EINVAL),
         };
-        *word = at;
-        // SAFETY: forwarded contract.
-        unsafe { give(out, ns, (slot, gen), (existed, how.1)) }
+        // SAFETY: `word` found writable (and 8-aligned) above.
+        unsafe { word.write(at) };
+        // SAFETY: `out` found writable above.
+        Ok(unsafe { give(out, ns, (slot, gen), existed) })
     })
 }
 
@@ -613,18 +611,8 @@ impl Entry {
 /// bytes does not read).
 fn read_entry(objs: usize, i: usize) -> Result<UfutexWaitable, Errno> {
     let at = i.checked_mul(size_of::<UfutexWaitable>()).and_then(|off| objs.checked_add(off)).ok_or(Errno::EFAULT)?;
-    let field = |off: usize| -> Result<[u8; 8], Errno> {
-        Ok(fault::read_u64(at.checked_add(off).ok_or(Errno::EFAULT)?)?.to_ne_bytes())
-    };
-    let (ns, ids, val) = (field(0)?, field(8)?, field(16)?);
-    Ok(UfutexWaitable {
-        obj: UfutexObj {
-            ns: usize::from_ne_bytes(ns) as *const Namespace,
-            slot: u32::from_ne_bytes([ids[0], ids[1], ids[2], ids[3]]),
-            gen: u32::from_ne_bytes([ids[4], ids[5], ids[6], ids[7]]),
-        },
-        val: u64::from_ne_bytes(val),
-    })
+    let obj = read_obj(at)?;
+    Ok(UfutexWaitable { obj, val: fault::read_u64(at.checked_add(16).ok_or(Errno::EFAULT)?)? })
 }
 
 /// Wait until one of `n` objects is ready and take it: its index, with
