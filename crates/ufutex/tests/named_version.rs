@@ -16,7 +16,15 @@ fn ns_file() -> std::path::PathBuf {
     std::path::PathBuf::from(std::env::var_os("UFUTEX_SHARED_DIR").unwrap()).join(format!("ns-{NS}"))
 }
 
-/// Write `version` over the namespace file's header (bytes 8..12: after the magic).
+/// The namespace file's layout version (bytes 8..12 of its header: after the magic).
+fn version() -> u32 {
+    let f = std::fs::File::open(ns_file()).unwrap();
+    let mut b = [0u8; 4];
+    f.read_exact_at(&mut b, 8).unwrap();
+    u32::from_ne_bytes(b)
+}
+
+/// Write `version` over the namespace file's header.
 fn set_version(version: u32) {
     let f = std::fs::OpenOptions::new().write(true).open(ns_file()).unwrap();
     f.write_all_at(&version.to_ne_bytes(), 8).unwrap();
@@ -32,7 +40,8 @@ fn another_version_is_made_afresh_when_unused() {
         ns.semaphore(7, Open::CreateNew, 3).map_or(2, |_| 0)
     });
     assert_eq!(reap(maker), 0);
-    set_version(4);
+    let current = version();
+    set_version(current - 1);
     // While a process has it mapped, it is refused; not made afresh under that process.
     let step = common::shared_word();
     let user = child(|| {
@@ -45,13 +54,13 @@ fn another_version_is_made_afresh_when_unused() {
         }
         0
     });
-    set_version(5);
+    set_version(current);
     let t = Instant::now();
     while step.load(Ordering::SeqCst) != 1 {
         assert!(t.elapsed() < Duration::from_secs(20), "the user never opened it");
         std::thread::sleep(Duration::from_millis(1));
     }
-    set_version(4);
+    set_version(current - 1);
     let refused = child(|| match Namespace::open(NS) {
         Err(NamedError::Shared(SharedError::NotRecoverable)) => 0,
         other => {

@@ -154,6 +154,8 @@ impl Namespace {
             return Ok(m.as_mut().expect("checked"));
         }
         let n = p.me.slot;
+        // Before the ledger exists: a reaper that reads 0 here finds no ledger but a live one's.
+        self.header.ledgers.store(1, Ordering::Release);
         let ledger = self.holders.ledger(n, true).ok_or(NamedError::Shared(SharedError::Access))?;
         let t = self.table();
         t.locked(p.me, p, &wake_all, || {
@@ -257,6 +259,9 @@ impl Namespace {
     /// # Errors
     /// `Shared(_)` if the shared table or the user's directory cannot be used.
     pub fn reap(&self) -> Result<usize, NamedError> {
+        if self.header.ledgers.load(Ordering::Acquire) == 0 {
+            return Ok(0); // no process ever held a counted object here
+        }
         let (dir, stem) = self.holders.prefix.rsplit_once('/').ok_or(NamedError::Invalid)?;
         let entries = std::fs::read_dir(dir).map_err(|_| NamedError::Shared(SharedError::Access))?;
         let numbers: Vec<u32> = entries

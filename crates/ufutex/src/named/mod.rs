@@ -47,7 +47,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 const MAGIC: u64 = 0x5546_5554_584e_5331; // "UFUTXNS1"
-const VERSION: u32 = 5;
+const VERSION: u32 = 6;
 const PAGE: usize = 4096;
 const KIND_SEMAPHORE: u32 = 1;
 const KIND_MUTEX: u32 = 3;
@@ -825,15 +825,14 @@ fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32), SharedError> {
     let size = shared::file::file_size(fd)?;
     let (mut published, mut order, mut version) = (false, 0, 0);
     if size >= PAGE {
-        let probe = map(fd, PAGE)?;
-        // SAFETY: a page-aligned mapping of the file's first page (it has one); the header is
-        // atomics.
-        let h = unsafe { &*(probe as *const Header) };
-        published = h.magic.load(Ordering::Acquire) == MAGIC;
-        order = h.order.load(Ordering::Relaxed);
-        version = h.version.load(Ordering::Relaxed);
-        // SAFETY: the probe mapping is ours and no reference to it outlives this.
-        unsafe { libc::munmap(probe as *mut libc::c_void, PAGE) };
+        // The header's magic, version and order (`Header`'s first 16 bytes), read, not mapped:
+        // the creator published it under the flock we hold, so a read sees all of it.
+        let mut h = [0u8; 16];
+        shared::file::read_at(fd, &mut h, 0)?;
+        let word = |at: usize| u32::from_ne_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+        published = u64::from_ne_bytes(h[..8].try_into().expect("8 bytes")) == MAGIC;
+        version = word(8);
+        order = word(12);
     }
     if published {
         let ok = version == VERSION && (5..=28).contains(&order) && size >= PAGE + (128 << order);

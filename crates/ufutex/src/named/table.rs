@@ -148,6 +148,7 @@ impl Header {
             nonce: AtomicU64::new(0),
             levels: AtomicU32::new(0),
             used: std::array::from_fn(|_| AtomicU32::new(0)),
+            ledgers: AtomicU32::new(0),
         }
     }
 }
@@ -184,6 +185,9 @@ pub(crate) struct Header {
     /// Per level, the slots ever taken from Empty (tombstones included): a level half used
     /// makes the next.
     pub(crate) used: [AtomicU32; MAX_LEVELS as usize],
+    /// 1 once some process kept a ledger of counted objects here: until then there is nothing
+    /// to reap (`counted.rs`), and opening the namespace reads no directory.
+    pub(crate) ledgers: AtomicU32,
 }
 
 /// The most levels a namespace has: level `k` has `n << k` slots (`n`: level 0's), so a

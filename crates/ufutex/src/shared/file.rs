@@ -217,6 +217,18 @@ pub(crate) fn map_shared(fd: libc::c_int, len: usize, off: usize) -> Result<*mut
     Ok(p.cast())
 }
 
+/// Read `buf.len()` bytes of the open file `fd` at `off` (short at its end: the rest zero).
+pub(crate) fn read_at(fd: libc::c_int, buf: &mut [u8], off: usize) -> Result<(), SharedError> {
+    let off = libc::off_t::try_from(off).map_err(|_| SharedError::Invalid)?;
+    buf.fill(0);
+    // SAFETY: `buf` is writable for its length for the call; `fd` is open.
+    let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), off) };
+    if n < 0 {
+        return Err(SharedError::from_errno(errno()));
+    }
+    Ok(())
+}
+
 pub(crate) fn file_size(fd: libc::c_int) -> Result<usize, SharedError> {
     // SAFETY: an all-zero stat is a valid out-buffer.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
