@@ -120,6 +120,7 @@
 #define UFUTEX_H
 
 #include <stdint.h>
+#include <sys/types.h> /* clockid_t, also under strict ISO C */
 #include <time.h>
 
 #ifdef __cplusplus

@@ -20,8 +20,12 @@ build() { # name source: against whatever PKG_CONFIG_PATH points at
   cc "${cflags[@]}" -o "$tmp/$1" "$2" $(pkg-config --cflags --libs ufutex)
 }
 
-# Header vs kernel uapi (compile-time) and in C++.
+# Header vs kernel uapi (compile-time) and in C++; and alone under strict ISO C11 (no feature
+# macros: clockid_t must come from the header's own includes; C11 for _Static_assert).
 build abi_layout tests/c/abi_layout.c
+printf '#include <ufutex.h>\nint main(void) { return UFUTEX_CREAT - 1; }\n' >"$tmp/strict.c"
+# shellcheck disable=SC2046
+cc -std=c11 -pedantic -Wall -Wextra -Werror -o "$tmp/strict" "$tmp/strict.c" $(pkg-config --cflags --libs ufutex)
 printf '#include <ufutex.h>\nint main() { struct ufutex_waitv v = {}; return (int)sizeof(v) - 24; }\n' >"$tmp/cxx.cc"
 # shellcheck disable=SC2046
 c++ -Wall -Werror -o "$tmp/cxx" "$tmp/cxx.cc" $(pkg-config --cflags --libs ufutex)
