@@ -71,8 +71,11 @@ fn another_version_is_made_afresh_when_unused() {
     assert_eq!(reap(refused), 0, "a namespace in use is never pulled away");
     step.store(2, Ordering::SeqCst);
     assert_eq!(reap(user), 0);
-    // Nobody uses it now: made afresh, empty.
+    // Nobody uses it now: made afresh, empty, and a ledger file of the old one goes with it.
+    let stale = ns_file().with_file_name(format!("ns-{NS}+00000000deadbeef.3"));
+    std::fs::write(&stale, b"old").unwrap();
     let ns = Namespace::open(NS).unwrap();
+    assert!(!stale.exists(), "the old namespace's ledger is removed");
     assert!(ns.is_empty());
     assert_eq!(ns.semaphore(7, Open::Existing, 0).unwrap_err(), NamedError::NotFound);
     ns.semaphore(7, Open::CreateNew, 1).unwrap();

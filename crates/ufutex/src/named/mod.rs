@@ -408,15 +408,8 @@ impl Namespace {
             std::io::ErrorKind::NotFound => NamedError::NotFound,
             _ => NamedError::Shared(SharedError::Access),
         })?;
-        // Its ledgers (`ns-<name>+<nonce>.<n>`): nobody finds them by this name any more.
-        if let Some((dir, stem)) = path.rsplit_once('/') {
-            let ledger = format!("{stem}+");
-            for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-                if e.file_name().to_str().is_some_and(|f| f.starts_with(&ledger)) {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        }
+        // Its ledgers: nobody finds them by this name any more.
+        remove_ledgers(&path);
         Ok(())
     }
 
@@ -787,7 +780,11 @@ fn mapped(fd: libc::c_int, path: &str) -> Result<&'static Mapping, SharedError> 
     if let Some(&(_, map)) = m.iter().find(|(k, _)| *k == id) {
         return Ok(map);
     }
-    let (base, order) = map_namespace(fd)?;
+    let (base, order, fresh) = map_namespace(fd)?;
+    if fresh {
+        // Ledgers of an earlier namespace of this name (another nonce: never read again).
+        remove_ledgers(path);
+    }
     // Our own descriptor of the file, for mapping the levels it grows (kept for good), and
     // its read lock on the first byte: the file is in use while we live.
     // SAFETY: `fd` is open; F_DUPFD_CLOEXEC has no memory arguments.
@@ -820,8 +817,9 @@ fn mapped(fd: libc::c_int, path: &str) -> Result<&'static Mapping, SharedError> 
 
 #[cfg(not(ufutex_loom))]
 /// Map a namespace file (under its flock): create it if new (or if its creator died before
-/// publishing it), else check its header. Its base and slot order.
-fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32), SharedError> {
+/// publishing it, or if it is of another version or corrupt and unused), else check its header.
+/// Its base, slot order, and whether it was made now.
+fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32, bool), SharedError> {
     let size = shared::file::file_size(fd)?;
     let (mut published, mut order, mut version) = (false, 0, 0);
     if size >= PAGE {
@@ -837,7 +835,7 @@ fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32), SharedError> {
     if published {
         let ok = version == VERSION && (5..=28).contains(&order) && size >= PAGE + (128 << order);
         if ok {
-            return Ok((map(fd, PAGE + (128 << order))?, order));
+            return Ok((map(fd, PAGE + (128 << order))?, order, false));
         }
         // Of another version, or corrupt: made afresh if no process has it mapped (each holds
         // a read lock on its first byte while it lives), else an error.
@@ -863,7 +861,19 @@ fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32), SharedError> {
     h.nonce.store(nonce(), Ordering::Relaxed);
     h.levels.store(1, Ordering::Relaxed);
     h.magic.store(MAGIC, Ordering::Release);
-    Ok((base, order))
+    Ok((base, order, true))
+}
+
+#[cfg(not(ufutex_loom))]
+/// Remove the ledger files of the namespace file at `path` (`<path>+<nonce>.<n>`, any nonce).
+fn remove_ledgers(path: &str) {
+    let Some((dir, stem)) = path.rsplit_once('/') else { return };
+    let ledger = format!("{stem}+");
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_name().to_str().is_some_and(|f| f.starts_with(&ledger)) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 #[cfg(not(ufutex_loom))]
