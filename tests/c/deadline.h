@@ -27,4 +27,14 @@ static inline struct timespec ts_before_now(clockid_t clk, uint64_t back_ns)
 	return (struct timespec){.tv_sec = (time_t)(t / NS), .tv_nsec = (long)(t % NS)};
 }
 
+/* `ahead_ns` nanoseconds after now on `clk` (a clock clock_gettime knows). */
+static inline struct timespec ts_after_now(clockid_t clk, uint64_t ahead_ns)
+{
+	const uint64_t NS = 1000000000ULL;
+	struct timespec now;
+	clock_gettime(clk, &now);
+	uint64_t nsec = (uint64_t)now.tv_nsec + ahead_ns % NS;
+	return (struct timespec){.tv_sec = now.tv_sec + (time_t)(ahead_ns / NS + nsec / NS), .tv_nsec = (long)(nsec % NS)};
+}
+
 #endif

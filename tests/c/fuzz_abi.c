@@ -142,19 +142,6 @@ static int rand_count(void)
 	}
 }
 
-/* `ns` nanoseconds (< 1 s) from now on `clk`. */
-static struct timespec ahead(clockid_t clk, long ns)
-{
-	struct timespec t;
-	clock_gettime(clk, &t);
-	t.tv_nsec += ns;
-	if (t.tv_nsec >= 1000000000L) {
-		t.tv_nsec -= 1000000000L;
-		t.tv_sec++;
-	}
-	return t;
-}
-
 static struct timespec ts_store;
 
 /* A timeout that cannot make a call block for long; `*null_ok` says whether NULL was chosen. */
@@ -171,7 +158,7 @@ static const struct timespec *rand_timeout(clockid_t *clk, int *is_null)
 	case 5: ts_store = (struct timespec){.tv_sec = 0, .tv_nsec = -1}; break;
 	case 6: /* up to 50 us ahead on the chosen clock */
 		if (*clk == CLOCK_MONOTONIC || *clk == CLOCK_REALTIME) {
-			ts_store = ahead(*clk, (long)below(50000));
+			ts_store = ts_after_now(*clk, below(50000));
 			break;
 		}
 		/* fall through */
@@ -351,7 +338,7 @@ static void *sleeper(void *p)
 	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
 		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
 		unsigned i = (unsigned)(seed >> 33) % ARENA_WORDS;
-		struct timespec t = ahead(CLOCK_MONOTONIC, 200000);
+		struct timespec t = ts_after_now(CLOCK_MONOTONIC, 200000);
 		uint32_t *w = (uint32_t *)&arena[i];
 		ufutex_wait(w, __atomic_load_n(w, __ATOMIC_SEQ_CST), 1, UFUTEX_PRIVATE | UFUTEX_SIZE_U32, &t,
 			    CLOCK_MONOTONIC);
@@ -384,7 +371,7 @@ static void helper_process(pid_t parent)
 			ufutex_wake(w, ~0UL >> (64 - 8 * (1u << s)), INT_MAX, s);
 			continue;
 		}
-		struct timespec t = ahead(CLOCK_MONOTONIC, 200000);
+		struct timespec t = ts_after_now(CLOCK_MONOTONIC, 200000);
 		uint64_t v = __atomic_load_n(&shm[i], __ATOMIC_SEQ_CST);
 		uint64_t val = s == 3 ? v : v & ((1ULL << (8 * (1u << s))) - 1); /* little-endian */
 		ufutex_wait(w, val, ~0UL >> (64 - 8 * (1u << s)), s, &t, CLOCK_MONOTONIC);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "deadline.h"
 #include "ufutex.h"
 
 #define CHECK(expr)                                                                      \
@@ -29,19 +30,6 @@ static unsigned long counter;
 static int go;
 static int waiting;
 static int woken;
-
-static struct timespec in_ms(long ms)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	return ts;
-}
 
 static void *count(void *arg)
 {
@@ -72,7 +60,7 @@ static void *try_while_held(void *arg)
 {
 	(void)arg;
 	CHECK(ufutex_mutex_trylock(&lock) == EBUSY);
-	struct timespec soon = in_ms(20);
+	struct timespec soon = ts_after_now(CLOCK_MONOTONIC, 20 * 1000000ULL);
 	CHECK(ufutex_mutex_timedlock(&lock, &soon) == ETIMEDOUT);
 	return NULL;
 }
@@ -99,11 +87,11 @@ int main(void)
 	CHECK(ufutex_mutex_trylock(&lock) == 0);
 	CHECK(pthread_create(&t[0], NULL, try_while_held, NULL) == 0);
 	CHECK(pthread_join(t[0], NULL) == 0);
-	struct timespec soon = in_ms(5);
+	struct timespec soon = ts_after_now(CLOCK_MONOTONIC, 5 * 1000000ULL);
 	CHECK(ufutex_cond_timedwait(&cond, &lock, &soon) == ETIMEDOUT);
 	CHECK(ufutex_cond_timedwait(&cond, &lock, &bad) == EINVAL);
 	CHECK(ufutex_mutex_unlock(&lock) == 0);
-	struct timespec later = in_ms(1000);
+	struct timespec later = ts_after_now(CLOCK_MONOTONIC, 1000 * 1000000ULL);
 	CHECK(ufutex_mutex_timedlock(&lock, &later) == 0);
 	CHECK(ufutex_mutex_unlock(&lock) == 0);
 

@@ -28,6 +28,8 @@
 #include <ufutex.h>
 #include <unistd.h>
 
+#include "deadline.h"
+
 static int failures;
 
 #define CHECK(cond)                                                                      \
@@ -70,16 +72,6 @@ static void make_bad_pages(void)
 	char *two = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	CHECK(two != MAP_FAILED && mprotect(two + 4096, 4096, PROT_NONE) == 0);
 	edge = two + 4096;
-}
-
-static struct timespec at(clockid_t clk, long ns_from_now)
-{
-	struct timespec t;
-	clock_gettime(clk, &t);
-	t.tv_nsec += ns_from_now % 1000000000L;
-	t.tv_sec += ns_from_now / 1000000000L + t.tv_nsec / 1000000000L;
-	t.tv_nsec %= 1000000000L;
-	return t;
 }
 
 static int not_before(clockid_t clk, struct timespec deadline)
@@ -408,7 +400,7 @@ static void test_timeouts(void)
 	static const clockid_t clocks[2] = {CLOCK_MONOTONIC, CLOCK_REALTIME};
 	for (int c = 0; c < 2; c++) {
 		uint32_t w = 0;
-		struct timespec d = at(clocks[c], 20 * 1000 * 1000);
+		struct timespec d = ts_after_now(clocks[c], 20 * 1000 * 1000);
 		FAILS(ufutex_wait(&w, 0, ~0U, P(UFUTEX_SIZE_U32), &d, clocks[c]), ETIMEDOUT);
 		CHECK(not_before(clocks[c], d)); /* never early */
 		uint8_t x = 1;
@@ -417,7 +409,7 @@ static void test_timeouts(void)
 			{.val = 1, .uaddr = (uintptr_t)&x, .flags = P(UFUTEX_SIZE_U8)},
 			{.val = 2, .uaddr = (uintptr_t)&y, .flags = P(UFUTEX_SIZE_U64)},
 		};
-		d = at(clocks[c], 10 * 1000 * 1000);
+		d = ts_after_now(clocks[c], 10 * 1000 * 1000);
 		FAILS(ufutex_waitv(v, 2, 0, &d, clocks[c]), ETIMEDOUT);
 		CHECK(not_before(clocks[c], d));
 	}
@@ -825,7 +817,7 @@ static void make_shared_dir(void)
 #define SHARED_DEADLINE_S 20
 static struct timespec soon(void)
 {
-	return at(CLOCK_MONOTONIC, SHARED_DEADLINE_S * 1000000000L);
+	return ts_after_now(CLOCK_MONOTONIC, SHARED_DEADLINE_S * 1000000000L);
 }
 
 /* A child's report: 0 when `r` is what it wanted, else 100 + errno, or 98 for another value
@@ -953,7 +945,7 @@ static void test_shared_no_waiter(void)
 			FAILS(ufutex_wake(w, 1, -1, f), EINVAL);
 			/* Timed waits on both clocks, a little ahead: ETIMEDOUT, never early. */
 			if (s == 2) {
-				struct timespec d = at(CLOCK_REALTIME, 5 * 1000 * 1000);
+				struct timespec d = ts_after_now(CLOCK_REALTIME, 5 * 1000 * 1000);
 				FAILS(ufutex_wait(w, maxval[s], 1, f, &d, CLOCK_REALTIME), ETIMEDOUT);
 				CHECK(not_before(CLOCK_REALTIME, d));
 			}
@@ -1267,7 +1259,7 @@ static void test_named(void)
 	FAILS(ufutex_sem_open(ns, 1, UFUTEX_EXCL, 0, &s2), EINVAL);      /* EXCL alone */
 	CHECK(ufutex_sem_trywait(&s) == 0);
 	FAILS(ufutex_sem_trywait(&s), EAGAIN);
-	struct timespec past = at(CLOCK_MONOTONIC, -1);
+	struct timespec past = ts_before_now(CLOCK_MONOTONIC, 1);
 	FAILS(ufutex_sem_wait(&s, &past, CLOCK_MONOTONIC), ETIMEDOUT);
 	FAILS(ufutex_sem_post(NULL, 1), EFAULT);
 	struct ufutex_obj bogus = {(ufutex_ns_t *)&s, 0, 0};
@@ -1279,13 +1271,13 @@ static void test_named(void)
 	if (pid == 0) {
 		ufutex_ns_t *n = ufutex_ns_open("c-suite");
 		struct ufutex_obj cs, ce;
-		struct timespec t = at(CLOCK_MONOTONIC, 20000000000L);
+		struct timespec t = ts_after_now(CLOCK_MONOTONIC, 20000000000L);
 		int ok = n && ufutex_sem_open(n, 1, 0, 0, &cs) == 1 && ufutex_event_open(n, 2, 0, 0, 0, &ce) == 1 &&
 			 ufutex_sem_wait(&cs, &t, CLOCK_MONOTONIC) == 0 && ufutex_event_set(&ce) == 0;
 		_exit(ok ? 0 : 1);
 	}
 	CHECK(ufutex_sem_post(&s, 1) == 0);
-	struct timespec t = at(CLOCK_MONOTONIC, 20000000000L);
+	struct timespec t = ts_after_now(CLOCK_MONOTONIC, 20000000000L);
 	CHECK(ufutex_event_wait(&e, &t, CLOCK_MONOTONIC) == 0);
 	int st;
 	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
@@ -1351,7 +1343,7 @@ static void test_named(void)
 static long k_sem_post(const struct ufutex_obj *o) { return ufutex_sem_post(o, 1); }
 static long k_sem_wait(const struct ufutex_obj *o)
 {
-	struct timespec now = at(CLOCK_MONOTONIC, 0);
+	struct timespec now = ts_after_now(CLOCK_MONOTONIC, 0);
 	return ufutex_sem_wait(o, &now, CLOCK_MONOTONIC);
 }
 static long k_sem_trywait(const struct ufutex_obj *o) { return ufutex_sem_trywait(o); }
@@ -1360,12 +1352,12 @@ static long k_event_reset(const struct ufutex_obj *o) { return ufutex_event_rese
 static long k_event_pulse(const struct ufutex_obj *o) { return ufutex_event_pulse(o); }
 static long k_event_wait(const struct ufutex_obj *o)
 {
-	struct timespec now = at(CLOCK_REALTIME, 0);
+	struct timespec now = ts_after_now(CLOCK_REALTIME, 0);
 	return ufutex_event_wait(o, &now, CLOCK_REALTIME);
 }
 static long k_nmutex_lock(const struct ufutex_obj *o)
 {
-	struct timespec now = at(CLOCK_MONOTONIC, 0);
+	struct timespec now = ts_after_now(CLOCK_MONOTONIC, 0);
 	return ufutex_nmutex_lock(o, &now, CLOCK_MONOTONIC);
 }
 static long k_nmutex_trylock(const struct ufutex_obj *o) { return ufutex_nmutex_trylock(o); }
@@ -1421,7 +1413,7 @@ static void test_named_kinds(void)
 	      *(uint64_t *)word[6] == 0);
 
 	/* The order. */
-	struct timespec now = at(CLOCK_MONOTONIC, 0);
+	struct timespec now = ts_after_now(CLOCK_MONOTONIC, 0);
 	struct ufutex_obj foreign = {(ufutex_ns_t *)&now, h[0].slot, h[0].gen};
 	FAILS(ufutex_sem_wait(NULL, inaccessible, 99), EFAULT);
 	FAILS(ufutex_sem_wait(&foreign, inaccessible, 99), EINVAL);
@@ -1504,7 +1496,7 @@ static void test_wait_any(void)
 	CHECK(ufutex_nmutex_open(ns, DEAD, UFUTEX_CREAT | UFUTEX_EXCL, &dead) == 0);
 	for (int s = 0; s < 4; s++)
 		CHECK(ufutex_word_open_sized(ns, W8 + s, UFUTEX_CREAT | UFUTEX_EXCL, sizes[s], &w[s], &wp[s]) == 0);
-	struct timespec now = at(CLOCK_MONOTONIC, 0);
+	struct timespec now = ts_after_now(CLOCK_MONOTONIC, 0);
 
 	/* The ready semaphore at index 2 of 3 is taken, and only it. */
 	struct ufutex_waitable three[3] = {{sem0, 0}, {ev, 0}, {sem2, 0}};
@@ -1561,7 +1553,7 @@ static void test_wait_any(void)
 	/* A timeout, on both clocks: ETIMEDOUT, never early. */
 	for (int k = 0; k < 2; k++) {
 		clockid_t clk = k ? CLOCK_REALTIME : CLOCK_MONOTONIC;
-		struct timespec d = at(clk, 2 * 1000 * 1000);
+		struct timespec d = ts_after_now(clk, 2 * 1000 * 1000);
 		FAILS(ufutex_wait_any(three, 3, &d, clk), ETIMEDOUT);
 		CHECK(not_before(clk, d));
 	}

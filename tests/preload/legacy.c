@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../c/deadline.h"
+
 enum { SYS_WAITV = 449, SYS_WAKE2 = 454, SYS_WAIT2 = 455, SYS_REQUEUE2 = 456 };
 #define F2_U32_PRIVATE 0x82
 
@@ -42,18 +44,6 @@ static void show(const char *what, long r)
 static long futex(uint32_t *u, int op, uint32_t val, const void *t, uint32_t *u2, uint32_t val3)
 {
 	return syscall(SYS_futex, u, op, val, t, u2, val3);
-}
-
-static struct timespec now_plus(clockid_t c, long ns)
-{
-	struct timespec t;
-	clock_gettime(c, &t);
-	t.tv_nsec += ns;
-	while (t.tv_nsec >= 1000000000L) {
-		t.tv_nsec -= 1000000000L;
-		t.tv_sec++;
-	}
-	return t;
 }
 
 /* A raw system call: it does not go through syscall(), so no interposer sees it. */
@@ -94,7 +84,7 @@ static void single_threaded(void)
 		CALL("WAKE nr INT_MAX", futex(&w[0], FUTEX_WAKE | P, INT_MAX, NULL, NULL, 0));
 		CALL("WAKE misaligned", futex((uint32_t *)((char *)&w[0] + 2), FUTEX_WAKE | P, 1, NULL, NULL, 0));
 		CALL("WAKE CLOCK_REALTIME", futex(&w[0], FUTEX_WAKE | P | FUTEX_CLOCK_REALTIME, 1, NULL, NULL, 0));
-		struct timespec mono = now_plus(CLOCK_MONOTONIC, 1000000), real = now_plus(CLOCK_REALTIME, 1000000);
+		struct timespec mono = ts_after_now(CLOCK_MONOTONIC, 1000000), real = ts_after_now(CLOCK_REALTIME, 1000000);
 		CALL("WAIT_BITSET mono", futex(&w[0], FUTEX_WAIT_BITSET | P, 1, &mono, NULL, FUTEX_BITSET_MATCH_ANY));
 		CALL("WAIT_BITSET real", futex(&w[0], FUTEX_WAIT_BITSET | P | FUTEX_CLOCK_REALTIME, 1, &real, NULL, 1));
 		CALL("WAIT_BITSET past", futex(&w[0], FUTEX_WAIT_BITSET | P, 1, &past, NULL, 2));
@@ -120,7 +110,7 @@ static void single_threaded(void)
 	printf("-- futex2\n");
 	w[2] = 3;
 	CALL("futex_wait mismatch", syscall(SYS_WAIT2, &w[2], 2UL, ~0UL >> 32, F2_U32_PRIVATE, NULL, 0));
-	struct timespec mono = now_plus(CLOCK_MONOTONIC, 1000000);
+	struct timespec mono = ts_after_now(CLOCK_MONOTONIC, 1000000);
 	CALL("futex_wait 1 ms", syscall(SYS_WAIT2, &w[2], 3UL, ~0UL >> 32, F2_U32_PRIVATE, &mono, CLOCK_MONOTONIC));
 	CALL("futex_wait shared mismatch", syscall(SYS_WAIT2, &w[2], 2UL, ~0UL >> 32, 0x02, NULL, 0));
 	CALL("futex_wait bad flags", syscall(SYS_WAIT2, &w[2], 2UL, ~0UL >> 32, 0x40, NULL, 0));
