@@ -835,7 +835,7 @@ fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32, bool), SharedError> {
     if published {
         let ok = version == VERSION && (5..=28).contains(&order) && size >= PAGE + (128 << order);
         if ok {
-            return Ok((map(fd, PAGE + (128 << order))?, order, false));
+            return Ok((shared::file::map_shared(fd, PAGE + (128 << order), 0)?, order, false));
         }
         // Of another version, or corrupt: made afresh if no process has it mapped (each holds
         // a read lock on its first byte while it lives), else an error.
@@ -853,7 +853,7 @@ fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32, bool), SharedError> {
     // Truncating to 0 first zeroes whatever a dead creator left.
     shared::file::set_len(fd, 0)?;
     shared::file::set_len(fd, len)?;
-    let base = map(fd, len)?;
+    let base = shared::file::map_shared(fd, len, 0)?;
     // SAFETY: as for the probe: the header is at the start of the fresh mapping.
     let h = unsafe { &*(base as *const Header) };
     h.version.store(VERSION, Ordering::Relaxed);
@@ -903,18 +903,10 @@ fn nonce() -> u64 {
     // SAFETY: `n` is 8 writable bytes for the call.
     let got = unsafe { libc::getrandom(std::ptr::from_mut(&mut n).cast(), 8, 0) };
     if got != 8 {
-        let t = std::time::SystemTime::now().duration_since(UNIX_EPOCH_).map_or(0, |d| d.as_nanos() as u64);
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         n = t ^ u64::from(std::process::id()).rotate_left(32);
     }
     n | 1 // (never 0: a ledger's nonce 0 is "none")
-}
-
-#[cfg(not(ufutex_loom))]
-use std::time::UNIX_EPOCH as UNIX_EPOCH_;
-
-#[cfg(not(ufutex_loom))]
-fn map(fd: libc::c_int, len: usize) -> Result<*mut u8, SharedError> {
-    shared::file::map_shared(fd, len, 0)
 }
 
 #[cfg(not(ufutex_loom))]
