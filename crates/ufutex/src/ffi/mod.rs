@@ -8,11 +8,13 @@
 //! - `abi`: the flag values and `struct ufutex_waitv`, asserted against the header;
 //! - `validate`: flags, values, masks, counts, timeouts, addresses, waitv arrays → errno;
 //! - `fault`: `EFAULT` instead of a crash for unmapped memory, without a syscall on x86_64;
+//! - `errno`: the caller's `errno`, set without a call into libc;
 //! - `calls`: the `#[no_mangle] extern "C"` functions;
 //! - `sync`: the pthread-like C face of `crate::sync` (`ufutex_mutex_*`, `ufutex_cond_*`).
 
 pub(crate) mod abi;
 pub(crate) mod calls;
+mod errno;
 mod fault;
 mod named;
 mod sync;
@@ -41,14 +43,15 @@ pub(crate) fn entry(f: impl FnOnce() -> Result<std::ffi::c_long, Errno>) -> std:
         .unwrap_or(-std::ffi::c_long::from(libc::EINVAL))
     {
         v if v >= 0 => v,
-        e => {
-            // SAFETY: `__errno_location` returns this thread's errno, always valid to write.
-            // (Not cached in a thread-local: in a shared library that costs a `__tls_get_addr`
-            // call, more than this one.)
-            unsafe { *libc::__errno_location() = -e as i32 };
-            -1
-        }
+        e => failed(Errno(-e as i32)),
     }
+}
+
+/// Return as a failed system call does: `errno` set to `e`, -1.
+#[inline(always)]
+pub(crate) fn failed(e: Errno) -> std::ffi::c_long {
+    errno::set(e.0);
+    -1
 }
 
 /// An `errno` value: why a call failed.
