@@ -2,34 +2,42 @@
 
 use crate::primitive::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
-/// The width of a futex word.
+/// The width of a futex word; its discriminant is the futex2 size code (`FUTEX2_SIZE_*`: the
+/// log2 of its bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
 pub(crate) enum Size {
-    U8,
-    U16,
-    U32,
-    U64,
+    U8 = 0,
+    U16 = 1,
+    U32 = 2,
+    U64 = 3,
 }
 
 impl Size {
-    /// Bytes in a word of this size (also its required alignment).
-    pub(crate) const fn bytes(self) -> usize {
-        match self {
-            Size::U8 => 1,
-            Size::U16 => 2,
-            Size::U32 => 4,
-            Size::U64 => 8,
+    /// The size of futex2 size code `code & 3`.
+    #[inline(always)]
+    pub(crate) const fn from_code(code: u32) -> Size {
+        match code & 3 {
+            0 => Size::U8,
+            1 => Size::U16,
+            2 => Size::U32,
+            _ => Size::U64,
         }
     }
 
+    /// Bytes in a word of this size (also its required alignment).
+    #[inline(always)]
+    pub(crate) fn bytes(self) -> usize {
+        // (Tables indexed by the code: the C ABI's fast paths compute these on every call.)
+        static BYTES: [usize; 4] = [1, 2, 4, 8];
+        BYTES[self as usize]
+    }
+
     /// The largest value a word of this size holds.
-    pub(crate) const fn max(self) -> u64 {
-        match self {
-            Size::U8 => u8::MAX as u64,
-            Size::U16 => u16::MAX as u64,
-            Size::U32 => u32::MAX as u64,
-            Size::U64 => u64::MAX,
-        }
+    #[inline(always)]
+    pub(crate) fn max(self) -> u64 {
+        static MAX: [u64; 4] = [u8::MAX as u64, u16::MAX as u64, u32::MAX as u64, u64::MAX];
+        MAX[self as usize]
     }
 }
 

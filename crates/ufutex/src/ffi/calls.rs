@@ -101,8 +101,52 @@ pub unsafe extern "C" fn ufutex_wait(
     timeout: *const timespec,
     clockid: clockid_t,
 ) -> c_long {
+    if let Some(r) = wait_fails_at_once(uaddr, val, mask, flags, timeout) {
+        return r;
+    }
+    // SAFETY: forwarded contract. (The same arguments: a tail call, so this frame stays small.)
+    unsafe { wait_whole(uaddr, val, mask, flags, timeout, clockid) }
+}
+
+/// [`ufutex_wait`] the whole way: every check, then the wait.
+///
+/// # Safety
+/// As [`ufutex_wait`].
+#[inline(never)]
+unsafe extern "C" fn wait_whole(
+    uaddr: *mut c_void,
+    val: c_ulong,
+    mask: c_ulong,
+    flags: c_uint,
+    timeout: *const timespec,
+    clockid: clockid_t,
+) -> c_long {
     // SAFETY: forwarded contract.
     unsafe { wait_with(uaddr, val, mask, flags, Due::Absolute(timeout, clockid), Wakers::Ufutex) }
+}
+
+/// The common failing wait, told before anything else: a plain private word with no timeout,
+/// whose value differs (`EAGAIN`) or which does not read (`EFAULT`) — as the whole way would
+/// answer, finding nothing else wrong with such a call. `None` for every other call, which the
+/// whole way answers. Inlined into the exported functions, so that this path runs in their
+/// small frame and the whole way's large one is built only when it is needed.
+#[inline(always)]
+fn wait_fails_at_once(
+    uaddr: *mut c_void,
+    val: c_ulong,
+    mask: c_ulong,
+    flags: c_uint,
+    timeout: *const timespec,
+) -> Option<c_long> {
+    if !timeout.is_null() {
+        return None;
+    }
+    let size = validate::plain_private(flags, uaddr as usize, ulong(val), ulong(mask))?;
+    match fault::read_word_at_once(uaddr as usize, size)? {
+        Ok(v) if v == ulong(val) => None, // it goes on to sleep: the whole way
+        Ok(_) => Some(super::failed(Errno::EAGAIN)),
+        Err(fault::Fault) => Some(super::failed(Errno::EFAULT)),
+    }
 }
 
 /// Where a wait's timeout comes from.
@@ -129,6 +173,9 @@ pub unsafe fn preload_wait(
     timeout: *const timespec,
     clockid: clockid_t,
 ) -> c_long {
+    if let Some(r) = wait_fails_at_once(uaddr, val, mask, flags, timeout) {
+        return r;
+    }
     // SAFETY: forwarded contract.
     unsafe { wait_with(uaddr, val, mask, flags, Due::Absolute(timeout, clockid), Wakers::AlsoKernel) }
 }
@@ -146,12 +193,16 @@ pub unsafe fn preload_wait_relative(
     flags: c_uint,
     timeout: *const timespec,
 ) -> c_long {
+    if let Some(r) = wait_fails_at_once(uaddr, val, mask, flags, timeout) {
+        return r;
+    }
     // SAFETY: forwarded contract.
     unsafe { wait_with(uaddr, val, mask, flags, Due::Relative(timeout), Wakers::AlsoKernel) }
 }
 
 /// # Safety
 /// As [`ufutex_wait`].
+#[inline(never)] // the whole way, out of the exported functions' fast path
 unsafe fn wait_with(
     uaddr: *mut c_void,
     val: c_ulong,
@@ -161,18 +212,6 @@ unsafe fn wait_with(
     wakers: Wakers,
 ) -> c_long {
     entry(|| {
-        let no_timeout = match due {
-            Due::Absolute(ts, _) | Due::Relative(ts) => ts.is_null(),
-        };
-        // The common failing wait: its word read and compared after a few checks. A wait that
-        // goes on takes the whole way below (which reads the word again).
-        if let (true, Some(size)) =
-            (no_timeout, validate::plain_private(flags, uaddr as usize, ulong(val), ulong(mask)))
-        {
-            if validate::current(uaddr as usize, size)? != ulong(val) {
-                return Err(Errno::EAGAIN);
-            }
-        }
         let f = validate::word_flags(flags)?;
         validate::fits(f.size, ulong(val))?;
         validate::fits(f.size, ulong(mask))?;
@@ -248,15 +287,23 @@ pub fn preload_requeue(uaddr: *mut c_void, uaddr2: *mut c_void, nr_wake: c_int, 
 /// None needed beyond C's: a private wake never reads the word (it may be unmapped).
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_wake(uaddr: *mut c_void, mask: c_ulong, nr: c_int, flags: c_uint) -> c_long {
+    // The common wake (a plain private word, a count of at least one) in this small frame.
+    if let (Some(_), Ok(n @ 1..)) =
+        (validate::plain_private(flags, uaddr as usize, 0, ulong(mask)), usize::try_from(nr))
+    {
+        let key = Key::private(uaddr as usize);
+        return entry(|| {
+            Ok(wake(default_domain().tables(), key, n, ulong(mask), Report::Count, Pays::Waiter).count as c_long)
+        });
+    }
+    // (The same arguments: a tail call, so this frame stays small.)
+    wake_whole(uaddr, mask, nr, flags)
+}
+
+/// [`ufutex_wake`] the whole way: every check, then the wake.
+#[inline(never)]
+extern "C" fn wake_whole(uaddr: *mut c_void, mask: c_ulong, nr: c_int, flags: c_uint) -> c_long {
     entry(|| {
-        if let (Some(_), Ok(n @ 1..)) =
-            (validate::plain_private(flags, uaddr as usize, 0, ulong(mask)), usize::try_from(nr))
-        {
-            let key = Key::private(uaddr as usize);
-            return Ok(
-                wake(default_domain().tables(), key, n, ulong(mask), Report::Count, Pays::Waiter).count as c_long
-            );
-        }
         let f = validate::word_flags(flags)?;
         validate::fits(f.size, ulong(mask))?;
         let mask = validate::mask(ulong(mask))?;

@@ -3,7 +3,7 @@
 
 use super::abi::{
     UfutexWaitv, UFUTEX_MPOL, UFUTEX_NUMA, UFUTEX_PRIVATE, UFUTEX_SIZE_MASK, UFUTEX_SIZE_U16, UFUTEX_SIZE_U32,
-    UFUTEX_SIZE_U8, UFUTEX_VALID_MASK, UFUTEX_WAITV_MAX,
+    UFUTEX_SIZE_U64, UFUTEX_SIZE_U8, UFUTEX_VALID_MASK, UFUTEX_WAITV_MAX,
 };
 use super::fault::{read_u64, read_word, ReadPages};
 use super::Errno;
@@ -21,19 +21,22 @@ pub(crate) struct WordFlags {
     pub(crate) mpol: bool,
 }
 
+// The ABI's size codes are `Size`'s discriminants (`Size::from_code`).
+const _: () = assert!(
+    UFUTEX_SIZE_U8 == Size::U8 as u32
+        && UFUTEX_SIZE_U16 == Size::U16 as u32
+        && UFUTEX_SIZE_U32 == Size::U32 as u32
+        && UFUTEX_SIZE_U64 == Size::U64 as u32
+        && UFUTEX_SIZE_MASK == 3
+);
+
 /// Unknown flag bits → `EINVAL`. Every size is valid here (the kernel takes only U32).
 pub(crate) fn word_flags(flags: u32) -> Result<WordFlags, Errno> {
     if flags & !UFUTEX_VALID_MASK != 0 {
         return Err(Errno::EINVAL);
     }
-    let size = match flags & UFUTEX_SIZE_MASK {
-        UFUTEX_SIZE_U8 => Size::U8,
-        UFUTEX_SIZE_U16 => Size::U16,
-        UFUTEX_SIZE_U32 => Size::U32,
-        _ => Size::U64, // UFUTEX_SIZE_U64: the mask leaves no other value
-    };
     Ok(WordFlags {
-        size,
+        size: Size::from_code(flags),
         private: flags & UFUTEX_PRIVATE != 0,
         numa: flags & UFUTEX_NUMA != 0,
         mpol: flags & UFUTEX_MPOL != 0,
@@ -121,14 +124,11 @@ pub(crate) fn plain_private(flags: u32, addr: usize, a: u64, mask: u64) -> Optio
     if flags & !UFUTEX_SIZE_MASK != UFUTEX_PRIVATE {
         return None;
     }
-    let size = match flags & UFUTEX_SIZE_MASK {
-        UFUTEX_SIZE_U8 => Size::U8,
-        UFUTEX_SIZE_U16 => Size::U16,
-        UFUTEX_SIZE_U32 => Size::U32,
-        _ => Size::U64,
-    };
-    let fits = a <= size.max() && mask <= size.max() && mask != 0;
-    let placed = addr != 0 && addr.is_multiple_of(size.bytes()) && addr <= USER_END - size.bytes();
+    let size = Size::from_code(flags);
+    let fits = (a | mask) <= size.max() && mask != 0;
+    // Not NULL, below USER_END, aligned; aligned below USER_END (a multiple of every size) is
+    // also at most USER_END - size, as `address` asks.
+    let placed = addr.wrapping_sub(1) < USER_END - 1 && addr & (size.bytes() - 1) == 0;
     (fits && placed).then_some(size)
 }
 
