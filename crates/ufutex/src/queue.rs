@@ -36,9 +36,11 @@ pub(crate) enum NodeState {
     Woken,
 }
 
-/// Fields behind the bucket lock.
+/// Fields behind the bucket lock. (In this order: see [`Node`].)
+#[repr(C)]
 struct Locked<H> {
     prev: *const Node<H>,
+    /// The next node in the queue; after a requeue took the node, the next in its `MoveList`.
     next: *const Node<H>,
     key: Key,
     mask: u64,
@@ -51,12 +53,17 @@ struct Locked<H> {
 }
 
 /// One thread waiting on one word.
+///
+/// Laid out so that what a requeue reads and writes of a node (`bucket`, then the links, key,
+/// mask and state) is its first cache line: a requeue walks nodes that sit on other threads'
+/// stacks, mostly in another CPU's cache, one miss after another.
+#[repr(C, align(64))]
 pub(crate) struct Node<H> {
-    locked: UnsafeCell<Locked<H>>,
     /// The bucket the node is in now. Changed only with that bucket's lock held (and the new
     /// one's); read without a lock only by the node's own thread, which then locks the bucket
     /// and reads it again to confirm (tables are never freed while their domain lives).
     bucket: AtomicPtr<H>,
+    locked: UnsafeCell<Locked<H>>,
     parker: *const Parker,
     /// Position in a waitv vector (0 for a plain wait).
     index: usize,
@@ -355,7 +362,8 @@ impl<H> WakeList<H> {
     }
 }
 
-/// Nodes a requeue has taken from the source queue, still `Queued`, to append to the target.
+/// Nodes a requeue has taken from the source queue, still `Queued`, to append to the target;
+/// chained through their `next` (out of any queue, it is free until they are appended).
 pub(crate) struct MoveList<H> {
     head: *const Node<H>,
     tail: *const Node<H>,
@@ -376,13 +384,14 @@ impl<H: Home> MoveList<H> {
     /// # Safety
     /// The caller just took `node` out of a queue whose lock it holds until `append_to`.
     pub(crate) unsafe fn push(&mut self, node: &Node<H>) {
-        // SAFETY: lock held; the node is in no queue, so only we reach it.
+        // SAFETY: lock held; the node is in no queue, so only we reach it (its `next` is ours
+        // to chain it by, until `append_to` links it into the target).
         unsafe {
-            node.locked().wake_next = ptr::null();
+            node.locked().next = ptr::null();
             if self.tail.is_null() {
                 self.head = node;
             } else {
-                (*self.tail).locked().wake_next = node;
+                (*self.tail).locked().next = node;
             }
         }
         self.tail = node;
@@ -400,7 +409,7 @@ impl<H: Home> MoveList<H> {
             // cannot leave without locking a bucket we hold).
             unsafe {
                 let node = &*cur;
-                cur = node.locked().wake_next;
+                cur = node.locked().next;
                 let mask = node.locked().mask;
                 queue.push_back(node, key, mask, bucket);
             }
@@ -706,7 +715,7 @@ mod tests {
             let node = unsafe { &*cur };
             out.push(node.index());
             // SAFETY: as above.
-            cur = unsafe { node.locked().wake_next };
+            cur = unsafe { node.locked().next };
         }
         out
     }
@@ -1041,6 +1050,23 @@ mod tests {
             rig.end_episode(i);
         }
         assert_eq!(rig.order(0), [2]);
+    }
+
+    #[test]
+    fn what_a_requeue_touches_of_a_node_is_its_first_cache_line() {
+        use std::mem::{align_of, offset_of};
+        assert_eq!(align_of::<Node<Spot>>(), 64);
+        assert_eq!(offset_of!(Node<Spot>, bucket), 0);
+        let locked = offset_of!(Node<Spot>, locked);
+        for end in [
+            offset_of!(Locked<Spot>, prev) + 8,
+            offset_of!(Locked<Spot>, next) + 8,
+            offset_of!(Locked<Spot>, key) + std::mem::size_of::<Key>(),
+            offset_of!(Locked<Spot>, mask) + 8,
+            offset_of!(Locked<Spot>, state) + 1,
+        ] {
+            assert!(locked + end <= 64, "a field a requeue touches ends at byte {}", locked + end);
+        }
     }
 
     #[test]
