@@ -765,6 +765,29 @@ static int child_no_memory(void)
 	return failures;
 }
 
+/* Under a limit 96 KiB above what the process uses, a waitv of 1024 entries (128 KiB of waiter
+ * nodes) is ENOMEM, not an abort, and nothing is left queued: with the limit lifted the same
+ * waitv times out. */
+static int child_no_memory_waitv(void)
+{
+	enum { N = UFUTEX_WAITV_MAX };
+	static uint32_t words[N];
+	static struct ufutex_waitv v[N];
+	struct timespec past = {0, 0};
+	for (unsigned i = 0; i < N; i++)
+		v[i] = (struct ufutex_waitv){.val = 0, .uaddr = (uintptr_t)&words[i], .flags = P(UFUTEX_SIZE_U32)};
+	FAILS(ufutex_waitv(v, 1, 0, &past, CLOCK_MONOTONIC), ETIMEDOUT); /* this thread's data exists */
+	unsigned long vm = vm_size();
+	CHECK(vm != 0);
+	struct rlimit tight = {vm + (96UL << 10), RLIM_INFINITY}, loose = {RLIM_INFINITY, RLIM_INFINITY};
+	CHECK(setrlimit(RLIMIT_AS, &tight) == 0);
+	FAILS(ufutex_waitv(v, N, 0, &past, CLOCK_MONOTONIC), ENOMEM);
+	CHECK(setrlimit(RLIMIT_AS, &loose) == 0);
+	FAILS(ufutex_waitv(v, N, 0, &past, CLOCK_MONOTONIC), ETIMEDOUT);
+	CHECK(ufutex_wake(&words[0], ~0U, 1, P(UFUTEX_SIZE_U32)) == 0); /* nothing left queued */
+	return failures;
+}
+
 static void test_no_memory(void)
 {
 #ifdef __SANITIZE_ADDRESS__
@@ -773,6 +796,8 @@ static void test_no_memory(void)
 	if (getenv("UFUTEX_TEST_VALGRIND"))
 		return; /* valgrind manages the client's address space itself */
 	int status = in_child(child_no_memory);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	status = in_child(child_no_memory_waitv);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 

@@ -39,21 +39,23 @@ impl ThreadData {
         Some(threads.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
-    /// `n` waiter nodes for a waitv, indexed 0..n.
+    /// `n` waiter nodes for a waitv, indexed 0..n; `None` if memory for them cannot be had
+    /// (the C ABI's `ENOMEM`).
     ///
     /// # Safety
     /// No node of this thread is in use (queued, or woken and awaiting its unpark): the
     /// thread is between episodes.
     #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn waitv_nodes(&self, n: usize) -> &[Node] {
+    pub(crate) unsafe fn waitv_nodes(&self, n: usize) -> Option<&[Node]> {
         // SAFETY: between episodes nothing else references the vector (contract), so growing
         // it (which may move nodes) is sound, and the thread is its only user.
         let v = unsafe { &mut *self.waitv_nodes.get() };
+        v.try_reserve(n.saturating_sub(v.len())).ok()?;
         while v.len() < n {
             let i = v.len();
-            v.push(Node::new(&self.parker, i));
+            v.push(Node::new(&self.parker, i)); // (within the capacity just reserved)
         }
-        &v[..n]
+        Some(&v[..n])
     }
 }
 

@@ -128,11 +128,21 @@ fn ordered_by_bucket(tables: &Tables, table: &Table, key: &Key) -> bool {
     true
 }
 
+/// Why [`enqueue_all`] did not queue every node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unqueued {
+    /// A word no longer held its value: the nodes before this index are queued, the rest not.
+    Changed(usize),
+    /// No memory for the list of tables: nothing was queued.
+    NoMemory,
+}
+
 /// Queue every node of `wants` as [`enqueue`] does one, with one [`order`] for all of them (one
-/// barrier, not one per entry). On a word that changed: `Err(i)`, with `wants[..i]` queued and
-/// the rest not.
-pub(crate) fn enqueue_all(tables: &Tables, wants: &[Want<'_>], pays: Pays) -> Result<(), usize> {
-    let mut announced: Vec<&Table> = wants.iter().map(|w| announce(tables, &w.key)).collect();
+/// barrier, not one per entry).
+pub(crate) fn enqueue_all(tables: &Tables, wants: &[Want<'_>], pays: Pays) -> Result<(), Unqueued> {
+    let mut announced: Vec<&Table> = Vec::new();
+    announced.try_reserve_exact(wants.len()).map_err(|_| Unqueued::NoMemory)?;
+    announced.extend(wants.iter().map(|w| announce(tables, &w.key)));
     order(pays);
     for (i, w) in wants.iter().enumerate() {
         loop {
@@ -144,7 +154,7 @@ pub(crate) fn enqueue_all(tables: &Tables, wants: &[Want<'_>], pays: Pays) -> Re
                         // takes it back too: its waker re-reads the current table).
                         table.bucket(&later.key).waiters().fetch_sub(1, Ordering::Relaxed);
                     }
-                    return Err(i);
+                    return Err(Unqueued::Changed(i));
                 }
                 Placed::Stale => {
                     announced[i] = announce(tables, &w.key);

@@ -8,7 +8,7 @@ use crate::parker::Park;
 use crate::table::Node;
 use crate::tables::Tables;
 use crate::thread::{with_thread, ThreadData};
-use crate::waiter::{await_unparks, dequeue_self, enqueue_all, register, Want};
+use crate::waiter::{await_unparks, dequeue_self, enqueue_all, register, Unqueued, Want};
 use crate::word::{word_of, Futex, WordRef};
 use crate::MATCH_ANY;
 use std::marker::PhantomData;
@@ -69,12 +69,41 @@ impl<'a> WaitEntry<'a> {
     }
 }
 
-/// The untyped waitv every front end calls.
+/// Why [`try_waitv_entries`] returned without a wake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WaitvError {
+    /// As a wait ends without a wake.
+    Wait(WaitError),
+    /// No memory for the waiters (the C ABI's `ENOMEM`); nothing was queued.
+    NoMemory,
+}
+
+impl From<WaitError> for WaitvError {
+    fn from(e: WaitError) -> Self {
+        WaitvError::Wait(e)
+    }
+}
+
+/// The untyped waitv the Rust front ends call: as [`try_waitv_entries`], and, as a `Vec` that
+/// cannot grow, the process aborts if memory for the waiters cannot be had (`WaitError` has no
+/// such outcome; the C ABI answers `ENOMEM` instead).
 pub(crate) fn waitv_entries(
     tables: &Tables,
     entries: &[WaitEntry<'_>],
     timeout: Option<Timeout>,
 ) -> Result<usize, WaitError> {
+    try_waitv_entries(tables, entries, timeout).map_err(|e| match e {
+        WaitvError::Wait(e) => e,
+        WaitvError::NoMemory => std::alloc::handle_alloc_error(std::alloc::Layout::new::<Node>()),
+    })
+}
+
+/// The untyped waitv every front end calls.
+pub(crate) fn try_waitv_entries(
+    tables: &Tables,
+    entries: &[WaitEntry<'_>],
+    timeout: Option<Timeout>,
+) -> Result<usize, WaitvError> {
     assert!(
         !entries.is_empty() && entries.len() <= WAITV_MAX,
         "waitv takes 1..={WAITV_MAX} entries, got {}",
@@ -82,7 +111,7 @@ pub(crate) fn waitv_entries(
     );
     // Early exit without touching a bucket: linearisable at the load that saw the mismatch.
     if entries.iter().any(|e| e.word.load() != e.expected) {
-        return Err(WaitError::WouldBlock);
+        return Err(WaitError::WouldBlock.into());
     }
     with_thread(|td| waitv_queued(tables, td, entries, timeout))
 }
@@ -92,29 +121,38 @@ fn waitv_queued(
     td: &ThreadData,
     entries: &[WaitEntry<'_>],
     timeout: Option<Timeout>,
-) -> Result<usize, WaitError> {
+) -> Result<usize, WaitvError> {
     register(tables, td);
     // Spin before queueing, as a wait does (`wait.rs`): a change is a mismatch.
     if td.parker.spin_for(|| entries.iter().any(|e| e.word.load() != e.expected)) {
-        return Err(WaitError::WouldBlock);
+        return Err(WaitError::WouldBlock.into());
     }
     // SAFETY: this thread is between episodes: the previous one ended with every node dequeued
     // and every owed unpark received (`finish`).
-    let nodes = unsafe { td.waitv_nodes(entries.len()) };
-    if let Err(queued) = enqueue_all(tables, &wants(entries, nodes), Pays::Waiter) {
-        return finish(td, &nodes[..queued], Err(WaitError::WouldBlock));
+    let nodes = unsafe { td.waitv_nodes(entries.len()) }.ok_or(WaitvError::NoMemory)?;
+    match enqueue_all(tables, &wants(entries, nodes)?, Pays::Waiter) {
+        Ok(()) => {}
+        Err(Unqueued::NoMemory) => return Err(WaitvError::NoMemory),
+        Err(Unqueued::Changed(queued)) => {
+            return Ok(finish(td, &nodes[..queued], Err(WaitError::WouldBlock))?);
+        }
     }
     let parked = td.parker.park(1, timeout.as_ref(), None, None, false).map_err(WaitError::from);
-    finish(td, nodes, parked)
+    Ok(finish(td, nodes, parked)?)
 }
 
 /// What [`enqueue_all`] queues for `entries`, node `i` for entry `i`.
-pub(crate) fn wants<'n>(entries: &[WaitEntry<'_>], nodes: &'n [Node]) -> Vec<Want<'n>> {
-    entries
-        .iter()
-        .zip(nodes)
-        .map(|(e, node)| Want { node, word: e.word, expected: e.expected, key: e.key, mask: e.mask })
-        .collect()
+fn wants<'n>(entries: &[WaitEntry<'_>], nodes: &'n [Node]) -> Result<Vec<Want<'n>>, WaitvError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(entries.len()).map_err(|_| WaitvError::NoMemory)?;
+    v.extend(entries.iter().zip(nodes).map(|(e, node)| Want {
+        node,
+        word: e.word,
+        expected: e.expected,
+        key: e.key,
+        mask: e.mask,
+    }));
+    Ok(v)
 }
 
 /// Take every still-queued node out; if wakers dequeued any, wait for all their unparks and

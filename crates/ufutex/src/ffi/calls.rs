@@ -20,7 +20,7 @@ use crate::resolve::{resolve, Purpose};
 use crate::shared;
 use crate::tables::Slots;
 use crate::wait::{wait_key, Wakers};
-use crate::waitv::{waitv_entries, WaitEntry};
+use crate::waitv::{try_waitv_entries, WaitEntry};
 use crate::wake::{wake, Report};
 use crate::wake_op::wake_op;
 use crate::word::{Size, WordRef};
@@ -379,7 +379,7 @@ fn waitv_plain(
         let word = unsafe { WordRef::from_raw(addr, Size::U32) };
         entries.push(WaitEntry::from_raw(word, u64::from(v), crate::MATCH_ANY));
     })?;
-    Some(checked.and_then(|()| Ok(waitv_entries(default_domain().tables(), &entries, timeout)? as c_long)))
+    Some(checked.and_then(|()| Ok(try_waitv_entries(default_domain().tables(), &entries, timeout)? as c_long)))
 }
 
 /// [`ufutex_waitv`] of any array: parsed, then every key (alignment, NULL, support), then the
@@ -423,7 +423,7 @@ pub(super) fn waitv_any(
         entries.push(WaitEntry::from_raw(word, e.val, crate::MATCH_ANY).with_key(key));
     }
     if parsed.iter().all(|(_, f)| f.private) {
-        return Ok(waitv_entries(default_domain().tables(), &entries, timeout)? as c_long);
+        return Ok(try_waitv_entries(default_domain().tables(), &entries, timeout)? as c_long);
     }
     waitv_shared(&parsed, &entries, timeout)
 }

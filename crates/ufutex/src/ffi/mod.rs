@@ -72,6 +72,15 @@ impl From<crate::error::WaitError> for Errno {
     }
 }
 
+impl From<crate::waitv::WaitvError> for Errno {
+    fn from(e: crate::waitv::WaitvError) -> Self {
+        match e {
+            crate::waitv::WaitvError::Wait(e) => e.into(),
+            crate::waitv::WaitvError::NoMemory => Errno::ENOMEM,
+        }
+    }
+}
+
 impl From<crate::shared::SharedError> for Errno {
     fn from(e: crate::shared::SharedError) -> Errno {
         Errno(e.errno())

@@ -10,10 +10,9 @@ use super::{mode, Mode, SharedError};
 use crate::deadline::{Deadline, Timeout};
 use crate::membarrier::Pays;
 use crate::parker::{can_watch, Park, ParkTimeout, Watch};
-use crate::table::Node;
 use crate::tables::Tables;
 use crate::thread::{with_thread, ThreadData};
-use crate::waiter::{enqueue_all, register, Want};
+use crate::waiter::{enqueue_all, register, Unqueued, Want};
 use crate::waitv::{settle, WaitEntry};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -39,33 +38,31 @@ pub(crate) fn waitv_mixed(
         // with per-entry bitsets it does not have.
         return Err(SharedError::Invalid);
     }
-    let entries: Vec<Entry> = shared.iter().map(|&(_, e)| e).collect();
-    let indices: Vec<usize> = shared.iter().map(|&(i, _)| i).collect();
+    let entries: Vec<Entry> = try_collect(shared.iter().map(|&(_, e)| e))?;
+    let indices: Vec<usize> = try_collect(shared.iter().map(|&(i, _)| i))?;
     with_thread(|td| {
         register(tables, td);
         // SAFETY: this thread is between episodes (every wait ends its episode before returning).
-        let nodes = unsafe { td.waitv_nodes(n) };
+        let nodes = unsafe { td.waitv_nodes(n) }.ok_or(SharedError::NoMemory)?;
+        let wants: Vec<Want<'_>> = try_collect(private.iter().map(|(i, e)| {
+            let (word, expected, mask) = e.parts();
+            Want { node: &nodes[*i], word, expected, key: e.key(), mask }
+        }))?;
         let mut w = Waiting::new(&entries)?.with_indices(&indices);
         w.count()?;
-        let wants: Vec<Want<'_>> = private
-            .iter()
-            .map(|(i, e)| {
-                let (word, expected, mask) = e.parts();
-                Want { node: &nodes[*i], word, expected, key: e.key(), mask }
-            })
-            .collect();
         let (queued, mut outcome) = match enqueue_all(tables, &wants, Pays::Waiter) {
             Ok(()) => (wants.len(), None),
-            Err(i) => (i, Some(SharedError::WouldBlock)),
+            Err(Unqueued::Changed(i)) => (i, Some(SharedError::WouldBlock)),
+            Err(Unqueued::NoMemory) => (0, Some(SharedError::NoMemory)),
         };
-        let queued: Vec<&Node> = wants[..queued].iter().map(|w| w.node).collect();
+        let queued = &wants[..queued];
         if outcome.is_none() {
             outcome = w.queue().err();
         }
         if outcome.is_none() {
             outcome = sleep(td, &w, timeout.as_ref()).err();
         }
-        let private_best = settle(td, queued.iter().copied());
+        let private_best = settle(td, queued.iter().map(|w| w.node));
         match (private_best, w.finish(outcome)) {
             (Some(a), Ok(b)) => Ok(a.max(b)),
             (Some(a), Err(_)) => Ok(a),
@@ -102,4 +99,12 @@ fn sleep(td: &ThreadData, w: &Waiting<'_>, timeout: Option<&Timeout>) -> Result<
             Err(ParkTimeout::Interrupted) => return Err(SharedError::Interrupted),
         }
     }
+}
+
+/// The items of `it` in a vector, or `NoMemory` if it cannot be had (nothing aborts).
+fn try_collect<T>(it: impl ExactSizeIterator<Item = T>) -> Result<Vec<T>, SharedError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(it.len()).map_err(|_| SharedError::NoMemory)?;
+    v.extend(it);
+    Ok(v)
 }
