@@ -462,8 +462,11 @@ int ufutex_cond_broadcast(ufutex_cond_t *c);
  * grows by a level twice as large whenever its newest level is half used; a namespace meant for
  * millions of objects is faster made with that many slots at once). Looking an object up
  * takes no lock and no system call; operating on it enters the kernel only to sleep or wake. All
- * processes of a namespace trust each other (one user). The C calls take 64-bit keys (the Rust
- * API also takes byte-string names of up to 56 bytes).
+ * processes of a namespace trust each other (one user). An object is found by a 64-bit key, or,
+ * with UFUTEX_BYNAME in an open's flags, by a name: the open's key is then the address of a
+ * NUL-terminated string of 1 to 56 bytes, (uint64_t)(uintptr_t)"name" (read without trusting the
+ * pointer: EFAULT if NULL or unreadable, EINVAL if empty, ENAMETOOLONG past 56 bytes). Names and
+ * keys are apart: the name "5" and the key 5 are two objects.
  *
  * Lifetime: an object lives until it is removed (ufutex_obj_remove, like SysV's IPC_RMID), or,
  * opened with UFUTEX_COUNTED, while some process holds a handle to it: each counted open is one
@@ -500,6 +503,7 @@ int ufutex_cond_broadcast(ufutex_cond_t *c);
 #define UFUTEX_CREAT   0x1
 #define UFUTEX_EXCL    0x2
 #define UFUTEX_COUNTED 0x4 /* or'ed into an open's flags: a counted object (see Lifetime) */
+#define UFUTEX_BYNAME  0x8 /* or'ed into an open's flags: the key is the address of a name */
 
 typedef struct ufutex_ns ufutex_ns_t;
 
@@ -518,6 +522,8 @@ ufutex_ns_t *ufutex_ns_open(const char *name);
 long ufutex_ns_unlink(const char *name);
 /* Remove the object `key` now: its handles fail with EIDRM, its waiters wake with EIDRM. */
 long ufutex_obj_remove(ufutex_ns_t *ns, uint64_t key);
+/* The same for the object named `name` (a name as UFUTEX_BYNAME reads it). */
+long ufutex_obj_remove_name(ufutex_ns_t *ns, const char *name);
 /* Let go of one handle from a UFUTEX_COUNTED open: with the last handle of the last process
  * that holds it, the object dies (as if removed). EBADF if this process holds no handle from a
  * counted open to that object (a plain object's handle, or one closed already); EFAULT (NULL),

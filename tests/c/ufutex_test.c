@@ -1290,6 +1290,18 @@ static void test_named(void)
 	struct ufutex_obj bogus = {(ufutex_ns_t *)&s, 0, 0};
 	FAILS(ufutex_sem_post(&bogus, 1), EINVAL);
 
+	/* By name (UFUTEX_BYNAME): found again by the same string at another address; apart from
+	 * keys; removed by name. */
+	char again[] = "jobs";
+	const uint64_t jobs = (uint64_t)(uintptr_t) "jobs";
+	CHECK(ufutex_sem_open(ns, jobs, UFUTEX_BYNAME | UFUTEX_CREAT | UFUTEX_EXCL, 1, &s2) == 0);
+	CHECK(ufutex_sem_open(ns, (uint64_t)(uintptr_t)again, UFUTEX_BYNAME, 0, &w) == 1);
+	CHECK(w.slot == s2.slot && w.gen == s2.gen);
+	FAILS(ufutex_sem_open(ns, jobs, 0, 0, &w), ENOENT); /* the number is another key */
+	FAILS(ufutex_sem_open(ns, 0, UFUTEX_BYNAME, 0, &w), EFAULT);
+	CHECK(ufutex_obj_remove_name(ns, "jobs") == 0);
+	FAILS(ufutex_sem_trywait(&s2), EIDRM);
+
 	/* A child waits on the semaphore and sets the event; we post and wait for the event. */
 	CHECK(ufutex_event_open(ns, 2, UFUTEX_CREAT | UFUTEX_EXCL, 0, 0, &e) == 0);
 	pid_t pid = fork();

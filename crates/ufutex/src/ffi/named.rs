@@ -1,5 +1,6 @@
 //! The C ABI of `ufutex::named` (declared in `include/ufutex.h`): namespaces, semaphores,
-//! events, mutexes and raw words found by 64-bit key, and `ufutex_wait_any` over any of them.
+//! events, mutexes and raw words found by 64-bit key or (`UFUTEX_BYNAME`) by name, and
+//! `ufutex_wait_any` over any of them.
 //!
 //! Conventions: like the futex calls, `-1` and `errno` on failure. An `open` returns 0 when it
 //! created the object and 1 when the object existed (Windows' `ERROR_ALREADY_EXISTS`); with
@@ -41,6 +42,9 @@ pub const UFUTEX_EXCL: c_uint = 0x2;
 /// Open a counted object: it lives while some process holds a handle from a counted open, and
 /// dies with the last `ufutex_obj_close` (or its process's death).
 pub const UFUTEX_COUNTED: c_uint = 0x4;
+/// The open's `key` is the address of a NUL-terminated name (1 to [`named::NAME_MAX`] bytes),
+/// not a number: names and numbers are apart, as in the Rust API's `Key`.
+pub const UFUTEX_BYNAME: c_uint = 0x8;
 
 /// An object handle (`struct ufutex_obj`).
 #[repr(C)]
@@ -118,13 +122,52 @@ fn name_of(name: *const c_char) -> Result<String, Errno> {
 
 /// An open's flags: how, and whether the object is a counted one.
 fn how(flags: c_uint) -> Result<(Open, bool), Errno> {
-    let how = match flags & !UFUTEX_COUNTED {
+    let how = match flags & !(UFUTEX_COUNTED | UFUTEX_BYNAME) {
         0 => Open::Existing,
         UFUTEX_CREAT => Open::Create,
         f if f == UFUTEX_CREAT | UFUTEX_EXCL => Open::CreateNew,
         _ => return Err(Errno::EINVAL),
     };
     Ok((how, flags & UFUTEX_COUNTED != 0))
+}
+
+/// An open's key as the caller gave it: a number, or (`UFUTEX_BYNAME`) a name read from the
+/// caller's memory.
+enum KeyArg {
+    Id(u64),
+    Name { bytes: [u8; named::NAME_MAX], len: usize },
+}
+
+impl KeyArg {
+    /// `key` under `flags`; a name is read byte by byte without trusting the pointer: `EFAULT`
+    /// if NULL or unreadable before its NUL, `EINVAL` if empty, `ENAMETOOLONG` past
+    /// [`named::NAME_MAX`] bytes.
+    fn read(key: u64, flags: c_uint) -> Result<KeyArg, Errno> {
+        if flags & UFUTEX_BYNAME == 0 {
+            return Ok(KeyArg::Id(key));
+        }
+        let at = usize::try_from(key).map_err(|_| Errno::EFAULT)?;
+        if at == 0 {
+            return Err(Errno::EFAULT);
+        }
+        let mut bytes = [0u8; named::NAME_MAX];
+        for i in 0..=named::NAME_MAX {
+            match fault::read_word(at.checked_add(i).ok_or(Errno::EFAULT)?, Size::U8)? as u8 {
+                0 if i == 0 => return Err(Errno::EINVAL),
+                0 => return Ok(KeyArg::Name { bytes, len: i }),
+                _ if i == named::NAME_MAX => return Err(errno(NamedError::NameTooLong)),
+                b => bytes[i] = b,
+            }
+        }
+        unreachable!("the loop returns by its last byte")
+    }
+
+    fn key(&self) -> named::Key<'_> {
+        match self {
+            KeyArg::Id(k) => (*k).into(),
+            KeyArg::Name { bytes, len } => bytes[..*len].into(),
+        }
+    }
 }
 
 /// An absolute deadline from the caller's timespec (NULL: none).
@@ -257,6 +300,19 @@ pub unsafe extern "C" fn ufutex_obj_remove(ns: *const Namespace, key: u64) -> c_
     entry(|| namespace(ns)?.remove(key).map(|()| 0).map_err(errno))
 }
 
+/// Remove the object named `name` now, as [`ufutex_obj_remove`] does the object of a key.
+///
+/// # Safety
+/// `ns` is any pointer (checked); `name` is any pointer (read fault-safely: `EFAULT`).
+#[no_mangle]
+pub unsafe extern "C" fn ufutex_obj_remove_name(ns: *const Namespace, name: *const c_char) -> c_long {
+    entry(|| {
+        let ns = namespace(ns)?;
+        let name = KeyArg::read(name as u64, UFUTEX_BYNAME)?;
+        ns.remove(name.key()).map(|()| 0).map_err(errno)
+    })
+}
+
 /// Let go of one handle from a counted open (`UFUTEX_COUNTED`): the object dies with the last
 /// handle of the last process that holds it. `EBADF` if this process holds none.
 ///
@@ -289,7 +345,8 @@ pub unsafe extern "C" fn ufutex_sem_open(
         let ns = namespace(ns)?;
         let (how, counted) = how(flags)?;
         writable(out as usize, size_of::<UfutexObj>())?;
-        let (s, existed) = ns.open_semaphore(key.into(), how, initial, counted).map_err(errno)?;
+        let key = KeyArg::read(key, flags)?;
+        let (s, existed) = ns.open_semaphore(key.key(), how, initial, counted).map_err(errno)?;
         // SAFETY: `out` found writable above.
         Ok(unsafe { give(out, ns, (s.slot, s.gen), existed) })
     })
@@ -351,7 +408,8 @@ pub unsafe extern "C" fn ufutex_event_open(
         let ns = namespace(ns)?;
         let (how, counted) = how(flags)?;
         writable(out as usize, size_of::<UfutexObj>())?;
-        let (e, existed) = ns.open_event(key.into(), how, (manual != 0, signaled != 0), counted).map_err(errno)?;
+        let key = KeyArg::read(key, flags)?;
+        let (e, existed) = ns.open_event(key.key(), how, (manual != 0, signaled != 0), counted).map_err(errno)?;
         // SAFETY: `out` found writable above.
         Ok(unsafe { give(out, ns, (e.slot, e.gen), existed) })
     })
@@ -429,7 +487,8 @@ pub unsafe extern "C" fn ufutex_nmutex_open(
         let ns = namespace(ns)?;
         let (how, counted) = how(flags)?;
         writable(out as usize, size_of::<UfutexObj>())?;
-        let (m, existed) = ns.open_mutex(key.into(), how, counted).map_err(errno)?;
+        let key = KeyArg::read(key, flags)?;
+        let (m, existed) = ns.open_mutex(key.key(), how, counted).map_err(errno)?;
         // SAFETY: `out` found writable above.
         Ok(unsafe { give(out, ns, (m.slot, m.gen), existed) })
     })
@@ -516,10 +575,10 @@ pub unsafe extern "C" fn ufutex_word_open_sized(
 ) -> c_long {
     fn open<F: Futex>(
         ns: &Namespace,
-        key: u64,
+        key: named::Key<'_>,
         (how, counted): (Open, bool),
     ) -> Result<(*mut c_void, u32, u32, bool), Errno> {
-        let (w, existed) = ns.open_word::<F>(key.into(), how, counted).map_err(errno)?;
+        let (w, existed) = ns.open_word::<F>(key, how, counted).map_err(errno)?;
         match w.get() {
             Ok(at) => Ok((std::ptr::from_ref(at).cast_mut().cast(), w.slot, w.gen, existed)),
             Err(e) => {
@@ -539,6 +598,8 @@ pub unsafe extern "C" fn ufutex_word_open_sized(
             return Err(Errno::EINVAL);
         }
         writable(out as usize, size_of::<UfutexObj>())?;
+        let key = KeyArg::read(key, flags)?;
+        let key = key.key();
         let (at, slot, gen, existed) = match size {
             UFUTEX_SIZE_U8 => open::<AtomicU8>(ns, key, how)?,
             UFUTEX_SIZE_U16 => open::<AtomicU16>(ns, key, how)?,

@@ -414,6 +414,48 @@ mod named {
     }
 
     #[test]
+    fn objects_are_found_by_name_apart_from_keys() {
+        let ns = namespace();
+        let mut o = [UfutexObj { ns, slot: 0, gen: 0 }; 4];
+        let (name, other) = (c"jobs".as_ptr() as u64, c"jobs-2".as_ptr() as u64);
+        let by = UFUTEX_BYNAME | UFUTEX_CREAT;
+        let long = [b'x'; crate::named::NAME_MAX + 1];
+        let longest = [b'y'; crate::named::NAME_MAX];
+        let c = |b: &[u8]| std::ffi::CString::new(b).unwrap();
+        let (long, longest) = (c(&long), c(&longest));
+        let mut word = std::ptr::null_mut();
+        // SAFETY: `ns` is ours; out-pointers writable; names NUL-terminated or a hole or NULL.
+        unsafe {
+            assert_eq!(ufutex_sem_open(ns, name, by | UFUTEX_EXCL, 3, &mut o[0]), 0, "made");
+            assert_eq!(ufutex_sem_open(ns, name, by, 0, &mut o[1]), 1, "found again");
+            assert_eq!((o[0].slot, o[0].gen), (o[1].slot, o[1].gen));
+            assert_eq!(ufutex_sem_trywait(&o[1]), 0, "the same object: its count");
+            // Names are apart from keys: the address of the name as a key is another object.
+            assert_eq!(errno_of(ufutex_sem_open(ns, name, 0, 0, &mut o[2])), libc::ENOENT);
+            // Every kind; another kind under the name is EINVAL.
+            assert_eq!(ufutex_event_open(ns, other, by, 1, 0, &mut o[2]), 0);
+            assert_eq!(errno_of(ufutex_nmutex_open(ns, other, by, &mut o[3])), EINVAL);
+            assert_eq!(ufutex_nmutex_open(ns, longest.as_ptr() as u64, by, &mut o[3]), 0);
+            let w = c"a-word".as_ptr() as u64;
+            assert_eq!(ufutex_word_open_sized(ns, w, by, super::super::abi::UFUTEX_SIZE_U16, &mut o[3], &mut word), 0);
+            // Bad names: nothing is made.
+            assert_eq!(errno_of(ufutex_sem_open(ns, 0, by, 0, &mut o[3])), EFAULT);
+            assert_eq!(errno_of(ufutex_sem_open(ns, hole() as u64, by, 0, &mut o[3])), EFAULT);
+            assert_eq!(errno_of(ufutex_sem_open(ns, c"".as_ptr() as u64, by, 0, &mut o[3])), EINVAL);
+            let too_long = ufutex_sem_open(ns, long.as_ptr() as u64, by, 0, &mut o[3]);
+            assert_eq!(errno_of(too_long), libc::ENAMETOOLONG);
+            // Removal by name: the handles fail, the name is free again.
+            assert_eq!(ufutex_obj_remove_name(ns, name as *const libc::c_char), 0);
+            assert_eq!(errno_of(ufutex_sem_trywait(&o[0])), EIDRM);
+            assert_eq!(errno_of(ufutex_obj_remove_name(ns, name as *const libc::c_char)), libc::ENOENT);
+            assert_eq!(errno_of(ufutex_obj_remove_name(ns, hole() as *const libc::c_char)), EFAULT);
+            for n in [other, longest.as_ptr() as u64, w] {
+                assert_eq!(ufutex_obj_remove_name(ns, n as *const libc::c_char), 0);
+            }
+        }
+    }
+
+    #[test]
     fn header_states_the_named_abi() {
         const HEADER: &str = include_str!("../../../../include/ufutex.h");
         let define = |name: &str| {
@@ -423,6 +465,7 @@ mod named {
         assert_eq!(define("UFUTEX_CREAT"), format!("{UFUTEX_CREAT:#x}"));
         assert_eq!(define("UFUTEX_EXCL"), format!("{UFUTEX_EXCL:#x}"));
         assert_eq!(define("UFUTEX_COUNTED"), format!("{UFUTEX_COUNTED:#x}"));
+        assert_eq!(define("UFUTEX_BYNAME"), format!("{UFUTEX_BYNAME:#x}"));
         assert!(HEADER.contains("long ufutex_obj_close(const struct ufutex_obj *obj);"));
         assert_eq!(define("UFUTEX_WAIT_ABANDONED"), format!("{UFUTEX_WAIT_ABANDONED:#x}"));
         let body = |s: &str| {
