@@ -28,7 +28,9 @@
  * written back by every call, a wake with @nr 0 and a wait that fails EAGAIN included; a node
  * that does not exist is EINVAL. The node picks one of the per-node wait tables (placed on
  * that node): waiters and wakers meet only through the same node. UFUTEX_MPOL without
- * UFUTEX_NUMA uses the policy's node when there is one. The node count comes from sysfs;
+ * UFUTEX_NUMA uses the policy's node when there is one. (The kernel also takes the home node of a
+ * bind or preferred-many policy; user space cannot read a home node, so those count as none,
+ * as they do in the kernel without one.) The node count comes from sysfs;
  * UFUTEX_NUMA_NODES=N in the environment makes N virtual nodes (for tests). A node word of -1
  * in memory that cannot be written fails with EFAULT, as the kernel's write-back does.
  *

@@ -5,9 +5,10 @@
 //! virtual nodes with `UFUTEX_NUMA_NODES=N` (read once) or [`crate::DomainConfig::virtual_nodes`].
 //! With virtual nodes the current node is the current CPU modulo N and tables are not bound.
 //!
-//! Memory policy (`mpol`): userspace cannot read a policy's home node, so a `MPOL_PREFERRED`
-//! policy gives its node, and `MPOL_BIND` / `MPOL_PREFERRED_MANY` give the node the word's page
-//! is on (where such a policy with a home node puts it); other policies give none.
+//! Memory policy (`mpol`), as the kernel's `futex_mpol`: the policy of the mapping that covers
+//! the word (not the thread's); a `MPOL_PREFERRED` one gives its node. The kernel also takes a
+//! `MPOL_BIND` / `MPOL_PREFERRED_MANY` policy's home node, which user space cannot read: those
+//! give none here, as they do in the kernel without a home node.
 
 use std::sync::OnceLock;
 
@@ -118,49 +119,31 @@ fn getcpu() -> (u32, u32) {
 }
 
 const MPOL_PREFERRED: i32 = 1;
-const MPOL_BIND: i32 = 2;
-const MPOL_PREFERRED_MANY: i32 = 5;
-const MPOL_F_NODE: libc::c_ulong = 1;
 const MPOL_F_ADDR: libc::c_ulong = 2;
 /// Mode flags the kernel ORs into the mode (`MPOL_F_STATIC_NODES` and friends).
 const MPOL_MODE_FLAGS: i32 = 0xff00;
 
-/// The node a preferred or home-node memory policy covering `addr` names, if any.
+/// The node a preferred memory policy of the mapping covering `addr` names, if any (the
+/// kernel's `futex_mpol`).
+///
+/// The kernel also takes the *home node* of a bind or preferred-many policy
+/// (`set_mempolicy_home_node`); nothing reports a home node to user space, so those policies
+/// count as none here — which is what the kernel does for them without a home node.
 pub(crate) fn mpol_node(addr: usize) -> Option<u32> {
     let mut mode: libc::c_int = 0;
     let mut mask = [0 as libc::c_ulong; 2 * MAX_NODES / 64];
     // SAFETY:
     // - `mode` and `mask` are writable and big enough for `maxnode` = MAX_NODES + 1 bits;
-    // - with MPOL_F_ADDR the kernel only looks up the mapping covering `addr` (EFAULT if none).
+    // - with MPOL_F_ADDR the kernel only looks up the mapping covering `addr` (EFAULT if none)
+    //   and reports its policy (the default one if it has none: not the thread's).
     let r = unsafe {
         libc::syscall(libc::SYS_get_mempolicy, &mut mode, mask.as_mut_ptr(), MAX_NODES + 1, addr, MPOL_F_ADDR)
     };
-    if r != 0 {
+    if r != 0 || mode & !MPOL_MODE_FLAGS != MPOL_PREFERRED {
         return None;
     }
-    match mode & !MPOL_MODE_FLAGS {
-        MPOL_PREFERRED => {
-            let word = mask.iter().position(|&w| w != 0)?;
-            Some((word * 64) as u32 + mask[word].trailing_zeros())
-        }
-        MPOL_BIND | MPOL_PREFERRED_MANY => {
-            let mut node: libc::c_int = -1;
-            // SAFETY: as above; with MPOL_F_NODE | MPOL_F_ADDR the kernel writes the node of the
-            // page at `addr` into `node` and needs no mask.
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_get_mempolicy,
-                    &mut node,
-                    std::ptr::null_mut::<libc::c_ulong>(),
-                    0usize,
-                    addr,
-                    MPOL_F_NODE | MPOL_F_ADDR,
-                )
-            };
-            (r == 0 && node >= 0).then_some(node as u32)
-        }
-        _ => None,
-    }
+    let word = mask.iter().position(|&w| w != 0)?;
+    Some((word * 64) as u32 + mask[word].trailing_zeros())
 }
 
 #[cfg(all(test, not(ufutex_loom)))]

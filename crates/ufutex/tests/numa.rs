@@ -301,6 +301,16 @@ fn a_memory_policy_node_wins_over_the_current_node() {
     bound.node().store(2, Ordering::SeqCst);
     assert_eq!(d.wake_numa(bound, 1), Ok(0));
     assert_eq!(bound.node().load(Ordering::SeqCst), 2);
+    // A bind policy without a home node names no node (the kernel's `futex_mpol`), even once
+    // the word's page sits on node 0: the caller's node.
+    // SAFETY: the second page of our mapping; the same mask.
+    let r = unsafe {
+        libc::syscall(libc::SYS_mbind, unbound as *const _ as usize, page, 2 /* MPOL_BIND */, &mask, 2usize, 0u32)
+    };
+    assert_eq!(r, 0, "mbind(MPOL_BIND): {}", std::io::Error::last_os_error());
+    unbound.node().store(u32::MAX, Ordering::SeqCst);
+    assert_eq!(d.wake_numa(unbound, 1), Ok(0));
+    assert_eq!(unbound.node().load(Ordering::SeqCst), here, "bind, no home node: the caller's node");
     // SAFETY: nothing references the mapping any more.
     unsafe { libc::munmap(p, 2 * page) };
 }
