@@ -79,6 +79,16 @@ impl WaitvEntry {
     }
 }
 
+/// The match-any mask of the Rust API (`u64::MAX`, whatever the word's size) as the word's own
+/// all-ones, which is what the C ABI passes for it; any other mask as it is.
+fn any_at(size: Size, mask: u64) -> u64 {
+    if mask == u64::MAX {
+        size.max()
+    } else {
+        mask
+    }
+}
+
 /// Sleep while `word` holds `expected`, until a wake whose mask meets `mask` (see the module
 /// docs for what each size meets), or `timeout` (absolute) passes.
 ///
@@ -87,14 +97,15 @@ impl WaitvEntry {
 /// # Errors
 /// - [`SharedError::WouldBlock`]: the word did not hold `expected`;
 /// - [`SharedError::TimedOut`], [`SharedError::Interrupted`]: as the kernel's `futex_wait`;
-/// - [`SharedError::Invalid`]: `expected` or `mask` wider than the word, a mask of 0, or — for
-///   U64 — any mask but `u64::MAX`: `futex_waitv`, the only kernel wait on 64 bits, has no
+/// - [`SharedError::Invalid`]: `expected` or `mask` wider than the word (`u64::MAX`, the match-any
+///   mask, fits every size), a mask of 0, or — for U64 — any mask but `u64::MAX`: `futex_waitv`, the only kernel wait on 64 bits, has no
 ///   bitset, so a narrower mask could not be honoured exactly;
 /// - [`SharedError::Unsupported`]: a U64 wait where the kernel has no `futex_waitv`, or a loom
 ///   build;
 /// - [`SharedError::Fault`]: the kernel could not use the word (e.g. read-only private memory).
 pub(crate) fn wait(word: WordRef, expected: u64, mask: u64, timeout: Option<&Timeout>) -> Result<(), SharedError> {
     kernel_reachable()?;
+    let mask = any_at(word.size(), mask);
     fits(word.size(), expected)?;
     fits(word.size(), mask)?;
     if mask == 0 {
@@ -164,6 +175,7 @@ fn wait_u64(word: WordRef, expected: u64, mask: u64, timeout: Option<&Timeout>) 
 /// - [`SharedError::Fault`]: the kernel could not use the word;
 /// - [`SharedError::Unsupported`]: a loom build.
 pub(crate) fn wake(word: WordRef, n: usize, mask: u64) -> Result<usize, SharedError> {
+    let mask = any_at(word.size(), mask);
     kernel_reachable()?;
     fits(word.size(), mask)?;
     if mask == 0 {

@@ -217,6 +217,21 @@ fn u32_wait_is_woken_across_processes() {
     assert_eq!(child.join(), 0);
 }
 
+/// The Rust API's match-any mask (`u64::MAX`, what `shared::wait` and `shared::wake` pass) is
+/// every size's all-ones: taken at every size, as the C ABI's all-ones is.
+#[test]
+fn the_match_any_mask_fits_every_size() {
+    let m = Mapping::anon();
+    for (off, size) in [(0, Size::U8), (2, Size::U16), (4, Size::U32), (8, Size::U64)] {
+        let w = m.word(off, size);
+        assert_eq!(wait(w, 1, u64::MAX, Some(&past())), Err(SharedError::WouldBlock), "{size:?}");
+        assert_eq!(wait(w, 0, u64::MAX, Some(&past())), Err(SharedError::TimedOut), "{size:?}");
+        assert_eq!(wake(w, 1, u64::MAX), Ok(0), "{size:?}");
+    }
+    // Other masks wider than the word are still refused.
+    assert_eq!(wake(m.word(4, Size::U32), 1, 1 << 40), Err(SharedError::Invalid));
+}
+
 /// Kernel mode interoperates with processes that call futex_wait/futex_wake directly.
 #[test]
 fn raw_kernel_calls_meet_kernel_mode() {
