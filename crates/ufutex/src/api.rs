@@ -105,7 +105,9 @@ pub fn wake_bitset<F: Futex>(f: &F, n: usize, mask: u64) -> usize {
 /// - [`WaitError::TimedOut`], [`WaitError::Interrupted`]: as for [`crate::wait`].
 ///
 /// # Panics
-/// If `entries` is empty or longer than [`WAITV_MAX`].
+/// If `entries` is empty or longer than [`WAITV_MAX`](crate::WAITV_MAX). If memory for the
+/// waiters (a node per entry, kept by the thread for its next waitv) cannot be had, the process
+/// aborts, as a `Vec` that cannot grow does; the C ABI's `ufutex_waitv` answers `ENOMEM`.
 ///
 /// # Examples
 /// ```

@@ -7,15 +7,21 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 ///
 /// `Monotonic` deadlines are immune to changes of the wall clock; `Realtime` deadlines follow
 /// them (the kernel's `CLOCK_REALTIME` semantics). A `Duration` converts to a monotonic deadline
-/// that far from now.
+/// that far from now (one too far to represent to about a century); an `Instant` or a
+/// `SystemTime` converts to the variant of its clock. A deadline already past times out at once,
+/// after the value check.
 ///
 /// # Examples
 /// ```
 /// use std::sync::atomic::AtomicU32;
-/// use std::time::Duration;
+/// use std::time::{Duration, UNIX_EPOCH};
+/// use ufutex::{Deadline, WaitError};
 /// let word = AtomicU32::new(0);
 /// let r = ufutex::wait(&word, 0, Some(Duration::from_millis(1).into()));
 /// assert_eq!(r, Err(ufutex::WaitError::TimedOut));
+/// let past = Deadline::from(UNIX_EPOCH); // Deadline::Realtime
+/// assert_eq!(ufutex::wait(&word, 0, Some(past)), Err(WaitError::TimedOut));
+/// assert_eq!(ufutex::wait(&word, 1, Some(past)), Err(WaitError::WouldBlock));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Deadline {

@@ -14,7 +14,16 @@ use crate::Slots;
 use crate::MATCH_ANY;
 use std::io;
 
-/// How to build a [`Domain`].
+/// How to build a [`Domain`]: a builder, checked only by [`Domain::new`].
+///
+/// # Examples
+/// ```
+/// use ufutex::{Domain, DomainConfig, Slots};
+/// let config = DomainConfig::new().slots(Slots::Fixed(128)).numa(true);
+/// let d = Domain::new(config)?;
+/// assert_eq!(d.slots(), 128);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DomainConfig {
     slots: Slots,
@@ -31,11 +40,27 @@ impl Default for DomainConfig {
 
 impl DomainConfig {
     /// The default: [`Slots::Auto`], no NUMA.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::{Domain, DomainConfig, Slots};
+    /// let d = Domain::new(DomainConfig::new())?;
+    /// assert_eq!(d.policy(), Slots::Auto);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Choose the table's sizing policy.
+    /// Choose the table's sizing policy. Not checked here: [`Domain::new`] rejects a bad size.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::{Domain, DomainConfig, Slots};
+    /// assert_eq!(Domain::new(DomainConfig::new().slots(Slots::Fixed(2)))?.slots(), 2);
+    /// assert!(Domain::new(DomainConfig::new().slots(Slots::Fixed(0))).is_err());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn slots(mut self, slots: Slots) -> Self {
         self.slots = slots;
         self
@@ -45,7 +70,19 @@ impl DomainConfig {
     /// (`Domain::wait_numa` and friends). Each node's table is allocated when first used and
     /// placed on that node. The node count comes from `/sys/devices/system/node/possible`, or
     /// from the environment variable `UFUTEX_NUMA_NODES=N` (N virtual nodes; read once per
-    /// process).
+    /// process). Without it the NUMA operations fail [`crate::NumaError::NotNuma`].
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::atomic::AtomicU16;
+    /// use ufutex::{Domain, DomainConfig, NumaError, NumaFutex};
+    /// let f = NumaFutex::<AtomicU16>::new(0);
+    /// let plain = Domain::new(DomainConfig::new())?;
+    /// assert_eq!(plain.wake_numa(&f, 1), Err(NumaError::NotNuma));
+    /// let numa = Domain::new(DomainConfig::new().numa(true))?;
+    /// assert_eq!(numa.wake_numa(&f, 1), Ok(0));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn numa(mut self, on: bool) -> Self {
         self.numa = on;
         self
@@ -53,7 +90,20 @@ impl DomainConfig {
 
     /// With NUMA: a node word of -1 first takes the node of a preferred or home-node memory
     /// policy covering the futex word (`get_mempolicy`), if there is one, before the caller's
-    /// current node (the Rust face of `UFUTEX_MPOL`).
+    /// current node (the Rust face of `UFUTEX_MPOL`). Has no effect without
+    /// [`DomainConfig::numa`].
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use ufutex::{Domain, DomainConfig, NumaFutex};
+    /// let d = Domain::new(DomainConfig::new().numa(true).mpol(true))?;
+    /// let f = NumaFutex::<AtomicU32>::new(0);
+    /// d.wake_numa(&f, 1).unwrap();
+    /// // The node of a policy covering `f`, else the caller's, was written back.
+    /// assert_ne!(f.node().load(Ordering::Relaxed), u32::MAX);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn mpol(mut self, on: bool) -> Self {
         self.mpol = on;
         self
@@ -102,10 +152,22 @@ pub struct Domain {
 
 impl Domain {
     /// A new domain with its table allocated (node tables come on first use of each node).
+    /// It shares no waiters with any other domain.
     ///
     /// # Errors
     /// `EINVAL` for a `Fixed` size that is not a power of two ≥ 2, or a virtual node count not
-    /// in 1..=1024; `ENOMEM` when the table cannot be allocated.
+    /// in 1..=1024; `ENOMEM` for a `Fixed` size above 2^20, or when the table cannot be
+    /// allocated.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::{Domain, DomainConfig, Slots};
+    /// let d = Domain::new(DomainConfig::new().slots(Slots::Fixed(16)))?;
+    /// assert_eq!(d.slots(), 16);
+    /// let e = Domain::new(DomainConfig::new().slots(Slots::Fixed(24))).unwrap_err();
+    /// assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn new(config: DomainConfig) -> io::Result<Domain> {
         let numa = match (config.numa, config.virtual_nodes) {
             (false, _) => NumaMode::Off,
@@ -121,22 +183,53 @@ impl Domain {
         &self.tables
     }
 
-    /// Change the sizing policy, resizing the table now if its size changes.
+    /// Change the sizing policy, resizing the table now if its size changes. Waiters queued
+    /// meanwhile move to the new table; none is lost or woken by the move.
     ///
     /// # Errors
     /// `EINVAL` for a `Fixed` size that is not a power of two ≥ 2; `EBUSY` if this is the
     /// process default domain and it was switched to `Large` (final, as for the kernel's
-    /// global hash); `ENOMEM` when the new table cannot be allocated (nothing changes then).
+    /// global hash); `ENOMEM` for a `Fixed` size above 2^20, or when the new table cannot be
+    /// allocated (nothing changes then).
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::{Domain, DomainConfig, Slots};
+    /// let d = Domain::new(DomainConfig::new())?;
+    /// d.set_slots(Slots::Fixed(1024))?;
+    /// assert_eq!((d.policy(), d.slots()), (Slots::Fixed(1024), 1024));
+    /// let e = d.set_slots(Slots::Fixed(1 << 21)).unwrap_err();
+    /// assert_eq!(e.raw_os_error(), Some(libc::ENOMEM));
+    /// assert_eq!(d.slots(), 1024); // unchanged
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn set_slots(&self, slots: Slots) -> io::Result<()> {
         self.tables.set_slots(slots, std::ptr::eq(self, default_domain()))
     }
 
     /// The current number of buckets of each table (a `Large` table reports its real size).
+    /// With [`Slots::Auto`] it may grow by the time the caller looks at it.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::{Domain, DomainConfig};
+    /// let d = Domain::new(DomainConfig::new())?;
+    /// assert!(d.slots() >= 16 && d.slots().is_power_of_two());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn slots(&self) -> usize {
         self.tables.slots()
     }
 
     /// The current sizing policy.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::{Domain, DomainConfig, Slots};
+    /// let d = Domain::new(DomainConfig::new().slots(Slots::Large))?;
+    /// assert_eq!(d.policy(), Slots::Large);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn policy(&self) -> Slots {
         self.tables.policy()
     }
@@ -168,18 +261,50 @@ impl Domain {
         self.tables.memory_footprint()
     }
 
-    /// Wait on `f` in this domain; see [`crate::wait`].
+    /// Wait on `f` in this domain; see [`crate::wait`]. Only wakes and requeues through this
+    /// domain reach it.
     ///
     /// # Errors
     /// As [`crate::wait`].
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use ufutex::{Domain, DomainConfig};
+    /// let d = Domain::new(DomainConfig::new())?;
+    /// let w = AtomicU32::new(0);
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         while w.load(Ordering::Acquire) == 0 {
+    ///             let _ = d.wait(&w, 0, None);
+    ///         }
+    ///     });
+    ///     w.store(1, Ordering::Release);
+    ///     d.wake(&w, 1);
+    /// });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn wait<F: Futex>(&self, f: &F, expected: F::Value, deadline: Option<Deadline>) -> Result<(), WaitError> {
         self.wait_bitset(f, expected, MATCH_ANY, deadline)
     }
 
-    /// Wait on `f` in this domain, woken only by wakes whose mask shares a bit with `mask`.
+    /// Wait on `f` in this domain, woken only by wakes whose mask shares a bit with `mask`
+    /// (see [`crate::wait_bitset`]).
     ///
     /// # Errors
     /// As [`crate::wait`].
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::atomic::AtomicU8;
+    /// use std::time::Duration;
+    /// use ufutex::{Domain, DomainConfig, WaitError};
+    /// let d = Domain::new(DomainConfig::new())?;
+    /// let w = AtomicU8::new(0);
+    /// let r = d.wait_bitset(&w, 0, 0b100, Some(Duration::from_millis(1).into()));
+    /// assert_eq!(r, Err(WaitError::TimedOut));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn wait_bitset<F: Futex>(
         &self,
         f: &F,
@@ -197,28 +322,99 @@ impl Domain {
         )
     }
 
-    /// Wake up to `n` waiters on `f` in this domain; see [`crate::wake`].
+    /// Wake up to `n` waiters on `f` in this domain, oldest first; returns how many were woken
+    /// (see [`crate::wake`]). Waiters in other domains are not counted or woken.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::atomic::AtomicU64;
+    /// use ufutex::{Domain, DomainConfig};
+    /// let d = Domain::new(DomainConfig::new())?;
+    /// assert_eq!(d.wake(&AtomicU64::new(0), usize::MAX), 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn wake<F: Futex>(&self, f: &F, n: usize) -> usize {
         crate::wake::wake_word(&self.tables, word_of(f), n, MATCH_ANY, Pays::Waiter)
     }
 
-    /// Wake up to `n` waiters on `f` whose mask shares a bit with `mask`.
+    /// Wake up to `n` waiters on `f` in this domain whose mask shares a bit with `mask`;
+    /// returns how many were woken (see [`crate::wake_bitset`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use ufutex::{Domain, DomainConfig};
+    /// let d = Domain::new(DomainConfig::new())?;
+    /// let w = AtomicU32::new(0);
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         while w.load(Ordering::Acquire) == 0 {
+    ///             let _ = d.wait_bitset(&w, 0, 0b10, None);
+    ///         }
+    ///     });
+    ///     w.store(1, Ordering::Release);
+    ///     d.wake_bitset(&w, 1, 0b10);
+    /// });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn wake_bitset<F: Futex>(&self, f: &F, n: usize, mask: u64) -> usize {
         crate::wake::wake_word(&self.tables, word_of(f), n, mask, Pays::Waiter)
     }
 
-    /// Wait on any of `entries` in this domain; see [`crate::waitv`].
+    /// Wait on any of `entries` in this domain; returns the index of a woken entry (see
+    /// [`crate::waitv`]: which one, when several are woken, is not promised).
     ///
     /// # Errors
     /// As [`crate::waitv`].
+    ///
+    /// # Panics
+    /// As [`crate::waitv`]: `entries` empty or longer than [`crate::WAITV_MAX`]; no memory for
+    /// the waiters aborts the process.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::atomic::{AtomicU16, AtomicU32};
+    /// use std::time::Duration;
+    /// use ufutex::{Domain, DomainConfig, WaitEntry, WaitError};
+    /// let d = Domain::new(DomainConfig::new())?;
+    /// let (a, b) = (AtomicU16::new(1), AtomicU32::new(2));
+    /// let entries = [WaitEntry::new(&a, 1), WaitEntry::new(&b, 2)];
+    /// let r = d.waitv(&entries, Some(Duration::from_millis(1).into()));
+    /// assert_eq!(r, Err(WaitError::TimedOut));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn waitv(&self, entries: &[WaitEntry<'_>], deadline: Option<Deadline>) -> Result<usize, WaitError> {
         crate::waitv::waitv_entries(&self.tables, entries, deadline.map(Into::into))
     }
 
-    /// Requeue within this domain; see [`crate::requeue`].
+    /// If `*from == expected`, wake up to `nr_wake` waiters of `from` and move up to
+    /// `nr_requeue` more to `to`, within this domain; returns woken + moved (see
+    /// [`crate::requeue`]).
     ///
     /// # Errors
     /// As [`crate::requeue`].
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use ufutex::{Domain, DomainConfig};
+    /// let d = Domain::new(DomainConfig::new())?;
+    /// let (from, to) = (AtomicU32::new(0), AtomicU32::new(0));
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         while from.load(Ordering::Acquire) == 0 {
+    ///             let _ = d.wait(&from, 0, None);
+    ///         }
+    ///     });
+    ///     // Move the waiter onto `to` once it is queued, then wake it there.
+    ///     while d.requeue(&from, 0, &to, 0, 1) != Ok(1) {
+    ///         std::thread::yield_now();
+    ///     }
+    ///     from.store(1, Ordering::Release);
+    ///     assert_eq!(d.wake(&to, 1), 1);
+    /// });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn requeue<F: Futex>(
         &self,
         from: &F,
@@ -266,7 +462,24 @@ pub(crate) fn default_domain() -> &'static Domain {
 }
 
 impl Domain {
-    /// The process default domain, which the free functions use.
+    /// The process default domain, which the free functions use: a wait through it is woken by
+    /// [`crate::wake`], and the other way round.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use ufutex::Domain;
+    /// let w = AtomicU32::new(0);
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         while w.load(Ordering::Acquire) == 0 {
+    ///             let _ = ufutex::wait(&w, 0, None);
+    ///         }
+    ///     });
+    ///     w.store(1, Ordering::Release);
+    ///     Domain::default_domain().wake(&w, 1);
+    /// });
+    /// ```
     pub fn default_domain() -> &'static Domain {
         default_domain()
     }

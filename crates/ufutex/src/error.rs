@@ -4,7 +4,20 @@ use std::fmt;
 
 /// Why a wait returned without being woken.
 ///
-/// The C ABI maps these to `EAGAIN`, `ETIMEDOUT` and `EINTR`.
+/// None of these means a waker dequeued the waiter: a wait that was woken returns `Ok`. The
+/// C ABI maps them to `EAGAIN`, `ETIMEDOUT` and `EINTR`; `From` gives the same as an
+/// [`std::io::Error`].
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::AtomicU32;
+/// use ufutex::WaitError;
+/// let w = AtomicU32::new(1);
+/// let e = ufutex::wait(&w, 0, None).unwrap_err();
+/// assert_eq!(e, WaitError::WouldBlock);
+/// let io: std::io::Error = e.into();
+/// assert_eq!(io.raw_os_error(), Some(libc::EAGAIN));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WaitError {
     /// The word did not hold the expected value (checked atomically with queueing).
@@ -16,7 +29,15 @@ pub enum WaitError {
 }
 
 impl WaitError {
-    /// The errno the kernel's futex2 calls return for this outcome.
+    /// The errno the kernel's futex2 calls return for this outcome (positive; one per variant).
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::WaitError;
+    /// assert_eq!(WaitError::WouldBlock.errno(), libc::EAGAIN);
+    /// assert_eq!(WaitError::TimedOut.errno(), libc::ETIMEDOUT);
+    /// assert_eq!(WaitError::Interrupted.errno(), libc::EINTR);
+    /// ```
     pub fn errno(self) -> i32 {
         match self {
             WaitError::WouldBlock => libc::EAGAIN,

@@ -86,5 +86,21 @@ pub mod preload {
 #[doc(hidden)]
 pub use word::WordRefOpaque;
 
-/// The mask that matches every waiter (`FUTEX_BITSET_MATCH_ANY`).
+/// The mask that matches every waiter (`FUTEX_BITSET_MATCH_ANY`): the mask of [`wait`] and
+/// [`wake`], which are [`wait_bitset`] and [`wake_bitset`] with it.
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// let w = AtomicU32::new(0);
+/// std::thread::scope(|s| {
+///     s.spawn(|| {
+///         while w.load(Ordering::Acquire) == 0 {
+///             let _ = ufutex::wait_bitset(&w, 0, 0b100, None);
+///         }
+///     });
+///     w.store(1, Ordering::Release);
+///     ufutex::wake_bitset(&w, 1, ufutex::MATCH_ANY); // any mask shares a bit with it
+/// });
+/// ```
 pub const MATCH_ANY: u64 = u64::MAX;

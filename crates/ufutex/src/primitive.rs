@@ -45,7 +45,7 @@ pub(crate) fn spin_hint() {
     std::hint::spin_loop();
 }
 
-/// What one [`spin_hint`] costs on this host, in ns (at least 1): measured once per process, the
+/// What one `spin_hint` (a `pause`) costs on this host, in ns (at least 1): measured once per process, the
 /// fastest of three timings of 256 hints (so that a preemption during the measurement cannot
 /// make spins longer). A `pause` costs ~70 ns on the project's AMD hosts and ~10 ns on its Intel
 /// ones: spins are budgeted in time and turned into hint counts with this. 1 under loom.

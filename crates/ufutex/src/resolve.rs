@@ -22,7 +22,19 @@ use crate::topology::mpol_node;
 use crate::word::{Size, WordRef};
 use std::fmt;
 
-/// Why a NUMA operation failed.
+/// Why a NUMA operation failed. Every variant but `Wait` is reported before the value is
+/// compared, with nothing queued, woken or moved.
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::AtomicU32;
+/// use ufutex::{Domain, DomainConfig, NumaError, NumaFutex};
+/// let d = Domain::new(DomainConfig::new())?; // no NUMA
+/// let e = d.wake_numa(&NumaFutex::<AtomicU32>::new(0), 1).unwrap_err();
+/// assert_eq!(e, NumaError::NotNuma);
+/// assert_eq!(e.errno(), libc::EOPNOTSUPP);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NumaError {
     /// The operation ran and failed as its plain form would.
@@ -37,7 +49,16 @@ pub enum NumaError {
 }
 
 impl NumaError {
-    /// The errno the C ABI returns for this error.
+    /// The errno the C ABI returns for this error (positive): `Wait`'s own, `EINVAL`,
+    /// `EOPNOTSUPP` or `ENOMEM`.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::{NumaError, WaitError};
+    /// assert_eq!(NumaError::Wait(WaitError::TimedOut).errno(), libc::ETIMEDOUT);
+    /// assert_eq!(NumaError::InvalidNode(9999).errno(), libc::EINVAL);
+    /// assert_eq!(NumaError::NoMemory.errno(), libc::ENOMEM);
+    /// ```
     pub fn errno(self) -> i32 {
         match self {
             NumaError::Wait(e) => e.errno(),

@@ -14,6 +14,21 @@ use std::io;
 use std::sync::{Arc, OnceLock};
 
 /// How many buckets a domain's table has.
+///
+/// Only the table's size changes with it: waiters queued when it changes move to the new
+/// table, and no operation sees a difference but its speed. Checked by [`crate::Domain::new`]
+/// and [`crate::Domain::set_slots`].
+///
+/// # Examples
+/// ```
+/// use ufutex::{Domain, DomainConfig, Slots};
+/// let d = Domain::new(DomainConfig::new().slots(Slots::Fixed(32)))?;
+/// assert_eq!((d.policy(), d.slots()), (Slots::Fixed(32), 32));
+/// assert!(d.set_slots(Slots::Fixed(3)).is_err()); // not a power of two
+/// d.set_slots(Slots::Large)?;
+/// assert!(d.slots() >= 256);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Slots {
     /// Sized to the threads that wait on it: 16 ≤ 4 × threads ≤ the large size, rounded up to

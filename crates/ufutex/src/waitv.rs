@@ -13,10 +13,38 @@ use crate::word::{word_of, Futex, WordRef};
 use crate::MATCH_ANY;
 use std::marker::PhantomData;
 
-/// The most entries one [`waitv`] takes (the kernel takes 128).
+/// The most entries one [`waitv`](crate::waitv()) takes (the kernel takes 128); more panics.
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::AtomicU8;
+/// use ufutex::{waitv, WaitEntry, WaitError, WAITV_MAX};
+/// let w = AtomicU8::new(1);
+/// let entries = vec![WaitEntry::new(&w, 0); WAITV_MAX];
+/// assert_eq!(waitv(&entries, None), Err(WaitError::WouldBlock));
+/// ```
 pub const WAITV_MAX: usize = 1024;
 
-/// One word of a [`waitv`]: the word, the value it must hold, and a wake mask.
+/// One word of a [`waitv`](crate::waitv()): the word, the value it must hold, and a wake mask.
+///
+/// It borrows the word for its lifetime. Entries of different widths mix freely in one call.
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+/// use ufutex::{waitv, WaitEntry};
+/// let (a, b) = (AtomicU8::new(0), AtomicU32::new(0));
+/// std::thread::scope(|s| {
+///     s.spawn(|| {
+///         // Woken through `b`, the entry at index 1.
+///         while b.load(Ordering::Acquire) == 0 {
+///             let _ = waitv(&[WaitEntry::new(&a, 0), WaitEntry::new(&b, 0)], None);
+///         }
+///     });
+///     b.store(1, Ordering::Release);
+///     ufutex::wake(&b, 1);
+/// });
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct WaitEntry<'a> {
     word: WordRef,
@@ -28,6 +56,15 @@ pub struct WaitEntry<'a> {
 
 impl<'a> WaitEntry<'a> {
     /// Wait on `f` while it holds `expected`, woken by any mask.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::atomic::AtomicU64;
+    /// use ufutex::{waitv, WaitEntry, WaitError};
+    /// let w = AtomicU64::new(5);
+    /// let timeout = Some(std::time::Duration::from_millis(1).into());
+    /// assert_eq!(waitv(&[WaitEntry::new(&w, 5)], timeout), Err(WaitError::TimedOut));
+    /// ```
     pub fn new<F: Futex>(f: &'a F, expected: F::Value) -> Self {
         let word = word_of(f);
         WaitEntry {
@@ -39,7 +76,24 @@ impl<'a> WaitEntry<'a> {
         }
     }
 
-    /// Only wakes whose mask shares a bit with `mask` count for this entry.
+    /// Only wakes whose mask shares a bit with `mask` count for this entry (a mask of 0 is never
+    /// woken). The value check does not depend on the mask.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use ufutex::{waitv, WaitEntry};
+    /// let w = AtomicU32::new(0);
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         while w.load(Ordering::Acquire) == 0 {
+    ///             let _ = waitv(&[WaitEntry::new(&w, 0).with_mask(0b01)], None);
+    ///         }
+    ///     });
+    ///     w.store(1, Ordering::Release);
+    ///     ufutex::wake_bitset(&w, 1, 0b11); // shares bit 0 with the entry's mask
+    /// });
+    /// ```
     pub fn with_mask(mut self, mask: u64) -> Self {
         self.mask = mask;
         self

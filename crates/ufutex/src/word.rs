@@ -100,8 +100,20 @@ mod sealed {
 /// An atomic integer that can be a futex word: `AtomicU8`, `AtomicU16`, `AtomicU32`, `AtomicU64`.
 ///
 /// Sealed: the core relies on the word being a plain, aligned atomic of the named width.
+/// Values are compared at that width.
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::{AtomicU16, AtomicU8};
+/// use ufutex::{Futex, WaitError};
+/// fn check<F: Futex>(word: &F, expected: F::Value) -> Result<(), WaitError> {
+///     ufutex::wait(word, expected, Some(std::time::Duration::ZERO.into()))
+/// }
+/// assert_eq!(check(&AtomicU8::new(3), 4), Err(WaitError::WouldBlock));
+/// assert_eq!(check(&AtomicU16::new(3), 3), Err(WaitError::TimedOut));
+/// ```
 pub trait Futex: sealed::Sealed + Sync {
-    /// The integer the word holds.
+    /// The integer the word holds (`u8` for `AtomicU8`, and so on).
     type Value: Copy + Eq + std::fmt::Debug + Send + Sync + 'static;
 
     #[doc(hidden)]

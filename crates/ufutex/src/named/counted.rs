@@ -32,7 +32,14 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-/// Entries of a ledger: the most counted objects one process holds in one namespace at once.
+/// Entries of a ledger: the most counted objects one process holds in one namespace at once
+/// (handles to one object count once). Past it a counted open fails with
+/// [`NamedError::Full`]; plain objects do not count.
+///
+/// # Examples
+/// ```
+/// assert_eq!(ufutex::named::HELD_MAX, 65536);
+/// ```
 pub const HELD_MAX: usize = 1 << 16;
 const PAGE: usize = 4096;
 const LEDGER_MAGIC: u64 = 0x5546_5554_584c_4731; // "UFUTXLG1"
@@ -256,8 +263,23 @@ impl Namespace {
     /// that objects they alone held die now. [`Namespace::open`] does this too; a process's
     /// successor in the shared table does it for that ledger. How many ledgers were reaped.
     ///
+    /// Never reaps a live process's references (the shared table's liveness lock says who
+    /// lives, safe against PID reuse).
+    ///
     /// # Errors
     /// `Shared(_)` if the shared table or the user's directory cannot be used.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{Namespace, Open};
+    /// let name = format!("doc-reap-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let (ev, _) = ns.counted().event(1, Open::CreateNew, true, false).unwrap();
+    /// assert_eq!(ns.reap(), Ok(0)); // only this process held one, and it lives
+    /// ev.set().unwrap();
+    /// drop(ev);
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn reap(&self) -> Result<usize, NamedError> {
         if self.header.ledgers.load(Ordering::Acquire) == 0 {
             return Ok(0); // no process ever held a counted object here
@@ -293,14 +315,48 @@ impl Namespace {
 
 /// A counted object's handle: it keeps the object alive while it lives (in this process: the
 /// object dies when every process that held it dropped its last handle or died). Use it as the
-/// handle it holds (`Deref`); clone it for another handle.
+/// handle it holds (`Deref`); clone it for another handle. It does not stop
+/// [`Namespace::remove`], which removes the object now; a forked child's copy holds nothing.
+///
+/// # Examples
+/// ```
+/// use ufutex::named::{NamedError, Namespace, Open};
+/// let name = format!("doc-held-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// let key = 0x5eed_2000 + std::process::id() as u64;
+/// let (sem, _) = ns.counted().semaphore(key, Open::CreateNew, 0).unwrap();
+/// let other = sem.clone();
+/// drop(sem);
+/// other.post(2).unwrap(); // still alive: `other` holds it
+/// ns.remove(key).unwrap(); // removed now, held or not
+/// assert_eq!(other.value(), Err(NamedError::Removed));
+/// drop(other);
+/// Namespace::unlink(&name).unwrap();
+/// ```
 pub struct Held<'ns, T: Handle<'ns>> {
     handle: T,
     ns: &'ns Namespace,
 }
 
 /// What a counted object's handle can be: [`super::Semaphore`], [`super::Event`],
-/// [`super::Mutex`], [`super::Word`].
+/// [`super::Mutex`], [`super::Word`]. Sealed: no other type implements it.
+///
+/// # Examples
+/// ```
+/// use ufutex::named::{Handle, Held, Namespace, Open};
+/// // Any counted handle's plain handle (valid while the object lives).
+/// fn plain<'ns, T: Handle<'ns>>(h: &Held<'ns, T>) -> T {
+///     **h
+/// }
+/// let name = format!("doc-handle-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// let key = 0x5eed_2100 + std::process::id() as u64;
+/// let (m, _) = ns.counted().mutex(key, Open::CreateNew).unwrap();
+/// plain(&m).lock(None).unwrap();
+/// m.unlock().unwrap();
+/// drop(m);
+/// Namespace::unlink(&name).unwrap();
+/// ```
 pub trait Handle<'ns>: Copy + sealed::Sealed {
     #[doc(hidden)]
     fn id(&self) -> (u32, u32);
@@ -315,10 +371,25 @@ impl<'ns, T: Handle<'ns>> Held<'ns, T> {
         Held { handle, ns }
     }
 
-    /// Let go of the handle now, reporting what dropping it would ignore.
+    /// Let go of the handle now, reporting what dropping it would ignore. With this process's
+    /// last handle its reference is given back; with the last holder's, the object dies.
     ///
     /// # Errors
-    /// `Shared(_)` if the shared table could not be used to give the reference back.
+    /// `Shared(_)` if the shared table could not be used to give the reference back (it stays
+    /// counted until this process dies and its ledger is reaped).
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{NamedError, Namespace, Open};
+    /// let name = format!("doc-held-close-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_2200 + std::process::id() as u64;
+    /// let (ev, _) = ns.counted().event(key, Open::CreateNew, true, true).unwrap();
+    /// ev.close().unwrap(); // the last handle: it dies
+    /// let gone = ns.counted().event(key, Open::Existing, true, true).unwrap_err();
+    /// assert_eq!(gone, NamedError::NotFound);
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn close(self) -> Result<(), NamedError> {
         let (slot, gen) = self.handle.id();
         let ns = self.ns;

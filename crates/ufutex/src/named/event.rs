@@ -20,7 +20,26 @@ const SIGNALED: u32 = 1;
 /// `aux`: manual reset.
 pub(super) const MANUAL: u32 = 1;
 
-/// An event of a namespace.
+/// An event of a namespace: manual or auto reset, set, reset and pulse (NT's). Waiters are not
+/// served in order: an auto-reset set releases one waiter, not necessarily the oldest.
+///
+/// # Examples
+/// ```
+/// use ufutex::named::{Namespace, Open};
+/// let name = format!("doc-event-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// let key = 0x5eed_2300 + std::process::id() as u64;
+/// let (ev, _) = ns.event(key, Open::CreateNew, true, false).unwrap();
+/// std::thread::scope(|s| {
+///     for _ in 0..2 {
+///         s.spawn(|| ev.wait(None).unwrap());
+///     }
+///     ev.set().unwrap(); // manual reset: releases both, and stays set
+/// });
+/// ev.wait(None).unwrap();
+/// ns.remove(key).unwrap();
+/// Namespace::unlink(&name).unwrap();
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Event<'ns> {
     pub(crate) ns: &'ns Namespace,
@@ -46,10 +65,30 @@ impl Event<'_> {
     }
 
     /// Signal it: a manual-reset event releases every waiter and stays signaled; an auto-reset
-    /// one releases one waiter (or the next to come), which resets it.
+    /// one releases one waiter (or the next to come), which resets it. Sets do not count: two
+    /// sets of an auto-reset event before any wait release one waiter.
     ///
     /// # Errors
-    /// [`NamedError::Removed`].
+    /// [`NamedError::Removed`]; `Shared(_)` if the wake cannot use the shared table (it is
+    /// signaled).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    /// use ufutex::named::{NamedError, Namespace, Open};
+    /// use ufutex::shared::SharedError;
+    /// let name = format!("doc-event-set-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_2400 + std::process::id() as u64;
+    /// let (ev, _) = ns.event(key, Open::CreateNew, false, false).unwrap(); // auto reset
+    /// ev.set().unwrap();
+    /// ev.set().unwrap();
+    /// ev.wait(None).unwrap(); // takes the signal
+    /// let now = Some(Duration::ZERO.into()); // a deadline that has passed
+    /// assert_eq!(ev.wait(now), Err(NamedError::Shared(SharedError::TimedOut)));
+    /// ns.remove(key).unwrap();
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn set(&self) -> Result<(), NamedError> {
         let s = self.slot()?;
         let prev =
@@ -63,10 +102,28 @@ impl Event<'_> {
         }
     }
 
-    /// Make it unsignaled.
+    /// Make it unsignaled. Wakes nobody; a waiter that a set woke but that has not looked yet
+    /// sleeps again.
     ///
     /// # Errors
     /// [`NamedError::Removed`].
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    /// use ufutex::named::{NamedError, Namespace, Open};
+    /// use ufutex::shared::SharedError;
+    /// let name = format!("doc-event-reset-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_2500 + std::process::id() as u64;
+    /// let (ev, _) = ns.event(key, Open::CreateNew, true, true).unwrap();
+    /// ev.reset().unwrap();
+    /// let now = Some(Duration::ZERO.into()); // a deadline that has passed
+    /// assert_eq!(ev.wait(now), Err(NamedError::Shared(SharedError::TimedOut)));
+    /// ns.remove(key).unwrap();
+    /// assert_eq!(ev.reset(), Err(NamedError::Removed));
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn reset(&self) -> Result<(), NamedError> {
         let s = self.slot()?;
         s.word
@@ -75,10 +132,30 @@ impl Event<'_> {
             .map_err(|_| NamedError::Removed)
     }
 
-    /// Release the waiters there are now (manual: all; auto: one) and leave it unsignaled.
+    /// Release the waiters there are now (manual: all; auto: one) and leave it unsignaled. A
+    /// pulse with nobody waiting is lost.
     ///
     /// # Errors
-    /// [`NamedError::Removed`].
+    /// [`NamedError::Removed`]; `Shared(_)` if the wake cannot use the shared table.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{Namespace, Open};
+    /// let name = format!("doc-event-pulse-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_2600 + std::process::id() as u64;
+    /// let (ev, _) = ns.event(key, Open::CreateNew, false, false).unwrap();
+    /// std::thread::scope(|s| {
+    ///     let waiter = s.spawn(|| ev.wait(None).unwrap()); // sleeps until a pulse
+    ///     // Pulse until one came while it waited (each one before is lost).
+    ///     while !waiter.is_finished() {
+    ///         ev.pulse().unwrap();
+    ///         std::thread::yield_now();
+    ///     }
+    /// });
+    /// ns.remove(key).unwrap();
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn pulse(&self) -> Result<(), NamedError> {
         let s = self.slot()?;
         if s.word.fetch_update(Ordering::Release, Ordering::Relaxed, |w| (w != REMOVED).then(|| pulsed(w))).is_err() {
@@ -113,11 +190,27 @@ impl Event<'_> {
         }
     }
 
-    /// Wait until it is signaled (auto: taking the signal) or pulsed, until `deadline`.
+    /// Wait until it is signaled (auto: taking the signal) or pulsed, until `deadline`. Only a
+    /// pulse after the call began counts.
     ///
     /// # Errors
     /// [`NamedError::Removed`] (also when removed while waiting); `Shared(TimedOut)`,
-    /// `Shared(Interrupted)`.
+    /// `Shared(Interrupted)`; another `Shared(_)` if the shared table cannot be used.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{Namespace, Open};
+    /// let name = format!("doc-event-wait-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_2700 + std::process::id() as u64;
+    /// let (ev, _) = ns.event(key, Open::CreateNew, false, false).unwrap();
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| ev.set().unwrap());
+    ///     ev.wait(None).unwrap(); // until the set
+    /// });
+    /// ns.remove(key).unwrap();
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn wait(&self, deadline: Option<Deadline>) -> Result<(), NamedError> {
         let s = self.slot()?;
         let began = s.word.load(Ordering::Acquire);

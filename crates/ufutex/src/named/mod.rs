@@ -61,10 +61,38 @@ const KIND_EVENT: u32 = 4;
 /// is created, for a namespace that will hold millions.
 const DEFAULT_ORDER: u32 = 16;
 /// The most a semaphore counts to (SysV's `SEMVMX` is 32767; ours stays clear of the removed
-/// mark).
+/// mark). A create with more is [`NamedError::Invalid`]; a post past it is [`NamedError::Range`].
+///
+/// # Examples
+/// ```
+/// use ufutex::named::{NamedError, Namespace, Open, SEMAPHORE_MAX};
+/// let name = format!("doc-semaphore-max-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// let key = 0x5eed_0100 + std::process::id() as u64;
+/// let (sem, _) = ns.semaphore(key, Open::CreateNew, SEMAPHORE_MAX).unwrap();
+/// assert_eq!(sem.post(1), Err(NamedError::Range)); // the count stays
+/// assert_eq!(sem.value(), Ok(SEMAPHORE_MAX));
+/// ns.remove(key).unwrap();
+/// let err = ns.semaphore(key, Open::CreateNew, SEMAPHORE_MAX + 1).unwrap_err();
+/// assert_eq!(err, NamedError::Invalid);
+/// Namespace::unlink(&name).unwrap();
+/// ```
 pub const SEMAPHORE_MAX: u32 = i32::MAX as u32;
 
 /// Why a named-object operation failed; [`NamedError::errno`] is semget/semop's errno.
+/// Non-exhaustive: match it with a catch-all arm.
+///
+/// # Examples
+/// ```
+/// use ufutex::named::{NamedError, Namespace, Open};
+/// let name = format!("doc-named-error-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// let key = 0x5eed_0200 + std::process::id() as u64;
+/// let e = ns.mutex(key, Open::Existing).unwrap_err();
+/// assert_eq!(e, NamedError::NotFound);
+/// assert_eq!(e.errno(), libc::ENOENT);
+/// Namespace::unlink(&name).unwrap();
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum NamedError {
@@ -82,7 +110,8 @@ pub enum NamedError {
     NameTooLong,
     /// `ERANGE`: a semaphore would pass [`SEMAPHORE_MAX`].
     Range,
-    /// `EAGAIN`: a `try_wait` found the semaphore at 0.
+    /// `EAGAIN`: a semaphore at 0 where the caller would not sleep (the C ABI's
+    /// `ufutex_sem_trywait`; [`Semaphore::try_wait`] answers `Ok(false)` instead).
     WouldBlock,
     /// `EPERM`: a mutex released by a thread that does not hold it.
     NotOwner,
@@ -91,6 +120,16 @@ pub enum NamedError {
 }
 
 impl NamedError {
+    /// The errno the C ABI returns for this error (a `Shared` one's is [`SharedError::errno`]).
+    /// An errno does not name one variant: `Shared(NoSpace)` and `Full` are both `ENOSPC`.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::NamedError;
+    /// use ufutex::shared::SharedError;
+    /// assert_eq!(NamedError::Removed.errno(), libc::EIDRM);
+    /// assert_eq!(NamedError::Shared(SharedError::TimedOut).errno(), libc::ETIMEDOUT);
+    /// ```
     pub fn errno(self) -> i32 {
         match self {
             NamedError::NotFound => libc::ENOENT,
@@ -138,7 +177,25 @@ impl From<SharedError> for NamedError {
 
 #[cfg(not(ufutex_loom))]
 /// A namespace: the user's segment `ns-<name>` beside the shared table, mapped for the life of
-/// the process.
+/// the process. Every `Namespace` of one file in a process shares one mapping; it is never
+/// unmapped, so handles stay valid while their `Namespace` lives. Only its user's processes
+/// can open it.
+///
+/// # Examples
+/// ```
+/// use ufutex::named::{Namespace, Open};
+/// let key = 0x5eed_0300 + std::process::id() as u64;
+/// let name = format!("doc-namespace-{}", std::process::id());
+/// // Two opens of one name: one namespace.
+/// let a = Namespace::open(&name).unwrap();
+/// let b = Namespace::open(&name).unwrap();
+/// a.semaphore(key, Open::CreateNew, 2).unwrap();
+/// let (sem, existed) = b.semaphore(key, Open::Existing, 0).unwrap();
+/// assert!(existed);
+/// assert_eq!(sem.value(), Ok(2));
+/// a.remove(key).unwrap();
+/// Namespace::unlink(&name).unwrap();
+/// ```
 pub struct Namespace {
     /// The file's mapping (shared by every `Namespace` of the same file in this process).
     map: &'static Mapping,
@@ -278,12 +335,31 @@ impl Namespace {
     }
 
     /// The counting semaphore `key`, opened or created (`initial`: a new one's count), and
-    /// whether it existed.
+    /// whether it existed. An existing one keeps its count (`initial` is then ignored).
     ///
     /// # Errors
     /// [`NamedError::NotFound`], [`NamedError::Exists`] as `how` says; [`NamedError::Invalid`]
     /// if the key's object is not a semaphore or `initial` > [`SEMAPHORE_MAX`];
-    /// [`NamedError::Full`]; `Shared(_)` if the shared table cannot be used.
+    /// [`NamedError::NameTooLong`] for a name longer than [`NAME_MAX`]; [`NamedError::Full`]
+    /// when the namespace cannot grow; `Shared(_)` if the shared table cannot be used.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{NamedError, Namespace, Open};
+    /// let name = format!("doc-semaphore-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_0400 + std::process::id() as u64;
+    /// assert_eq!(ns.semaphore(key, Open::Existing, 0).unwrap_err(), NamedError::NotFound);
+    /// let (sem, existed) = ns.semaphore(key, Open::Create, 2).unwrap();
+    /// assert!(!existed);
+    /// let (again, existed) = ns.semaphore(key, Open::Create, 9).unwrap();
+    /// assert!(existed);
+    /// assert_eq!(again.value(), Ok(2)); // the same semaphore: its count stays
+    /// assert_eq!(ns.mutex(key, Open::Existing).unwrap_err(), NamedError::Invalid); // not a mutex
+    /// assert_eq!(sem.try_wait(), Ok(true));
+    /// ns.remove(key).unwrap();
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn semaphore<'k>(
         &self,
         key: impl Into<Key<'k>>,
@@ -313,10 +389,32 @@ impl Namespace {
     }
 
     /// The raw 32-bit futex word `key` (a new one holds 0), opened or created, and whether it
-    /// existed. Wait and wake on it with [`crate::shared`].
+    /// existed. Wait and wake on it with [`crate::shared`]; the namespace gives it no meaning.
     ///
     /// # Errors
-    /// As [`Namespace::semaphore`].
+    /// As [`Namespace::semaphore`] (`Invalid`: the key's object is not a 32-bit word).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::atomic::Ordering;
+    /// use ufutex::named::{Namespace, Open};
+    /// use ufutex::shared::{self, SharedError};
+    /// let name = format!("doc-word-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_0500 + std::process::id() as u64;
+    /// let (w, _) = ns.word(key, Open::CreateNew).unwrap();
+    /// let word = w.get().unwrap();
+    /// std::thread::scope(|s| {
+    ///     // Sleeps while the word holds 0 (any process that opens the key may wake it).
+    ///     let t = s.spawn(|| shared::wait(word, 0, None));
+    ///     word.store(1, Ordering::Release);
+    ///     shared::wake(word, 1).unwrap();
+    ///     // Woken, or the store came first.
+    ///     assert!(matches!(t.join().unwrap(), Ok(()) | Err(SharedError::WouldBlock)));
+    /// });
+    /// ns.remove(key).unwrap();
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn word<'k>(&self, key: impl Into<Key<'k>>, how: Open) -> Result<(Word<'_>, bool), NamedError> {
         self.word_of(key, how)
     }
@@ -326,7 +424,23 @@ impl Namespace {
     /// size is part of its kind: opening it at another size is [`NamedError::Invalid`].
     ///
     /// # Errors
-    /// As [`Namespace::semaphore`].
+    /// As [`Namespace::semaphore`] (`Invalid`: the key's object is not a word of `F`'s size).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+    /// use ufutex::named::{NamedError, Namespace, Open};
+    /// use ufutex::shared::{self, SharedError};
+    /// let name = format!("doc-word-of-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_0600 + std::process::id() as u64;
+    /// let (w, _) = ns.word_of::<AtomicU64>(key, Open::CreateNew).unwrap();
+    /// w.get().unwrap().store(1 << 40, Ordering::Relaxed);
+    /// assert_eq!(shared::wait(w.get().unwrap(), 0, None), Err(SharedError::WouldBlock));
+    /// assert_eq!(ns.word_of::<AtomicU8>(key, Open::Existing).unwrap_err(), NamedError::Invalid);
+    /// ns.remove(key).unwrap();
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn word_of<'k, F: Futex>(&self, key: impl Into<Key<'k>>, how: Open) -> Result<(Word<'_, F>, bool), NamedError> {
         self.open_word(key.into(), how, false)
     }
@@ -342,10 +456,26 @@ impl Namespace {
         Ok((Word::from_parts(self, f.slot, f.gen), existed))
     }
 
-    /// The mutex `key`, opened or created (unowned), and whether it existed.
+    /// The mutex `key`, opened or created (unowned), and whether it existed. An existing one
+    /// keeps its owner.
     ///
     /// # Errors
-    /// As [`Namespace::semaphore`].
+    /// As [`Namespace::semaphore`] (`Invalid`: the key's object is not a mutex).
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{Acquired, Namespace, Open};
+    /// let name = format!("doc-ns-mutex-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_0700 + std::process::id() as u64;
+    /// let (m, existed) = ns.mutex(key, Open::Create).unwrap();
+    /// assert!(!existed);
+    /// assert_eq!(m.lock(None), Ok(Acquired::Acquired));
+    /// let (same, _) = ns.mutex(key, Open::Existing).unwrap();
+    /// same.unlock().unwrap(); // one mutex: this thread held it
+    /// ns.remove(key).unwrap();
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn mutex<'k>(&self, key: impl Into<Key<'k>>, how: Open) -> Result<(Mutex<'_>, bool), NamedError> {
         self.open_mutex(key.into(), how, false)
     }
@@ -360,7 +490,24 @@ impl Namespace {
     /// a new one's state), and whether it existed (an existing one keeps its mode and state).
     ///
     /// # Errors
-    /// As [`Namespace::semaphore`].
+    /// As [`Namespace::semaphore`] (`Invalid`: the key's object is not an event).
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{Namespace, Open};
+    /// let name = format!("doc-ns-event-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_0800 + std::process::id() as u64;
+    /// // Manual reset, created signaled: waits return at once until it is reset.
+    /// let (ev, _) = ns.event(key, Open::CreateNew, true, true).unwrap();
+    /// ev.wait(None).unwrap();
+    /// ev.wait(None).unwrap();
+    /// let (_, existed) = ns.event(key, Open::Create, false, false).unwrap(); // mode and state kept
+    /// assert!(existed);
+    /// ev.wait(None).unwrap();
+    /// ns.remove(key).unwrap();
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn event<'k>(
         &self,
         key: impl Into<Key<'k>>,
@@ -388,7 +535,25 @@ impl Namespace {
     /// from here on, its waiters wake and see that, and the key is free for a new object.
     ///
     /// # Errors
-    /// [`NamedError::NotFound`]; `Shared(_)` if the shared table cannot be used.
+    /// [`NamedError::NotFound`] if no object has the key; `Shared(_)` if the shared table cannot
+    /// be used.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{NamedError, Namespace, Open};
+    /// let name = format!("doc-remove-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_0900 + std::process::id() as u64;
+    /// let (sem, _) = ns.semaphore(key, Open::CreateNew, 0).unwrap();
+    /// std::thread::scope(|s| {
+    ///     let t = s.spawn(|| sem.wait(None));
+    ///     ns.remove(key).unwrap();
+    ///     // Woken by the removal, or it saw it before it slept.
+    ///     assert_eq!(t.join().unwrap(), Err(NamedError::Removed));
+    /// });
+    /// assert_eq!(ns.remove(key), Err(NamedError::NotFound));
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn remove<'k>(&self, key: impl Into<Key<'k>>) -> Result<(), NamedError> {
         let p = shared::process::proc()?;
         Ok(self.table().remove(key.into(), p.me, p, &wake_all)?)
@@ -398,7 +563,23 @@ impl Namespace {
     /// mapped keep using it; the next [`Namespace::open`] of the name makes a new, empty one.
     ///
     /// # Errors
-    /// [`NamedError::Invalid`] for a bad name, [`NamedError::NotFound`] if there is none.
+    /// [`NamedError::Invalid`] for a bad name, [`NamedError::NotFound`] if there is none;
+    /// `Shared(Access)` if the file cannot be removed for another reason; `Shared(_)` if the
+    /// user's directory cannot be found.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{NamedError, Namespace, Open};
+    /// let name = format!("doc-unlink-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// Namespace::unlink(&name).unwrap();
+    /// assert_eq!(Namespace::unlink(&name), Err(NamedError::NotFound));
+    /// assert_eq!(Namespace::unlink("no/slash"), Err(NamedError::Invalid));
+    /// // Still usable here, and gone for the next open.
+    /// let (sem, _) = ns.semaphore(1, Open::CreateNew, 1).unwrap();
+    /// assert_eq!(sem.try_wait(), Ok(true));
+    /// ns.remove(1).unwrap();
+    /// ```
     pub fn unlink(name: &str) -> Result<(), NamedError> {
         if !valid_name(name) {
             return Err(NamedError::Invalid);
@@ -415,15 +596,37 @@ impl Namespace {
 
     /// How many objects the namespace can hold now (its slots; lookups stay short below half).
     /// It grows: when its newest level of slots is half used, a new one twice as large is added
-    /// (objects stay where they are; lookups go on meanwhile).
+    /// (objects stay where they are; lookups go on meanwhile). Not a limit: creating past half
+    /// of it grows the namespace.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::Namespace;
+    /// let name = format!("doc-capacity-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// assert!(ns.capacity() >= 32);
+    /// assert!(ns.len() <= ns.capacity());
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn capacity(&self) -> usize {
         self.table().capacity()
     }
 
-    /// The namespaces of this user (their names), for people who debug.
+    /// The namespaces of this user (their names, sorted), for people who debug. A snapshot of
+    /// the files: one unlinked meanwhile may still show.
     ///
     /// # Errors
     /// `Shared(_)` if the user's directory cannot be found or read.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::Namespace;
+    /// let name = format!("doc-list-{}", std::process::id());
+    /// let _ns = Namespace::open(&name).unwrap();
+    /// assert!(Namespace::list().unwrap().contains(&name));
+    /// Namespace::unlink(&name).unwrap();
+    /// assert!(!Namespace::list().unwrap().contains(&name));
+    /// ```
     pub fn list() -> Result<Vec<String>, NamedError> {
         let probe = shared::file::user_file("ns-")?;
         let (dir, prefix) = probe.rsplit_once('/').ok_or(NamedError::Invalid)?;
@@ -439,6 +642,19 @@ impl Namespace {
 
     /// Every live object, in slot order (a snapshot, for people who debug: objects created or
     /// removed meanwhile may or may not show).
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{Kind, Namespace, Open};
+    /// let name = format!("doc-objects-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_0a00 + std::process::id() as u64;
+    /// ns.semaphore(key, Open::CreateNew, 3).unwrap();
+    /// let o = ns.objects().into_iter().find(|o| o.key == key).unwrap();
+    /// assert_eq!((o.kind, o.word, o.name, o.holders), (Kind::Semaphore, 3, None, None));
+    /// ns.remove(key).unwrap();
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn objects(&self) -> Vec<Object> {
         let t = self.table();
         (0..t.capacity())
@@ -481,12 +697,38 @@ impl Namespace {
             .collect()
     }
 
-    /// How many objects the namespace holds.
+    /// How many objects the namespace holds (live ones, of every process; counted ones too).
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{Namespace, Open};
+    /// let name = format!("doc-len-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// ns.event(1, Open::CreateNew, false, false).unwrap();
+    /// ns.mutex(2, Open::CreateNew).unwrap();
+    /// assert_eq!(ns.len(), 2);
+    /// ns.remove(1).unwrap();
+    /// ns.remove(2).unwrap();
+    /// assert_eq!(ns.len(), 0);
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn len(&self) -> usize {
         self.map.header.live() as usize
     }
 
-    /// Whether it holds none.
+    /// Whether it holds none ([`Namespace::len`] is 0).
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{Namespace, Open};
+    /// let name = format!("doc-is-empty-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// assert!(ns.is_empty());
+    /// ns.word(1, Open::CreateNew).unwrap();
+    /// assert!(!ns.is_empty());
+    /// ns.remove(1).unwrap();
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -511,7 +753,22 @@ impl Namespace {
 }
 
 /// The opens of counted objects ([`Namespace::counted`]): as [`Namespace`]'s, with a [`Held`]
-/// handle that keeps the object alive.
+/// handle that keeps the object alive. A counted object is of another kind than a plain one
+/// of the same key: each open finds only its own.
+///
+/// # Examples
+/// ```
+/// use ufutex::named::{NamedError, Namespace, Open};
+/// let name = format!("doc-counted-type-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// let key = 0x5eed_1400 + std::process::id() as u64;
+/// let counted = ns.counted();
+/// let (sem, _) = counted.semaphore(key, Open::CreateNew, 1).unwrap();
+/// assert_eq!(ns.semaphore(key, Open::Existing, 0).unwrap_err(), NamedError::Invalid); // not plain
+/// assert_eq!(sem.try_wait(), Ok(true));
+/// drop(sem); // the last handle: it dies
+/// Namespace::unlink(&name).unwrap();
+/// ```
 #[cfg(not(ufutex_loom))]
 #[derive(Debug, Clone, Copy)]
 pub struct Counted<'ns> {
@@ -527,8 +784,27 @@ impl<'ns> Counted<'ns> {
     /// The counted semaphore `key`, as [`Namespace::semaphore`].
     ///
     /// # Errors
-    /// As [`Namespace::semaphore`]; [`NamedError::Full`] also when this process holds
-    /// [`HELD_MAX`] objects of the namespace.
+    /// As [`Namespace::semaphore`] (`Invalid`: the key's object is not a counted semaphore);
+    /// [`NamedError::Exists`] for [`Open::CreateNew`] also when this process holds it already;
+    /// [`NamedError::Full`] also when this process holds [`HELD_MAX`] objects of the namespace.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{NamedError, Namespace, Open};
+    /// let name = format!("doc-counted-semaphore-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_1500 + std::process::id() as u64;
+    /// let (a, existed) = ns.counted().semaphore(key, Open::Create, 0).unwrap();
+    /// assert!(!existed);
+    /// let (b, existed) = ns.counted().semaphore(key, Open::Create, 0).unwrap();
+    /// assert!(existed); // a second handle to it
+    /// b.post(1).unwrap();
+    /// assert_eq!(a.value(), Ok(1));
+    /// drop((a, b)); // the last handles: it dies
+    /// let gone = ns.counted().semaphore(key, Open::Existing, 0).unwrap_err();
+    /// assert_eq!(gone, NamedError::NotFound);
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn semaphore<'k>(
         &self,
         key: impl Into<Key<'k>>,
@@ -542,6 +818,20 @@ impl<'ns> Counted<'ns> {
     ///
     /// # Errors
     /// As [`Counted::semaphore`].
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::atomic::Ordering;
+    /// use ufutex::named::{Namespace, Open};
+    /// let name = format!("doc-counted-word-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_1600 + std::process::id() as u64;
+    /// let (w, _) = ns.counted().word(key, Open::CreateNew).unwrap();
+    /// w.get().unwrap().store(1, Ordering::Release);
+    /// assert_eq!(ufutex::shared::wake(w.get().unwrap(), 1), Ok(0));
+    /// w.close().unwrap(); // the last handle: it dies
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn word<'k>(&self, key: impl Into<Key<'k>>, how: Open) -> Result<(Held<'ns, Word<'ns>>, bool), NamedError> {
         self.word_of(key, how)
     }
@@ -550,6 +840,20 @@ impl<'ns> Counted<'ns> {
     ///
     /// # Errors
     /// As [`Counted::semaphore`].
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::atomic::{AtomicU16, AtomicU32};
+    /// use ufutex::named::{NamedError, Namespace, Open};
+    /// let name = format!("doc-counted-word-of-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_1700 + std::process::id() as u64;
+    /// let (w, _) = ns.counted().word_of::<AtomicU16>(key, Open::CreateNew).unwrap();
+    /// let other = ns.counted().word_of::<AtomicU32>(key, Open::Existing).unwrap_err();
+    /// assert_eq!(other, NamedError::Invalid); // another size
+    /// drop(w);
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn word_of<'k, F: Futex>(
         &self,
         key: impl Into<Key<'k>>,
@@ -558,10 +862,24 @@ impl<'ns> Counted<'ns> {
         Ok(self.held(self.ns.open_word(key.into(), how, true)?))
     }
 
-    /// The counted mutex `key`, as [`Namespace::mutex`].
+    /// The counted mutex `key`, as [`Namespace::mutex`]. Its death with the last handle does
+    /// not wait for its owner to unlock it.
     ///
     /// # Errors
     /// As [`Counted::semaphore`].
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{Acquired, Namespace, Open};
+    /// let name = format!("doc-counted-mutex-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_1800 + std::process::id() as u64;
+    /// let (m, _) = ns.counted().mutex(key, Open::CreateNew).unwrap();
+    /// assert_eq!(m.lock(None), Ok(Acquired::Acquired));
+    /// m.unlock().unwrap();
+    /// drop(m);
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn mutex<'k>(&self, key: impl Into<Key<'k>>, how: Open) -> Result<(Held<'ns, Mutex<'ns>>, bool), NamedError> {
         Ok(self.held(self.ns.open_mutex(key.into(), how, true)?))
     }
@@ -570,6 +888,21 @@ impl<'ns> Counted<'ns> {
     ///
     /// # Errors
     /// As [`Counted::semaphore`].
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{Namespace, Open};
+    /// let name = format!("doc-counted-event-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_1900 + std::process::id() as u64;
+    /// let (ev, _) = ns.counted().event(key, Open::CreateNew, false, false).unwrap();
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| ev.set().unwrap());
+    ///     ev.wait(None).unwrap(); // until the set; takes the signal
+    /// });
+    /// drop(ev);
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn event<'k>(
         &self,
         key: impl Into<Key<'k>>,
@@ -607,14 +940,31 @@ fn word_kind<F: Futex>() -> u32 {
     }
 }
 
-/// What kind of object a key names.
+/// What kind of object a key names ([`Object::kind`]); counted or not is in
+/// [`Object::holders`]. Non-exhaustive: later versions may add kinds.
+///
+/// # Examples
+/// ```
+/// use ufutex::named::{Kind, Namespace, Open};
+/// let name = format!("doc-kind-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// let key = 0x5eed_1a00 + std::process::id() as u64;
+/// ns.word_of::<std::sync::atomic::AtomicU8>(key, Open::CreateNew).unwrap();
+/// let o = ns.objects().into_iter().find(|o| o.key == key).unwrap();
+/// assert_eq!(o.kind, Kind::Word8);
+/// ns.remove(key).unwrap();
+/// Namespace::unlink(&name).unwrap();
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Kind {
+    /// A counting semaphore ([`Semaphore`]).
     Semaphore,
     /// A raw 32-bit word.
     Word,
+    /// A mutex ([`Mutex`]).
     Mutex,
+    /// An event ([`Event`]).
     Event,
     /// A raw 8-bit word.
     Word8,
@@ -640,13 +990,31 @@ impl Kind {
     }
 }
 
-/// One object, as [`Namespace::objects`] saw it.
+/// One object, as [`Namespace::objects`] saw it: a copy, not a handle (it may be stale).
+///
+/// # Examples
+/// ```
+/// use ufutex::named::{Kind, Namespace, Open};
+/// let name = format!("doc-object-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// let key = 0x5eed_1b00 + std::process::id() as u64;
+/// let (m, _) = ns.mutex(key, Open::CreateNew).unwrap();
+/// m.lock(None).unwrap();
+/// let o = ns.objects().into_iter().find(|o| o.key == key).unwrap();
+/// assert_eq!(o.kind, Kind::Mutex);
+/// assert!(o.owner.is_some() && !o.abandoned);
+/// assert_eq!(o.aux, 1); // held once
+/// m.unlock().unwrap();
+/// ns.remove(key).unwrap();
+/// Namespace::unlink(&name).unwrap();
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
     /// The key (for a named object: its name's hash).
     pub key: u64,
     /// The name, for an object made by name.
     pub name: Option<Vec<u8>>,
+    /// What it is.
     pub kind: Kind,
     /// The slot's generation (handles carry it).
     pub generation: u32,
@@ -910,7 +1278,25 @@ fn nonce() -> u64 {
 }
 
 #[cfg(not(ufutex_loom))]
-/// A counting semaphore of a namespace.
+/// A counting semaphore of a namespace (SysV's `semop` ±n): a handle by slot and generation,
+/// so a removed semaphore's handle fails with [`NamedError::Removed`] even if its key was
+/// reused. Waiters are not served in order.
+///
+/// # Examples
+/// ```
+/// use ufutex::named::{Namespace, Open};
+/// let name = format!("doc-sem-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// let key = 0x5eed_0b00 + std::process::id() as u64;
+/// let (sem, _) = ns.semaphore(key, Open::CreateNew, 0).unwrap();
+/// std::thread::scope(|s| {
+///     s.spawn(|| sem.wait(None).unwrap()); // sleeps until the post
+///     sem.post(1).unwrap();
+/// });
+/// assert_eq!(sem.value(), Ok(0));
+/// ns.remove(key).unwrap();
+/// Namespace::unlink(&name).unwrap();
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Semaphore<'ns> {
     pub(crate) ns: &'ns Namespace,
@@ -920,10 +1306,25 @@ pub struct Semaphore<'ns> {
 
 #[cfg(not(ufutex_loom))]
 impl Semaphore<'_> {
-    /// Add `n` to the count and wake up to `n` waiters (`semop` +n).
+    /// Add `n` to the count and wake up to `n` waiters (`semop` +n). All or nothing: a post
+    /// that would pass [`SEMAPHORE_MAX`] adds nothing.
     ///
     /// # Errors
-    /// [`NamedError::Removed`]; [`NamedError::Range`] past [`SEMAPHORE_MAX`].
+    /// [`NamedError::Removed`]; [`NamedError::Range`] past [`SEMAPHORE_MAX`]; `Shared(_)` if the
+    /// wake cannot use the shared table (the count was added).
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{Namespace, Open};
+    /// let name = format!("doc-sem-post-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_0c00 + std::process::id() as u64;
+    /// let (sem, _) = ns.semaphore(key, Open::CreateNew, 0).unwrap();
+    /// sem.post(3).unwrap();
+    /// assert_eq!(sem.value(), Ok(3));
+    /// ns.remove(key).unwrap();
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn post(&self, n: u32) -> Result<(), NamedError> {
         let word = &self.ns.live(self.slot, self.gen)?.word;
         let mut c = word.load(Ordering::Relaxed);
@@ -942,10 +1343,23 @@ impl Semaphore<'_> {
         Ok(())
     }
 
-    /// Take one from the count if it is above 0: whether it was.
+    /// Take one from the count if it is above 0: whether it was. Never sleeps.
     ///
     /// # Errors
     /// [`NamedError::Removed`].
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{Namespace, Open};
+    /// let name = format!("doc-sem-try-wait-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_0d00 + std::process::id() as u64;
+    /// let (sem, _) = ns.semaphore(key, Open::CreateNew, 1).unwrap();
+    /// assert_eq!(sem.try_wait(), Ok(true));
+    /// assert_eq!(sem.try_wait(), Ok(false)); // at 0
+    /// ns.remove(key).unwrap();
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn try_wait(&self) -> Result<bool, NamedError> {
         let word = &self.ns.live(self.slot, self.gen)?.word;
         let mut c = word.load(Ordering::Relaxed);
@@ -961,11 +1375,28 @@ impl Semaphore<'_> {
         }
     }
 
-    /// Take one from the count, sleeping while it is 0, until `deadline` (`semop` −1).
+    /// Take one from the count, sleeping while it is 0, until `deadline` (`semop` −1). Takes
+    /// nothing when it fails.
     ///
     /// # Errors
     /// [`NamedError::Removed`] (also when removed while waiting); `Shared(TimedOut)`,
-    /// `Shared(Interrupted)`.
+    /// `Shared(Interrupted)`; another `Shared(_)` if the shared table cannot be used.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    /// use ufutex::named::{NamedError, Namespace, Open};
+    /// use ufutex::shared::SharedError;
+    /// let name = format!("doc-sem-wait-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_0e00 + std::process::id() as u64;
+    /// let (sem, _) = ns.semaphore(key, Open::CreateNew, 1).unwrap();
+    /// sem.wait(None).unwrap(); // 1 → 0
+    /// let now = Some(Duration::ZERO.into()); // a deadline that has passed
+    /// assert_eq!(sem.wait(now), Err(NamedError::Shared(SharedError::TimedOut)));
+    /// ns.remove(key).unwrap();
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn wait(&self, deadline: Option<Deadline>) -> Result<(), NamedError> {
         loop {
             if self.try_wait()? {
@@ -979,10 +1410,23 @@ impl Semaphore<'_> {
         }
     }
 
-    /// The count now.
+    /// The count now (it may have changed by the time the caller looks).
     ///
     /// # Errors
     /// [`NamedError::Removed`].
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{NamedError, Namespace, Open};
+    /// let name = format!("doc-sem-value-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_0f00 + std::process::id() as u64;
+    /// let (sem, _) = ns.semaphore(key, Open::CreateNew, 4).unwrap();
+    /// assert_eq!(sem.value(), Ok(4));
+    /// ns.remove(key).unwrap();
+    /// assert_eq!(sem.value(), Err(NamedError::Removed));
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn value(&self) -> Result<u32, NamedError> {
         match self.ns.live(self.slot, self.gen)?.word.load(Ordering::Relaxed) {
             REMOVED => Err(NamedError::Removed),
@@ -993,7 +1437,22 @@ impl Semaphore<'_> {
 
 #[cfg(not(ufutex_loom))]
 /// A raw futex word of a namespace (32 bits unless made with [`Namespace::word_of`]), for
-/// [`crate::shared`]'s operations.
+/// [`crate::shared`]'s operations. The namespace never writes it, except that a
+/// removal stores all ones in it and wakes its waiters.
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::{AtomicU16, Ordering};
+/// use ufutex::named::{Namespace, Open, Word};
+/// let name = format!("doc-word-type-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// let key = 0x5eed_1100 + std::process::id() as u64;
+/// let (w, _): (Word<'_, AtomicU16>, _) = ns.word_of(key, Open::CreateNew).unwrap();
+/// w.get().unwrap().fetch_add(1, Ordering::Relaxed);
+/// assert_eq!(ufutex::shared::wake(w.get().unwrap(), 1), Ok(0)); // nobody waits
+/// ns.remove(key).unwrap();
+/// Namespace::unlink(&name).unwrap();
+/// ```
 #[derive(Debug)]
 pub struct Word<'ns, F = AtomicU32> {
     pub(crate) ns: &'ns Namespace,
@@ -1022,11 +1481,27 @@ impl<'ns, F> Word<'ns, F> {
 
 #[cfg(not(ufutex_loom))]
 impl<F: Futex> Word<'_, F> {
-    /// The word, while the object lives.
+    /// The word, while the object lives. The reference outlives a removal: check with `get`
+    /// again (a removed word holds all ones, which a live one may hold too).
     ///
     /// # Errors
     /// [`NamedError::Removed`]: the object was removed (its word then holds all ones, and
     /// waiters on it were woken).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::atomic::Ordering;
+    /// use ufutex::named::{NamedError, Namespace, Open};
+    /// let name = format!("doc-word-get-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_1200 + std::process::id() as u64;
+    /// let (w, _) = ns.word(key, Open::CreateNew).unwrap();
+    /// w.get().unwrap().store(7, Ordering::Relaxed);
+    /// assert_eq!(w.get().unwrap().load(Ordering::Relaxed), 7);
+    /// ns.remove(key).unwrap();
+    /// assert_eq!(w.get().unwrap_err(), NamedError::Removed);
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn get(&self) -> Result<&F, NamedError> {
         let s = self.ns.live(self.slot, self.gen)?;
         let at = std::ptr::from_ref(&s.word).cast::<F>();
@@ -1039,7 +1514,24 @@ impl<F: Futex> Word<'_, F> {
     }
 }
 
-/// One object of a [`wait_any`].
+/// One object of a [`wait_any`]: how it is waited on and what being ready takes.
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::Ordering;
+/// use ufutex::named::{wait_any, Namespace, Open, Waitable};
+/// let name = format!("doc-waitable-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// let key = 0x5eed_0000_0000 + 16 * std::process::id() as u64;
+/// let (sem, _) = ns.semaphore(key, Open::CreateNew, 0).unwrap();
+/// let (w, _) = ns.word(key + 1, Open::CreateNew).unwrap();
+/// w.get().unwrap().store(5, Ordering::Relaxed);
+/// // The word no longer holds 0: ready.
+/// assert_eq!(wait_any(&[Waitable::Semaphore(&sem), Waitable::Word(&w, 0)], None), Ok(1));
+/// ns.remove(key).unwrap();
+/// ns.remove(key + 1).unwrap();
+/// Namespace::unlink(&name).unwrap();
+/// ```
 #[cfg(not(ufutex_loom))]
 #[derive(Debug, Clone, Copy)]
 pub enum Waitable<'a> {
@@ -1062,11 +1554,33 @@ pub enum Waitable<'a> {
 
 /// Wait until one of `objects` (1 to [`crate::WAITV_MAX`], any kinds) is ready, taking it
 /// (a semaphore's count, an auto event's signal, a mutex's ownership); its index — the lowest
-/// ready one. Sleeps on all of their words at once (`shared::waitv`).
+/// ready one. Sleeps on all of their words at once (`shared::waitv`). Takes one object only;
+/// an error takes none.
 ///
 /// # Errors
 /// [`NamedError::Removed`] if one of them was removed (also while waiting);
-/// [`NamedError::Invalid`] for no objects or too many; `Shared(TimedOut)`, `Shared(Interrupted)`.
+/// [`NamedError::Invalid`] for no objects or too many; `Shared(TimedOut)`, `Shared(Interrupted)`;
+/// as [`Mutex::try_lock`] for a mutex; another `Shared(_)` if the shared table cannot be used.
+///
+/// # Examples
+/// ```
+/// use ufutex::named::{wait_any, Namespace, Open, Waitable};
+/// let name = format!("doc-wait-any-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// let key = 0x5eed_0000_0000 + 16 * std::process::id() as u64;
+/// let (sem, _) = ns.semaphore(key, Open::CreateNew, 0).unwrap();
+/// let (ev, _) = ns.event(key + 1, Open::CreateNew, false, false).unwrap();
+/// ev.set().unwrap();
+/// // The event is ready: its auto-reset signal is taken, the semaphore is left alone.
+/// assert_eq!(wait_any(&[Waitable::Semaphore(&sem), Waitable::Event(&ev)], None), Ok(1));
+/// sem.post(1).unwrap();
+/// assert_eq!(wait_any(&[Waitable::Semaphore(&sem), Waitable::Event(&ev)], None), Ok(0));
+/// assert_eq!(sem.value(), Ok(0));
+/// assert_eq!(wait_any(&[], None), Err(ufutex::named::NamedError::Invalid));
+/// ns.remove(key).unwrap();
+/// ns.remove(key + 1).unwrap();
+/// Namespace::unlink(&name).unwrap();
+/// ```
 #[cfg(not(ufutex_loom))]
 pub fn wait_any(objects: &[Waitable<'_>], deadline: Option<Deadline>) -> Result<usize, NamedError> {
     wait_any_acquired(objects, deadline).map(|(i, _)| i)
@@ -1075,10 +1589,25 @@ pub fn wait_any(objects: &[Waitable<'_>], deadline: Option<Deadline>) -> Result<
 /// [`wait_any`], and how it took the object at the index: [`Acquired::Abandoned`] for a mutex
 /// taken from an owner that died holding it (as [`Mutex::lock`] would say), else
 /// [`Acquired::Acquired`]. A mutex held by another is asked about its owner's life at least every
-/// [`mutex::PROBE`] while the call sleeps, as [`Mutex::lock`] does.
+/// 20 ms while the call sleeps, as [`Mutex::lock`] does.
 ///
 /// # Errors
 /// As [`wait_any`].
+///
+/// # Examples
+/// ```
+/// use ufutex::named::{wait_any_acquired, Acquired, Namespace, Open, Waitable};
+/// let name = format!("doc-wait-any-acquired-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// let key = 0x5eed_1300 + std::process::id() as u64;
+/// let (m, _) = ns.mutex(key, Open::CreateNew).unwrap();
+/// // A thread ends holding it.
+/// std::thread::scope(|s| s.spawn(|| m.lock(None).unwrap()).join().unwrap());
+/// assert_eq!(wait_any_acquired(&[Waitable::Mutex(&m)], None), Ok((0, Acquired::Abandoned)));
+/// m.unlock().unwrap();
+/// ns.remove(key).unwrap();
+/// Namespace::unlink(&name).unwrap();
+/// ```
 #[cfg(not(ufutex_loom))]
 pub fn wait_any_acquired(
     objects: &[Waitable<'_>],

@@ -92,7 +92,23 @@ pub(super) const PENDING: u64 = 1 << 31;
 /// namespace's inspection, which should tell it from a process's word.)
 pub(super) const ABANDONED: u64 = u64::MAX << 32;
 
-/// How a lock was taken.
+/// How a lock was taken. Either way the caller owns the mutex.
+///
+/// # Examples
+/// ```
+/// use ufutex::named::{Acquired, Namespace, Open};
+/// let name = format!("doc-acquired-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// let key = 0x5eed_2800 + std::process::id() as u64;
+/// let (m, _) = ns.mutex(key, Open::CreateNew).unwrap();
+/// match m.lock(None).unwrap() {
+///     Acquired::Acquired => {}
+///     Acquired::Abandoned => { /* repair what it protects first */ }
+/// }
+/// m.unlock().unwrap();
+/// ns.remove(key).unwrap();
+/// Namespace::unlink(&name).unwrap();
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acquired {
     /// Normally (or once more by its owner thread: recursion).
@@ -103,7 +119,34 @@ pub enum Acquired {
     Abandoned,
 }
 
-/// A mutex of a namespace.
+/// A mutex of a namespace: owned by one thread of one process, recursive, and abandoned
+/// (not released) when its owner thread or process ends holding it. Not fair: contenders are
+/// not served in order.
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+/// use ufutex::named::{Namespace, Open};
+/// let name = format!("doc-mutex-type-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// let key = 0x5eed_2900 + std::process::id() as u64;
+/// let (m, _) = ns.mutex(key, Open::CreateNew).unwrap();
+/// let n = AtomicU32::new(0);
+/// std::thread::scope(|s| {
+///     for _ in 0..2 {
+///         s.spawn(|| {
+///             for _ in 0..100 {
+///                 m.lock(None).unwrap();
+///                 n.store(n.load(Relaxed) + 1, Relaxed); // not atomic: the mutex excludes
+///                 m.unlock().unwrap();
+///             }
+///         });
+///     }
+/// });
+/// assert_eq!(n.into_inner(), 200);
+/// ns.remove(key).unwrap();
+/// Namespace::unlink(&name).unwrap();
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Mutex<'ns> {
     pub(crate) ns: &'ns Namespace,
@@ -130,10 +173,27 @@ impl Mutex<'_> {
         self.ns.live(self.slot, self.gen)
     }
 
-    /// Take the mutex without sleeping: `None` if another holds it.
+    /// Take the mutex without sleeping: `None` if another thread holds it. Takes it again if
+    /// this thread holds it, and takes it over (as [`Acquired::Abandoned`]) if its owner died.
     ///
     /// # Errors
-    /// As [`Mutex::lock`].
+    /// As [`Mutex::lock`] (never `Shared(TimedOut)` or `Shared(Interrupted)`).
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{Acquired, Namespace, Open};
+    /// let name = format!("doc-mutex-try-lock-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_2a00 + std::process::id() as u64;
+    /// let (m, _) = ns.mutex(key, Open::CreateNew).unwrap();
+    /// assert_eq!(m.try_lock(), Ok(Some(Acquired::Acquired)));
+    /// std::thread::scope(|s| {
+    ///     assert_eq!(s.spawn(|| m.try_lock()).join().unwrap(), Ok(None)); // held by another
+    /// });
+    /// m.unlock().unwrap();
+    /// ns.remove(key).unwrap();
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn try_lock(&self) -> Result<Option<Acquired>, NamedError> {
         let s = self.slot()?;
         let p = shared::process::proc()?;
@@ -147,7 +207,9 @@ impl Mutex<'_> {
     /// # Errors
     /// [`NamedError::Removed`]; `Shared(TimedOut)`, `Shared(Interrupted)`; `Shared(NoSpace)` or
     /// `Shared(NoMemory)` if this thread's exit hook cannot be set up (no pthread key left, no
-    /// memory for the list of what it holds).
+    /// memory for the list of what it holds); [`NamedError::Range`] if its owner thread would
+    /// hold it more than `u32::MAX` times; another `Shared(_)` if the shared table cannot be
+    /// used.
     ///
     /// # Examples
     /// ```
@@ -229,7 +291,27 @@ impl Mutex<'_> {
     /// # Errors
     /// [`NamedError::NotOwner`] (`EPERM`) if this thread does not hold it (also in a pthread
     /// key's destructor that runs after this thread's exit hook abandoned it);
-    /// [`NamedError::Removed`].
+    /// [`NamedError::Removed`]; `Shared(_)` if the shared table cannot be used (to find this
+    /// process, or for the wake after the last release, which stands).
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::named::{NamedError, Namespace, Open};
+    /// let name = format!("doc-mutex-unlock-{}", std::process::id());
+    /// let ns = Namespace::open(&name).unwrap();
+    /// let key = 0x5eed_2b00 + std::process::id() as u64;
+    /// let (m, _) = ns.mutex(key, Open::CreateNew).unwrap();
+    /// assert_eq!(m.unlock(), Err(NamedError::NotOwner));
+    /// m.lock(None).unwrap();
+    /// m.lock(None).unwrap(); // recursion
+    /// m.unlock().unwrap();
+    /// std::thread::scope(|s| {
+    ///     assert_eq!(s.spawn(|| m.try_lock()).join().unwrap(), Ok(None)); // still held once
+    /// });
+    /// m.unlock().unwrap();
+    /// ns.remove(key).unwrap();
+    /// Namespace::unlink(&name).unwrap();
+    /// ```
     pub fn unlock(&self) -> Result<(), NamedError> {
         let s = self.slot()?;
         let p = shared::process::proc()?;

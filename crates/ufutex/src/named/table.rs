@@ -240,7 +240,23 @@ impl Found {
     }
 }
 
-/// How a create goes when the key exists or not (semget's flags).
+/// How a create goes when the key exists or not (semget's flags). Whichever it is, the answer
+/// is atomic: of two processes that create one key, one creates and the other opens (or gets
+/// `Exists`).
+///
+/// # Examples
+/// ```
+/// use ufutex::named::{NamedError, Namespace, Open};
+/// let name = format!("doc-open-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// let key = 0x5eed_2c00 + std::process::id() as u64;
+/// assert_eq!(ns.word(key, Open::Existing).unwrap_err(), NamedError::NotFound);
+/// assert!(!ns.word(key, Open::Create).unwrap().1); // made now
+/// assert!(ns.word(key, Open::Create).unwrap().1); // it existed
+/// assert_eq!(ns.word(key, Open::CreateNew).unwrap_err(), NamedError::Exists);
+/// ns.remove(key).unwrap();
+/// Namespace::unlink(&name).unwrap();
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Open {
     /// Open an existing object; absent → `NotFound` (semget without `IPC_CREAT`).
@@ -261,7 +277,23 @@ pub(crate) enum TableError {
     Shared(SharedError),
 }
 
-/// The longest byte-string name.
+/// The longest byte-string name of an object (a [`Key::Name`]); a longer one is
+/// [`NamedError::NameTooLong`](super::NamedError::NameTooLong). Not the limit of a
+/// namespace's own name (64 bytes).
+///
+/// # Examples
+/// ```
+/// use ufutex::named::{NamedError, Namespace, Open, NAME_MAX};
+/// let name = format!("doc-name-max-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// let longest = "x".repeat(NAME_MAX);
+/// ns.semaphore(longest.as_str(), Open::CreateNew, 0).unwrap();
+/// let longer = format!("{longest}x");
+/// let err = ns.semaphore(longer.as_str(), Open::Create, 0).unwrap_err();
+/// assert_eq!(err, NamedError::NameTooLong);
+/// ns.remove(longest.as_str()).unwrap();
+/// Namespace::unlink(&name).unwrap();
+/// ```
 pub const NAME_MAX: usize = 56;
 
 /// `progress` bit: the change under way is a removal.
@@ -336,10 +368,29 @@ pub(crate) struct NameSlot {
 
 /// What identifies an object in a namespace: a 64-bit key, or a byte-string name of at most
 /// [`NAME_MAX`] bytes. The two never meet (the key 5 and a name that hashes to 5 are two
-/// objects).
+/// objects). Opens take anything that converts: a `u64`, a `&str` or a `&[u8]`.
+///
+/// # Examples
+/// ```
+/// use ufutex::named::{Key, Namespace, Open};
+/// let id = 0x5eed_2d00 + std::process::id() as u64;
+/// assert_eq!(Key::from(id), Key::Id(id));
+/// assert_eq!(Key::from("a name"), Key::Name(b"a name"));
+/// let name = format!("doc-key-{}", std::process::id());
+/// let ns = Namespace::open(&name).unwrap();
+/// ns.semaphore(id, Open::CreateNew, 1).unwrap();
+/// ns.semaphore("a name", Open::CreateNew, 2).unwrap(); // another object
+/// let (by_bytes, _) = ns.semaphore(&b"a name"[..], Open::Existing, 0).unwrap();
+/// assert_eq!(by_bytes.value(), Ok(2));
+/// ns.remove(id).unwrap();
+/// ns.remove("a name").unwrap();
+/// Namespace::unlink(&name).unwrap();
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Key<'k> {
+    /// A 64-bit key (SysV's `key_t`, wider).
     Id(u64),
+    /// A byte-string name (any bytes; at most [`NAME_MAX`]).
     Name(&'k [u8]),
 }
 

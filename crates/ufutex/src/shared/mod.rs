@@ -1,7 +1,7 @@
 //! Process-shared futexes: words without `UFUTEX_PRIVATE`, which waiters in different processes
 //! meet on when they map the same object (see `ARCHITECTURE.md`, "Process-shared waiting").
 //!
-//! Two modes, chosen once per process from the environment ([`mode`]):
+//! Two modes, chosen once per process from the environment (`UFUTEX_SHARED`):
 //! - the default: ufutex's own shared table in a per-user segment (`segment`, `table`, ...);
 //! - `UFUTEX_SHARED=kernel`: the kernel's futex on the word itself (`kernel`).
 #![cfg_attr(ufutex_loom, allow(dead_code, unused_imports))]
@@ -42,6 +42,17 @@ use {
 };
 
 /// Why a process-shared operation failed. Each variant is the errno the C ABI returns.
+/// Non-exhaustive: match it with a catch-all arm.
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::AtomicU32;
+/// use ufutex::shared::{self, SharedError};
+/// let w = AtomicU32::new(1);
+/// let e = shared::wait(&w, 0, None).unwrap_err();
+/// assert_eq!(e, SharedError::WouldBlock);
+/// assert_eq!(e.errno(), libc::EAGAIN);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SharedError {
@@ -55,7 +66,8 @@ pub enum SharedError {
     /// kernel's futex could use: a read-only private anonymous page), or the shared table's
     /// segment cannot be mapped.
     Fault,
-    /// `EINVAL`: an argument the mode cannot honour exactly (see `UFUTEX_SHARED=kernel`).
+    /// `EINVAL`: no entries or too many for a [`waitv`], or an argument the mode cannot honour
+    /// exactly (see `UFUTEX_SHARED=kernel`).
     Invalid,
     /// `EACCES`: the user's shared table segment exists but is not safely owned (another owner,
     /// or group/other permission bits).
@@ -73,7 +85,14 @@ pub enum SharedError {
 }
 
 impl SharedError {
-    /// The errno the C ABI returns for this error.
+    /// The errno the C ABI returns for this error (positive; one per variant).
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::shared::SharedError;
+    /// assert_eq!(SharedError::TimedOut.errno(), libc::ETIMEDOUT);
+    /// assert_eq!(SharedError::NotRecoverable.errno(), libc::ENOTRECOVERABLE);
+    /// ```
     pub fn errno(self) -> i32 {
         match self {
             SharedError::WouldBlock => libc::EAGAIN,
@@ -190,7 +209,20 @@ pub fn wait<F: Futex>(f: &F, expected: F::Value, deadline: Option<Deadline>) -> 
 /// [`wait`], woken only by wakes whose mask shares a bit with `mask`.
 ///
 /// # Errors
-/// As [`wait`].
+/// As [`wait`]. With `UFUTEX_SHARED=kernel` also [`SharedError::Invalid`] for a mask of 0 or
+/// wider than the word, and for a 64-bit word with any mask but `u64::MAX` (in the default
+/// mode a mask of 0 is taken, and no wake matches it).
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::AtomicU32;
+/// use std::time::Duration;
+/// use ufutex::shared::{self, SharedError};
+/// let w = AtomicU32::new(7);
+/// assert_eq!(shared::wait_bitset(&w, 8, 0b10, None), Err(SharedError::WouldBlock));
+/// let now = Some(Duration::ZERO.into()); // a deadline that has passed
+/// assert_eq!(shared::wait_bitset(&w, 7, 0b10, now), Err(SharedError::TimedOut));
+/// ```
 #[cfg(not(ufutex_loom))]
 pub fn wait_bitset<F: Futex>(
     f: &F,
@@ -203,29 +235,84 @@ pub fn wait_bitset<F: Futex>(
 }
 
 /// Wake up to `n` threads waiting (process-shared) on `f`, in any process, oldest first: how
-/// many. With no waiter anywhere this costs a fence and a load.
+/// many. With no waiter anywhere this costs a fence and a load. It does not change the word:
+/// change it first, so that a waiter that has not slept yet sees the change and returns.
 ///
 /// # Errors
-/// Only when the shared table cannot be used (see [`SharedError`]).
+/// Only when the shared table cannot be used (see [`SharedError`]); with `UFUTEX_SHARED=kernel`,
+/// [`SharedError::Fault`] if the kernel cannot use the word.
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use ufutex::shared::{self, SharedError};
+/// let w = AtomicU32::new(0);
+/// std::thread::scope(|s| {
+///     let t = s.spawn(|| shared::wait(&w, 0, None));
+///     w.store(1, Ordering::Release);
+///     let woken = shared::wake(&w, 1).unwrap(); // 0 if it had not slept yet
+///     assert!(woken <= 1);
+///     // Woken, or it saw the store before it slept.
+///     assert!(matches!(t.join().unwrap(), Ok(()) | Err(SharedError::WouldBlock)));
+/// });
+/// ```
 #[cfg(not(ufutex_loom))]
 pub fn wake<F: Futex>(f: &F, n: usize) -> Result<usize, SharedError> {
     wake_bitset(f, n, MATCH_ANY)
 }
 
-/// [`wake`], waking only waiters whose mask shares a bit with `mask`.
+/// [`wake`], waking only waiters whose mask shares a bit with `mask` (others are neither woken
+/// nor counted).
 ///
 /// # Errors
-/// As [`wake`].
+/// As [`wake`]. With `UFUTEX_SHARED=kernel` also [`SharedError::Invalid`] for a mask of 0 or
+/// wider than the word, and for a 64-bit word with any mask but `u64::MAX`.
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::AtomicU32;
+/// use ufutex::shared;
+/// let w = AtomicU32::new(0);
+/// std::thread::scope(|s| {
+///     let t = s.spawn(|| shared::wait_bitset(&w, 0, 0b01, None));
+///     assert_eq!(shared::wake_bitset(&w, 1, 0b10), Ok(0)); // never its bit
+///     // Once it sleeps, a wake of its bit finds it.
+///     while !t.is_finished() && shared::wake_bitset(&w, 1, 0b01).unwrap() == 0 {
+///         std::thread::yield_now();
+///     }
+///     assert_eq!(t.join().unwrap(), Ok(()));
+/// });
+/// ```
 #[cfg(not(ufutex_loom))]
 pub fn wake_bitset<F: Futex>(f: &F, n: usize, mask: u64) -> Result<usize, SharedError> {
     wake_word(word_of(f), n, mask)
 }
 
 /// If `*from == expected`, wake up to `nr_wake` process-shared waiters on `from` and move up
-/// to `nr_requeue` more to wait on `to`: woken + moved.
+/// to `nr_requeue` more to wait on `to`: woken + moved. A moved waiter is woken later through
+/// `to`; its own wait returns `Ok` then.
 ///
 /// # Errors
-/// [`SharedError::WouldBlock`] if `*from != expected`; as [`wake`] otherwise.
+/// [`SharedError::WouldBlock`] if `*from != expected`; as [`wake`] otherwise. With
+/// `UFUTEX_SHARED=kernel` also [`SharedError::Invalid`] unless both words are 32 bits.
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use ufutex::shared::{self, SharedError};
+/// let (a, b) = (AtomicU32::new(0), AtomicU32::new(0));
+/// assert_eq!(shared::requeue(&a, 1, &b, 1, 1), Err(SharedError::WouldBlock));
+/// std::thread::scope(|s| {
+///     let t = s.spawn(|| shared::wait(&a, 0, None));
+///     // Move it to `b` once it sleeps on `a` (before that there is nothing to move).
+///     while !t.is_finished() && shared::requeue(&a, 0, &b, 0, 1).unwrap() == 0 {
+///         std::thread::yield_now();
+///     }
+///     b.store(1, Ordering::Release);
+///     assert_eq!(shared::wake(&b, 1), Ok(1)); // it waits on `b` now
+///     assert_eq!(t.join().unwrap(), Ok(()));
+/// });
+/// ```
 #[cfg(not(ufutex_loom))]
 pub fn requeue<F: Futex>(
     from: &F,
@@ -238,10 +325,29 @@ pub fn requeue<F: Futex>(
 }
 
 /// Wait on any of `entries` (1 to [`WAITV_MAX`], any sizes), all process-shared: the index of a
-/// woken entry.
+/// woken entry (any woken one, not necessarily the lowest). [`SharedError::WouldBlock`] if any
+/// entry's word does not hold its value.
 ///
 /// # Errors
-/// As [`wait`]; [`SharedError::Invalid`] for no entries or more than [`WAITV_MAX`].
+/// As [`wait`]; [`SharedError::Invalid`] for no entries or more than [`WAITV_MAX`]. With
+/// `UFUTEX_SHARED=kernel` also [`SharedError::Invalid`] for more than 128 entries, an entry
+/// that is not 32 bits, or one with a mask.
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use ufutex::shared::{self, SharedError};
+/// use ufutex::WaitEntry;
+/// let (a, b) = (AtomicU32::new(0), AtomicU32::new(0));
+/// assert_eq!(shared::waitv(&[], None), Err(SharedError::Invalid));
+/// std::thread::scope(|s| {
+///     let t = s.spawn(|| shared::waitv(&[WaitEntry::new(&a, 0), WaitEntry::new(&b, 0)], None));
+///     b.store(1, Ordering::Release);
+///     shared::wake(&b, 1).unwrap();
+///     // Woken through `b`, or it saw the store before it slept.
+///     assert!(matches!(t.join().unwrap(), Ok(1) | Err(SharedError::WouldBlock)));
+/// });
+/// ```
 #[cfg(not(ufutex_loom))]
 pub fn waitv(entries: &[WaitEntry<'_>], deadline: Option<Deadline>) -> Result<usize, SharedError> {
     if entries.is_empty() || entries.len() > WAITV_MAX {

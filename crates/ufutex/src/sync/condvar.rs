@@ -76,11 +76,36 @@ pub struct Condvar {
 }
 
 /// Whether a timed condvar wait returned because its deadline passed.
+///
+/// # Examples
+/// ```
+/// use std::time::Duration;
+/// use ufutex::sync::{Condvar, Mutex};
+/// let (m, cv) = (Mutex::new(()), Condvar::new());
+/// let r = cv.wait_for(&mut m.lock(), Duration::from_millis(1));
+/// assert!(r.timed_out());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WaitTimeoutResult(bool);
 
 impl WaitTimeoutResult {
-    /// `true` if the wait ended by its deadline (the condition may still have become true).
+    /// `true` if the wait ended by its deadline (the condition may still have become true);
+    /// `false` if it was notified, or woke spuriously.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use ufutex::sync::{Condvar, Mutex};
+    /// let (m, cv) = (Mutex::new(false), Condvar::new());
+    /// let mut g = m.lock();
+    /// let deadline = Instant::now() + Duration::from_millis(1);
+    /// while !*g {
+    ///     if cv.wait_until(&mut g, deadline).timed_out() {
+    ///         break; // still false: nobody set it
+    ///     }
+    /// }
+    /// assert!(!*g);
+    /// ```
     pub fn timed_out(self) -> bool {
         self.0
     }
@@ -99,7 +124,17 @@ impl Default for Condvar {
 }
 
 impl Condvar {
-    /// A condvar with no waiters.
+    /// A condvar with no waiters (`const`: usable in a `static`). It is not tied to a mutex
+    /// until its first wait.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::sync::{Condvar, Mutex};
+    /// static READY: Mutex<bool> = Mutex::new(false);
+    /// static CV: Condvar = Condvar::new();
+    /// *READY.lock() = true;
+    /// assert!(!CV.notify_one()); // nobody was waiting
+    /// ```
     #[cfg(not(ufutex_loom))]
     pub const fn new() -> Condvar {
         Condvar { seq: AtomicU32::new(0), mutex: AtomicUsize::new(0) }
@@ -205,7 +240,19 @@ impl Condvar {
         self.wait_in(default_domain(), Self::raw(guard), None);
     }
 
-    /// As [`Condvar::wait`], giving up at `deadline`.
+    /// As [`Condvar::wait`], giving up at `deadline` (on the monotonic clock). The mutex is
+    /// locked again on return, whatever the result; a deadline already past still unlocks and
+    /// relocks it.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Instant;
+    /// use ufutex::sync::{Condvar, Mutex};
+    /// let (m, cv) = (Mutex::new(0), Condvar::new());
+    /// let mut g = m.lock();
+    /// assert!(cv.wait_until(&mut g, Instant::now()).timed_out());
+    /// *g += 1; // still held
+    /// ```
     pub fn wait_until<T: ?Sized>(
         &self,
         guard: &mut super::MutexGuard<'_, T>,
@@ -214,7 +261,25 @@ impl Condvar {
         WaitTimeoutResult(self.wait_in(default_domain(), Self::raw(guard), Some(Deadline::Monotonic(deadline))))
     }
 
-    /// As [`Condvar::wait`], giving up after `timeout`.
+    /// As [`Condvar::wait`], giving up after `timeout`. The mutex is locked again on return,
+    /// whatever the result.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    /// use ufutex::sync::{Condvar, Mutex};
+    /// let (m, cv) = (Mutex::new(false), Condvar::new());
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         *m.lock() = true;
+    ///         cv.notify_one();
+    ///     });
+    ///     let mut g = m.lock();
+    ///     while !*g {
+    ///         cv.wait_for(&mut g, Duration::from_secs(10));
+    ///     }
+    /// });
+    /// ```
     pub fn wait_for<T: ?Sized>(
         &self,
         guard: &mut super::MutexGuard<'_, T>,
@@ -223,13 +288,50 @@ impl Condvar {
         WaitTimeoutResult(self.wait_in(default_domain(), Self::raw(guard), Some(Deadline::from(timeout))))
     }
 
-    /// Wake one waiting thread; returns whether there was one.
+    /// Wake one waiting thread, the oldest; returns whether there was one. A notify with no
+    /// waiter is not remembered.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::sync::{Condvar, Mutex};
+    /// let (m, cv) = (Mutex::new(0u32), Condvar::new());
+    /// assert!(!cv.notify_one());
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         let mut g = m.lock();
+    ///         while *g == 0 {
+    ///             cv.wait(&mut g);
+    ///         }
+    ///     });
+    ///     *m.lock() = 1;
+    ///     cv.notify_one();
+    /// });
+    /// ```
     pub fn notify_one(&self) -> bool {
         self.notify_one_in(default_domain())
     }
 
     /// Wake all waiting threads: one now, the others one per unlock of the mutex (they are
     /// requeued onto it). Returns how many were woken or requeued.
+    ///
+    /// # Examples
+    /// ```
+    /// use ufutex::sync::{Condvar, Mutex};
+    /// let (m, cv) = (Mutex::new(false), Condvar::new());
+    /// assert_eq!(cv.notify_all(), 0);
+    /// std::thread::scope(|s| {
+    ///     for _ in 0..3 {
+    ///         s.spawn(|| {
+    ///             let mut g = m.lock();
+    ///             while !*g {
+    ///                 cv.wait(&mut g);
+    ///             }
+    ///         });
+    ///     }
+    ///     *m.lock() = true;
+    ///     cv.notify_all();
+    /// });
+    /// ```
     pub fn notify_all(&self) -> usize {
         self.notify_all_in(default_domain())
     }

@@ -45,10 +45,41 @@ pub use spin::{set_spin_policy, SpinPolicy};
 pub use starvation::{set_starvation_policy, Starvation};
 
 /// A mutual-exclusion lock over a `T`, on a one-byte [`RawMutex`].
+///
+/// Not fair, but bounded: a waiter that has tried for about 1 ms is handed the lock at the
+/// next unlock. Not poisoned by a panic; not reentrant (locking twice on one thread deadlocks).
+///
+/// # Examples
+/// ```
+/// use ufutex::sync::Mutex;
+/// let counter = Mutex::new(0u32);
+/// std::thread::scope(|s| {
+///     for _ in 0..4 {
+///         s.spawn(|| *counter.lock() += 1);
+///     }
+/// });
+/// let g = counter.lock();
+/// assert!(counter.try_lock().is_none());
+/// drop(g);
+/// assert_eq!(counter.into_inner(), 4);
+/// ```
 #[cfg(not(ufutex_loom))]
 pub type Mutex<T> = lock_api::Mutex<RawMutex, T>;
 
-/// The RAII guard of a [`Mutex`]; unlocks when dropped.
+/// The RAII guard of a [`Mutex`]; unlocks when dropped. It is `Send` when `T` is: the lock is
+/// not tied to the thread that took it.
+///
+/// # Examples
+/// ```
+/// use ufutex::sync::{Mutex, MutexGuard};
+/// fn push(mut g: MutexGuard<'_, Vec<u8>>, v: u8) {
+///     g.push(v);
+/// } // unlocked here
+/// let m = Mutex::new(Vec::new());
+/// push(m.lock(), 1);
+/// push(m.lock(), 2);
+/// assert_eq!(*m.lock(), [1, 2]);
+/// ```
 #[cfg(not(ufutex_loom))]
 pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, RawMutex, T>;
 

@@ -129,7 +129,17 @@ pub(crate) enum Acquired {
 }
 
 impl RawMutex {
-    /// An unlocked mutex.
+    /// An unlocked mutex (`const`: usable in a `static`). Same as `RawMutex::INIT`.
+    ///
+    /// # Examples
+    /// ```
+    /// use lock_api::RawMutex as _;
+    /// static LOCK: ufutex::sync::RawMutex = ufutex::sync::RawMutex::new();
+    /// assert!(LOCK.try_lock());
+    /// assert!(LOCK.is_locked());
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { LOCK.unlock() };
+    /// ```
     #[cfg(not(ufutex_loom))]
     pub const fn new() -> RawMutex {
         RawMutex { state: AtomicU8::new(0) }
