@@ -4,3 +4,6 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 # Imports point down (DESIGN.md): a cycle among the library's modules fails here.
 python3 scripts/module-cycles.py
+# The libraries' API documentation builds without warnings (no link to a private or missing
+# item). (The bench's doc comments are its --help text, not rustdoc.)
+RUSTDOCFLAGS="-D warnings" cargo doc -p ufutex -p ufutex-preload --no-deps
