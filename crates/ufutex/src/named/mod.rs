@@ -227,7 +227,8 @@ impl Namespace {
     /// # Examples
     /// ```
     /// use ufutex::named::{Namespace, Open};
-    /// let ns = Namespace::open("doc-example").unwrap();
+    /// let name = format!("doc-example-{}", std::process::id()); // its own, in a parallel run too
+    /// let ns = Namespace::open(&name).unwrap();
     /// let key = 0x5eed_0000 + std::process::id() as u64;
     /// let (sem, existed) = ns.semaphore(key, Open::CreateNew, 1).unwrap();
     /// assert!(!existed);
@@ -235,7 +236,7 @@ impl Namespace {
     /// sem.post(1).unwrap();
     /// ns.remove(key).unwrap();
     /// assert_eq!(sem.post(1), Err(ufutex::named::NamedError::Removed));
-    /// Namespace::unlink("doc-example").unwrap(); // its file; our mapping stays usable
+    /// Namespace::unlink(&name).unwrap(); // its file; our mapping stays usable
     /// ```
     pub fn open(name: &str) -> Result<Namespace, NamedError> {
         if !valid_name(name) {
@@ -269,7 +270,8 @@ impl Namespace {
     /// # Examples
     /// ```
     /// use ufutex::named::{Namespace, Open, NamedError};
-    /// let ns = Namespace::open("doc-counted").unwrap();
+    /// let name = format!("doc-counted-{}", std::process::id()); // its own, in a parallel run too
+    /// let ns = Namespace::open(&name).unwrap();
     /// let key = 0xc0_0000 + std::process::id() as u64;
     /// let (ev, _) = ns.counted().event(key, Open::Create, true, false).unwrap();
     /// let again = ev.clone();
@@ -277,7 +279,7 @@ impl Namespace {
     /// again.set().unwrap(); // still held
     /// drop(again); // the last handle: the object dies
     /// assert_eq!(ns.counted().event(key, Open::Existing, true, false).unwrap_err(), NamedError::NotFound);
-    /// Namespace::unlink("doc-counted").unwrap();
+    /// Namespace::unlink(&name).unwrap();
     /// ```
     pub fn counted(&self) -> Counted<'_> {
         Counted { ns: self }

@@ -214,7 +214,8 @@ impl Mutex<'_> {
     /// # Examples
     /// ```
     /// use ufutex::named::{Acquired, Namespace, Open};
-    /// let ns = Namespace::open("doc-mutex").unwrap();
+    /// let name = format!("doc-mutex-{}", std::process::id()); // its own, in a parallel run too
+    /// let ns = Namespace::open(&name).unwrap();
     /// let key = 0x5eed_1000 + std::process::id() as u64;
     /// let (m, _) = ns.mutex(key, Open::CreateNew).unwrap();
     /// // A thread ends holding it: the next locker is told, once.
@@ -224,7 +225,7 @@ impl Mutex<'_> {
     /// assert_eq!(m.lock(None), Ok(Acquired::Acquired));
     /// m.unlock().unwrap();
     /// ns.remove(key).unwrap();
-    /// Namespace::unlink("doc-mutex").unwrap();
+    /// Namespace::unlink(&name).unwrap();
     /// ```
     pub fn lock(&self, deadline: Option<Deadline>) -> Result<Acquired, NamedError> {
         let p = shared::process::proc()?;
