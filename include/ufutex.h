@@ -352,7 +352,9 @@ long ufutex_hash_get_slots(void);
 /**
  * typedef ufutex_mutex_t - a mutex in one byte.
  *
- * Uncontended lock and unlock are one atomic instruction each. A contended lock spins briefly,
+ * Uncontended lock and unlock are one atomic instruction each, or, while the process has a
+ * single thread (glibc's __libc_single_threaded), a plain load and store, as glibc's own
+ * mutexes do. A contended lock spins briefly,
  * then sleeps on the lock byte itself (an 8-bit ufutex word). A waiter that keeps losing the
  * lock to other threads asks for a handoff, and the next unlock passes the lock to it
  * directly. Initialise with UFUTEX_MUTEX_INIT (all zero); no destroy is needed. Not

@@ -242,9 +242,33 @@ impl RawMutex {
     }
 
     #[inline]
-    fn fast_lock(&self) -> bool {
+    pub(crate) fn fast_lock(&self) -> bool {
         // (1), uncontended: one CAS. Acquire as in `try_lock_state`.
         self.state.compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok()
+    }
+
+    /// (4), the uncontended unlock alone: whether it was that (else the caller takes
+    /// [`RawMutex::unlock_in`]'s slow path, which wakes or hands off).
+    #[cfg(not(ufutex_loom))]
+    #[inline]
+    pub(crate) fn fast_unlock(&self) -> bool {
+        // Release as in `unlock_in`.
+        self.state.compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed).is_ok()
+    }
+
+    /// (1) and (4) for a process that has one thread (the C ABI asks glibc): a free mutex
+    /// taken, or a held one with nothing else set released, with a plain load and store.
+    /// Sound only while no other thread can touch the word: the process has no other thread
+    /// (a thread that starts later is ordered after these by its creation), and the word is
+    /// the process's own (ufutex_mutex_t is never process-shared).
+    #[cfg(not(ufutex_loom))]
+    #[inline]
+    pub(crate) fn swap_alone(&self, from: State, to: State) -> bool {
+        if self.state.load(Ordering::Relaxed) != from {
+            return false;
+        }
+        self.state.store(to, Ordering::Relaxed);
+        true
     }
 
     /// Spin, then park until the lock is ours or `timeout` passes. `woken`: this thread owes
