@@ -46,7 +46,13 @@ fn alone() -> bool {
     }
     // SAFETY: null, or the address of glibc's `char __libc_single_threaded`, which lives as long
     // as the process. Read atomically: only the thread that starts a second one writes it.
-    !p.is_null() && unsafe { (*p).load(Ordering::Relaxed) != 0 }
+    if p.is_null() || unsafe { (*p).load(Ordering::Relaxed) } != 0 {
+        return !p.is_null();
+    }
+    // Not alone, for good as far as we care: glibc does not promise to say "alone" again, and
+    // forgetting the address leaves one load on the multi-threaded path.
+    SINGLE_THREADED.store(std::ptr::null_mut(), Ordering::Relaxed);
+    false
 }
 
 #[cold]
@@ -138,10 +144,7 @@ pub unsafe extern "C" fn ufutex_mutex_timedlock(m: *mut RawMutex, abs: *const li
 pub unsafe extern "C" fn ufutex_mutex_unlock(m: *mut RawMutex) -> i32 {
     // SAFETY: as in `ufutex_mutex_lock`.
     let Some(m) = (unsafe { m.as_ref() }) else { return libc::EINVAL };
-    // Unlocked, or being handed to a waiter (so not the caller's): not ours to unlock.
-    if m.state() & (LOCKED | GRANTED) != LOCKED {
-        return libc::EPERM;
-    }
+    // The uncontended unlock (from LOCKED alone, so certainly the caller's to unlock) here.
     if (alone() && m.swap_alone(LOCKED, 0)) || m.fast_unlock() {
         return 0;
     }
@@ -150,6 +153,10 @@ pub unsafe extern "C" fn ufutex_mutex_unlock(m: *mut RawMutex) -> i32 {
 
 #[inline(never)]
 fn unlock_contended(m: &RawMutex) -> i32 {
+    // Unlocked, or being handed to a waiter (so not the caller's): not ours to unlock.
+    if m.state() & (LOCKED | GRANTED) != LOCKED {
+        return libc::EPERM;
+    }
     guarded(|| {
         m.unlock_in(default_domain());
         0
