@@ -57,6 +57,9 @@ UFUTEX_FAULT_PROBE=syscall timeout 120 "$tmp/ufutex_test"
 # shellcheck disable=SC2046
 cc -std=c11 -O2 -Wall -Wextra -Werror -o "$tmp/bench_fastpath" tests/c/bench_fastpath.c $(pkg-config --cflags --libs ufutex)
 "$tmp/bench_fastpath" 1 1000 >/dev/null # smoke run; numbers come from a real run (see the report)
+# shellcheck disable=SC2046
+cc -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -Wall -Wextra -Werror -o "$tmp/bench_mutex" tests/c/bench_mutex.c $(pkg-config --cflags --libs ufutex) -lpthread
+"$tmp/bench_mutex" 1000 >/dev/null && "$tmp/bench_mutex" 1000 threaded >/dev/null # smoke runs
 timeout 240 "$tmp/fuzz_abi" 1000000 "${UFUTEX_FUZZ_SEED:-1}"
 # The same random calls to the kernel's futex2 syscalls and to ufutex: same result, same errno.
 timeout 120 "$tmp/diff_kernel" 1000000 "${UFUTEX_FUZZ_SEED:-1}"
