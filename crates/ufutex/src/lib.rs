@@ -28,6 +28,8 @@ mod lock;
 mod membarrier;
 #[cfg(target_os = "linux")]
 pub mod named;
+#[cfg(not(ufutex_loom))]
+mod node_pool;
 mod numa;
 mod parker;
 mod primitive;

@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 pub(crate) struct ThreadData {
     pub(crate) parker: Parker,
+    /// The node of this thread's plain waits, made by the first (see [`ThreadData::plain_node`]).
+    plain: UnsafeCell<Option<Plain>>,
     waitv_nodes: UnsafeCell<Vec<Node>>,
     /// Thread counters of the domains this thread has waited on; decremented on exit.
     domains: RefCell<Vec<Arc<AtomicUsize>>>,
@@ -19,8 +21,27 @@ impl ThreadData {
     fn new() -> ThreadData {
         ThreadData {
             parker: Parker::new(),
+            plain: UnsafeCell::new(None),
             waitv_nodes: UnsafeCell::new(Vec::new()),
             domains: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The node of this thread's plain waits: idle between episodes, reused by each (an
+    /// episode ends with `Node::reclaim`), made by the first (the parker's address is final
+    /// by then). In the process-wide pool (`node_pool`), beside the other threads' nodes; in
+    /// the thread's own memory under loom, or if the pool cannot grow.
+    ///
+    /// # Safety
+    /// As [`ThreadData::waitv_nodes`]: the thread is between episodes.
+    pub(crate) unsafe fn plain_node(&self) -> &Node {
+        // SAFETY: between episodes only this thread touches the cell (contract); once made, the
+        // node stays where it is for the life of the `ThreadData`.
+        let plain = unsafe { &mut *self.plain.get() };
+        match plain.get_or_insert_with(|| Plain::new(&self.parker)) {
+            #[cfg(not(ufutex_loom))]
+            Plain::Pooled(slot) => slot.node(),
+            Plain::Own(node) => node,
         }
     }
 
@@ -56,6 +77,25 @@ impl ThreadData {
             v.push(Node::new(&self.parker, i)); // (within the capacity just reserved)
         }
         Some(&v[..n])
+    }
+}
+
+/// Where a thread's plain-wait node is.
+enum Plain {
+    #[cfg(not(ufutex_loom))]
+    Pooled(crate::node_pool::Slot),
+    Own(Box<Node>),
+}
+
+impl Plain {
+    /// A node for the thread of `parker` (in place in its `ThreadData`: its address is stable
+    /// for the node's life).
+    fn new(parker: &Parker) -> Plain {
+        #[cfg(not(ufutex_loom))]
+        if let Some(slot) = crate::node_pool::Slot::take(parker) {
+            return Plain::Pooled(slot);
+        }
+        Plain::Own(Box::new(Node::new(parker, 0)))
     }
 }
 

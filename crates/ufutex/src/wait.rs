@@ -55,7 +55,6 @@ use crate::key::Key;
 use crate::membarrier::Pays;
 use crate::parker::{Park, ParkTimeout, Watch};
 use crate::queue::Home;
-use crate::table::Node;
 use crate::tables::Tables;
 use crate::thread::with_thread;
 use crate::waiter::{await_unparks, dequeue_self, enqueue, register, Want};
@@ -127,8 +126,10 @@ fn wait_slow(
         if pays == Pays::Waiter && td.parker.spin_for(|| word.load() != expected) {
             return Err(WaitError::WouldBlock);
         }
-        let node = Node::new(&td.parker, 0);
-        let bell = enqueue(tables, &Want { node: &node, word, expected, key, mask }, pays)?.bell();
+        // SAFETY: this thread is between episodes: the previous one ended with its node idle
+        // (reclaimed below) and every owed unpark received.
+        let node = unsafe { td.plain_node() };
+        let bell = enqueue(tables, &Want { node, word, expected, key, mask }, pays)?.bell();
         let watch = match wakers {
             Wakers::Ufutex => None,
             Wakers::AlsoKernel => word.as_u32().map(|w| Watch { word: w, val: expected as u32, shared: false }),
@@ -137,14 +138,19 @@ fn wait_slow(
         match td.parker.park(1, timeout.as_ref(), Some(bell), watch, pays == Pays::Waker) {
             Ok(()) => {
                 td.parker.reset();
+                // SAFETY: a waker dequeued the node and its unpark has arrived: nobody else
+                // references it any more.
+                unsafe { node.reclaim() };
                 Ok(())
             }
             Err(why) => {
                 // Dequeued by a waker after all, or woken by the kernel on the watched word (a
                 // legacy wait may return 0 without a ufutex waker): Ok.
-                let woken = dequeue_self(&node);
+                let woken = dequeue_self(node);
                 let r = if woken || why == ParkTimeout::Watched { Ok(()) } else { Err(why.into()) };
                 await_unparks(&td.parker, u32::from(woken));
+                // SAFETY: out of its queue (by us or a waker) and every owed unpark received.
+                unsafe { node.reclaim() };
                 r
             }
         }
