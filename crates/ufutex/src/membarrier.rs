@@ -119,24 +119,28 @@ pub(crate) enum Pays {
 ///
 /// ```text
 ///   FREE       wakes: no fence        a waiter about to queue: membarrier
-///   SWITCHING  wakes: fence           a waiter about to queue: membarrier
-///   FENCED     wakes: fence           a waiter about to queue: nothing
+///   SWITCHING  wakes: the lock        a waiter about to queue: membarrier
+///   FENCED     wakes: the lock        a waiter about to queue: nothing
 /// ```
 ///
 /// A waiter that finds the bucket FREE marks it SWITCHING before its own barrier and FENCED
-/// after it: from then on the threads that sleep there pay nothing more, and its wakes pay a
-/// fence — where threads sleep often (18 threads on 2 CPUs) an IPI per sleep costs more than a
-/// fence per wake. A FENCED bucket with no new sleeper for `DECAY_MS` goes back to FREE (a
-/// fenced waker with nobody to wake notices: one such wake in `SAMPLE` of its thread looks).
+/// after it: from then on the threads that sleep there pay nothing more, and its wakes pay by
+/// taking the bucket's lock, under which every waiter compares its word (a fence and a
+/// lockless look at the count would add a barrier to a wake that, in such a bucket, mostly
+/// finds sleepers and locks anyway) — where threads sleep often (18 threads on 2 CPUs) an IPI
+/// per sleep costs more than a lock per wake. A FENCED bucket with no new sleeper for
+/// `DECAY_MS` goes back to FREE (a waker that finds nobody there notices: one such wake in
+/// `SAMPLE` of its thread looks).
 /// A waitv pays its one barrier whatever its buckets say, and changes none of them. Changes
 /// are made under the bucket's lock; a waiter reads the mode under it too.
 ///
-/// Why it is safe (the waker reads the mode after its store, and fences unless it read FREE):
+/// Why it is safe (the waker reads the mode after its store, and locks unless it read FREE;
+/// the lock orders a waker and a waiter as the symmetric protocol's fences do):
 /// - FREE → SWITCHING → FENCED: a waiter that skips its barrier read FENCED, set after a
 ///   barrier that began after SWITCHING was stored. A waker that read FREE read it before that
 ///   barrier's point in its own thread (after it, the load sees SWITCHING), so its store — before
 ///   its load in program order — was before the point too and is visible to the waiter's
-///   compare. A waker that read anything else fenced: the symmetric protocol.
+///   compare. A waker that read anything else took the lock: the waiter compares under it.
 /// - FENCED → FREE: a waiter that read FENCED had counted itself in before that hold of the
 ///   lock, and the change is made in a later hold; a waker that reads FREE (Acquire, pairing
 ///   with the change's Release) therefore sees the waiter's count and takes the lock. A waiter
@@ -205,7 +209,8 @@ impl Fence {
     }
 
     /// The waker's (B) point, second part, before it reads the bucket's count: whether the
-    /// bucket is FREE (no fence needed); else the waker calls [`Fence::waker_fences`].
+    /// bucket is FREE (no fence needed); else the waker takes the bucket's lock
+    /// ([`Fence::waker_looks`]).
     #[inline(always)]
     pub(crate) fn free(&self) -> bool {
         // Acquire: pairs with `Fence::decay`'s Release (see `Fence`).
@@ -215,9 +220,9 @@ impl Fence {
         mode == FREE
     }
 
-    /// The fence of a waker in a bucket that is not FREE; whether to look at its age.
-    pub(crate) fn waker_fences(&self) -> Waker {
-        fence(Ordering::SeqCst);
+    /// A waker in a bucket that is not FREE, which pays for the order with the bucket's lock
+    /// (`wake.rs`): whether to look at the bucket's age under it.
+    pub(crate) fn waker_looks(&self) -> Waker {
         // Relaxed: only a hint for the decay, which reads it again under the lock.
         if self.mode.load(Ordering::Relaxed) == FENCED && self.sample() {
             Waker::LookAtAge

@@ -49,24 +49,20 @@ pub(crate) fn wake(tables: &Tables, key: Key, n: usize, mask: u64, report: Repor
     if bucket.waiters().load(Ordering::Relaxed) == 0 {
         return NONE;
     }
-    wake_locked(tables, table, key, n, mask, report)
+    wake_locked(tables, table, key, n, mask, report, false)
 }
 
-/// [`wake`] in a bucket whose wakes fence (`membarrier::Fence`): the fence, then as `wake`; a
-/// sampled wake with nobody waiting also sees whether the bucket may go back to FREE.
+/// [`wake`] in a bucket whose waiters do not pay for the (A)/(B) order (`membarrier::Fence`:
+/// not FREE). The waker pays with the bucket's lock, not a fence: a waiter compares its word
+/// under that lock (`waiter::place`), so a waker that takes it after its store either finds the
+/// waiter queued or has made the store visible to the waiter's compare (the lock's release and
+/// acquire order them). A fence and a lockless look at the count first would add a barrier,
+/// and the count is rarely 0 here: the bucket is FENCED because threads sleep in it. A sampled
+/// wake that finds nobody also sees whether the bucket may go back to FREE.
 #[inline(never)]
 fn wake_fenced<'t>(tables: &'t Tables, table: &'t Table, key: Key, n: usize, mask: u64, report: Report) -> Woken {
-    let bucket = table.bucket(&key);
-    let look = bucket.fence().waker_fences(); // (B)
-                                              // (B): Relaxed after the fence, as in `wake`.
-    if bucket.waiters().load(Ordering::Relaxed) == 0 {
-        if look == membarrier::Waker::LookAtAge {
-            let _g = bucket.lock();
-            bucket.fence().decay();
-        }
-        return NONE;
-    }
-    wake_locked(tables, table, key, n, mask, report)
+    let look = table.bucket(&key).fence().waker_looks(); // (B): the lock below
+    wake_locked(tables, table, key, n, mask, report, look == membarrier::Waker::LookAtAge)
 }
 
 /// [`wake`] of a private word, reporting the count.
@@ -75,8 +71,18 @@ pub(crate) fn wake_word(tables: &Tables, word: WordRef, n: usize, mask: u64, pay
     wake(tables, Key::private(word.addr()), n, mask, Report::Count, pays).count
 }
 
+/// Take and unpark under the bucket lock; `decay`: if nobody is waiting in the bucket, see
+/// whether it may go back to FREE (`membarrier::Fence::decay`).
 #[inline(never)]
-fn wake_locked<'t>(tables: &'t Tables, mut table: &'t Table, key: Key, n: usize, mask: u64, report: Report) -> Woken {
+fn wake_locked<'t>(
+    tables: &'t Tables,
+    mut table: &'t Table,
+    key: Key,
+    n: usize,
+    mask: u64,
+    report: Report,
+    decay: bool,
+) -> Woken {
     let mut more = false;
     let list = loop {
         let mut g = table.bucket(&key).lock();
@@ -103,8 +109,13 @@ fn wake_locked<'t>(tables: &'t Tables, mut table: &'t Table, key: Key, n: usize,
         };
         // SAFETY: `g` holds the bucket lock; each taken node goes straight into `list`.
         unsafe { g.queue().take(pick, |node| list.push(node)) };
-        // Relaxed under the lock: the dequeuer drops the count for the nodes it took.
-        g.waiters().fetch_sub(list.len() as u32, Ordering::Relaxed);
+        if list.len() > 0 {
+            // Relaxed under the lock: the dequeuer drops the count for the nodes it took. (Not
+            // for none: a wake whose mask met nobody writes nothing of the line but the lock.)
+            g.waiters().fetch_sub(list.len() as u32, Ordering::Relaxed);
+        } else if decay && g.waiters().load(Ordering::Relaxed) == 0 {
+            table.bucket(&key).fence().decay();
+        }
         break list;
     };
     let count = list.len();
