@@ -103,21 +103,29 @@ fn namespace(p: *const Namespace) -> Result<&'static Namespace, Errno> {
 /// The longest namespace name, in bytes (`Namespace::open` says which are valid).
 const NAME_LEN_MAX: usize = 64;
 
-/// A NUL-terminated namespace name, read byte by byte without trusting the pointer: `EFAULT`
-/// if NULL or unreadable before its NUL, `EINVAL` if longer than a name can be or not UTF-8.
-fn name_of(name: *const c_char) -> Result<String, Errno> {
-    let at = name as usize;
+/// The NUL-terminated string at `at`, of at most `N` bytes, read byte by byte without trusting
+/// the pointer: its bytes and length, or `None` if no NUL ends it within `N` bytes; `EFAULT` if
+/// `at` is NULL or does not read before its NUL.
+fn c_string<const N: usize>(at: usize) -> Result<Option<([u8; N], usize)>, Errno> {
     if at == 0 {
         return Err(Errno::EFAULT);
     }
-    let mut bytes = Vec::new();
-    for i in 0..=NAME_LEN_MAX {
+    let mut bytes = [0u8; N];
+    for i in 0..=N {
         match fault::read_word(at.checked_add(i).ok_or(Errno::EFAULT)?, Size::U8)? as u8 {
-            0 => return String::from_utf8(bytes).map_err(|_| Errno::EINVAL),
-            b => bytes.push(b),
+            0 => return Ok(Some((bytes, i))),
+            _ if i == N => break,
+            b => bytes[i] = b,
         }
     }
-    Err(Errno::EINVAL)
+    Ok(None)
+}
+
+/// A NUL-terminated namespace name, read without trusting the pointer: `EFAULT` if NULL or
+/// unreadable before its NUL, `EINVAL` if longer than a name can be or not UTF-8.
+fn name_of(name: *const c_char) -> Result<String, Errno> {
+    let (bytes, len) = c_string::<NAME_LEN_MAX>(name as usize)?.ok_or(Errno::EINVAL)?;
+    String::from_utf8(bytes[..len].to_vec()).map_err(|_| Errno::EINVAL)
 }
 
 /// An open's flags: how, and whether the object is a counted one.
@@ -147,19 +155,11 @@ impl KeyArg {
             return Ok(KeyArg::Id(key));
         }
         let at = usize::try_from(key).map_err(|_| Errno::EFAULT)?;
-        if at == 0 {
-            return Err(Errno::EFAULT);
+        match c_string::<{ named::NAME_MAX }>(at)? {
+            None => Err(errno(NamedError::NameTooLong)),
+            Some((_, 0)) => Err(Errno::EINVAL),
+            Some((bytes, len)) => Ok(KeyArg::Name { bytes, len }),
         }
-        let mut bytes = [0u8; named::NAME_MAX];
-        for i in 0..=named::NAME_MAX {
-            match fault::read_word(at.checked_add(i).ok_or(Errno::EFAULT)?, Size::U8)? as u8 {
-                0 if i == 0 => return Err(Errno::EINVAL),
-                0 => return Ok(KeyArg::Name { bytes, len: i }),
-                _ if i == named::NAME_MAX => return Err(errno(NamedError::NameTooLong)),
-                b => bytes[i] = b,
-            }
-        }
-        unreachable!("the loop returns by its last byte")
     }
 
     fn key(&self) -> named::Key<'_> {
