@@ -128,6 +128,15 @@ fn ordered_by_bucket(tables: &Tables, table: &Table, key: &Key) -> bool {
     true
 }
 
+/// The items of `it` in a vector, or `None` if memory for it cannot be had (a waitv's
+/// vectors: the C ABI answers `ENOMEM` rather than abort). Nothing of `it` is consumed then.
+pub(crate) fn try_collect<T>(it: impl ExactSizeIterator<Item = T>) -> Option<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(it.len()).ok()?;
+    v.extend(it);
+    Some(v)
+}
+
 /// Why [`enqueue_all`] did not queue every node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Unqueued {
@@ -140,9 +149,8 @@ pub(crate) enum Unqueued {
 /// Queue every node of `wants` as [`enqueue`] does one, with one [`order`] for all of them (one
 /// barrier, not one per entry).
 pub(crate) fn enqueue_all(tables: &Tables, wants: &[Want<'_>], pays: Pays) -> Result<(), Unqueued> {
-    let mut announced: Vec<&Table> = Vec::new();
-    announced.try_reserve_exact(wants.len()).map_err(|_| Unqueued::NoMemory)?;
-    announced.extend(wants.iter().map(|w| announce(tables, &w.key)));
+    let mut announced: Vec<&Table> =
+        try_collect(wants.iter().map(|w| announce(tables, &w.key))).ok_or(Unqueued::NoMemory)?;
     order(pays);
     for (i, w) in wants.iter().enumerate() {
         loop {

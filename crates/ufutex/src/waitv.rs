@@ -8,7 +8,7 @@ use crate::parker::Park;
 use crate::table::Node;
 use crate::tables::Tables;
 use crate::thread::{with_thread, ThreadData};
-use crate::waiter::{await_unparks, dequeue_self, enqueue_all, register, Unqueued, Want};
+use crate::waiter::{await_unparks, dequeue_self, enqueue_all, register, try_collect, Unqueued, Want};
 use crate::word::{word_of, Futex, WordRef};
 use crate::MATCH_ANY;
 use std::marker::PhantomData;
@@ -197,16 +197,14 @@ fn waitv_queued(
 
 /// What [`enqueue_all`] queues for `entries`, node `i` for entry `i`.
 fn wants<'n>(entries: &[WaitEntry<'_>], nodes: &'n [Node]) -> Result<Vec<Want<'n>>, WaitvError> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(entries.len()).map_err(|_| WaitvError::NoMemory)?;
-    v.extend(entries.iter().zip(nodes).map(|(e, node)| Want {
+    let wants = entries.iter().zip(nodes).map(|(e, node)| Want {
         node,
         word: e.word,
         expected: e.expected,
         key: e.key,
         mask: e.mask,
-    }));
-    Ok(v)
+    });
+    try_collect(wants).ok_or(WaitvError::NoMemory)
 }
 
 /// Take every still-queued node out; if wakers dequeued any, wait for all their unparks and

@@ -12,7 +12,7 @@ use crate::membarrier::Pays;
 use crate::parker::{can_watch, Park, ParkTimeout, Watch};
 use crate::tables::Tables;
 use crate::thread::{with_thread, ThreadData};
-use crate::waiter::{enqueue_all, register, Unqueued, Want};
+use crate::waiter::{enqueue_all, register, try_collect, Unqueued, Want};
 use crate::waitv::{settle, WaitEntry};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -38,8 +38,8 @@ pub(crate) fn waitv_mixed(
         // with per-entry bitsets it does not have.
         return Err(SharedError::Invalid);
     }
-    let entries: Vec<Entry> = try_collect(shared.iter().map(|&(_, e)| e))?;
-    let indices: Vec<usize> = try_collect(shared.iter().map(|&(i, _)| i))?;
+    let entries: Vec<Entry> = try_collect(shared.iter().map(|&(_, e)| e)).ok_or(SharedError::NoMemory)?;
+    let indices: Vec<usize> = try_collect(shared.iter().map(|&(i, _)| i)).ok_or(SharedError::NoMemory)?;
     with_thread(|td| {
         register(tables, td);
         // SAFETY: this thread is between episodes (every wait ends its episode before returning).
@@ -47,7 +47,8 @@ pub(crate) fn waitv_mixed(
         let wants: Vec<Want<'_>> = try_collect(private.iter().map(|(i, e)| {
             let (word, expected, mask) = e.parts();
             Want { node: &nodes[*i], word, expected, key: e.key(), mask }
-        }))?;
+        }))
+        .ok_or(SharedError::NoMemory)?;
         let mut w = Waiting::new(&entries)?.with_indices(&indices);
         w.count()?;
         let (queued, mut outcome) = match enqueue_all(tables, &wants, Pays::Waiter) {
@@ -99,12 +100,4 @@ fn sleep(td: &ThreadData, w: &Waiting<'_>, timeout: Option<&Timeout>) -> Result<
             Err(ParkTimeout::Interrupted) => return Err(SharedError::Interrupted),
         }
     }
-}
-
-/// The items of `it` in a vector, or `NoMemory` if it cannot be had (nothing aborts).
-fn try_collect<T>(it: impl ExactSizeIterator<Item = T>) -> Result<Vec<T>, SharedError> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(it.len()).map_err(|_| SharedError::NoMemory)?;
-    v.extend(it);
-    Ok(v)
 }
