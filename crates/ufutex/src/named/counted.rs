@@ -113,9 +113,7 @@ impl Ledgers for Holders {
 /// Map a ledger file (under its flock): size and stamp it if it is new or of another namespace.
 fn map_ledger(fd: libc::c_int, nonce: u64) -> Result<Ledger, SharedError> {
     if shared::file::file_size(fd)? != LEN {
-        // Truncating to 0 first zeroes what was there.
-        shared::file::set_len(fd, 0)?;
-        shared::file::set_len(fd, LEN)?;
+        shared::file::set_len_zeroed(fd, LEN)?;
     }
     let p = shared::file::map_shared(fd, LEN, 0)?;
     // SAFETY: the mapping is LEN bytes, page-aligned: a header page of atomics, then HELD_MAX

@@ -1220,9 +1220,8 @@ fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32, bool), SharedError> {
         .filter(|n| n.is_power_of_two() && (2..=1 << 28).contains(n))
         .map_or(DEFAULT_ORDER, |n| n.trailing_zeros().max(5));
     let len = PAGE + (128usize << order);
-    // Truncating to 0 first zeroes whatever a dead creator left.
-    shared::file::set_len(fd, 0)?;
-    shared::file::set_len(fd, len)?;
+    // (Zeroed: nothing of what a dead creator left stays.)
+    shared::file::set_len_zeroed(fd, len)?;
     let base = shared::file::map_shared(fd, len, 0)?;
     // SAFETY: as for the probe: the header is at the start of the fresh mapping.
     let h = unsafe { &*(base as *const Header) };

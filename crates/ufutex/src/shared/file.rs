@@ -200,6 +200,13 @@ pub(crate) fn set_len(fd: libc::c_int, len: usize) -> Result<(), SharedError> {
     Ok(())
 }
 
+/// Make the open file `fd` `len` bytes of zeroes: truncated to 0 first, so that nothing of what
+/// it held (a dead creator's half-written header, another namespace's ledger) is left.
+pub(crate) fn set_len_zeroed(fd: libc::c_int, len: usize) -> Result<(), SharedError> {
+    set_len(fd, 0)?;
+    set_len(fd, len)
+}
+
 /// A new shared read-write mapping of `len` bytes of the open file `fd` from `off` (a multiple
 /// of the page size). The caller keeps it for as long as it holds references into it (the
 /// segment and the namespaces: for good).
