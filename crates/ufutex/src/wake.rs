@@ -114,7 +114,7 @@ fn wake_locked<'t>(
             // for none: a wake whose mask met nobody writes nothing of the line but the lock.)
             g.waiters().fetch_sub(list.len() as u32, Ordering::Relaxed);
         } else if decay && g.waiters().load(Ordering::Relaxed) == 0 {
-            table.bucket(&key).fence().decay();
+            g.bucket().fence().decay();
         }
         break list;
     };

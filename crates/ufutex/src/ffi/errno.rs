@@ -38,7 +38,7 @@ pub(crate) fn set(e: i32) {
         if offset != 0 {
             // SAFETY: `thread_pointer() + offset` is this thread's `errno` (see the module
             // documentation: libc's static TLS is at one offset from the thread pointer in every
-            // thread, and `learn` checked it on the thread that learned it); an aligned `int`
+            // thread, and `set_and_learn` checked it on the thread that learned it); an aligned `int`
             // the thread may write, as `*__errno_location() = e` would.
             unsafe { *((thread_pointer() + offset) as *mut i32) = e };
             return;

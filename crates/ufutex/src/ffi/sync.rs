@@ -40,14 +40,17 @@ static SINGLE_THREADED: AtomicPtr<AtomicU8> = AtomicPtr::new(std::ptr::dangling_
 /// lock and unlock on these machines).
 #[inline(always)]
 fn alone() -> bool {
-    let p = SINGLE_THREADED.load(Ordering::Relaxed);
+    let mut p = SINGLE_THREADED.load(Ordering::Relaxed);
     if p == std::ptr::dangling_mut() {
-        return look_up_single_threaded();
+        p = look_up_single_threaded();
     }
-    // SAFETY: null, or the address of glibc's `char __libc_single_threaded`, which lives as long
-    // as the process. Read atomically: only the thread that starts a second one writes it.
-    if p.is_null() || unsafe { (*p).load(Ordering::Relaxed) } != 0 {
-        return !p.is_null();
+    if p.is_null() {
+        return false;
+    }
+    // SAFETY: the address of glibc's `char __libc_single_threaded`, which lives as long as the
+    // process. Read atomically: only the thread that starts a second one writes it.
+    if unsafe { (*p).load(Ordering::Relaxed) } != 0 {
+        return true;
     }
     // Not alone, for good as far as we care: glibc does not promise to say "alone" again, and
     // forgetting the address leaves one load on the multi-threaded path.
@@ -55,13 +58,13 @@ fn alone() -> bool {
     false
 }
 
+/// Find glibc's flag (null if there is none) and remember where it is.
 #[cold]
-fn look_up_single_threaded() -> bool {
+fn look_up_single_threaded() -> *mut AtomicU8 {
     // SAFETY: dlsym with a NUL-terminated name; it returns the symbol's address or null.
     let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__libc_single_threaded".as_ptr()) }.cast::<AtomicU8>();
     SINGLE_THREADED.store(p, Ordering::Relaxed);
-    // SAFETY: as in `alone`.
-    !p.is_null() && unsafe { (*p).load(Ordering::Relaxed) != 0 }
+    p
 }
 
 /// An absolute `CLOCK_MONOTONIC` deadline, validated.
