@@ -48,7 +48,7 @@ pub(crate) unsafe fn call(a: [c_long; 6]) -> Option<c_long> {
         return None;
     }
     if op & CLOCK_REALTIME_FLAG != 0 && cmd != WAIT_BITSET {
-        return Some(fail(libc::ENOSYS));
+        return Some(abi::fail(libc::ENOSYS));
     }
     let clock = if op & CLOCK_REALTIME_FLAG != 0 { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
     let val2 = utime as c_int;
@@ -85,11 +85,4 @@ pub(crate) unsafe fn call(a: [c_long; 6]) -> Option<c_long> {
 /// The kernel's wake loops stop after the first wake when the count is ≤ 0.
 fn at_least_one(nr: c_int) -> c_int {
     nr.max(1)
-}
-
-/// -1 with `errno` = `e`.
-fn fail(e: c_int) -> c_long {
-    // SAFETY: this thread's errno, always valid to write.
-    unsafe { *libc::__errno_location() = e };
-    -1
 }

@@ -84,6 +84,13 @@ pub mod preload {
     pub fn refuse_shared(refuse: bool) {
         crate::ffi::validate::refuse_shared(refuse)
     }
+
+    /// Return as a failed system call does, as the entry points above do: `errno` set to
+    /// `errno`, -1.
+    #[inline]
+    pub fn fail(errno: i32) -> std::ffi::c_long {
+        crate::ffi::failed(crate::ffi::Errno(errno))
+    }
 }
 #[doc(hidden)]
 pub use word::WordRefOpaque;
