@@ -18,6 +18,7 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <ufutex.h>
+#include "deadline.h"
 #include <unistd.h>
 
 enum { KINDS = 9, WAITV = 7, WAITV_N = 128 };
@@ -46,13 +47,6 @@ static void one(int kind)
 		process_vm_readv(getpid(), &l, 1, &r, 1, 0);
 	}
 	}
-}
-
-static double now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
 static int cmp(const void *a, const void *b)

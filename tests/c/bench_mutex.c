@@ -13,18 +13,12 @@
 #include <stdlib.h>
 #include <time.h>
 #include <ufutex.h>
+#include "deadline.h"
 #include <unistd.h>
 
 static ufutex_mutex_t um = UFUTEX_MUTEX_INIT;
 static pthread_mutex_t pm = PTHREAD_MUTEX_INITIALIZER;
 static volatile long counter;
-
-static double now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1e9 + t.tv_nsec;
-}
 
 static void *idle(void *arg)
 {

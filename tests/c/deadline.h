@@ -2,7 +2,7 @@
  * Deadlines for the C tests, built from the clock's reading now, never from absolute constants:
  * CLOCK_MONOTONIC counts from boot, and a freshly booted CI machine reads a few seconds on it,
  * so a "past" deadline of, say, 500 s would lie in the future there and a matching wait would
- * block on it.
+ * block on it. Also the clock read in ns, for the C benchmarks.
  */
 #ifndef UFUTEX_TESTS_DEADLINE_H
 #define UFUTEX_TESTS_DEADLINE_H
@@ -25,6 +25,14 @@ static inline struct timespec ts_before_now(clockid_t clk, uint64_t back_ns)
 	uint64_t t = (uint64_t)now.tv_sec * NS + (uint64_t)now.tv_nsec;
 	t = t > back_ns ? t - back_ns : 0;
 	return (struct timespec){.tv_sec = (time_t)(t / NS), .tv_nsec = (long)(t % NS)};
+}
+
+/* CLOCK_MONOTONIC now, in ns (the benchmarks' clock). */
+static inline double now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
 /* `ahead_ns` nanoseconds after now on `clk` (a clock clock_gettime knows). */
