@@ -7,7 +7,7 @@
 #
 # Usage: scripts/install.sh PREFIX     (e.g. scripts/install.sh /usr/local, or $HOME/.local)
 # Env:   LIBDIR=lib64 to change the library directory name; UFUTEX_NO_BUILD=1 to install what
-#        target/release already holds; DESTDIR for staged installs (packaging);
+#        target/dist already holds (the `dist` profile: release with fat LTO); DESTDIR for staged installs (packaging);
 #        UFUTEX_CARGO_FLAGS for extra cargo build flags (e.g. "--features fallback-parker"),
 #        with CARGO_TARGET_DIR to keep that build apart.
 set -euo pipefail
@@ -23,11 +23,11 @@ dest="${DESTDIR:-}$prefix"
 
 if [ -z "${UFUTEX_NO_BUILD:-}" ]; then
   # shellcheck disable=SC2086 # the flags are words
-  (cd "$root" && cargo build --release -p ufutex -p ufutex-preload ${UFUTEX_CARGO_FLAGS:-})
+  (cd "$root" && cargo build --profile dist -p ufutex -p ufutex-preload ${UFUTEX_CARGO_FLAGS:-})
 fi
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 case $target_dir in /*) ;; *) target_dir="$root/$target_dir" ;; esac
-target="$target_dir/release"
+target="$target_dir/dist"
 for f in libufutex.so libufutex.a libufutex_preload.so; do
   [ -f "$target/$f" ] || { echo "$0: $target/$f is missing (build first)" >&2; exit 1; }
 done
