@@ -7,7 +7,7 @@
 use super::table::{
     Entry, Header, Key, Ledgers, Levels, NoLedgers, OneLevel, Open, Ref, Table, COUNTED, E_FREE, E_HELD,
 };
-use crate::primitive::{AtomicU32, AtomicU64};
+use crate::primitive::{AtomicU16, AtomicU32, AtomicU64};
 use crate::shared::lock::{Life, Liveness, Owner};
 use loom::sync::Arc;
 use loom::thread;
@@ -225,6 +225,8 @@ fn model_holders(keeps: bool, die_at: Option<crate::shared::fault::Point>) {
 struct Grows {
     levels: Vec<OneLevel>,
     made: AtomicU32,
+    /// Level hints: one (every key shares it) or two.
+    hints: Vec<AtomicU16>,
 }
 
 impl Levels for Grows {
@@ -239,16 +241,29 @@ impl Levels for Grows {
         }
         ok
     }
+    fn hints(&self) -> &[AtomicU16] {
+        &self.hints
+    }
 }
 
-/// The writer creates keys 5 and 6 in a namespace of one slot, which grows a level for each;
-/// the reader looks them up meanwhile: each is itself when found, and both are found after.
+/// The writer creates keys 5 and 6 in a namespace of one slot, which grows a level for each
+/// (writing the level hints: one shared by both keys, or one each); the reader looks them up
+/// meanwhile: each is itself when found, and both are found after.
 #[test]
 fn lookups_across_a_growing_table() {
-    loom::model(|| {
+    lookups_across_growth(1);
+    lookups_across_growth(2);
+}
+
+fn lookups_across_growth(hints: usize) {
+    loom::model(move || {
         let m = Arc::new((
             Header::empty(),
-            Grows { levels: (0..3).map(|k| OneLevel::new(1 << k)).collect(), made: AtomicU32::new(1) },
+            Grows {
+                levels: (0..3).map(|k| OneLevel::new(1 << k)).collect(),
+                made: AtomicU32::new(1),
+                hints: (0..hints).map(|_| AtomicU16::new(0)).collect(),
+            },
         ));
         let m2 = m.clone();
         let writer = thread::spawn(move || {
@@ -259,14 +274,56 @@ fn lookups_across_a_growing_table() {
         });
         let t = Table::new(&m.0, &m.1, &NoLedgers);
         thread::yield_now();
-        for (key, kind) in [(6, 2), (5, 1)] {
-            if let Some(f) = t.lookup(Key::Id(key)) {
-                assert_eq!((f.kind, f.gen), (kind, 0), "key {key} torn");
-            }
-        }
+        let found: Vec<bool> = [(6, 2), (5, 1)]
+            .into_iter()
+            .map(|(key, kind)| {
+                let f = t.lookup(Key::Id(key));
+                if let Some(f) = f {
+                    assert_eq!((f.kind, f.gen), (kind, 0), "key {key} torn");
+                }
+                f.is_some()
+            })
+            .collect();
+        // 5 was made before 6: whoever sees 6 sees 5 (in level 0, by its hint once there are two).
+        assert!(!found[0] || found[1], "6 found, 5 not");
         writer.join().unwrap();
         assert_eq!(t.lookup(Key::Id(5)).map(|f| f.kind), Some(1));
         assert_eq!(t.lookup(Key::Id(6)).map(|f| f.kind), Some(2));
         assert_eq!(m.0.levels(), 3, "a level for each");
     });
+}
+
+/// Keys 5 and 6 fill half of level 0; while the writer makes 7 (and with it a second level and
+/// level 0's hints), every lookup of 5 finds it: a reader that sees the new level sees the
+/// hints of the objects that were there before it.
+#[test]
+fn an_object_made_before_the_growth_is_always_found() {
+    for hints in [1, 2] {
+        loom::model(move || {
+            let m = Arc::new((
+                Header::empty(),
+                Grows {
+                    levels: (0..2).map(|k| OneLevel::new(4 << k)).collect(),
+                    made: AtomicU32::new(1),
+                    hints: (0..hints).map(|_| AtomicU16::new(0)).collect(),
+                },
+            ));
+            let nowake = |_: &AtomicU32| {};
+            let t = Table::new(&m.0, &m.1, &NoLedgers);
+            for k in [5, 6] {
+                t.create(Key::Id(k), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+            }
+            let m2 = m.clone();
+            let writer = thread::spawn(move || {
+                let t = Table::new(&m2.0, &m2.1, &NoLedgers);
+                t.create(Key::Id(7), (2, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+            });
+            for _ in 0..2 {
+                assert_eq!(t.lookup(Key::Id(5)).map(|f| f.kind), Some(1), "5 lost while the table grew");
+                thread::yield_now();
+            }
+            writer.join().unwrap();
+            assert_eq!(m.0.levels(), 2);
+        });
+    }
 }
