@@ -57,7 +57,9 @@ fn unavailable() -> Option<String> {
         return Some("perf is not installed (Debian: linux-perf)".into());
     }
     if preload_library().is_none() {
-        return Some("libufutex_preload.so not found (cargo build --profile dist -p ufutex-preload, beside this binary)".into());
+        return Some(
+            "libufutex_preload.so not found (cargo build --profile dist -p ufutex-preload, beside this binary)".into(),
+        );
     }
     None
 }
