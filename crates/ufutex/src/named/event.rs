@@ -10,7 +10,7 @@
 //! on the word expecting what it read; a pulse bumps the sequence and wakes, so a waiter that
 //! slept before it sees the sequence changed and returns, and one that comes after does not.
 
-use super::table::{Slot, REMOVED};
+use super::table::{Slot, Unchanged, REMOVED};
 use super::{NamedError, Namespace};
 use crate::deadline::Deadline;
 use crate::shared::{self, SharedError};
@@ -90,16 +90,17 @@ impl Event<'_> {
     /// Namespace::unlink(&name).unwrap();
     /// ```
     pub fn set(&self) -> Result<(), NamedError> {
+        let s = self.change(Ordering::Release, |w| w | SIGNALED)?;
+        shared::wake(&s.word, if Self::manual(s) { usize::MAX } else { 1 })?;
+        Ok(())
+    }
+
+    /// Change the word with `f` while the event is the handle's (`set`: the ordering of the
+    /// change): its slot.
+    fn change(&self, set: Ordering, f: impl Fn(u32) -> u32) -> Result<&Slot, NamedError> {
         let s = self.slot()?;
-        let prev =
-            s.word.fetch_update(Ordering::Release, Ordering::Relaxed, |w| (w != REMOVED).then_some(w | SIGNALED));
-        match prev {
-            Err(_) => Err(NamedError::Removed),
-            Ok(_) => {
-                shared::wake(&s.word, if Self::manual(s) { usize::MAX } else { 1 })?;
-                Ok(())
-            }
-        }
+        s.update_word(self.gen, set, Ordering::Relaxed, |w| Some(f(w))).map_err(|_| NamedError::Removed)?;
+        Ok(s)
     }
 
     /// Make it unsignaled. Wakes nobody; a waiter that a set woke but that has not looked yet
@@ -125,11 +126,7 @@ impl Event<'_> {
     /// Namespace::unlink(&name).unwrap();
     /// ```
     pub fn reset(&self) -> Result<(), NamedError> {
-        let s = self.slot()?;
-        s.word
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| (w != REMOVED).then_some(w & !SIGNALED))
-            .map(|_| ())
-            .map_err(|_| NamedError::Removed)
+        self.change(Ordering::Relaxed, |w| w & !SIGNALED).map(|_| ())
     }
 
     /// Release the waiters there are now (manual: all; auto: one) and leave it unsignaled. A
@@ -157,10 +154,7 @@ impl Event<'_> {
     /// Namespace::unlink(&name).unwrap();
     /// ```
     pub fn pulse(&self) -> Result<(), NamedError> {
-        let s = self.slot()?;
-        if s.word.fetch_update(Ordering::Release, Ordering::Relaxed, |w| (w != REMOVED).then(|| pulsed(w))).is_err() {
-            return Err(NamedError::Removed);
-        }
+        let s = self.change(Ordering::Release, pulsed)?;
         shared::wake(&s.word, if Self::manual(s) { usize::MAX } else { 1 })?;
         Ok(())
     }
@@ -172,21 +166,14 @@ impl Event<'_> {
     /// [`NamedError::Removed`].
     pub(super) fn try_wait(&self, began: u32) -> Result<bool, NamedError> {
         let s = self.slot()?;
-        let mut w = s.word.load(Ordering::Acquire);
-        loop {
-            if w == REMOVED {
-                return Err(NamedError::Removed);
-            }
-            if w & SIGNALED == 0 {
-                return Ok((w & !SIGNALED) != (began & !SIGNALED));
-            }
-            if Self::manual(s) {
-                return Ok(true);
-            }
-            match s.word.compare_exchange(w, w & !SIGNALED, Ordering::Acquire, Ordering::Acquire) {
-                Ok(_) => return Ok(true),
-                Err(now) => w = now,
-            }
+        let manual = Self::manual(s);
+        // Auto reset: take the signal (clear it) if there is one; else only look.
+        let take = |w: u32| (w & SIGNALED != 0 && !manual).then_some(w & !SIGNALED);
+        match s.update_word(self.gen, Ordering::Acquire, Ordering::Acquire, take) {
+            Ok(_) => Ok(true),
+            Err(Unchanged::Declined(w)) if w & SIGNALED != 0 => Ok(true), // manual: signaled
+            Err(Unchanged::Declined(w)) => Ok((w & !SIGNALED) != (began & !SIGNALED)), // pulsed?
+            Err(Unchanged::Gone) => Err(NamedError::Removed),
         }
     }
 

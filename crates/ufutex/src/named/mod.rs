@@ -33,6 +33,8 @@ pub use counted::{Handle, Held, HELD_MAX};
 pub use event::Event;
 #[cfg(not(ufutex_loom))]
 pub use mutex::{Acquired, Mutex};
+#[cfg(not(ufutex_loom))]
+use table::Unchanged;
 use table::{
     Found, Header, Levels, NameSlot, Slot, Table, TableError, COUNTED, KIND_WORD, KIND_WORD16, KIND_WORD64, KIND_WORD8,
     MAX_LEVELS, REMOVED,
@@ -1362,20 +1364,13 @@ impl Semaphore<'_> {
     /// Namespace::unlink(&name).unwrap();
     /// ```
     pub fn post(&self, n: u32) -> Result<(), NamedError> {
-        let word = &self.ns.live(self.slot, self.gen)?.word;
-        let mut c = word.load(Ordering::Relaxed);
-        loop {
-            if c == REMOVED {
-                return Err(NamedError::Removed);
-            }
-            let next = c.checked_add(n).filter(|&v| v <= SEMAPHORE_MAX).ok_or(NamedError::Range)?;
-            // Release: a waiter that takes the count sees what we did before posting.
-            match word.compare_exchange_weak(c, next, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(now) => c = now,
-            }
-        }
-        shared::wake(word, n as usize)?;
+        let s = self.ns.live(self.slot, self.gen)?;
+        // Release: a waiter that takes the count sees what we did before posting.
+        s.update_word(self.gen, Ordering::Release, Ordering::Relaxed, |c| {
+            c.checked_add(n).filter(|&v| v <= SEMAPHORE_MAX)
+        })
+        .map_err(|e| if e == Unchanged::Gone { NamedError::Removed } else { NamedError::Range })?;
+        shared::wake(&s.word, n as usize)?;
         Ok(())
     }
 
@@ -1397,17 +1392,11 @@ impl Semaphore<'_> {
     /// Namespace::unlink(&name).unwrap();
     /// ```
     pub fn try_wait(&self) -> Result<bool, NamedError> {
-        let word = &self.ns.live(self.slot, self.gen)?.word;
-        let mut c = word.load(Ordering::Relaxed);
-        loop {
-            match c {
-                REMOVED => return Err(NamedError::Removed),
-                0 => return Ok(false),
-                _ => match word.compare_exchange_weak(c, c - 1, Ordering::Acquire, Ordering::Relaxed) {
-                    Ok(_) => return Ok(true),
-                    Err(now) => c = now,
-                },
-            }
+        let s = self.ns.live(self.slot, self.gen)?;
+        match s.update_word(self.gen, Ordering::Acquire, Ordering::Relaxed, |c| c.checked_sub(1)) {
+            Ok(_) => Ok(true),
+            Err(Unchanged::Declined(_)) => Ok(false), // at 0
+            Err(Unchanged::Gone) => Err(NamedError::Removed),
         }
     }
 
@@ -1464,10 +1453,7 @@ impl Semaphore<'_> {
     /// Namespace::unlink(&name).unwrap();
     /// ```
     pub fn value(&self) -> Result<u32, NamedError> {
-        match self.ns.live(self.slot, self.gen)?.word.load(Ordering::Relaxed) {
-            REMOVED => Err(NamedError::Removed),
-            c => Ok(c),
-        }
+        self.ns.live(self.slot, self.gen)?.read_word(self.gen, Ordering::Relaxed).ok_or(NamedError::Removed)
     }
 }
 

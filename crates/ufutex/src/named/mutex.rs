@@ -344,18 +344,16 @@ impl Mutex<'_> {
 /// old one and saw the mutex held fails its sleep's compare, or is woken) and wake one.
 ///
 /// Never into the removed mark, and not once the object is gone (its waiters were woken): the
-/// state is checked against each value the bump would replace, read with Acquire — a value a new
-/// object's creator wrote follows the creator's Release fence after it marked the slot Busy, so
-/// the check then fails. (One race is left to the table: a removal and a new object whose first
-/// word equals the sequence, both between that read and the CAS.)
+/// bump is made only while the word's generation is the mutex's (`Slot::update_word`), so it
+/// never lands on a new object made in the slot.
 fn released(s: &Slot, gen: u32) -> Result<(), SharedError> {
     let bump = |v: u32| {
-        (v != REMOVED && live(s, gen)).then_some(match v.wrapping_add(1) {
+        Some(match v.wrapping_add(1) {
             REMOVED => 0,
             n => n,
         })
     };
-    if s.word.fetch_update(Ordering::Release, Ordering::Acquire, bump).is_ok() {
+    if s.update_word(gen, Ordering::Release, Ordering::Acquire, bump).is_ok() {
         shared::wake(&s.word, 1)?;
     }
     Ok(())

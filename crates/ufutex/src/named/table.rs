@@ -67,7 +67,9 @@ pub(crate) struct Slot {
     /// sequence, or a raw word (a raw word of 8 or 16 bits is its first bytes; one of 64 bits
     /// is it and `word_hi`, 8-aligned).
     pub(crate) word: AtomicU32,
-    /// The upper half of a 64-bit raw word; 0 otherwise.
+    /// The upper half of a 64-bit raw word; a semaphore's, an event's or a mutex's generation
+    /// (their operations change the word only while it is theirs: [`Slot::update_word`]); 0 for
+    /// other raw words.
     pub(crate) word_hi: AtomicU32,
     /// A mutex's owner: `(gen << 32) | (slot + 1)` of its process in the shared table, 0 free.
     pub(crate) owner: AtomicU64,
@@ -113,6 +115,66 @@ pub(crate) fn mark_removed(s: &Slot) {
         }
     }
     s.word.store(REMOVED, Ordering::Release);
+}
+
+/// Whether objects of `kind` are raw words (whose every bit is the program's), not semaphores,
+/// events or mutexes (whose word has the object's generation beside it: [`Slot::update_word`]).
+pub(crate) fn is_raw(kind: u32) -> bool {
+    matches!(kind & !(NAMED | COUNTED), KIND_WORD | KIND_WORD8 | KIND_WORD16 | KIND_WORD64)
+}
+
+/// Why [`Slot::update_word`] changed nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unchanged {
+    /// The object is not the handle's any more (removed; maybe another one made in its slot).
+    Gone,
+    /// The change declined this word.
+    Declined(u32),
+}
+
+#[cfg(not(ufutex_loom))]
+impl Slot {
+    /// `word` with `word_hi` (a semaphore's, an event's or a mutex's: the object's generation).
+    fn word_and_gen(&self) -> &std::sync::atomic::AtomicU64 {
+        // SAFETY: `word` is 8-aligned with `word_hi` right after it (asserted above), both
+        // atomics of the same slot: their 8 bytes are one valid, aligned `AtomicU64`.
+        unsafe { &*std::ptr::from_ref(&self.word).cast::<std::sync::atomic::AtomicU64>() }
+    }
+
+    /// The word of the object of generation `gen` (not a raw word), read with `order`; `None`
+    /// once it is not that object's (removed, or another one made in the slot).
+    pub(crate) fn read_word(&self, gen: u32, order: Ordering) -> Option<u32> {
+        let v = self.word_and_gen().load(order);
+        ((v >> 32) as u32 == gen && v as u32 != REMOVED).then_some(v as u32)
+    }
+
+    /// Change the word of the object of generation `gen` (not a raw word) from `w` to `f(w)`
+    /// (`None`: leave it), with `set` ordering when it changes and `seen` otherwise: the word
+    /// it changed. An operation checks its handle and then changes the word; between the two
+    /// the object may be removed and a new one made in its slot — so the change is made only
+    /// if `word_hi` still holds the generation, in the same compare-and-swap, and fails
+    /// (`Gone`) otherwise, as it does on a removed object's mark.
+    pub(crate) fn update_word(
+        &self,
+        gen: u32,
+        set: Ordering,
+        seen: Ordering,
+        mut f: impl FnMut(u32) -> Option<u32>,
+    ) -> Result<u32, Unchanged> {
+        let pair = self.word_and_gen();
+        let mut v = pair.load(seen);
+        loop {
+            let w = v as u32;
+            if (v >> 32) as u32 != gen || w == REMOVED {
+                return Err(Unchanged::Gone);
+            }
+            let next = f(w).ok_or(Unchanged::Declined(w))?;
+            match pair.compare_exchange_weak(v, (v & !u64::from(u32::MAX)) | u64::from(next), set, seen) {
+                Ok(_) => return Ok(w),
+                Err(now) => v = now,
+            }
+        }
+    }
 }
 
 impl Slot {
@@ -960,7 +1022,8 @@ impl<'a> Table<'a> {
         s.key.store(key.hash(), Ordering::Relaxed);
         s.kind.store(if key.named() { kind | NAMED } else { kind }, Ordering::Relaxed);
         s.word.store(word, Ordering::Relaxed);
-        s.word_hi.store(0, Ordering::Relaxed);
+        // A raw word's upper half (of 64 bits) starts at 0; another object's is its generation.
+        s.word_hi.store(if is_raw(kind) { 0 } else { gen }, Ordering::Relaxed);
         s.owner.store(0, Ordering::Relaxed);
         s.tid.store(0, Ordering::Relaxed);
         s.aux.store(aux, Ordering::Relaxed);
@@ -1253,6 +1316,32 @@ mod tests {
         let (n, _) = t.create(Key::Name(b"late"), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
         assert_eq!(t.name_of(n.slot as usize).as_deref(), Some(&b"late"[..]));
         assert_eq!(t.lookup(Key::Name(b"late")), Some(n));
+    }
+
+    /// An operation through a handle whose object was removed, its slot then reused, changes
+    /// nothing: the word's generation is checked in the compare-and-swap itself. (Raw words
+    /// keep their upper half for themselves.)
+    #[test]
+    fn the_word_changes_only_for_its_own_generation() {
+        let (h, l) = table(8);
+        let t = Table::new(&h, &l, &NoLedgers);
+        let nowake = |_: &AtomicU32| {};
+        let (old, _) = t.create(Key::Id(3), (1, 5, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+        let s = t.slot(old.slot).unwrap();
+        assert_eq!(s.update_word(old.gen, Ordering::Relaxed, Ordering::Relaxed, |w| Some(w + 1)), Ok(5));
+        assert_eq!(s.read_word(old.gen, Ordering::Relaxed), Some(6));
+        t.remove(Key::Id(3), ME, &Alive, &nowake).unwrap();
+        assert_eq!(s.update_word(old.gen, Ordering::Relaxed, Ordering::Relaxed, Some), Err(Unchanged::Gone));
+        let (new, _) = t.create(Key::Id(3), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+        assert_eq!(new.slot, old.slot, "the tombstone is reused");
+        let stale = s.update_word(old.gen, Ordering::Relaxed, Ordering::Relaxed, |w| Some(w + 1));
+        assert_eq!(stale, Err(Unchanged::Gone));
+        assert_eq!(s.read_word(old.gen, Ordering::Relaxed), None);
+        assert_eq!(s.read_word(new.gen, Ordering::Relaxed), Some(0));
+        let declined = s.update_word(new.gen, Ordering::Relaxed, Ordering::Relaxed, |w: u32| w.checked_sub(1));
+        assert_eq!(declined, Err(Unchanged::Declined(0)));
+        let (raw, _) = t.create(Key::Id(4), (KIND_WORD64, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+        assert_eq!(t.slot(raw.slot).unwrap().word_hi.load(Ordering::Relaxed), 0);
     }
 
     /// Once the table grew, a key's hint names the level of each of its objects (those of level
