@@ -57,10 +57,9 @@ const KIND_EVENT: u32 = 4;
 /// Slots of a new namespace's first level: 2^16 (one object per 64 bytes and its name slot per
 /// 64 more: a sparse 8 MiB file), so that 32,768 keys fit at half load in one dense level — a
 /// lookup there touches few pages, and keeps its cache and TLB entries; past that it grows by
-/// levels (a lookup then probes more than one: 100,000 keys 66 ns, 10^6 keys 141 ns, against
-/// 24 and 47 ns with a first level of 2^21, whose 31,900-key lookups cost 25 ns instead of 9:
-/// BENCHMARKS.md). `UFUTEX_NAMED_SLOTS` (a power of two, at least 32) sets it when the namespace
-/// is created, for a namespace that will hold millions.
+/// levels, and a lookup goes by the level hints (`Table::hints`: 10^6 keys 105 ns a hit, 22 ns
+/// a miss; a first level of 2^21 makes 31,900-key lookups cost 25 ns instead of 9: BENCHMARKS.md).
+/// `UFUTEX_NAMED_SLOTS` (a power of two, at least 32) sets it when the namespace is created.
 const DEFAULT_ORDER: u32 = 16;
 /// The most a semaphore counts to (SysV's `SEMVMX` is 32767; ours stays clear of the removed
 /// mark). A create with more is [`NamedError::Invalid`]; a post past it is [`NamedError::Range`].
