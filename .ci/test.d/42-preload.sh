@@ -2,5 +2,8 @@
 # ufutex — a C transcript compared with the kernel's, a Rust std program, a C++20 program and
 # the kernel's own perf bench futex (tests/preload/run.sh).
 set -euo pipefail
+# The library as shipped (scripts/install.sh builds it with the dist profile); the Rust program
+# it runs under is an ordinary release build.
+cargo build --profile dist -p ufutex-preload
 cargo build --release -p ufutex-preload --example std_sync
-tests/preload/run.sh target/release/libufutex_preload.so
+tests/preload/run.sh target/dist/libufutex_preload.so
