@@ -219,28 +219,46 @@ fn a_handle_outlives_its_key_safely(ns: &Namespace) {
 /// just before the removal must fail, not change the new object. Each new semaphore and event
 /// is made unsignaled at 0 and nobody posts to it through its own handle: it must stay so.
 fn stale_handles_racing_a_reuse(ns: &Namespace) {
-    let (sem_key, ev_key) = (41, 42);
+    let (sem_key, ev_key, m_key) = (41, 42, 43);
     for _ in 0..300 {
         let (sem, _) = ns.semaphore(sem_key, Open::CreateNew, 0).unwrap();
         let (ev, _) = ns.event(ev_key, Open::CreateNew, true, false).unwrap();
-        let (new_sem, new_ev) = std::thread::scope(|s| {
+        let (m, _) = ns.mutex(m_key, Open::CreateNew).unwrap();
+        let (new_sem, new_ev, new_m) = std::thread::scope(|s| {
             let poster = s.spawn(|| while sem.post(1).is_ok() {});
             let setter = s.spawn(|| while ev.set().is_ok() {});
+            // Takes and releases until the handle fails; a take of the removed mutex is let go
+            // by the unlock that answers Removed.
+            let locker = s.spawn(|| loop {
+                match m.try_lock() {
+                    Ok(Some(_)) => {
+                        let _ = m.unlock();
+                    }
+                    Ok(None) => {}
+                    Err(_) => break,
+                }
+            });
             std::thread::yield_now();
             ns.remove(sem_key).unwrap();
             ns.remove(ev_key).unwrap();
+            ns.remove(m_key).unwrap();
             let made = (
                 ns.semaphore(sem_key, Open::CreateNew, 0).unwrap().0,
                 ns.event(ev_key, Open::CreateNew, true, false).unwrap().0,
+                ns.mutex(m_key, Open::CreateNew).unwrap().0,
             );
             poster.join().unwrap();
             setter.join().unwrap();
+            locker.join().unwrap();
             made
         });
         assert_eq!(new_sem.value(), Ok(0), "a stale post landed on the new semaphore");
         assert_eq!(new_ev.wait(Some(Duration::ZERO.into())), Err(NamedError::Shared(SharedError::TimedOut)));
+        assert_eq!(new_m.try_lock(), Ok(Some(Acquired::Acquired)), "a stale take kept the new mutex");
+        new_m.unlock().unwrap();
         ns.remove(sem_key).unwrap();
         ns.remove(ev_key).unwrap();
+        ns.remove(m_key).unwrap();
     }
 }
 

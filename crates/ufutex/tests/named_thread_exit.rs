@@ -191,13 +191,12 @@ fn a_removed_mutex_leaves_the_next_object_of_its_key_alone(ns: &Namespace) {
         });
         held_rx.recv().unwrap();
         // Both removed under their holder, and new objects made under the keys: a mutex that
-        // we hold, and a semaphore.
+        // we hold, and a semaphore. (They take other slots: a removed mutex keeps its slot
+        // while a thread holds it.)
         ns.remove(30).unwrap();
         ns.remove(31).unwrap();
         let (new_m, _) = ns.mutex(30, Open::CreateNew).unwrap();
         let (new_s, _) = ns.semaphore(31, Open::CreateNew, 5).unwrap();
-        assert_eq!(generation(ns, 30), g30 + 1, "the new mutex took the old one's slot");
-        assert_eq!(generation(ns, 31), g31 + 1, "the new semaphore took the old mutex's slot");
         assert_eq!(new_m.lock(None), Ok(Acquired::Acquired));
         end_tx.send(()).unwrap();
         t.join().unwrap();
@@ -207,6 +206,13 @@ fn a_removed_mutex_leaves_the_next_object_of_its_key_alone(ns: &Namespace) {
         new_m.unlock().unwrap();
     });
     assert_eq!(old_m.lock(None).unwrap_err(), NamedError::Removed);
+    ns.remove(30).unwrap();
+    ns.remove(31).unwrap();
+    // The thread let go of both (old_m at its unlock, which answered Removed; old_s as it
+    // ended): objects made under the keys now take their slots again.
+    ns.mutex(30, Open::CreateNew).unwrap();
+    ns.semaphore(31, Open::CreateNew, 0).unwrap();
+    assert_eq!((generation(ns, 30), generation(ns, 31)), (g30 + 1, g31 + 1), "the slots were let go");
     ns.remove(30).unwrap();
     ns.remove(31).unwrap();
 }

@@ -26,8 +26,19 @@
 //!    (Release), bump, wake one.
 //! 6. abandoned → held, abandoned: CAS `ABANDONED → mine`; then `tid`, `aux = 1`.
 //!
-//! Removing the object (the table's) marks `word` removed and wakes every waiter; what is left in
-//! the owner fields of a removed object means nothing.
+//! # Removal
+//!
+//! Removing the object (the table's) marks `word` removed and wakes every waiter. A handle is
+//! checked before each operation, but the object may be removed — and a new one made in its slot
+//! — between that check and the CAS on `owner`, which carries no generation. Two rules keep an
+//! operation from touching another object:
+//! - A removed mutex's slot is reused only once its `owner` is 0 or `ABANDONED`: while a thread
+//!   holds it, whatever that thread writes (`tid`, `aux`, `owner`) lands on the removed object.
+//!   Its holder lets go at its unlock (which answers `Removed`), at its thread's end, or when its
+//!   list of held mutexes makes room; a process that dies holding one leaves the slot unused.
+//! - A take (1, 4, 6) looks at the handle again after its CAS: if the object is not the
+//!   handle's any more, it puts the owner word it replaced back — no one else changes a word
+//!   that names us — wakes the contenders of whatever lives there, and answers `Removed`.
 //!
 //! A contender reads the sequence, tries to take `owner` with a CAS, and if it is held sleeps
 //! on the sequence (so a release or an abandonment between its CAS and its sleep makes the sleep
@@ -61,7 +72,8 @@
 //! changed). The main thread ending the process, and a thread that ends without destructors (a
 //! raw `exit` system call), leave the mutexes to the process's death. Not async-signal-safe.
 
-use super::table::{pack, Slot, LIVE, REMOVED};
+pub(super) use super::table::ABANDONED;
+use super::table::{live_gen, pack, Slot, LIVE, REMOVED};
 use super::{NamedError, Namespace};
 use crate::deadline::Deadline;
 use crate::shared::lock::{Life, Liveness, Owner};
@@ -87,10 +99,6 @@ pub(super) fn probe(deadline: Option<Deadline>) -> Deadline {
 
 /// `owner` bit: being taken from a dead owner (4). A process's slot + 1 stays below it.
 pub(super) const PENDING: u64 = 1 << 31;
-
-/// `owner`: abandoned by its owner thread (5); its low half names no process. (Seen by the
-/// namespace's inspection, which should tell it from a process's word.)
-pub(super) const ABANDONED: u64 = u64::MAX << 32;
 
 /// How a lock was taken. Either way the caller owns the mutex.
 ///
@@ -276,6 +284,9 @@ impl Mutex<'_> {
             if s.owner.compare_exchange(cur, via, Ordering::Acquire, Ordering::Relaxed).is_err() {
                 return Ok(None);
             }
+            if !self::live(s, self.gen) {
+                return Err(give_back(s, cur));
+            }
             s.tid.store(h.tid, Ordering::Relaxed);
             s.aux.store(1, Ordering::Relaxed);
             if via != mine {
@@ -314,7 +325,10 @@ impl Mutex<'_> {
     /// Namespace::unlink(&name).unwrap();
     /// ```
     pub fn unlock(&self) -> Result<(), NamedError> {
-        let s = self.slot()?;
+        let s = match self.slot() {
+            Ok(s) => s,
+            Err(e) => return self.unlock_removed(e),
+        };
         let p = shared::process::proc()?;
         let mine = word_of(p.me);
         let last = with_holder(p.me, |h| {
@@ -337,6 +351,43 @@ impl Mutex<'_> {
             released(s, self.gen)?;
         }
         Ok(())
+    }
+
+    /// [`Mutex::unlock`] of a removed mutex (`removed`: the error): if this thread holds it, it
+    /// lets go, so that its slot can be reused (see "Removal").
+    #[cold]
+    fn unlock_removed(&self, removed: NamedError) -> Result<(), NamedError> {
+        let Some(s) = self.ns.table().slot(self.slot) else { return Err(removed) };
+        let p = shared::process::proc()?;
+        with_holder(p.me, |h| {
+            let m = Owned { slot: s, gen: self.gen };
+            if h.held.iter().any(|o| o.is(&m)) {
+                h.release(m);
+                let_go(m, word_of(p.me), h.tid);
+            }
+        });
+        Err(removed)
+    }
+}
+
+/// After a take's CAS on `s`, whose object turned out not to be the handle's: put back the
+/// owner word `cur` that the CAS replaced, and wake the contenders of the object there now.
+#[cold]
+fn give_back(s: &Slot, cur: u64) -> NamedError {
+    // Release: as an unlock's. (A word naming us is changed by no one else: see "Removal".)
+    s.owner.store(cur, Ordering::Release);
+    if let Some(gen) = live_gen(s) {
+        let _ = released(s, gen); // a failed wake leaves them to their probe
+    }
+    NamedError::Removed
+}
+
+/// This thread (kernel id `tid` of process word `mine`) lets go of the removed mutex `m` it
+/// holds (its slot is still `m`'s: see "Removal"), from our words only.
+fn let_go(m: Owned, mine: u64, tid: u32) {
+    let s = m.slot;
+    if s.tid.compare_exchange(tid, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+        let _ = s.owner.compare_exchange(mine, 0, Ordering::Release, Ordering::Relaxed);
     }
 }
 
@@ -444,9 +495,14 @@ impl Holder {
         Ok(())
     }
 
-    /// Make room: forget removed mutexes first (an unlock of one fails), then grow.
+    /// Make room: let go of removed mutexes first (an unlock of one fails), then grow.
     #[cold]
     fn grow(&mut self) -> Result<(), NamedError> {
+        if let Some(me) = self.proc {
+            for m in self.held.iter().filter(|m| !m.live()) {
+                let_go(*m, word_of(me), self.tid);
+            }
+        }
         self.held.retain(Owned::live);
         self.held.try_reserve(1).map_err(|_| NamedError::Shared(SharedError::NoMemory))
     }
@@ -494,8 +550,10 @@ extern "C" fn thread_exit(_marker: *mut libc::c_void) {
 /// 5: this thread (kernel id `tid` of process word `mine`) ends holding `m`.
 fn abandon(m: Owned, mine: u64, tid: u32) {
     let s = m.slot;
-    // Still this object (not removed, its slot not reused), and ours.
-    if !m.live() || s.owner.load(Ordering::Relaxed) != mine {
+    if !m.live() {
+        return let_go(m, mine, tid); // removed: its slot waits for us (see "Removal")
+    }
+    if s.owner.load(Ordering::Relaxed) != mine {
         return;
     }
     // `tid` first (see "Recursion and the thread id"); from our id only, so as not to erase

@@ -40,6 +40,10 @@ const PHASE: u64 = 0xff;
 /// expected a count sees it change.
 pub(crate) const REMOVED: u32 = u32::MAX;
 
+/// A mutex's `owner` when its owner thread ended holding it (`mutex.rs`); its low half names no
+/// process. Here because a removed mutex's slot is reused only when its owner is this or 0.
+pub(crate) const ABANDONED: u64 = u64::MAX << 32;
+
 fn name_len(key: &Key<'_>) -> u64 {
     match key {
         Key::Name(n) => n.len() as u64,
@@ -53,6 +57,12 @@ pub(crate) fn pack(gen: u32, phase: u64) -> u64 {
 
 fn gen_of(state: u64) -> u32 {
     (state >> 8) as u32
+}
+
+/// The generation of the live object in `s`, if one lives there.
+pub(crate) fn live_gen(s: &Slot) -> Option<u32> {
+    let st = s.state.load(Ordering::Acquire);
+    (st & PHASE == LIVE).then_some(gen_of(st))
 }
 
 /// One object.
@@ -1115,7 +1125,10 @@ impl<'a> Table<'a> {
             let mut i = home(hash, len);
             for _ in 0..len {
                 let phase = slots[i].state.load(Ordering::Relaxed) & PHASE;
-                if phase == EMPTY || phase == DEAD {
+                // A removed mutex that a thread still holds keeps its slot until it lets go
+                // (`mutex.rs`, "Removal"): whatever that thread still writes lands on it.
+                let held = || !matches!(slots[i].owner.load(Ordering::Relaxed), 0 | ABANDONED);
+                if phase == EMPTY || (phase == DEAD && !held()) {
                     if phase == EMPTY {
                         self.header.used[k as usize].store(used(k) as u32 + 1, Ordering::Relaxed);
                     }
@@ -1342,6 +1355,28 @@ mod tests {
         assert_eq!(declined, Err(Unchanged::Declined(0)));
         let (raw, _) = t.create(Key::Id(4), (KIND_WORD64, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
         assert_eq!(t.slot(raw.slot).unwrap().word_hi.load(Ordering::Relaxed), 0);
+    }
+
+    /// A removed object whose `owner` names a holder keeps its slot until the holder lets go
+    /// (a mutex's holder writes there after its check: `mutex.rs`, "Removal"); an abandoned one
+    /// does not.
+    #[test]
+    fn a_held_removed_mutex_keeps_its_slot_until_let_go() {
+        let (h, l) = table(8);
+        let t = Table::new(&h, &l, &NoLedgers);
+        let nowake = |_: &AtomicU32| {};
+        let mutex = (3, 0, 0);
+        let (a, _) = t.create(Key::Id(3), mutex, Open::CreateNew, ME, &Alive, &nowake).unwrap();
+        let s = t.slot(a.slot).unwrap();
+        s.owner.store(5 << 32 | 1, Ordering::Relaxed); // held by a thread of some process
+        t.remove(Key::Id(3), ME, &Alive, &nowake).unwrap();
+        let (b, _) = t.create(Key::Id(3), mutex, Open::CreateNew, ME, &Alive, &nowake).unwrap();
+        assert_ne!(b.slot, a.slot, "not reused while held");
+        t.remove(Key::Id(3), ME, &Alive, &nowake).unwrap();
+        s.owner.store(ABANDONED, Ordering::Relaxed);
+        let (c, _) = t.create(Key::Id(3), mutex, Open::CreateNew, ME, &Alive, &nowake).unwrap();
+        assert_eq!(c.slot, a.slot, "reused once nobody holds it");
+        assert_eq!(s.owner.load(Ordering::Relaxed), 0, "the new object is free");
     }
 
     /// Once the table grew, a key's hint names the level of each of its objects (those of level
