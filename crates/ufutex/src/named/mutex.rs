@@ -65,8 +65,8 @@
 //! thread holds) and arms a pthread key whose destructor runs as the thread ends — after the
 //! thread-local destructors of Rust and C++ (glibc runs those first), so that one of those may
 //! still release a mutex; a mutex locked by another key's destructor arms it again for one more
-//! round. The destructor abandons each mutex still held (5) — unless it was removed, or its slot
-//! reused (the generation) — which wakes a sleeping contender at once. A forked child inherits
+//! round. The destructor abandons each mutex still held (5), which wakes a sleeping contender
+//! at once — or, if it was removed, lets go of it (see "Removal"). A forked child inherits
 //! the forking thread's list, which names its parent's mutexes: the child's first mutex
 //! operation drops it (the process identity changed), and the destructor ignores it (the pid
 //! changed). The main thread ending the process, and a thread that ends without destructors (a
