@@ -229,6 +229,21 @@ struct Grows {
     hints: Vec<AtomicU16>,
 }
 
+impl Grows {
+    /// A header and `levels` levels of `first`, `2 × first`, ... slots, the first made, with
+    /// `hints` level hints.
+    fn new(first: usize, levels: u32, hints: usize) -> Arc<(Header, Grows)> {
+        Arc::new((
+            Header::empty(),
+            Grows {
+                levels: (0..levels).map(|k| OneLevel::new(first << k)).collect(),
+                made: AtomicU32::new(1),
+                hints: (0..hints).map(|_| AtomicU16::new(0)).collect(),
+            },
+        ))
+    }
+}
+
 impl Levels for Grows {
     fn level(&self, k: u32) -> Option<(&[super::table::Slot], &[super::table::NameSlot])> {
         let l = &self.levels[k as usize];
@@ -257,14 +272,7 @@ fn lookups_across_a_growing_table() {
 
 fn lookups_across_growth(hints: usize) {
     loom::model(move || {
-        let m = Arc::new((
-            Header::empty(),
-            Grows {
-                levels: (0..3).map(|k| OneLevel::new(1 << k)).collect(),
-                made: AtomicU32::new(1),
-                hints: (0..hints).map(|_| AtomicU16::new(0)).collect(),
-            },
-        ));
+        let m = Grows::new(1, 3, hints);
         let m2 = m.clone();
         let writer = thread::spawn(move || {
             let t = Table::new(&m2.0, &m2.1, &NoLedgers);
@@ -300,14 +308,7 @@ fn lookups_across_growth(hints: usize) {
 fn an_object_made_before_the_growth_is_always_found() {
     for hints in [1, 2] {
         loom::model(move || {
-            let m = Arc::new((
-                Header::empty(),
-                Grows {
-                    levels: (0..2).map(|k| OneLevel::new(4 << k)).collect(),
-                    made: AtomicU32::new(1),
-                    hints: (0..hints).map(|_| AtomicU16::new(0)).collect(),
-                },
-            ));
+            let m = Grows::new(4, 2, hints);
             let nowake = |_: &AtomicU32| {};
             let t = Table::new(&m.0, &m.1, &NoLedgers);
             for k in [5, 6] {
