@@ -206,7 +206,7 @@ impl Namespace {
         // (Nothing else of this process takes a reference meanwhile: we hold `mine`. So an
         // object found under the lock is one we do not hold yet.)
         let got = t.locked(p.me, p, &wake_all, || {
-            let (f, existed) = t.create_locked(key, init, how, Some(r))?;
+            let (f, existed) = t.create_locked(key, init, how, Some(r), p)?;
             if existed {
                 t.add_ref(r, f);
             }

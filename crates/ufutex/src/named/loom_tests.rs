@@ -151,7 +151,7 @@ fn model_holders(keeps: bool, die_at: Option<crate::shared::fault::Point>) {
             let t = c.table();
             let (f, _) = t
                 .locked(Counted::me(0), &c.procs, &nowake, || {
-                    t.create_locked(Key::Id(5), (KIND, 0, 0), Open::CreateNew, Some(c.r(0)))
+                    t.create_locked(Key::Id(5), (KIND, 0, 0), Open::CreateNew, Some(c.r(0)), &Alive)
                 })
                 .unwrap()
                 .unwrap();
@@ -163,7 +163,7 @@ fn model_holders(keeps: bool, die_at: Option<crate::shared::fault::Point>) {
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let got = t
                         .locked(Counted::me(1), &c1.procs, &nowake, || {
-                            match t.create_locked(Key::Id(5), (KIND, 0, 0), Open::Existing, Some(c1.r(1))) {
+                            match t.create_locked(Key::Id(5), (KIND, 0, 0), Open::Existing, Some(c1.r(1)), &Alive) {
                                 Ok((f, true)) => {
                                     t.add_ref(c1.r(1), f);
                                     true

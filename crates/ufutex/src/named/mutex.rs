@@ -35,7 +35,7 @@
 //! - A removed mutex's slot is reused only once its `owner` is 0 or `ABANDONED`: while a thread
 //!   holds it, whatever that thread writes (`tid`, `aux`, `owner`) lands on the removed object.
 //!   Its holder lets go at its unlock (which answers `Removed`), at its thread's end, or when its
-//!   list of held mutexes makes room; a process that dies holding one leaves the slot unused.
+//!   list of held mutexes makes room; once its process is dead, the slot is reused anyway.
 //! - A take (1, 4, 6) looks at the handle again after its CAS: if the object is not the
 //!   handle's any more, it puts the owner word it replaced back — no one else changes a word
 //!   that names us — wakes the contenders of whatever lives there, and answers `Removed`.
@@ -72,8 +72,8 @@
 //! changed). The main thread ending the process, and a thread that ends without destructors (a
 //! raw `exit` system call), leave the mutexes to the process's death. Not async-signal-safe.
 
-pub(super) use super::table::ABANDONED;
-use super::table::{live_gen, pack, Slot, LIVE, REMOVED};
+use super::table::{live_gen, owner_of, pack, Slot, LIVE, REMOVED};
+pub(super) use super::table::{ABANDONED, PENDING};
 use super::{NamedError, Namespace};
 use crate::deadline::Deadline;
 use crate::shared::lock::{Life, Liveness, Owner};
@@ -96,9 +96,6 @@ pub(super) fn probe(deadline: Option<Deadline>) -> Deadline {
         _ => probe,
     }
 }
-
-/// `owner` bit: being taken from a dead owner (4). A process's slot + 1 stays below it.
-pub(super) const PENDING: u64 = 1 << 31;
 
 /// How a lock was taken. Either way the caller owns the mutex.
 ///
@@ -164,10 +161,6 @@ pub struct Mutex<'ns> {
 
 fn word_of(o: Owner) -> u64 {
     (u64::from(o.gen) << 32) | u64::from(o.slot + 1)
-}
-
-fn owner_of(w: u64) -> Owner {
-    Owner { slot: ((w & (PENDING - 1)) as u32).wrapping_sub(1), gen: (w >> 32) as u32 }
 }
 
 /// Whether the object in `s` is still the live one of generation `gen` (the table's check).

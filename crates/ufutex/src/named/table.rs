@@ -27,7 +27,7 @@
 
 use crate::primitive::{fence, AtomicU16, AtomicU32, AtomicU64, Ordering};
 use crate::shared::fault::{point, Point};
-use crate::shared::lock::{self, Liveness, Owner, Taken};
+use crate::shared::lock::{self, Life, Liveness, Owner, Taken};
 use crate::shared::SharedError;
 
 pub(crate) const EMPTY: u64 = 0;
@@ -41,8 +41,18 @@ const PHASE: u64 = 0xff;
 pub(crate) const REMOVED: u32 = u32::MAX;
 
 /// A mutex's `owner` when its owner thread ended holding it (`mutex.rs`); its low half names no
-/// process. Here because a removed mutex's slot is reused only when its owner is this or 0.
+/// process. (The owner word is here because a removed mutex keeps its slot while a living
+/// process holds it.)
 pub(crate) const ABANDONED: u64 = u64::MAX << 32;
+
+/// `owner` bit: a mutex being taken from a dead owner (`mutex.rs`, 4). A process's slot + 1
+/// stays below it.
+pub(crate) const PENDING: u64 = 1 << 31;
+
+/// The process an `owner` word names (`(gen << 32) | (slot + 1)`, maybe `PENDING`).
+pub(crate) fn owner_of(w: u64) -> Owner {
+    Owner { slot: ((w & (PENDING - 1)) as u32).wrapping_sub(1), gen: (w >> 32) as u32 }
+}
 
 fn name_len(key: &Key<'_>) -> u64 {
     match key {
@@ -988,7 +998,7 @@ impl<'a> Table<'a> {
         wake: &impl Fn(&AtomicU32),
     ) -> Result<(Found, bool), TableError> {
         // (Callers look the key up without the lock first: most opens find their object.)
-        self.locked(me, live, wake, || self.create_locked(key, (kind, word, aux), how, None))?
+        self.locked(me, live, wake, || self.create_locked(key, (kind, word, aux), how, None, live))?
     }
 
     /// Under the lock: open or create the object `key` as [`Table::create`] does; a counted
@@ -1000,6 +1010,7 @@ impl<'a> Table<'a> {
         (kind, word, aux): (u32, u32, u32),
         how: Open,
         holder: Option<Ref<'_>>,
+        live: &(impl Liveness + ?Sized),
     ) -> Result<(Found, bool), TableError> {
         if let Some(f) = self.lookup_once(key) {
             return match (how, f.kind == kind) {
@@ -1011,7 +1022,7 @@ impl<'a> Table<'a> {
         if how == Open::Existing {
             return Err(TableError::NotFound);
         }
-        let i = self.free_slot(key.hash()).ok_or(TableError::Full)?;
+        let i = self.free_slot(key.hash(), live).ok_or(TableError::Full)?;
         let (s, name) = self.at(i).ok_or(TableError::Full)?;
         self.hint(key.hash(), i);
         let gen = gen_of(s.state.load(Ordering::Relaxed));
@@ -1103,7 +1114,7 @@ impl<'a> Table<'a> {
 
     /// Under the lock: a slot for a new object of key `hash`, Empty or a tombstone: in the
     /// newest level, after making a new level if that one is half used; else in any level.
-    fn free_slot(&self, hash: u64) -> Option<u32> {
+    fn free_slot(&self, hash: u64, live: &(impl Liveness + ?Sized)) -> Option<u32> {
         let n = self.base();
         let mut levels = self.header.levels();
         let newest = levels - 1;
@@ -1125,9 +1136,12 @@ impl<'a> Table<'a> {
             let mut i = home(hash, len);
             for _ in 0..len {
                 let phase = slots[i].state.load(Ordering::Relaxed) & PHASE;
-                // A removed mutex that a thread still holds keeps its slot until it lets go
-                // (`mutex.rs`, "Removal"): whatever that thread still writes lands on it.
-                let held = || !matches!(slots[i].owner.load(Ordering::Relaxed), 0 | ABANDONED);
+                // A removed mutex that a thread of a living process still holds keeps its slot
+                // until it lets go (`mutex.rs`, "Removal"): whatever it still writes lands there.
+                let held = || match slots[i].owner.load(Ordering::Relaxed) {
+                    0 | ABANDONED => false,
+                    w => live.life(owner_of(w)) == Life::Alive,
+                };
                 if phase == EMPTY || (phase == DEAD && !held()) {
                     if phase == EMPTY {
                         self.header.used[k as usize].store(used(k) as u32 + 1, Ordering::Relaxed);
@@ -1377,6 +1391,17 @@ mod tests {
         let (c, _) = t.create(Key::Id(3), mutex, Open::CreateNew, ME, &Alive, &nowake).unwrap();
         assert_eq!(c.slot, a.slot, "reused once nobody holds it");
         assert_eq!(s.owner.load(Ordering::Relaxed), 0, "the new object is free");
+        // Held by a process that died: reused too.
+        s.owner.store(5 << 32 | 1, Ordering::Relaxed);
+        t.remove(Key::Id(3), ME, &Alive, &nowake).unwrap();
+        struct AllDead;
+        impl Liveness for AllDead {
+            fn life(&self, _: Owner) -> Life {
+                Life::Dead
+            }
+        }
+        let (d, _) = t.create(Key::Id(3), mutex, Open::CreateNew, ME, &AllDead, &nowake).unwrap();
+        assert_eq!(d.slot, a.slot, "its holder's process is dead");
     }
 
     /// Once the table grew, a key's hint names the level of each of its objects (those of level
