@@ -104,6 +104,8 @@ fn keyed_goals(benches: &[Bench]) -> Vec<Goal> {
         benches
             .iter()
             .filter(|b| b.workload == "keyed" && b.case.contains(phase))
+            // (Only against semget: the run past its 32,000 sets has ufutex alone.)
+            .filter(|b| b.metric("per key").is_some_and(|m| m.baseline != u))
             .filter_map(|b| {
                 let (r, words) = versus(Some(b), "per key", u)?;
                 let keys = b.case.split(',').next().unwrap_or("");
@@ -112,16 +114,31 @@ fn keyed_goals(benches: &[Bench]) -> Vec<Goal> {
             .min_by(|a, b| a.0.total_cmp(&b.0))
     };
     let rate = |threads: usize| {
+        // (The run with semget: the one past its sets has ufutex alone.)
         let b = benches.iter().find(|b| {
             b.workload == "keyed"
                 && b.case.starts_with("concurrent lookups")
                 && b.case.contains(&format!("threads={threads},"))
+                && b.metric("lookups").is_some_and(|m| m.baseline != u)
         })?;
         Some(b.metric("lookups")?.row(u)?.median)
     };
     let scaling = rate(1)
         .zip(rate(2))
         .map(|(one, two)| (two / one, format!("{u} {} lookups/s with 2 threads vs {} with 1", num(two), num(one))));
+    // Flat: the lookup per key at the largest key count (if 10^6 or more) against the smallest.
+    let lookups: Vec<(u64, f64)> = benches
+        .iter()
+        .filter(|b| b.workload == "keyed" && b.case.contains(", lookup (the same"))
+        .filter_map(|b| {
+            let keys = b.case.strip_prefix("keys=")?.split(',').next()?.parse().ok()?;
+            Some((keys, b.metric("per key")?.row(u)?.median))
+        })
+        .collect();
+    let smallest = lookups.iter().copied().min_by_key(|&(k, _)| k);
+    let flat = lookups.iter().copied().max_by_key(|&(k, _)| k).filter(|&(k, _)| k >= 1_000_000).zip(smallest).map(
+        |((hk, hi), (lk, lo))| (lo / hi, format!("{u} {} ns per key at {hk} keys vs {} at {lk}", num(hi), num(lo))),
+    );
     vec![
         goal(
             "#15",
@@ -132,6 +149,8 @@ fn keyed_goals(benches: &[Bench]) -> Vec<Goal> {
         ),
         goal("#15", "create by key, every key count", "≥ 5× (≤ 0.2× semget)", worst(", create ("), |r| r >= 5.0),
         goal("#15", "lookups from 2 threads vs 1", "≥ 1.8× the 1-thread rate", scaling, |r| r >= 1.8),
+        // "Flat from 1 to 10^6 keys" read as: within 2× of the smallest key count's lookup.
+        goal("#15", "lookup flat from 1 to 10⁶ keys", "≥ 0.5× (within 2×)", flat, |r| r >= 0.5),
     ]
 }
 
@@ -345,6 +364,19 @@ mod tests {
         assert!(g[0].measured.contains("keys=1 "), "{:?}", g[0]);
         assert_eq!((g[1].ratio, g[1].met), (Some(7.0), Some(true)), "the worst create: 100 keys");
         assert_eq!((g[2].ratio, g[2].met), (Some(1.9), Some(true)));
+        assert_eq!(g[3].met, None, "no run past 10^6 keys: flatness not judged");
+        // The run past semget's sets: ufutex alone, judged only for flatness.
+        let mut alone = bench(
+            "keyed",
+            "keys=1000000, lookup (the same loop again, IPC_CREAT)",
+            Metric::lower("per key", "ns"),
+            &[],
+        );
+        let samples = [("ufutex-keyed".to_string(), vec![144.0])].into_iter().collect();
+        alone.metrics = vec![MetricResult::new(Metric::lower("per key", "ns"), "ufutex-keyed", samples)];
+        let g = keyed_goals(&[benches, vec![alone]].concat());
+        assert_eq!((g[0].ratio, g[0].met), (Some(5.0), Some(false)), "the lone run is not against semget");
+        assert_eq!((g[3].ratio, g[3].met), (Some(0.25), Some(false)), "36 ns at 1 key, 144 at 10^6");
         assert!(keyed_goals(&[]).iter().all(|g| g.met.is_none()), "not in the run");
     }
 

@@ -25,7 +25,7 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
     let r = |full: usize| if quick { 2 } else { full };
     let sweep = if quick { "auto,2,64,2048,large" } else { "auto,2,8,32,128,512,2048,large" };
     let (lock_threads, lock_cs) = if quick { ("1,8", "5,50,1us") } else { ("1,2,8", "5,10,20,50,1us") };
-    vec![
+    let mut steps = vec![
         step("fast paths", &format!("fastpath --reps {} --runtime {}", r(7), t(0.1, 0.03))),
         // Issue 14: the same loops in instructions per call (valgrind; skipped without it).
         step("fast paths, instructions", "instructions --reps 1"),
@@ -84,7 +84,15 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
                 )
             },
         ),
-    ]
+    ];
+    if !quick {
+        // Past semget's 32,000 sets: ufutex alone, for the flat goal (~20 s).
+        steps.push(step(
+            "keyed, 10⁶ keys",
+            "keyed --impl ufutex-keyed --keys 1000000 --threads 1 --runtime 0.1 --reps 2 --processes 0",
+        ));
+    }
+    steps
 }
 
 /// Run one child and read back its JSON.
