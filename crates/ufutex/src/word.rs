@@ -16,6 +16,7 @@ pub(crate) enum Size {
 impl Size {
     /// The size of futex2 size code `code & 3`.
     #[inline(always)]
+    #[cfg_attr(ufutex_loom, allow(dead_code))] // the C ABI's (not built under loom)
     pub(crate) const fn from_code(code: u32) -> Size {
         match code & 3 {
             0 => Size::U8,

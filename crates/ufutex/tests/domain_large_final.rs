@@ -2,6 +2,7 @@
 //! SET_SLOTS, 0)` is for the kernel's global hash: every later `set_slots` fails `EBUSY`, except
 //! that a size that is not a power of two still fails `EINVAL` first. Its own test binary:
 //! the default domain is process-global and this cannot be undone.
+#![cfg(not(ufutex_loom))]
 
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::thread;

@@ -2,6 +2,7 @@
 //! (the final `Large` switch has its own binary, `domain_large_final.rs`); a 2-slot table keeps
 //! a thousand keys apart; threads arriving never change a hand-set size, and `Auto` resumes
 //! automatic sizing; repeated resizes do not grow memory.
+#![cfg(not(ufutex_loom))]
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};

@@ -2,6 +2,7 @@
 //! existed" answer, a semaphore and a raw word shared by two processes, removal while a waiter
 //! of another process sleeps, handles after their key was reused, many keys. One test runs
 //! every scenario in turn (it forks).
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

@@ -5,6 +5,7 @@
 //! no object behind and every holder count right. One test runs the scenarios in turn (forks).
 //!
 //! `UFUTEX_STRESS_SECS` sets how long the killing goes on (default 2 s).
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

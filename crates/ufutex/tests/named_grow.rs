@@ -2,6 +2,7 @@
 //! while another process and other threads look up the objects made before (always found, the
 //! same object), find the new ones as they appear (mapping the new levels on demand), and a
 //! waiter sleeping on an early object is woken after the growth. One test, forks.
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

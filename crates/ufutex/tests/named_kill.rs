@@ -4,6 +4,7 @@
 //! found, every object is found by its key, each key once, and creating and removing work.
 //!
 //! `UFUTEX_STRESS_SECS` sets how long the killing goes on (default 2 s).
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

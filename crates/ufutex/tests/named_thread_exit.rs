@@ -5,6 +5,7 @@
 //! the same slot) alone; a forked child neither owns nor abandons its parent's mutexes. A
 //! bounded stress: every acquisition is exclusive and every abandonment is reported exactly
 //! once. One test runs every scenario in turn (some fork).
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

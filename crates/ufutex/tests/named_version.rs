@@ -1,5 +1,6 @@
 //! A namespace file of another layout version (an older library's) or with a corrupt header is
 //! made afresh when no process has it mapped, and refused (NotRecoverable) while one does.
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

@@ -5,6 +5,7 @@
 //! The checks run in a child process (this test binary, re-run on the ignored test below) whose
 //! address space is limited to 16 MiB above what it uses, so that a 64 MiB table cannot be had
 //! while small allocations still can; the parent only checks that the child passed.
+#![cfg(not(ufutex_loom))]
 
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;

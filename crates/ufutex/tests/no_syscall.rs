@@ -3,6 +3,7 @@
 //! run in a child process whose seccomp filter kills it (SIGSYS) on any futex system call or
 //! `membarrier`. Everything that may rightly make a system call the first time (the thread's
 //! data, the tables, the shared segment, the namespace) is done once before the filter.
+#![cfg(not(ufutex_loom))]
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 mod common;

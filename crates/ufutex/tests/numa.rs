@@ -4,6 +4,7 @@
 //! aligned to twice the word size; waiters on different nodes do not meet unless the node word
 //! says so; requeue moves waiters between node tables; a memory policy's node is used where
 //! one covers the word (`mpol`), with what `get_mempolicy` really reports on this machine.
+#![cfg(not(ufutex_loom))]
 
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::thread;

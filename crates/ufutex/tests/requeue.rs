@@ -2,6 +2,7 @@
 //! first) and moves up to `nr_requeue` more behind the target's existing waiters, returning
 //! woken + moved; a value mismatch returns `WouldBlock` and changes nothing; requeueing to the
 //! same word moves waiters to its tail; moved waiters keep their deadlines.
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

@@ -3,6 +3,7 @@
 //! (and survive a grow and a shrink); a hand-set size does not change when threads arrive, while
 //! an automatic one grows with them; bad sizes are refused; and the memory held by a domain does
 //! not grow over 10^4 resizes between a few sizes.
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

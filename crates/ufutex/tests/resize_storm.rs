@@ -5,6 +5,7 @@
 //! also migrate between node tables while those tables are resized.
 //!
 //! `UFUTEX_STORM_RESIZES=N` runs a longer storm (default 3000 resizes each).
+#![cfg(not(ufutex_loom))]
 
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::thread;

@@ -3,6 +3,7 @@
 //! slots, buckets, waiter records) and keep operating on it; a new process opening a segment
 //! whose header was scribbled over gets `ENOTRECOVERABLE` or a working table. A child that
 //! crashes (a signal) or hangs (killed by the watchdog) fails the test.
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

@@ -7,6 +7,7 @@
 //!
 //! `UFUTEX_STRESS_SECS` sets how long the killing goes on (default 2 s; CI's stress step runs
 //! longer).
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

@@ -4,6 +4,7 @@
 //! One test runs every scenario in turn, so that no other test thread is running while it forks
 //! (a child of a multithreaded process may only rely on what fork keeps consistent). Children
 //! report through their exit status; every wait has a deadline, so a bug fails, never hangs.
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

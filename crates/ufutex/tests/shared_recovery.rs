@@ -5,6 +5,7 @@
 //!
 //! One test runs every point in turn (so nothing else runs while it forks). The table has 4
 //! buckets, so every word of a scenario shares its bucket with others.
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

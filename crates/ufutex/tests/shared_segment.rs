@@ -2,6 +2,7 @@
 //! permission bits, not a symlink — else `EACCES`) and its capacities (process slots, waiter
 //! records per process — `ENOSPC` when reached). Each scenario runs in a child process of its
 //! own, which opens its own table directory (a process maps its table once).
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

@@ -4,6 +4,7 @@
 //! deadline. Signals are sent with `pthread_kill` to the waiting thread only.
 //!
 //! Not built with `fallback-parker`: the portable parker never reports `Interrupted`.
+#![cfg(not(ufutex_loom))]
 #![cfg(not(feature = "fallback-parker"))]
 
 mod common;

@@ -2,6 +2,7 @@
 //! u64::MAX) can be waited on, woken, requeued and waitv'd; values are compared at the word's
 //! own width — bits beyond it are not looked at, and a u64 whose low 32 bits match but high
 //! bits differ is a mismatch (`WouldBlock`) for wait, waitv and requeue.
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

@@ -12,6 +12,7 @@
 //! wakeable entry. Beside the 8 workers, two threads play ping-pong on a u8 word in the same
 //! domain with waits that have no deadline, so a lost wakeup shows as a hang. At the end every thread has returned (a sleeper left behind would hang the
 //! final drain — the watchdog turns that into a failure) and nothing is left queued.
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

@@ -4,6 +4,7 @@
 //! deadline already passed times out at once after the value check (a matching value gives
 //! `TimedOut`, a mismatching one `WouldBlock`). A timed-out waiter leaves its queue: a later
 //! wake counts nobody.
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! A wait whose word does not hold the expected value returns `WouldBlock` at once, at every
 //! size, through the free functions and through a private domain, whatever its mask or
 //! deadline — and leaves nothing queued. A wait that does hold the value sleeps until woken.
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

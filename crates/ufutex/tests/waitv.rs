@@ -2,6 +2,7 @@
 //! dequeued; `WouldBlock` if any entry mismatches (and then nothing stays queued), unless an
 //! earlier entry was already woken while later ones were being queued — then that entry's
 //! index. Duplicate entries are separate waiters: a wake that takes two counts two.
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! Wake: returns how many waiters it dequeued (at most `n`; `n == 0` wakes nobody and returns 0;
 //! `usize::MAX` wakes all), wakes waiters of one key oldest first, and never disturbs waiters
 //! of other keys — even when they share its bucket (a 2-bucket domain forces that).
+#![cfg(not(ufutex_loom))]
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! bit with `mask` (up to `n` of them, oldest first); non-matching waiters stay queued, in
 //! place, and are not counted. A wait with mask 0 is woken by nothing. Masks survive waitv and
 //! requeue.
+#![cfg(not(ufutex_loom))]
 
 mod common;
 
