@@ -764,12 +764,8 @@ impl<'a> Table<'a> {
     /// Under the lock, before slot `g`'s new object of key `hash` is published: its level's bit
     /// in the key's hint (once the namespace has grown; until then lookups look in level 0).
     fn hint(&self, hash: u64, g: u32) {
-        if self.header.levels() < 2 {
-            return;
-        }
-        if let Some(h) = self.hints.get(hint_of(hash, self.hints.len())) {
-            // (A load and a store: under the lock no one else writes the hints.)
-            h.store(h.load(Ordering::Relaxed) | 1 << self.level_of(g), Ordering::Relaxed);
+        if self.grew() {
+            self.set_hint(hash, self.level_of(g));
         }
     }
 
@@ -778,13 +774,18 @@ impl<'a> Table<'a> {
     /// lock was taken; a Dead one needs none.)
     #[cold]
     fn hint_first_level(&self) {
-        let len = self.hints.len();
         for s in self.first.0 {
             if s.state.load(Ordering::Relaxed) & PHASE == LIVE {
-                if let Some(h) = self.hints.get(hint_of(s.key.load(Ordering::Relaxed), len)) {
-                    h.store(h.load(Ordering::Relaxed) | 1, Ordering::Relaxed);
-                }
+                self.set_hint(s.key.load(Ordering::Relaxed), 0);
             }
+        }
+    }
+
+    /// Under the lock: bit `level` in the hint of key `hash`.
+    fn set_hint(&self, hash: u64, level: u32) {
+        if let Some(h) = self.hints.get(hint_of(hash, self.hints.len())) {
+            // (A load and a store: under the lock no one else writes the hints.)
+            h.store(h.load(Ordering::Relaxed) | 1 << level, Ordering::Relaxed);
         }
     }
 
