@@ -27,18 +27,20 @@ const CHUNK: usize = 64;
 type Cell = UnsafeCell<MaybeUninit<Node>>;
 
 struct Pool {
-    chunks: Vec<&'static [Cell; CHUNK]>,
+    /// How many chunks there are (each leaked: never freed).
+    chunks: usize,
+    /// The newest chunk, whose slots `newest[used..]` were never handed out.
+    newest: Option<&'static [Cell; CHUNK]>,
+    used: usize,
     /// Slots given back, reused first (most recently freed first: still warm).
     free: Vec<&'static Cell>,
-    /// Slots of the newest chunk never handed out: `chunks.last()[used..]`.
-    used: usize,
 }
 
 // SAFETY: the pool only hands out and takes back slot references; a slot's contents are touched
 // only by the thread that holds it (or under the bucket locks, as any node).
 unsafe impl Send for Pool {}
 
-static POOL: Mutex<Pool> = Mutex::new(Pool { chunks: Vec::new(), free: Vec::new(), used: CHUNK });
+static POOL: Mutex<Pool> = Mutex::new(Pool { chunks: 0, newest: None, used: CHUNK, free: Vec::new() });
 
 /// One thread's plain-wait node, in the pool; given back on drop.
 pub(crate) struct Slot {
@@ -54,17 +56,18 @@ impl Slot {
             match pool.free.pop() {
                 Some(cell) => cell,
                 None => {
-                    if pool.used == CHUNK {
-                        pool.chunks.try_reserve(1).ok()?;
-                        // Room for every slot on the free list, so that giving one back never
-                        // allocates (a thread may exit with memory exhausted).
-                        let more = (CHUNK * (pool.chunks.len() + 1)).saturating_sub(pool.free.len());
-                        pool.free.try_reserve(more).ok()?;
-                        let chunk = new_chunk()?;
-                        pool.chunks.push(chunk);
-                        pool.used = 0;
-                    }
-                    let chunk = pool.chunks.last().expect("a chunk was just made");
+                    let chunk = match pool.newest {
+                        Some(chunk) if pool.used < CHUNK => chunk,
+                        _ => {
+                            // Room for every slot on the free list, so that giving one back
+                            // never allocates (a thread may exit with memory exhausted).
+                            let more = (CHUNK * (pool.chunks + 1)).saturating_sub(pool.free.len());
+                            pool.free.try_reserve(more).ok()?;
+                            let chunk = new_chunk()?;
+                            (pool.chunks, pool.newest, pool.used) = (pool.chunks + 1, Some(chunk), 0);
+                            chunk
+                        }
+                    };
                     let cell = &chunk[pool.used];
                     pool.used += 1;
                     cell
