@@ -99,13 +99,14 @@ pub fn judge(benches: &[Bench]) -> Vec<Goal> {
 /// one is judged), and its lookups from 2 threads against 1.
 fn keyed_goals(benches: &[Bench]) -> Vec<Goal> {
     let u = crate::keyed_competitor::UfutexKeyed::NAME;
+    // Whether `b`'s `metric` was measured against semget (the run past its 32,000 sets has ufutex
+    // alone, its own baseline).
+    let against_semget = |b: &Bench, metric: &str| b.metric(metric).is_some_and(|m| m.baseline != u);
     // The worst ratio of `phase` over every key count in the run, and where it was.
     let worst = |phase: &str| {
         benches
             .iter()
-            .filter(|b| b.workload == "keyed" && b.case.contains(phase))
-            // (Only against semget: the run past its 32,000 sets has ufutex alone.)
-            .filter(|b| b.metric("per key").is_some_and(|m| m.baseline != u))
+            .filter(|b| b.workload == "keyed" && b.case.contains(phase) && against_semget(b, "per key"))
             .filter_map(|b| {
                 let (r, words) = versus(Some(b), "per key", u)?;
                 let keys = b.case.split(',').next().unwrap_or("");
@@ -114,12 +115,11 @@ fn keyed_goals(benches: &[Bench]) -> Vec<Goal> {
             .min_by(|a, b| a.0.total_cmp(&b.0))
     };
     let rate = |threads: usize| {
-        // (The run with semget: the one past its sets has ufutex alone.)
         let b = benches.iter().find(|b| {
             b.workload == "keyed"
                 && b.case.starts_with("concurrent lookups")
                 && b.case.contains(&format!("threads={threads},"))
-                && b.metric("lookups").is_some_and(|m| m.baseline != u)
+                && against_semget(b, "lookups")
         })?;
         Some(b.metric("lookups")?.row(u)?.median)
     };
