@@ -20,6 +20,7 @@
 mod api;
 mod deadline;
 mod domain;
+mod engine;
 mod error;
 #[cfg(not(ufutex_loom))] // the C ABI reads real memory; loom models only the core
 mod ffi;
@@ -33,6 +34,7 @@ mod node_pool;
 mod numa;
 mod parker;
 mod primitive;
+mod private_table;
 mod queue;
 mod requeue;
 mod resolve;

@@ -221,7 +221,7 @@ impl Fence {
     }
 
     /// A waker in a bucket that is not FREE, which pays for the order with the bucket's lock
-    /// (`wake.rs`): whether to look at the bucket's age under it.
+    /// (`private_table.rs`, `look_fenced`): whether to look at the bucket's age under it.
     pub(crate) fn waker_looks(&self) -> Waker {
         // Relaxed: only a hint for the decay, which reads it again under the lock.
         if self.mode.load(Ordering::Relaxed) == FENCED && self.sample() {

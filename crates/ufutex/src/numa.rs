@@ -368,7 +368,7 @@ impl Domain {
     /// ```
     pub fn wake_bitset_numa<F: NumaWord>(&self, f: &NumaFutex<F>, n: usize, mask: u64) -> Result<usize, NumaError> {
         let (_, key) = f.resolve(self.tables(), Purpose::Wake)?;
-        Ok(crate::wake::wake(self.tables(), key, n, mask, Report::Count, Pays::Waiter).count)
+        Ok(crate::wake::wake_private(self.tables(), key, n, mask, Report::Count, Pays::Waiter).count)
     }
 
     /// [`Domain::requeue`] between two NUMA pairs, which may be on different nodes. Both node

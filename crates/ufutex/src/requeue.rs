@@ -1,15 +1,95 @@
-//! Requeue: wake some waiters of one word and move others to another word's queue.
+//! Requeue: wake some waiters of one word and move others to another word's queue, written
+//! once for every table (`engine.rs`).
 
+use crate::engine::{Fate, Locked, Look, Pair, Pick, WaitTable, Woken};
 use crate::error::WaitError;
 use crate::key::Key;
-use crate::primitive::Ordering;
-use crate::queue::Step;
-use crate::table::{lock_pair_current, PairGuard};
-use crate::table::{MoveList, WakeList};
+use crate::membarrier::Pays;
 use crate::tables::Tables;
 use crate::word::WordRef;
 
-/// The untyped requeue every front end calls.
+/// Which waiters a requeue takes: of the source key, oldest first, the first `wake` are woken
+/// and the next `moves` moved (to the target's tail, also when the target is the source).
+pub(crate) struct RequeuePick {
+    wake: usize,
+    moves: usize,
+    moved: usize,
+}
+
+impl Pick for RequeuePick {
+    #[inline]
+    fn pick(&mut self, ours: bool, _mask: u64) -> Fate {
+        match (ours, self.wake, self.moves) {
+            (_, 0, 0) => Fate::Stop,
+            (false, _, _) => Fate::Skip,
+            (true, 0, _) => {
+                self.moves -= 1;
+                self.moved += 1;
+                Fate::Move
+            }
+            (true, _, _) => {
+                self.wake -= 1;
+                Fate::Wake
+            }
+        }
+    }
+
+    fn not_woken(&mut self) {
+        self.wake += 1;
+    }
+}
+
+/// Why a requeue did nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused<E> {
+    /// The source word did not hold the expected value.
+    WouldBlock,
+    Table(E),
+}
+
+impl<E> From<E> for Refused<E> {
+    fn from(e: E) -> Self {
+        Refused::Table(e)
+    }
+}
+
+/// Wake up to `nr_wake` waiters of `from` and move up to `nr_requeue` more to `to`: how many
+/// were woken and moved. `check`: whether the source word holds the value it must (`None` for
+/// the legacy `FUTEX_REQUEUE`, which compares nothing), asked first (linearisable at that load)
+/// and again with both buckets locked.
+pub(crate) fn requeue<T: WaitTable>(
+    t: &T,
+    from: T::Key,
+    to: T::Key,
+    check: Option<impl Fn() -> bool>,
+    nr_wake: usize,
+    nr_requeue: usize,
+) -> Result<usize, Refused<T::Error>> {
+    let holds = || check.as_ref().is_none_or(|c| c());
+    if !holds() {
+        return Err(Refused::WouldBlock);
+    }
+    // (B), as a wake of the source paying its own fence: nobody queued, nothing to move.
+    if t.look(&from, Pays::Waker) == Look::Nobody {
+        return Ok(0);
+    }
+    let mut pair = t.lock_pair(&from, &to)?;
+    if !holds() {
+        return Err(Refused::WouldBlock);
+    }
+    let mut pick = RequeuePick { wake: nr_wake, moves: nr_requeue, moved: 0 };
+    let mut woken = <<T::Locked<'_> as Locked>::Woken>::new();
+    let mut moved = Default::default();
+    pair.from().take(&mut pick, &mut woken, &mut moved)?;
+    match &mut pair {
+        Pair::One(g) => g.accept(moved, None)?,
+        Pair::Two { from, to } => to.accept(moved, Some(from))?,
+    }
+    drop(pair);
+    Ok(woken.wake_all() + pick.moved)
+}
+
+/// [`requeue`] of two private words, `from` compared with `expected`.
 pub(crate) fn requeue_words(
     tables: &Tables,
     from: WordRef,
@@ -22,11 +102,9 @@ pub(crate) fn requeue_words(
     requeue_keys(tables, k1, k2, Some((from, expected)), nr_wake, nr_requeue)
 }
 
-/// [`requeue_words`] with the keys given: each key's node picks its table, so a requeue may
-/// move waiters between two NUMA nodes' tables (`numa.rs`; lock order in `table.rs`).
-/// `check`: the source word and the value it must hold (`WouldBlock` otherwise), compared
-/// before and again with both buckets locked; `None` for the legacy `FUTEX_REQUEUE`, which
-/// compares nothing.
+/// [`requeue`] in a domain's tables, with the keys given: each key's node picks its table, so a
+/// requeue may move waiters between two NUMA nodes' tables (`numa.rs`; lock order in
+/// `table.rs`). `check`: the source word and the value it must hold.
 pub(crate) fn requeue_keys(
     tables: &Tables,
     k1: Key,
@@ -35,59 +113,9 @@ pub(crate) fn requeue_keys(
     nr_wake: usize,
     nr_requeue: usize,
 ) -> Result<usize, WaitError> {
-    let holds = || check.is_none_or(|(from, expected)| from.load() == expected);
-    if !holds() {
-        return Err(WaitError::WouldBlock); // linearisable at this load
-    }
-    let (wake, moved) = loop {
-        let (t1, t2) = (tables.table(&k1), tables.table(&k2));
-        let (b1, b2) = (t1.bucket(&k1), t2.bucket(&k2));
-        let Some(mut pair) = lock_pair_current((t1, b1), (t2, b2), |t| tables.is_current(t)) else {
-            continue;
-        };
-        if !holds() {
-            return Err(WaitError::WouldBlock);
-        }
-        let (mut wake, mut moved) = (WakeList::new(), MoveList::new());
-        // Take up to nr_wake + nr_requeue nodes of the source key; the first nr_wake taken
-        // (the oldest) are woken, the rest moved.
-        let mut budget = nr_wake.saturating_add(nr_requeue);
-        let pick = |k: &Key, _mask: u64| match (*k == k1, budget) {
-            (false, _) => Step::Skip,
-            (true, 0) => Step::Stop,
-            (true, _) => {
-                budget -= 1;
-                Step::Take
-            }
-        };
-        let src = match &mut pair {
-            PairGuard::One(g) => g,
-            PairGuard::Two { first, .. } => first,
-        };
-        // SAFETY: `src` holds the source bucket's lock; taken nodes go to `wake` or `moved`.
-        unsafe { src.queue().take(pick, |node| if wake.len() < nr_wake { wake.push(node) } else { moved.push(node) }) };
-        let (nw, nm) = (wake.len() as u32, moved.len() as u32);
-        // Counts: the target first, so no bucket ever under-counts its waiters. Relaxed under
-        // both locks: lock-free readers only compare a count with zero, and a waker on the
-        // target that reads it before this increment raced the requeue itself (the moved
-        // waiters were not yet on its word) — the kernel's requeue has the same window.
-        match &mut pair {
-            PairGuard::One(g) => {
-                // SAFETY: source and target are this one locked bucket.
-                unsafe { moved.append_to(g.queue(), k2, b2) };
-                g.waiters().fetch_sub(nw, Ordering::Relaxed);
-            }
-            PairGuard::Two { first, second } => {
-                second.waiters().fetch_add(nm, Ordering::Relaxed);
-                // SAFETY: `second` locks the target bucket; `first` (the source) is still held.
-                unsafe { moved.append_to(second.queue(), k2, b2) };
-                first.waiters().fetch_sub(nw + nm, Ordering::Relaxed);
-            }
-        }
-        drop(pair);
-        break (wake, nm as usize);
-    };
-    let woken = wake.len();
-    wake.unpark_all();
-    Ok(woken + moved)
+    let check = check.map(|(from, expected)| move || from.load() == expected);
+    requeue(tables, k1, k2, check, nr_wake, nr_requeue).map_err(|e| match e {
+        Refused::WouldBlock => WaitError::WouldBlock,
+        Refused::Table(never) => match never {},
+    })
 }

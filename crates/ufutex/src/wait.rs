@@ -50,14 +50,16 @@
 //! touching a bucket; that is linearisable at the load (the value differed then).
 
 use crate::deadline::Timeout;
+use crate::engine::Want;
 use crate::error::WaitError;
 use crate::key::Key;
 use crate::membarrier::Pays;
 use crate::parker::{Park, ParkTimeout, Watch};
+use crate::private_table::{await_unparks, dequeue_self, register};
 use crate::queue::Home;
 use crate::tables::Tables;
 use crate::thread::with_thread;
-use crate::waiter::{await_unparks, dequeue_self, enqueue, register, Want};
+use crate::waiter::{enqueue, Why};
 use crate::word::WordRef;
 
 /// The untyped wait every front end calls.
@@ -129,7 +131,13 @@ fn wait_slow(
         // SAFETY: this thread is between episodes: the previous one ended with its node idle
         // (reclaimed below) and every owed unpark received.
         let node = unsafe { td.plain_node() };
-        let bell = enqueue(tables, &Want { node, word, expected, key, mask }, pays)?.bell();
+        let table = match enqueue(tables, &Want { waiter: node, word, expected, key, mask }, pays) {
+            Ok(table) => table,
+            Err(Why::Changed) => return Err(WaitError::WouldBlock),
+            Err(Why::NoMemory) => unreachable!("one waiter allocates nothing"),
+            Err(Why::Table(never)) => match never {},
+        };
+        let bell = table.bucket(&key).bell();
         let watch = match wakers {
             Wakers::Ufutex => None,
             Wakers::AlsoKernel => word.as_u32().map(|w| Watch { word: w, val: expected as u32, shared: false }),
@@ -146,7 +154,7 @@ fn wait_slow(
             Err(why) => {
                 // Dequeued by a waker after all, or woken by the kernel on the watched word (a
                 // legacy wait may return 0 without a ufutex waker): Ok.
-                let woken = dequeue_self(node);
+                let woken = dequeue_self(tables, node);
                 let r = if woken || why == ParkTimeout::Watched { Ok(()) } else { Err(why.into()) };
                 await_unparks(&td.parker, u32::from(woken));
                 // SAFETY: out of its queue (by us or a waker) and every owed unpark received.

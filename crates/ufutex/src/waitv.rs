@@ -1,14 +1,16 @@
 //! Waiting on any of many words (futex_waitv), of any sizes mixed.
 
 use crate::deadline::Timeout;
+use crate::engine::Want;
 use crate::error::WaitError;
 use crate::key::Key;
 use crate::membarrier::Pays;
 use crate::parker::Park;
+use crate::private_table::{await_unparks, register};
 use crate::table::Node;
 use crate::tables::Tables;
 use crate::thread::{with_thread, ThreadData};
-use crate::waiter::{await_unparks, dequeue_self, enqueue_all, register, try_collect, Unqueued, Want};
+use crate::waiter::{enqueue_all, take_back, try_collect, Unqueued, Why};
 use crate::word::{word_of, Futex, WordRef};
 use crate::MATCH_ANY;
 use std::marker::PhantomData;
@@ -186,19 +188,20 @@ fn waitv_queued(
     let nodes = unsafe { td.waitv_nodes(entries.len()) }.ok_or(WaitvError::NoMemory)?;
     match enqueue_all(tables, &wants(entries, nodes)?, Pays::Waiter) {
         Ok(()) => {}
-        Err(Unqueued::NoMemory) => return Err(WaitvError::NoMemory),
-        Err(Unqueued::Changed(queued)) => {
-            return Ok(finish(td, &nodes[..queued], Err(WaitError::WouldBlock))?);
+        Err(Unqueued { why: Why::NoMemory, .. }) => return Err(WaitvError::NoMemory),
+        Err(Unqueued { queued, why: Why::Changed }) => {
+            return Ok(finish(tables, td, &nodes[..queued], Err(WaitError::WouldBlock))?);
         }
+        Err(Unqueued { why: Why::Table(never), .. }) => match never {},
     }
     let parked = td.parker.park(1, timeout.as_ref(), None, None, false).map_err(WaitError::from);
-    Ok(finish(td, nodes, parked)?)
+    Ok(finish(tables, td, nodes, parked)?)
 }
 
 /// What [`enqueue_all`] queues for `entries`, node `i` for entry `i`.
-fn wants<'n>(entries: &[WaitEntry<'_>], nodes: &'n [Node]) -> Result<Vec<Want<'n>>, WaitvError> {
+fn wants<'n>(entries: &[WaitEntry<'_>], nodes: &'n [Node]) -> Result<Vec<Want<'n, Tables>>, WaitvError> {
     let wants = entries.iter().zip(nodes).map(|(e, node)| Want {
-        node,
+        waiter: node,
         word: e.word,
         expected: e.expected,
         key: e.key,
@@ -209,8 +212,13 @@ fn wants<'n>(entries: &[WaitEntry<'_>], nodes: &'n [Node]) -> Result<Vec<Want<'n
 
 /// Take every still-queued node out; if wakers dequeued any, wait for all their unparks and
 /// return the highest woken index, else `otherwise`'s error.
-fn finish(td: &ThreadData, nodes: &[Node], otherwise: Result<(), WaitError>) -> Result<usize, WaitError> {
-    match (settle(td, nodes.iter()), otherwise) {
+fn finish(
+    tables: &Tables,
+    td: &ThreadData,
+    nodes: &[Node],
+    otherwise: Result<(), WaitError>,
+) -> Result<usize, WaitError> {
+    match (settle(tables, td, nodes.iter()), otherwise) {
         (Some(i), _) => Ok(i),
         (None, Err(e)) => Err(e),
         (None, Ok(())) => unreachable!("an unpark without a dequeued node"),
@@ -220,20 +228,20 @@ fn finish(td: &ThreadData, nodes: &[Node], otherwise: Result<(), WaitError>) -> 
 /// End a waitv episode over `nodes` (each queued once in it): take the still-queued ones out,
 /// wait for every unpark owed by wakers that took the others, and return the highest index a
 /// waker took, if any. The nodes are idle again afterwards.
-pub(crate) fn settle<'n>(td: &ThreadData, nodes: impl Iterator<Item = &'n Node> + Clone) -> Option<usize> {
-    let mut woken = 0u32;
-    let mut best = None;
-    for node in nodes.clone() {
-        if dequeue_self(node) {
-            woken += 1;
-            best = best.max(Some(node.index()));
-        }
+pub(crate) fn settle<'n>(
+    tables: &Tables,
+    td: &ThreadData,
+    nodes: impl Iterator<Item = &'n Node> + Clone,
+) -> Option<usize> {
+    let s = take_back(tables, nodes.clone());
+    if let Some(never) = s.failed {
+        match never {}
     }
-    await_unparks(&td.parker, woken);
+    await_unparks(&td.parker, s.woken);
     for node in nodes {
         // SAFETY: every node is out of its queue (dequeued by us or by a waker) and every
         // waker's unpark has arrived (`await_unparks`): no other thread references them.
         unsafe { node.reclaim() };
     }
-    best
+    s.best
 }

@@ -7,34 +7,19 @@
 // Only the C ABI calls it, and the C ABI is not built under loom (its model is below).
 #![cfg_attr(ufutex_loom, allow(dead_code))]
 
+use crate::engine::{infallible, Locked, Pair, WaitTable, Woken};
 use crate::key::Key;
-use crate::primitive::Ordering;
-use crate::queue::Step;
-use crate::table::{lock_pair_current, BucketGuard, PairGuard, WakeList};
+use crate::private_table::PrivateLocked;
+use crate::table::{MoveList, WakeList};
 use crate::tables::Tables;
-
-/// Take up to `n` waiters of `key` (any mask) from the locked bucket `g` into `list`.
-fn take(g: &mut BucketGuard<'_>, key: Key, n: usize, list: &mut WakeList) {
-    let mut left = n;
-    let pick = |k: &Key, _mask: u64| match (*k == key, left) {
-        (_, 0) => Step::Stop,
-        (false, _) => Step::Skip,
-        (true, _) => {
-            left -= 1;
-            Step::Take
-        }
-    };
-    let before = list.len();
-    // SAFETY: `g` holds the bucket's lock; every taken node goes straight into `list`.
-    unsafe { g.queue().take(pick, |node| list.push(node)) };
-    // Relaxed under the lock: the dequeuer drops the count for the nodes it took.
-    g.waiters().fetch_sub((list.len() - before) as u32, Ordering::Relaxed);
-}
+use crate::wake::{Report, WakePick};
+use crate::MATCH_ANY;
 
 /// Apply `op` to word 2 with the buckets of `k1` and `k2` locked; wake up to `nr1` waiters of
-/// `k1`, and up to `nr2` of `k2` if `op` returned `Ok(true)`. Returns how many were woken, or
-/// `op`'s error (then nobody is woken). `op` runs exactly once. Both keys' tables must exist
-/// (plain keys always have theirs; see `Tables::table`).
+/// `k1`, and up to `nr2` of `k2` if `op` returned `Ok(true)` (any mask: the kernel's wake-op
+/// has no bitset). Returns how many were woken, or `op`'s error (then nobody is woken). `op`
+/// runs exactly once. Both keys' tables must exist (plain keys always have theirs; see
+/// `Tables::table`).
 pub(crate) fn wake_op<E>(
     tables: &Tables,
     k1: Key,
@@ -43,34 +28,24 @@ pub(crate) fn wake_op<E>(
     nr2: usize,
     op: impl FnOnce() -> Result<bool, E>,
 ) -> Result<usize, E> {
-    let (mut list, mut op) = (WakeList::new(), Some(op));
-    loop {
-        let (t1, t2) = (tables.table(&k1), tables.table(&k2));
-        let (b1, b2) = (t1.bucket(&k1), t2.bucket(&k2));
-        let Some(mut pair) = lock_pair_current((t1, b1), (t2, b2), |t| tables.is_current(t)) else {
-            continue;
-        };
-        let second = (op.take().expect("the operation runs once: only this pass gets here"))()?;
+    let mut pair = infallible(tables.lock_pair(&k1, &k2));
+    let second = op()?;
+    let mut woken = WakeList::new();
+    let mut take = |g: &mut PrivateLocked<'_>, n| {
+        infallible(g.take(&mut WakePick::new(n, MATCH_ANY, Report::Count), &mut woken, &mut MoveList::new()))
+    };
+    take(pair.from(), nr1);
+    if second {
         match &mut pair {
-            PairGuard::One(g) => {
-                take(g, k1, nr1, &mut list);
-                if second {
-                    take(g, k2, nr2, &mut list);
-                }
+            Pair::One(g) => {
+                g.retarget();
+                take(g, nr2);
             }
-            PairGuard::Two { first, second: g2 } => {
-                take(first, k1, nr1, &mut list);
-                if second {
-                    take(g2, k2, nr2, &mut list);
-                }
-            }
+            Pair::Two { to, .. } => take(to, nr2),
         }
-        drop(pair);
-        break;
     }
-    let woken = list.len();
-    list.unpark_all();
-    Ok(woken)
+    drop(pair);
+    Ok(woken.wake_all())
 }
 
 /// loom: the second word's waiter races a `wake_op` that changes that word and wakes it if the
@@ -82,7 +57,7 @@ mod loom_models {
     use super::*;
     use crate::error::WaitError;
     use crate::membarrier::Pays;
-    use crate::primitive::AtomicU32;
+    use crate::primitive::{AtomicU32, Ordering};
     use crate::tables::{NumaMode, Slots};
     use crate::wait::{wait_key, Wakers};
     use crate::word::word_of;

@@ -178,7 +178,7 @@ fn requeue_across_processes() {
     let t = Instant::now();
     loop {
         // Move nothing yet: 0 woken, 0 moved is a probe only when nobody waits... so count by
-        // requeueing onto the same word, which moves nothing and counts them.
+        // requeueing all of them onto the same word, which keeps their order and counts them.
         match shared::requeue(a, 0, a, 0, 3) {
             Ok(3) => break,
             Ok(_) => {}

@@ -25,7 +25,7 @@ fn waiter(w: &'static AtomicU32, patience: Duration) -> libc::pid_t {
     })
 }
 
-/// How many waiters are queued on `w` (a requeue onto itself moves nothing and counts them).
+/// How many waiters are queued on `w` (a requeue onto itself counts them, keeping their order).
 fn queued(w: &AtomicU32) -> usize {
     shared::requeue(w, 0, w, 0, usize::MAX).unwrap()
 }

@@ -206,7 +206,7 @@ fn a_signal_to_a_thread_not_waiting_changes_nothing() {
     });
 }
 
-/// How many shared waiters are queued on `w` (a requeue onto itself counts without moving).
+/// How many shared waiters are queued on `w` (a requeue onto itself counts them, keeping their order).
 fn shared_queued(w: &AtomicU32) -> usize {
     ufutex::shared::requeue(w, 0, w, 0, usize::MAX).unwrap()
 }

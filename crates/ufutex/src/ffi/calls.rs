@@ -21,7 +21,7 @@ use crate::shared;
 use crate::tables::Slots;
 use crate::wait::{wait_key, Wakers};
 use crate::waitv::{try_waitv_entries, WaitEntry};
-use crate::wake::{wake, Report};
+use crate::wake::{wake_private, Report};
 use crate::wake_op::wake_op;
 use crate::word::{Size, WordRef};
 use libc::{c_int, c_long, c_uint, c_ulong, c_void, clockid_t, timespec};
@@ -293,7 +293,8 @@ pub unsafe extern "C" fn ufutex_wake(uaddr: *mut c_void, mask: c_ulong, nr: c_in
     {
         let key = Key::private(uaddr as usize);
         return entry(|| {
-            Ok(wake(default_domain().tables(), key, n, ulong(mask), Report::Count, Pays::Waiter).count as c_long)
+            Ok(wake_private(default_domain().tables(), key, n, ulong(mask), Report::Count, Pays::Waiter).count
+                as c_long)
         });
     }
     // (The same arguments: a tail call, so this frame stays small.)
@@ -318,7 +319,7 @@ extern "C" fn wake_whole(uaddr: *mut c_void, mask: c_ulong, nr: c_int, flags: c_
             let word = unsafe { loadable(addr, f) };
             return Ok(shared::wake_word(word, nr, mask)? as c_long);
         }
-        Ok(wake(default_domain().tables(), key, nr, mask, Report::Count, Pays::Waiter).count as c_long)
+        Ok(wake_private(default_domain().tables(), key, nr, mask, Report::Count, Pays::Waiter).count as c_long)
     })
 }
 

@@ -8,11 +8,13 @@ use super::ops::{Entry, Waiting};
 use super::park::announce_sleep;
 use super::{mode, Mode, SharedError};
 use crate::deadline::{Deadline, Timeout};
+use crate::engine::Want;
 use crate::membarrier::Pays;
 use crate::parker::{can_watch, Park, ParkTimeout, Watch};
+use crate::private_table::register;
 use crate::tables::Tables;
 use crate::thread::{with_thread, ThreadData};
-use crate::waiter::{enqueue_all, register, try_collect, Unqueued, Want};
+use crate::waiter::{enqueue_all, try_collect, Unqueued, Why};
 use crate::waitv::{settle, WaitEntry};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -44,17 +46,17 @@ pub(crate) fn waitv_mixed(
         register(tables, td);
         // SAFETY: this thread is between episodes (every wait ends its episode before returning).
         let nodes = unsafe { td.waitv_nodes(n) }.ok_or(SharedError::NoMemory)?;
-        let wants: Vec<Want<'_>> = try_collect(private.iter().map(|(i, e)| {
+        let wants: Vec<Want<'_, Tables>> = try_collect(private.iter().map(|(i, e)| {
             let (word, expected, mask) = e.parts();
-            Want { node: &nodes[*i], word, expected, key: e.key(), mask }
+            Want { waiter: &nodes[*i], word, expected, key: e.key(), mask }
         }))
         .ok_or(SharedError::NoMemory)?;
         let mut w = Waiting::new(&entries)?.with_indices(&indices);
-        w.count()?;
         let (queued, mut outcome) = match enqueue_all(tables, &wants, Pays::Waiter) {
             Ok(()) => (wants.len(), None),
-            Err(Unqueued::Changed(i)) => (i, Some(SharedError::WouldBlock)),
-            Err(Unqueued::NoMemory) => (0, Some(SharedError::NoMemory)),
+            Err(Unqueued { queued, why: Why::Changed }) => (queued, Some(SharedError::WouldBlock)),
+            Err(Unqueued { queued, why: Why::NoMemory }) => (queued, Some(SharedError::NoMemory)),
+            Err(Unqueued { why: Why::Table(never), .. }) => match never {},
         };
         let queued = &wants[..queued];
         if outcome.is_none() {
@@ -63,7 +65,7 @@ pub(crate) fn waitv_mixed(
         if outcome.is_none() {
             outcome = sleep(td, &w, timeout.as_ref()).err();
         }
-        let private_best = settle(td, queued.iter().map(|w| w.node));
+        let private_best = settle(tables, td, queued.iter().map(|w| w.waiter));
         match (private_best, w.finish(outcome)) {
             (Some(a), Ok(b)) => Ok(a.max(b)),
             (Some(a), Err(_)) => Ok(a),

@@ -1,4 +1,6 @@
-//! The operations on ufutex's own shared table: wait (any of many words), wake, requeue.
+//! The operations on ufutex's own shared table: wait (any of many words), wake, requeue — the
+//! engine's (`waiter.rs`, `wake.rs`, `requeue.rs`) on [`SharedTable`] (`engine.rs` here), with
+//! the records a wait needs.
 //!
 //! # The protocol
 //!
@@ -29,17 +31,20 @@
 //! count before it drops the old one. A process that dies leaves counts too high, never too
 //! low: that costs a wake its fast path, never a wakeup.
 
-use super::fault::{point, Point};
-use super::identity::{self, SharedKey};
+use super::engine::{Rec, SharedTable};
 use super::park;
 use super::process::{proc, segment, Proc};
-use super::segment::{COUNTED, REC_IDLE, REC_QUEUED, REC_WOKEN};
-use super::surgery::{enqueue_locked, has_key, move_one, unlink_self, wake_one, walk};
+use super::segment::{REC_IDLE, REC_WOKEN};
 use super::SharedError;
 use crate::deadline::Timeout;
+use crate::engine::Want;
+use crate::membarrier::Pays;
+use crate::requeue::Refused;
+use crate::waiter::{enqueue_all, take_back, try_collect, Unqueued, Why};
+use crate::wake::Report;
 use crate::word::WordRef;
 use std::cell::Cell;
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::Ordering;
 
 /// One word of a shared wait: the word, the value it must hold, the wake mask.
 #[derive(Debug, Clone, Copy)]
@@ -47,12 +52,6 @@ pub(crate) struct Entry {
     pub(crate) word: WordRef,
     pub(crate) expected: u64,
     pub(crate) mask: u64,
-}
-
-/// The key of the word at `addr`, asked of the kernel now.
-fn key_of(p: &Proc, addr: usize) -> Result<SharedKey, SharedError> {
-    let vma = identity::query(p.maps_fd, addr)?;
-    identity::classify(addr, &vma, (p.me.slot, p.me.gen))
 }
 
 thread_local! {
@@ -96,7 +95,6 @@ pub(crate) fn wait(entries: &[Entry], timeout: Option<&Timeout>) -> Result<usize
         return Err(SharedError::WouldBlock);
     }
     let mut w = Waiting::new(entries)?;
-    w.count()?;
     let mut outcome = w.queue();
     if outcome.is_ok() {
         outcome = park::park(w.p.seg, w.first, &w.recs, timeout).map(|_| ());
@@ -138,28 +136,44 @@ impl<'e> Waiting<'e> {
         self
     }
 
-    /// (A): count every entry in the filter, then one fence.
-    pub(crate) fn count(&mut self) -> Result<(), SharedError> {
-        let seg = self.p.seg;
-        for (e, &r) in self.entries.iter().zip(&self.recs) {
-            let off = e.word.addr() & 4095;
-            seg.filter(off).fetch_add(1, Ordering::SeqCst); // (A)
-            seg.record(r)?.counted.store(off as u32 | COUNTED, Ordering::Relaxed);
-        }
-        point(Point::Counted);
-        fence(Ordering::SeqCst); // (A): pairs with the waker's (B) fence
-        Ok(())
+    fn table(&self) -> SharedTable {
+        SharedTable { seg: self.p.seg }
     }
 
-    /// Queue every entry whose word still holds its value; stop at the first that does not
-    /// (`WouldBlock`) or at an error.
+    /// The waiter of each entry.
+    fn waiters(&self) -> impl ExactSizeIterator<Item = Rec> + '_ {
+        self.recs.iter().enumerate().map(|(i, &r)| {
+            let index = self.indices.map_or(i, |ix| ix[i]) as u32;
+            Rec { r, park: self.first, index }
+        })
+    }
+
+    /// Queue every entry whose word still holds its value (the engine's waiter core); stop at
+    /// the first that does not (`WouldBlock`) or at an error.
     pub(crate) fn queue(&mut self) -> Result<(), SharedError> {
-        for (i, (e, &r)) in self.entries.iter().zip(&self.recs).enumerate() {
-            let index = self.indices.map_or(i, |ix| ix[i]);
-            enqueue(self.p, e, r, self.first, index as u32)?;
-            self.queued += 1;
+        let wants = self.entries.iter().zip(self.waiters()).map(|(e, waiter)| Want::<SharedTable> {
+            waiter,
+            word: e.word,
+            expected: e.expected,
+            key: e.word.addr(),
+            mask: e.mask,
+        });
+        let wants = try_collect(wants).ok_or(SharedError::NoMemory)?;
+        // The filter's (A) fence is paid by every waiter (`Pays` does not apply).
+        match enqueue_all(&self.table(), &wants, Pays::Waker) {
+            Ok(()) => {
+                self.queued = wants.len();
+                Ok(())
+            }
+            Err(Unqueued { queued, why }) => {
+                self.queued = queued;
+                Err(match why {
+                    Why::Changed => SharedError::WouldBlock,
+                    Why::NoMemory => SharedError::NoMemory,
+                    Why::Table(e) => e,
+                })
+            }
         }
-        Ok(())
     }
 
     /// The record whose park word a waker of any of these entries bumps and wakes.
@@ -179,28 +193,11 @@ impl<'e> Waiting<'e> {
 
     /// Take every still-queued record out; if wakers took any, the highest woken index, else
     /// `otherwise` (or `NotRecoverable` if there is no reason at all). Every record's filter
-    /// count is dropped and its state made Idle.
+    /// count is dropped and its state made Idle (`Drop`).
     pub(crate) fn finish(mut self, otherwise: Option<SharedError>) -> Result<usize, SharedError> {
-        let mut best = None;
-        let mut failed = None;
-        for &r in &self.recs[..self.queued] {
-            match dequeue_self(self.p, r) {
-                Ok(true) => {
-                    let i = self.p.seg.record(r)?.index.load(Ordering::Relaxed) as usize;
-                    // Ours, written at queueing; read back from the segment, so checked.
-                    let expected = self.indices.map_or(self.recs.len(), |ix| ix.iter().max().map_or(0, |m| m + 1));
-                    if i >= expected {
-                        failed = Some(SharedError::NotRecoverable);
-                        continue;
-                    }
-                    best = best.max(Some(i));
-                }
-                Ok(false) => {}
-                Err(e) => failed = Some(e),
-            }
-        }
+        let s = take_back(&self.table(), self.waiters().take(self.queued));
         self.queued = 0;
-        match (best, failed.or(otherwise)) {
+        match (s.best, s.failed.or(otherwise)) {
             (Some(i), _) => Ok(i),
             (None, Some(e)) => Err(e),
             (None, None) => Err(SharedError::NotRecoverable),
@@ -212,9 +209,7 @@ impl Drop for Waiting<'_> {
     /// Whatever happened: no record left queued, every filter count dropped, the records given
     /// back (the first one stays the thread's).
     fn drop(&mut self) {
-        for &r in &self.recs[..self.queued] {
-            let _ = dequeue_self(self.p, r);
-        }
+        let _ = take_back(&self.table(), self.waiters().take(self.queued));
         for &r in &self.recs {
             let _ = self.p.release_filter(r);
             if let Ok(rec) = self.p.seg.record(r) {
@@ -225,63 +220,11 @@ impl Drop for Waiting<'_> {
     }
 }
 
-/// Queue record `r` for `e` if the word still holds the expected value.
-fn enqueue(p: &Proc, e: &Entry, r: u32, park: u32, index: u32) -> Result<(), SharedError> {
-    let key = key_of(p, e.word.addr())?;
-    let g = p.lock_bucket(key.bucket(p.seg.layout.buckets))?;
-    point(Point::Locked);
-    if e.word.load() != e.expected {
-        // (A): this load follows the (A) fence, which pairs with the waker's (B) fence.
-        return Err(SharedError::WouldBlock);
-    }
-    enqueue_locked(&g, r, &key, e.mask, (park, index, p.me.gen))
-}
-
-/// Take our own record `r` out of whatever bucket it is in now: `true` if a waker had already
-/// taken it (Woken).
-fn dequeue_self(p: &Proc, r: u32) -> Result<bool, SharedError> {
-    let rec = p.seg.record(r)?;
-    loop {
-        match rec.state.load(Ordering::Acquire) {
-            REC_WOKEN => return Ok(true),
-            REC_QUEUED => {}
-            _ => return Ok(false),
-        }
-        let b = rec.bucket.load(Ordering::Relaxed);
-        let g = p.lock_bucket(b)?;
-        if rec.bucket.load(Ordering::Relaxed) != b {
-            continue; // moved by a requeue after we read it
-        }
-        if unlink_self(&g, r)? {
-            return Ok(false);
-        }
-    }
-}
-
 /// Wake up to `n` waiters on the word at `addr` whose mask shares a bit with `mask`.
 #[inline]
 pub(crate) fn wake(addr: usize, n: usize, mask: u64) -> Result<usize, SharedError> {
-    let seg = segment()?;
-    fence(Ordering::SeqCst); // (B): pairs with the waiter's (A) fence
-    if seg.filter(addr).load(Ordering::Relaxed) == 0 {
-        return Ok(0);
-    }
-    wake_slow(addr, n, mask)
-}
-
-#[inline(never)]
-fn wake_slow(addr: usize, n: usize, mask: u64) -> Result<usize, SharedError> {
-    let p = proc()?;
-    let key = key_of(p, addr)?;
-    let g = p.lock_bucket(key.bucket(p.seg.layout.buckets))?;
-    let mut woken = 0;
-    walk(&g, |r, rec| {
-        if woken < n && has_key(rec, &key) && rec.mask.load(Ordering::Relaxed) & mask != 0 && wake_one(&g, r)? {
-            woken += 1;
-        }
-        Ok(woken < n)
-    })?;
-    Ok(woken)
+    let t = SharedTable { seg: segment()? };
+    Ok(crate::wake::wake(&t, addr, n, mask, Report::Count, Pays::Waker)?.count)
 }
 
 /// Wake up to `nr_wake` waiters on `from` and move up to `nr_requeue` more to `to`, if `from`
@@ -293,48 +236,13 @@ pub(crate) fn requeue(
     nr_wake: usize,
     nr_requeue: usize,
 ) -> Result<usize, SharedError> {
-    if expected.is_some_and(|v| from.load() != v) {
-        return Err(SharedError::WouldBlock);
+    let holds = expected.map(|v| move || from.load() == v);
+    if holds.as_ref().is_some_and(|h| !h()) {
+        return Err(SharedError::WouldBlock); // before the segment is opened
     }
-    let seg = segment()?;
-    fence(Ordering::SeqCst); // (B)
-    if seg.filter(from.addr()).load(Ordering::Relaxed) == 0 {
-        return Ok(0);
-    }
-    let p = proc()?;
-    let (k1, k2) = (key_of(p, from.addr())?, key_of(p, to)?);
-    let (b1, b2) = (k1.bucket(seg.layout.buckets), k2.bucket(seg.layout.buckets));
-    // Two buckets in index order (every process takes pairs this way): no deadlock.
-    let (first, second) = (p.lock_bucket(b1.min(b2))?, if b1 != b2 { Some(p.lock_bucket(b1.max(b2))?) } else { None });
-    let (g1, g2) = match &second {
-        None => (&first, &first),
-        Some(s) if b1 < b2 => (&first, s),
-        Some(s) => (s, &first),
-    };
-    if expected.is_some_and(|v| from.load() != v) {
-        return Err(SharedError::WouldBlock);
-    }
-    let (mut woken, mut moved) = (0, 0);
-    let mut to_move = Vec::new();
-    walk(g1, |r, rec| {
-        if !has_key(rec, &k1) {
-            return Ok(true);
-        }
-        if woken < nr_wake {
-            if wake_one(g1, r)? {
-                woken += 1;
-            }
-        } else if to_move.len() < nr_requeue {
-            to_move.push(r);
-        }
-        Ok(woken < nr_wake || to_move.len() < nr_requeue)
-    })?;
-    for r in to_move {
-        moved += 1;
-        if k1 == k2 {
-            continue; // the kernel counts a requeue onto the same futex, and moves nothing
-        }
-        move_one(g1, g2, r, &k2, to & 4095)?;
-    }
-    Ok(woken + moved)
+    let t = SharedTable { seg: segment()? };
+    crate::requeue::requeue(&t, from.addr(), to, holds, nr_wake, nr_requeue).map_err(|e| match e {
+        Refused::WouldBlock => SharedError::WouldBlock,
+        Refused::Table(e) => e,
+    })
 }

@@ -79,7 +79,7 @@ use crate::key::Key;
 use crate::membarrier::Pays;
 use crate::primitive::{AtomicU8, Ordering};
 use crate::wait::wait_word;
-use crate::wake::{wake, wake_word, Report};
+use crate::wake::{wake_private, wake_word, Report};
 use crate::word::{word_of, WordRef};
 
 pub(crate) type State = u8;
@@ -436,7 +436,8 @@ impl RawMutex {
     /// the wake saw another one still queued.
     fn wake_next(&self, domain: &Domain) {
         let more =
-            wake(domain.tables(), Key::private(self.word().addr()), 1, NORMAL_MASK, Report::Rest, Pays::Waker).more;
+            wake_private(domain.tables(), Key::private(self.word().addr()), 1, NORMAL_MASK, Report::Rest, Pays::Waker)
+                .more;
         if more {
             // (5b) Relaxed RMW: PARKED only says "unlock must wake"; the woken thread restores
             // it too (the baton rule). Also on a free word: whoever takes it next then wakes the

@@ -1,0 +1,193 @@
+//! The table abstraction the operations are written against.
+//!
+//! A table keeps waiters in hashed buckets: where the buckets live, how a queue is linked, how
+//! a bucket is locked and how a waiter is parked and woken is the table's business ([`WaitTable`],
+//! [`Locked`]). What the operations do with a table is written once: the order of the (A)/(B)
+//! protocol's steps, what a waiter does when its word changed or its table was replaced, and how
+//! it takes itself out again (`waiter.rs`); which waiters a wake or a requeue takes ([`Pick`]:
+//! `wake.rs`, `requeue.rs`).
+//!
+//! Two tables implement it:
+//! - `Tables` (`private_table.rs`): a domain's tables in process memory, nodes linked by
+//!   pointer, the bucket's waiter count and `membarrier` for (A)/(B), tables replaced by a
+//!   resize (a waiter then announces itself again: [`Placed::Stale`]), the thread's parker;
+//! - the process-shared table (`shared/engine.rs`): a segment, records linked by index, robust
+//!   bucket locks, the filter for (A)/(B), a park word in the segment; errors for a segment
+//!   found corrupt.
+//!
+//! A new kind of table (another memory, another lock, another parker) implements these two
+//! traits and gets every operation.
+
+use crate::membarrier::Pays;
+use crate::word::WordRef;
+
+/// What an operation does with a queued waiter it looks at (oldest first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fate {
+    /// Leave it.
+    Skip,
+    /// Dequeue it and wake it.
+    Wake,
+    /// Dequeue it and move it to the requeue's target.
+    Move,
+    /// Look no further.
+    Stop,
+}
+
+/// Which waiters an operation takes (`wake.rs`, `requeue.rs`): asked about each waiter of the
+/// bucket in queue order until it says [`Fate::Stop`] or the queue ends.
+pub(crate) trait Pick {
+    /// A waiter with wake mask `mask`; `ours`: it waits on the operation's key (else another
+    /// key that shares the bucket).
+    fn pick(&mut self, ours: bool, mask: u64) -> Fate;
+    /// The waiter just given [`Fate::Wake`] could not be woken (its process died): it does not
+    /// count. (Only the shared table, which loom builds leave out, says so.)
+    #[cfg_attr(ufutex_loom, allow(dead_code))]
+    fn not_woken(&mut self);
+}
+
+/// How a waker's look at a key went, after its (B) order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Look {
+    /// No waiter can be queued on the key: nothing to lock.
+    Nobody,
+    /// Lock the bucket; `decay`: if it turns out to have no waiter, the table may relax how its
+    /// waiters and wakers pay for (A)/(B) ([`Locked::decay`]).
+    Lock { decay: bool },
+}
+
+/// One waiter to queue: on `key`, if `*word == expected`, woken by masks sharing a bit with
+/// `mask`.
+pub(crate) struct Want<'w, T: WaitTable + ?Sized> {
+    pub(crate) waiter: T::Waiter<'w>,
+    pub(crate) word: WordRef,
+    pub(crate) expected: u64,
+    pub(crate) key: T::Key,
+    pub(crate) mask: u64,
+}
+
+impl<T: WaitTable + ?Sized> Clone for Want<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: WaitTable + ?Sized> Copy for Want<'_, T> {}
+
+/// How [`WaitTable::place`] went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Placed {
+    Queued,
+    /// The word no longer holds the value; the waiter's count is taken back.
+    Changed,
+    /// The table was replaced after the waiter announced itself; its count is taken back:
+    /// announce again.
+    Stale,
+}
+
+/// Two buckets locked for a requeue: one if both keys hash to the same bucket.
+pub(crate) enum Pair<L> {
+    One(L),
+    Two { from: L, to: L },
+}
+
+impl<L> Pair<L> {
+    /// The source key's bucket.
+    pub(crate) fn from(&mut self) -> &mut L {
+        match self {
+            Pair::One(g) | Pair::Two { from: g, .. } => g,
+        }
+    }
+}
+
+/// Waiters a waker took, woken once the bucket lock is dropped (or already, by a table that
+/// must wake under the lock).
+pub(crate) trait Woken {
+    fn new() -> Self;
+    fn len(&self) -> usize;
+    /// Wake them; how many were woken.
+    fn wake_all(self) -> usize;
+}
+
+/// A table of hashed wait queues. The operations in `waiter.rs`, `wake.rs` and `requeue.rs`
+/// are written against this; see the module docs.
+pub(crate) trait WaitTable {
+    /// What waiters and wakers meet on.
+    type Key: Copy + PartialEq;
+    /// One queued waiter: a thread's node, a record.
+    type Waiter<'w>: Copy;
+    /// What announcing a waiter ((A)'s count) leaves for placing it: the table counted in.
+    type Announced<'t>: Copy
+    where
+        Self: 't;
+    /// A locked bucket.
+    type Locked<'t>: Locked<Error = Self::Error>
+    where
+        Self: 't;
+    /// The table cannot be used (a corrupt segment); `Infallible` for one that always can.
+    type Error;
+
+    // The waker's side.
+
+    /// (B): the waker's order after its store, then whether a waiter of `key` may be queued.
+    fn look(&self, key: &Self::Key, pays: Pays) -> Look;
+    /// Lock `key`'s bucket (of the current table).
+    fn lock(&self, key: &Self::Key) -> Result<Self::Locked<'_>, Self::Error>;
+    /// Lock the buckets of `from` and `to` in the table's lock order, for a requeue: the
+    /// source guard takes `from`'s waiters, the target guard (the same one if both keys share
+    /// a bucket) accepts them as `to`'s.
+    fn lock_pair(&self, from: &Self::Key, to: &Self::Key) -> Result<Pair<Self::Locked<'_>>, Self::Error>;
+
+    // The waiter's side.
+
+    /// (A), first half: count `w` in on its key's bucket.
+    fn announce(&self, w: &Want<'_, Self>) -> Result<Self::Announced<'_>, Self::Error>;
+    /// (A)'s order, after announcing every waiter of a wait and before placing any.
+    fn order(&self, pays: Pays);
+    /// (A)'s order for one waiter: the table may choose it per bucket. `false`: the table was
+    /// replaced meanwhile (the count taken back): announce again.
+    fn order_one(&self, a: Self::Announced<'_>, w: &Want<'_, Self>, pays: Pays) -> bool;
+    /// (A), second half, after the order: queue `w` if its word still holds its value.
+    fn place(&self, a: Self::Announced<'_>, w: &Want<'_, Self>) -> Result<Placed, Self::Error>;
+    /// Take back the count of a waiter announced but not to be placed.
+    fn withdraw(&self, a: Self::Announced<'_>, w: &Want<'_, Self>);
+    /// Take our own queued waiter out of whatever bucket it is in now: `true` if a waker had
+    /// already taken it (it owes the thread a wake).
+    fn dequeue_self(&self, w: Self::Waiter<'_>) -> Result<bool, Self::Error>;
+    /// The index a wake of `w` reports (its entry in the caller's vector).
+    fn index(w: Self::Waiter<'_>) -> usize;
+}
+
+/// A locked bucket of a [`WaitTable`]; unlocked when dropped.
+pub(crate) trait Locked {
+    type Error;
+    /// Waiters taken to be woken.
+    type Woken: Woken;
+    /// Waiters taken to be moved.
+    type Moved: Default;
+    /// Ask `pick` about each waiter in queue order: dequeue those it wakes into `woken`, those
+    /// it moves into `moved`. Taken waiters no longer count as this bucket's.
+    fn take(
+        &mut self,
+        pick: &mut impl Pick,
+        woken: &mut Self::Woken,
+        moved: &mut Self::Moved,
+    ) -> Result<(), Self::Error>;
+    /// Append `moved` (taken with [`Fate::Move`] from `from`'s queue, or from this bucket's if
+    /// `None`) to this bucket's queue, on the requeue's target key.
+    fn accept(&mut self, moved: Self::Moved, from: Option<&mut Self>) -> Result<(), Self::Error>;
+    /// Take waiters of the target key from here on (the second word of a `FUTEX_WAKE_OP`
+    /// whose bucket is the first word's).
+    fn retarget(&mut self);
+    /// A wake that took nobody, with [`Look::Lock`]'s `decay`: see whether the bucket may relax.
+    fn decay(&mut self);
+}
+
+/// The value of a result that cannot be an error (a table whose error is `Infallible`).
+#[inline(always)]
+pub(crate) fn infallible<V>(r: Result<V, std::convert::Infallible>) -> V {
+    match r {
+        Ok(v) => v,
+        Err(never) => match never {},
+    }
+}

@@ -1,0 +1,318 @@
+//! A domain's tables as a [`WaitTable`] (`engine.rs`): buckets in process memory, nodes linked
+//! by pointer (`queue.rs`), the bucket lock of `lock.rs`, each thread's parker. (A)/(B) is the
+//! bucket's waiter count with the order its bucket chooses (`membarrier.rs`); a resize replaces
+//! a table, so a waiter that announced itself in a retired one announces itself again
+//! ([`Placed::Stale`]) and a waker that locked one retries in the current one (`table.rs`).
+//! Nothing here fails: the error type is `Infallible`.
+
+use crate::engine::{Fate, Locked, Look, Pair, Pick, Placed, WaitTable, Want, Woken};
+use crate::key::Key;
+use crate::membarrier::{self, Need, Pays};
+use crate::parker::{Park, Parker};
+use crate::primitive::{fence, Ordering};
+use crate::queue::{NodeState, Step};
+use crate::table::{lock_pair_current, Bucket, BucketGuard, MoveList, Node, PairGuard, Table, WakeList};
+use crate::tables::Tables;
+use crate::thread::ThreadData;
+use std::cell::Cell;
+use std::convert::Infallible;
+
+/// A locked bucket of a domain's table, with the key an operation takes waiters of (`key`)
+/// and the key it gives moved waiters (`target`: a requeue's target, else `key`).
+pub(crate) struct PrivateLocked<'t> {
+    g: BucketGuard<'t>,
+    key: Key,
+    target: Key,
+}
+
+impl Woken for WakeList {
+    #[inline]
+    fn new() -> Self {
+        WakeList::new()
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        WakeList::len(self)
+    }
+
+    #[inline]
+    fn wake_all(self) -> usize {
+        let n = self.len();
+        self.unpark_all();
+        n
+    }
+}
+
+impl Default for MoveList {
+    fn default() -> Self {
+        MoveList::new()
+    }
+}
+
+impl Locked for PrivateLocked<'_> {
+    type Error = Infallible;
+    type Woken = WakeList;
+    type Moved = MoveList;
+
+    #[inline]
+    fn take(&mut self, pick: &mut impl Pick, woken: &mut WakeList, moved: &mut MoveList) -> Result<(), Infallible> {
+        let (key, before) = (self.key, woken.len());
+        let fate = Cell::new(Fate::Skip);
+        let step = |k: &Key, mask: u64| {
+            fate.set(pick.pick(*k == key, mask));
+            match fate.get() {
+                Fate::Wake | Fate::Move => Step::Take,
+                Fate::Skip => Step::Skip,
+                Fate::Stop => Step::Stop,
+            }
+        };
+        // SAFETY: `self.g` holds the bucket lock; each taken node goes straight into `woken`
+        // (marked Woken, unparked after the unlock) or `moved` (appended before the unlock:
+        // `accept`).
+        unsafe {
+            self.g.queue().take(step, |node| match fate.get() {
+                Fate::Wake => woken.push(node),
+                _ => moved.push(node),
+            })
+        };
+        let n = woken.len() - before;
+        if n > 0 {
+            // Relaxed under the lock: the dequeuer drops the count for the nodes it took. (Not
+            // for none: a wake whose mask met nobody writes nothing of the line but the lock.)
+            self.g.waiters().fetch_sub(n as u32, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn accept(&mut self, moved: MoveList, from: Option<&mut Self>) -> Result<(), Infallible> {
+        let n = moved.len() as u32;
+        let bucket = self.g.bucket();
+        // Counts: the target's first, so no bucket ever under-counts its waiters. Relaxed under
+        // both locks: lock-free readers only compare a count with zero, and a waker on the
+        // target that reads it before this increment raced the requeue itself (the moved
+        // waiters were not yet on its word) — the kernel's requeue has the same window.
+        if from.is_some() {
+            self.g.waiters().fetch_add(n, Ordering::Relaxed);
+        }
+        // SAFETY: `self.g` locks the target bucket; the source's lock (`from`, or this one) is
+        // still held.
+        unsafe { moved.append_to(self.g.queue(), self.target, bucket) };
+        if let Some(from) = from {
+            from.g.waiters().fetch_sub(n, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn retarget(&mut self) {
+        self.key = self.target;
+    }
+
+    fn decay(&mut self) {
+        if self.g.waiters().load(Ordering::Relaxed) == 0 {
+            self.g.bucket().fence().decay();
+        }
+    }
+}
+
+impl WaitTable for Tables {
+    type Key = Key;
+    type Waiter<'w> = &'w Node;
+    type Announced<'t> = &'t Table;
+    type Locked<'t> = PrivateLocked<'t>;
+    type Error = Infallible;
+
+    #[inline(always)]
+    fn look(&self, key: &Key, pays: Pays) -> Look {
+        let light = membarrier::waker_start(pays); // (B)
+        let Some(table) = self.table_if_any(key) else {
+            return Look::Nobody; // no table yet: nobody ever queued in this slot
+        };
+        let bucket = table.bucket(key);
+        if light && !bucket.fence().free() {
+            return look_fenced(bucket); // (B), out of line
+        }
+        // (B): Relaxed after the point; 0 means no waiter and a current table (table.rs invariant).
+        if bucket.waiters().load(Ordering::Relaxed) == 0 {
+            return Look::Nobody;
+        }
+        Look::Lock { decay: false }
+    }
+
+    #[inline]
+    fn lock(&self, key: &Key) -> Result<PrivateLocked<'_>, Infallible> {
+        loop {
+            let table = self.table(key);
+            let g = table.bucket(key).lock();
+            if self.is_current(table) {
+                return Ok(PrivateLocked { g, key: *key, target: *key });
+            }
+        }
+    }
+
+    fn lock_pair(&self, from: &Key, to: &Key) -> Result<Pair<PrivateLocked<'_>>, Infallible> {
+        let (k1, k2) = (*from, *to);
+        loop {
+            let (t1, t2) = (self.table(&k1), self.table(&k2));
+            let (b1, b2) = (t1.bucket(&k1), t2.bucket(&k2));
+            return Ok(match lock_pair_current((t1, b1), (t2, b2), |t| self.is_current(t)) {
+                None => continue,
+                Some(PairGuard::One(g)) => Pair::One(PrivateLocked { g, key: k1, target: k2 }),
+                Some(PairGuard::Two { first, second }) => Pair::Two {
+                    from: PrivateLocked { g: first, key: k1, target: k1 },
+                    to: PrivateLocked { g: second, key: k2, target: k2 },
+                },
+            });
+        }
+    }
+
+    /// (A), first half: count ourselves into the key's bucket of the current table.
+    #[inline]
+    fn announce(&self, w: &Want<'_, Self>) -> Result<&Table, Infallible> {
+        let table = self.table(&w.key);
+        table.bucket(&w.key).waiters().fetch_add(1, Ordering::SeqCst); // (A)
+        Ok(table)
+    }
+
+    /// (A)'s order: the fence that pairs with a paying waker's (B) fence, and with a paying
+    /// waiter also the barrier that stands for every other waker's (`membarrier.rs`).
+    fn order(&self, pays: Pays) {
+        fence(Ordering::SeqCst); // (A)
+        if pays == Pays::Waiter {
+            membarrier::waiter_barrier();
+        }
+    }
+
+    /// The fence, and with [`Pays::Waiter`] what the bucket says (`membarrier::Fence`): nothing
+    /// if its wakers fence, else the barrier (with the lock dropped), marking a FREE bucket
+    /// FENCED on the way.
+    #[inline]
+    fn order_one(&self, table: &Table, w: &Want<'_, Self>, pays: Pays) -> bool {
+        fence(Ordering::SeqCst); // (A)
+        if pays == Pays::Waker {
+            return true;
+        }
+        let bucket = table.bucket(&w.key);
+        let Some(g) = lock_current(self, table, bucket) else {
+            return false;
+        };
+        let need = bucket.fence().waiter_came();
+        drop(g);
+        if let Need::Barrier { switching } = need {
+            membarrier::waiter_barrier();
+            if switching {
+                let _g = bucket.lock();
+                bucket.fence().switched();
+            }
+        }
+        true
+    }
+
+    /// Queue the node in `table` (announced) if the table is still current and the word still
+    /// holds its value; else take the count back.
+    #[inline]
+    fn place(&self, table: &Table, w: &Want<'_, Self>) -> Result<Placed, Infallible> {
+        let bucket = table.bucket(&w.key);
+        let Some(mut g) = lock_current(self, table, bucket) else {
+            return Ok(Placed::Stale);
+        };
+        if w.word.load() != w.expected {
+            // (A): this load follows the order, which pairs with the waker's (B).
+            g.waiters().fetch_sub(1, Ordering::Relaxed);
+            return Ok(Placed::Changed);
+        }
+        // SAFETY:
+        // - `w.waiter` is Idle and owned by this thread; `g` locks `bucket`, which owns the queue;
+        // - the node outlives its time in the queue: the caller dequeues it (or awaits the
+        //   waker's unpark) before returning.
+        unsafe { g.queue().push_back(w.waiter, w.key, w.mask, bucket) };
+        Ok(Placed::Queued)
+    }
+
+    fn withdraw(&self, table: &Table, w: &Want<'_, Self>) {
+        // Relaxed: leaving an in-flight set, as in `place` (a retired bucket takes it back too:
+        // its waker re-reads the current table).
+        table.bucket(&w.key).waiters().fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn dequeue_self(&self, node: &Node) -> Result<bool, Infallible> {
+        let mut g = lock_home(node);
+        // SAFETY: we hold the lock of the bucket the node is in (confirmed by `lock_home`).
+        Ok(match unsafe { g.queue().state_of(node) } {
+            NodeState::Queued => {
+                // SAFETY: as above; the node is Queued here.
+                unsafe { g.queue().cancel(node) };
+                // Relaxed under the lock: the dequeuer drops the count for the node it took.
+                g.waiters().fetch_sub(1, Ordering::Relaxed);
+                false
+            }
+            NodeState::Woken => true,
+            NodeState::Idle => unreachable!("an enqueued node is Queued or Woken"),
+        })
+    }
+
+    fn index(node: &Node) -> usize {
+        node.index()
+    }
+}
+
+/// [`WaitTable::look`] in a bucket whose waiters do not pay for the (A)/(B) order
+/// (`membarrier::Fence`: not FREE). The waker pays with the bucket's lock, not a fence: a
+/// waiter compares its word under that lock (`place`), so a waker that takes it after its
+/// store either finds the waiter queued or has made the store visible to the waiter's compare
+/// (the lock's release and acquire order them). A fence and a lockless look at the count first
+/// would add a barrier, and the count is rarely 0 here: the bucket is FENCED because threads
+/// sleep in it. A sampled wake that finds nobody also sees whether the bucket may go back to
+/// FREE.
+#[inline(never)]
+fn look_fenced(bucket: &Bucket) -> Look {
+    Look::Lock { decay: bucket.fence().waker_looks() == membarrier::Waker::LookAtAge }
+}
+
+/// The lock of `bucket` of `table` (announced), if the table is still current; else `None`,
+/// the count taken back.
+fn lock_current<'b>(tables: &Tables, table: &Table, bucket: &'b Bucket) -> Option<BucketGuard<'b>> {
+    let g = bucket.lock();
+    if tables.is_current(table) {
+        return Some(g);
+    }
+    // Relaxed: we leave this bucket's in-flight set; no one needs to see it promptly.
+    g.waiters().fetch_sub(1, Ordering::Relaxed);
+    None
+}
+
+/// The lock of the bucket `node` is in now (it may move until we hold that bucket's lock).
+fn lock_home(node: &Node) -> BucketGuard<'_> {
+    loop {
+        let hint = node.bucket_hint();
+        // SAFETY: `hint` names a bucket of a table of the domain the caller is operating on;
+        // tables are never freed while their domain lives, and the domain is borrowed.
+        let bucket: &Bucket = unsafe { &*hint };
+        let g = bucket.lock();
+        if node.bucket_hint() == hint {
+            return g;
+        }
+        // moved by a requeue or resize after we read the hint
+    }
+}
+
+/// Count this thread as a user of `tables` (automatic sizing), the first time only.
+#[inline]
+pub(crate) fn register(tables: &Tables, td: &ThreadData) {
+    if let Some(n) = td.register(tables.threads()) {
+        tables.thread_arrived(n);
+    }
+}
+
+/// Wait, without a deadline, until `n` unparks of this episode arrived; then end the episode.
+pub(crate) fn await_unparks(parker: &Parker, n: u32) {
+    // The unparks are owed by wakers that already dequeued our nodes: they arrive promptly.
+    while parker.park(n, None, None, None, true).is_err() {}
+    parker.reset();
+}
+
+/// Take our own `node` out of whatever bucket it is in now: `true` if a waker had already
+/// dequeued it.
+pub(crate) fn dequeue_self(tables: &Tables, node: &Node) -> bool {
+    crate::engine::infallible(tables.dequeue_self(node))
+}

@@ -1,0 +1,218 @@
+//! The shared table as a [`WaitTable`] (`engine.rs`): buckets and records in the segment,
+//! queues linked by record index (`queue.rs`), the robust bucket lock (`lock.rs`), a thread's
+//! park word in its first record (`park.rs`). (A)/(B) is the filter: one count per in-page
+//! offset, the same in every mapping (the protocol comment of `ops.rs`). A key is the word's
+//! address; the bucket and the identity waiters match on are asked of the kernel afresh by
+//! every operation that locks (`identity.rs`). A segment found corrupt is an error.
+
+use super::fault::{point, Point};
+use super::identity::{self, SharedKey};
+use super::process::{proc, Proc};
+use super::queue::Locked as Guard;
+use super::segment::{Segment, COUNTED, REC_QUEUED, REC_WOKEN};
+use super::surgery::{enqueue_locked, has_key, move_one, unlink_self, wake_one, walk};
+use super::SharedError;
+use crate::engine::{Fate, Locked, Look, Pair, Pick, Placed, WaitTable, Want, Woken};
+use crate::membarrier::Pays;
+use std::sync::atomic::{fence, Ordering};
+
+/// The shared table, for one operation.
+pub(crate) struct SharedTable {
+    pub(crate) seg: &'static Segment,
+}
+
+/// A shared waiter: its record, the record whose park word its thread sleeps on, and the index
+/// a wake of it reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rec {
+    pub(crate) r: u32,
+    pub(crate) park: u32,
+    pub(crate) index: u32,
+}
+
+/// A locked shared bucket, with the identity an operation takes waiters of (`key`) and the one
+/// and in-page offset it gives moved waiters (`target`).
+pub(crate) struct SharedLocked<'t> {
+    g: Guard<'t>,
+    key: SharedKey,
+    target: (SharedKey, usize),
+}
+
+/// Wakes a shared waker made: made under the bucket lock, as a crash can be recovered from
+/// there (`queue.rs`: a pending wake is kicked by whoever takes the lock over).
+pub(crate) struct Kicked(usize);
+
+impl Woken for Kicked {
+    fn new() -> Self {
+        Kicked(0)
+    }
+    fn len(&self) -> usize {
+        self.0
+    }
+    fn wake_all(self) -> usize {
+        self.0
+    }
+}
+
+/// The key of the word at `addr`, asked of the kernel now.
+fn key_of(p: &Proc, addr: usize) -> Result<SharedKey, SharedError> {
+    let vma = identity::query(p.maps_fd, addr)?;
+    identity::classify(addr, &vma, (p.me.slot, p.me.gen))
+}
+
+impl Locked for SharedLocked<'_> {
+    type Error = SharedError;
+    type Woken = Kicked;
+    type Moved = Vec<u32>;
+
+    fn take(&mut self, pick: &mut impl Pick, woken: &mut Kicked, moved: &mut Vec<u32>) -> Result<(), SharedError> {
+        let g = &self.g;
+        walk(g, |r, rec| {
+            match pick.pick(has_key(rec, &self.key), rec.mask.load(Ordering::Relaxed)) {
+                Fate::Stop => return Ok(false),
+                Fate::Skip => {}
+                Fate::Wake if wake_one(g, r)? => woken.0 += 1,
+                Fate::Wake => pick.not_woken(),
+                Fate::Move => {
+                    moved.try_reserve(1).map_err(|_| SharedError::NoMemory)?;
+                    moved.push(r);
+                }
+            }
+            Ok(true)
+        })
+    }
+
+    fn accept(&mut self, moved: Vec<u32>, from: Option<&mut Self>) -> Result<(), SharedError> {
+        let (key, off) = self.target;
+        let src = from.map_or(&self.g, |f| &f.g);
+        for r in moved {
+            move_one(src, &self.g, r, &key, off)?;
+        }
+        Ok(())
+    }
+
+    fn retarget(&mut self) {
+        self.key = self.target.0;
+    }
+
+    fn decay(&mut self) {}
+}
+
+impl SharedTable {
+    /// The locked bucket of `key` as `p`, taking waiters of `key` and giving moved ones `target`.
+    fn locked(
+        p: &'static Proc,
+        key: SharedKey,
+        target: (SharedKey, usize),
+    ) -> Result<SharedLocked<'static>, SharedError> {
+        let g = p.lock_bucket(key.bucket(p.seg.layout.buckets))?;
+        Ok(SharedLocked { g, key, target })
+    }
+}
+
+impl WaitTable for SharedTable {
+    type Key = usize;
+    type Waiter<'w> = Rec;
+    type Announced<'t> = ();
+    type Locked<'t> = SharedLocked<'t>;
+    type Error = SharedError;
+
+    /// (B): a fence, whoever pays (the waiters always fence too), then the filter.
+    #[inline]
+    fn look(&self, addr: &usize, _pays: Pays) -> Look {
+        fence(Ordering::SeqCst); // (B): pairs with the waiter's (A) fence
+        if self.seg.filter(*addr).load(Ordering::Relaxed) == 0 {
+            return Look::Nobody;
+        }
+        Look::Lock { decay: false }
+    }
+
+    fn lock(&self, addr: &usize) -> Result<SharedLocked<'_>, SharedError> {
+        let p = proc()?;
+        let key = key_of(p, *addr)?;
+        Self::locked(p, key, (key, addr & 4095))
+    }
+
+    fn lock_pair(&self, from: &usize, to: &usize) -> Result<Pair<SharedLocked<'_>>, SharedError> {
+        let p = proc()?;
+        let (k1, k2) = (key_of(p, *from)?, key_of(p, *to)?);
+        let target = (k2, to & 4095);
+        let buckets = p.seg.layout.buckets;
+        let (b1, b2) = (k1.bucket(buckets), k2.bucket(buckets));
+        if b1 == b2 {
+            return Ok(Pair::One(Self::locked(p, k1, target)?));
+        }
+        // Two buckets in index order (every process takes pairs this way): no deadlock.
+        let (first, second) = if b1 < b2 { ((k1, target), (k2, target)) } else { ((k2, target), (k1, target)) };
+        let low = Self::locked(p, first.0, first.1)?;
+        let high = Self::locked(p, second.0, second.1)?;
+        Ok(if b1 < b2 { Pair::Two { from: low, to: high } } else { Pair::Two { from: high, to: low } })
+    }
+
+    /// (A), first half: the entry's count in the filter, held by its record.
+    fn announce(&self, w: &Want<'_, Self>) -> Result<(), SharedError> {
+        let off = w.word.addr() & 4095;
+        let rec = self.seg.record(w.waiter.r)?;
+        self.seg.filter(off).fetch_add(1, Ordering::SeqCst); // (A)
+        rec.counted.store(off as u32 | COUNTED, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn order(&self, _pays: Pays) {
+        point(Point::Counted);
+        fence(Ordering::SeqCst); // (A): pairs with the waker's (B) fence
+    }
+
+    fn order_one(&self, _: (), _: &Want<'_, Self>, pays: Pays) -> bool {
+        self.order(pays);
+        true
+    }
+
+    /// Queue the record if the word still holds the expected value (compared under the bucket
+    /// lock, after the (A) fence).
+    fn place(&self, _: (), w: &Want<'_, Self>) -> Result<Placed, SharedError> {
+        let p = proc()?;
+        let key = key_of(p, w.word.addr())?;
+        let g = p.lock_bucket(key.bucket(p.seg.layout.buckets))?;
+        point(Point::Locked);
+        if w.word.load() != w.expected {
+            // (A): this load follows the (A) fence, which pairs with the waker's (B) fence.
+            drop(g);
+            self.withdraw((), w);
+            return Ok(Placed::Changed);
+        }
+        let Rec { r, park, index } = w.waiter;
+        enqueue_locked(&g, r, &key, w.mask, (park, index, p.me.gen))?;
+        Ok(Placed::Queued)
+    }
+
+    fn withdraw(&self, _: (), w: &Want<'_, Self>) {
+        // A record whose count cannot be dropped leaves it too high: a wake's fast path lost,
+        // never a wakeup.
+        let _ = self.seg.release_filter(w.waiter.r);
+    }
+
+    fn dequeue_self(&self, w: Rec) -> Result<bool, SharedError> {
+        let p = proc()?;
+        let rec = p.seg.record(w.r)?;
+        loop {
+            match rec.state.load(Ordering::Acquire) {
+                REC_WOKEN => return Ok(true),
+                REC_QUEUED => {}
+                _ => return Ok(false),
+            }
+            let b = rec.bucket.load(Ordering::Relaxed);
+            let g = p.lock_bucket(b)?;
+            if rec.bucket.load(Ordering::Relaxed) != b {
+                continue; // moved by a requeue after we read it
+            }
+            if unlink_self(&g, w.r)? {
+                return Ok(false);
+            }
+        }
+    }
+
+    fn index(w: Rec) -> usize {
+        w.index as usize
+    }
+}
