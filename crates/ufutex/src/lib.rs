@@ -45,6 +45,8 @@ mod table;
 mod tables;
 mod thread;
 mod topology;
+#[cfg(all(test, not(ufutex_loom)))]
+mod toy_table;
 mod wait;
 mod waiter;
 mod waitv;
