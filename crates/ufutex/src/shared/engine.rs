@@ -2,23 +2,35 @@
 //! queues linked by record index (`queue.rs`), the robust bucket lock (`lock.rs`), a thread's
 //! park word in its first record (`park.rs`). (A)/(B) is the filter: one count per in-page
 //! offset, the same in every mapping (the protocol comment of `ops.rs`). A key is the word's
-//! address; the bucket and the identity waiters match on are asked of the kernel afresh by
-//! every operation that locks (`identity.rs`). A segment found corrupt is an error.
+//! address; the bucket and the identity waiters match on are asked afresh by every operation
+//! that locks ([`Operator::key_of`]). A segment found corrupt is an error.
+//!
+//! Who operates is a parameter ([`Operator`]): this process (`ops.rs`: its slot claimed on
+//! first need, identities asked of the kernel), or a model process of the loom models
+//! (`loom_tests.rs`), which so check the engine's own operations on the shared table.
 
 use super::fault::{point, Point};
-use super::identity::{self, SharedKey};
-use super::process::{proc, Proc};
-use super::queue::Locked as Guard;
+use super::identity::SharedKey;
+use super::queue::{lock_bucket, Host, Locked as Guard};
 use super::segment::{Segment, COUNTED, REC_QUEUED, REC_WOKEN};
 use super::surgery::{enqueue_locked, has_key, move_one, unlink_self, wake_one, walk};
 use super::SharedError;
 use crate::engine::{Fate, Locked, Look, Pair, Pick, Placed, WaitTable, Want, Woken};
 use crate::membarrier::Pays;
-use std::sync::atomic::{fence, Ordering};
+use crate::primitive::{fence, Ordering};
 
-/// The shared table, for one operation.
-pub(crate) struct SharedTable {
-    pub(crate) seg: &'static Segment,
+/// Who operates on the shared table.
+pub(crate) trait Operator {
+    /// The process, taking its part in the table the first time (a slot of its own).
+    fn host(&self) -> Result<&dyn Host, SharedError>;
+    /// The identity of the word at `addr` now.
+    fn key_of(&self, h: &dyn Host, addr: usize) -> Result<SharedKey, SharedError>;
+}
+
+/// The shared table, for one operation by `op`.
+pub(crate) struct SharedTable<'s, O: Operator> {
+    pub(crate) seg: &'s Segment,
+    pub(crate) op: O,
 }
 
 /// A shared waiter: its record, the record whose park word its thread sleeps on, and the index
@@ -52,12 +64,6 @@ impl Woken for Kicked {
     fn wake_all(self) -> usize {
         self.0
     }
-}
-
-/// The key of the word at `addr`, asked of the kernel now.
-fn key_of(p: &Proc, addr: usize) -> Result<SharedKey, SharedError> {
-    let vma = identity::query(p.maps_fd, addr)?;
-    identity::classify(addr, &vma, (p.me.slot, p.me.gen))
 }
 
 impl Locked for SharedLocked<'_> {
@@ -98,23 +104,23 @@ impl Locked for SharedLocked<'_> {
     fn decay(&mut self) {}
 }
 
-impl SharedTable {
-    /// The locked bucket of `key` as `p`, taking waiters of `key` and giving moved ones `target`.
-    fn locked(
-        p: &'static Proc,
-        key: SharedKey,
-        target: (SharedKey, usize),
-    ) -> Result<SharedLocked<'static>, SharedError> {
-        let g = p.lock_bucket(key.bucket(p.seg.layout.buckets))?;
-        Ok(SharedLocked { g, key, target })
-    }
+/// The locked bucket of `key` as `h`, taking waiters of `key` and giving moved ones `target`.
+fn locked(h: &dyn Host, key: SharedKey, target: (SharedKey, usize)) -> Result<SharedLocked<'_>, SharedError> {
+    let g = lock_bucket(h, key.bucket(h.seg().layout.buckets))?;
+    Ok(SharedLocked { g, key, target })
 }
 
-impl WaitTable for SharedTable {
+impl<O: Operator> WaitTable for SharedTable<'_, O> {
     type Key = usize;
     type Waiter<'w> = Rec;
-    type Announced<'t> = ();
-    type Locked<'t> = SharedLocked<'t>;
+    type Announced<'t>
+        = ()
+    where
+        Self: 't;
+    type Locked<'t>
+        = SharedLocked<'t>
+    where
+        Self: 't;
     type Error = SharedError;
 
     /// (B): a fence, whoever pays (the waiters always fence too), then the filter.
@@ -128,24 +134,24 @@ impl WaitTable for SharedTable {
     }
 
     fn lock(&self, addr: &usize) -> Result<SharedLocked<'_>, SharedError> {
-        let p = proc()?;
-        let key = key_of(p, *addr)?;
-        Self::locked(p, key, (key, addr & 4095))
+        let h = self.op.host()?;
+        let key = self.op.key_of(h, *addr)?;
+        locked(h, key, (key, addr & 4095))
     }
 
     fn lock_pair(&self, from: &usize, to: &usize) -> Result<Pair<SharedLocked<'_>>, SharedError> {
-        let p = proc()?;
-        let (k1, k2) = (key_of(p, *from)?, key_of(p, *to)?);
+        let h = self.op.host()?;
+        let (k1, k2) = (self.op.key_of(h, *from)?, self.op.key_of(h, *to)?);
         let target = (k2, to & 4095);
-        let buckets = p.seg.layout.buckets;
+        let buckets = h.seg().layout.buckets;
         let (b1, b2) = (k1.bucket(buckets), k2.bucket(buckets));
         if b1 == b2 {
-            return Ok(Pair::One(Self::locked(p, k1, target)?));
+            return Ok(Pair::One(locked(h, k1, target)?));
         }
         // Two buckets in index order (every process takes pairs this way): no deadlock.
-        let (first, second) = if b1 < b2 { ((k1, target), (k2, target)) } else { ((k2, target), (k1, target)) };
-        let low = Self::locked(p, first.0, first.1)?;
-        let high = Self::locked(p, second.0, second.1)?;
+        let (first, second) = if b1 < b2 { (k1, k2) } else { (k2, k1) };
+        let low = locked(h, first, target)?;
+        let high = locked(h, second, target)?;
         Ok(if b1 < b2 { Pair::Two { from: low, to: high } } else { Pair::Two { from: high, to: low } })
     }
 
@@ -171,9 +177,9 @@ impl WaitTable for SharedTable {
     /// Queue the record if the word still holds the expected value (compared under the bucket
     /// lock, after the (A) fence).
     fn place(&self, _: (), w: &Want<'_, Self>) -> Result<Placed, SharedError> {
-        let p = proc()?;
-        let key = key_of(p, w.word.addr())?;
-        let g = p.lock_bucket(key.bucket(p.seg.layout.buckets))?;
+        let h = self.op.host()?;
+        let key = self.op.key_of(h, w.word.addr())?;
+        let g = lock_bucket(h, key.bucket(h.seg().layout.buckets))?;
         point(Point::Locked);
         if w.word.load() != w.expected {
             // (A): this load follows the (A) fence, which pairs with the waker's (B) fence.
@@ -182,7 +188,7 @@ impl WaitTable for SharedTable {
             return Ok(Placed::Changed);
         }
         let Rec { r, park, index } = w.waiter;
-        enqueue_locked(&g, r, &key, w.mask, (park, index, p.me.gen))?;
+        enqueue_locked(&g, r, &key, w.mask, (park, index, h.me().gen))?;
         Ok(Placed::Queued)
     }
 
@@ -193,8 +199,8 @@ impl WaitTable for SharedTable {
     }
 
     fn dequeue_self(&self, w: Rec) -> Result<bool, SharedError> {
-        let p = proc()?;
-        let rec = p.seg.record(w.r)?;
+        let h = self.op.host()?;
+        let rec = h.seg().record(w.r)?;
         loop {
             match rec.state.load(Ordering::Acquire) {
                 REC_WOKEN => return Ok(true),
@@ -202,7 +208,7 @@ impl WaitTable for SharedTable {
                 _ => return Ok(false),
             }
             let b = rec.bucket.load(Ordering::Relaxed);
-            let g = p.lock_bucket(b)?;
+            let g = lock_bucket(h, b)?;
             if rec.bucket.load(Ordering::Relaxed) != b {
                 continue; // moved by a requeue after we read it
             }

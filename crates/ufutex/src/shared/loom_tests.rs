@@ -6,27 +6,42 @@
 //! the records that are queued, that a dead waiter is never counted, and that a wake is never
 //! lost or counted twice, whatever the interleaving and wherever the death.
 //!
+//! The engine's own operations (`waiter.rs`, `wake.rs`, `requeue.rs`) run on the model segment
+//! too, through [`SharedTable`] with a model process as its [`Operator`]: the filter's (A)/(B)
+//! order, a requeue that moves a waiter's record and its filter count, and the park.
+//!
 //! `RUSTFLAGS="--cfg ufutex_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p ufutex --lib shared`
 
+use super::engine::{Operator, Rec, SharedTable};
 use super::fault::{self, Point};
 use super::identity::{Class, SharedKey};
 use super::lock::{Life, Liveness, Owner};
 use super::queue::{lock_bucket, Host};
-use super::segment::{Layout, Segment, NONE, REC_QUEUED, REC_WOKEN};
+use super::segment::{Layout, Segment, NONE, REC_IDLE, REC_QUEUED, REC_WOKEN};
 use super::surgery::{enqueue_locked, has_key, wake_one, walk};
 use super::SharedError;
-use crate::primitive::Ordering;
+use crate::engine::Want;
+use crate::membarrier::Pays;
+use crate::primitive::{AtomicU32, Ordering};
+use crate::waiter::{enqueue_all, take_back, Unqueued, Why};
+use crate::wake::Report;
+use crate::word::word_of;
 use loom::sync::atomic::AtomicBool;
 use loom::sync::Arc;
 use loom::thread;
 
 const KEY: SharedKey = SharedKey { class: Class::Object, dev: 1, ino: 2, off: 64 };
+/// The identity of the model's second word.
+const KEY_B: SharedKey = SharedKey { class: Class::Object, dev: 1, ino: 2, off: 128 };
 const PROCS: u32 = 3;
 
-/// The segment and which model "processes" have died.
+/// The segment, which model "processes" have died, and two words in "shared memory" (`a` at
+/// [`KEY`], `b` at [`KEY_B`]).
 struct Model {
     seg: Segment,
     dead: [AtomicBool; PROCS as usize],
+    a: AtomicU32,
+    b: AtomicU32,
 }
 
 impl Model {
@@ -35,7 +50,13 @@ impl Model {
         for s in 0..PROCS {
             seg.slot(s).unwrap().used.store(1, Ordering::Relaxed); // record s is slot s's
         }
-        Arc::new(Model { seg, dead: [AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false)] })
+        let dead = [AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false)];
+        Arc::new(Model { seg, dead, a: AtomicU32::new(0), b: AtomicU32::new(0) })
+    }
+
+    /// The shared table as model process `slot` sees it.
+    fn table(&self, slot: u32) -> SharedTable<'_, Proc<'_>> {
+        SharedTable { seg: &self.seg, op: Proc { m: self, slot } }
     }
 }
 
@@ -61,6 +82,16 @@ impl Host for Proc<'_> {
     }
     fn me(&self) -> Owner {
         Owner { slot: self.slot, gen: 1 }
+    }
+}
+
+impl Operator for Proc<'_> {
+    fn host(&self) -> Result<&dyn Host, SharedError> {
+        Ok(self)
+    }
+
+    fn key_of(&self, _: &dyn Host, addr: usize) -> Result<SharedKey, SharedError> {
+        Ok(if addr == word_of(&self.m.a).addr() { KEY } else { KEY_B })
     }
 }
 
@@ -196,5 +227,83 @@ fn a_parked_waiter_is_always_woken() {
         assert_eq!(super::park::park(&m.seg, 0, &[0], None), Ok(0));
         assert_eq!(waker.join().unwrap(), 1);
         assert_eq!(m.seg.record(0).unwrap().asleep.load(Ordering::Relaxed), 0);
+    });
+}
+
+/// A shared wait on `word` (holding `expected`) as model process `slot`, through the engine: its
+/// record queued (or not: the word changed), parked, taken back; the record's filter count
+/// dropped and its state made Idle, as `ops::Waiting` does.
+fn engine_wait(m: &Model, slot: u32, word: &AtomicU32, expected: u32) -> Result<(), SharedError> {
+    let t = m.table(slot);
+    let want = Want::<SharedTable<'_, Proc<'_>>> {
+        waiter: Rec { r: slot, park: slot, index: 0 },
+        word: word_of(word),
+        expected: u64::from(expected),
+        key: word_of(word).addr(),
+        mask: u64::MAX,
+    };
+    let (queued, outcome) = match enqueue_all(&t, &[want], Pays::Waker) {
+        Ok(()) => (1, super::park::park(&m.seg, slot, &[slot], None).map(|_| ())),
+        Err(Unqueued { queued, why: Why::Changed }) => (queued, Err(SharedError::WouldBlock)),
+        Err(e) => panic!("the model segment failed: {e:?}"),
+    };
+    let s = take_back(&t, std::iter::once(want.waiter).take(queued));
+    m.seg.release_filter(slot).unwrap();
+    m.seg.record(slot).unwrap().state.store(REC_IDLE, Ordering::Release);
+    match (s.woken, outcome) {
+        (1, _) => Ok(()),
+        (_, Err(e)) => Err(e),
+        (_, Ok(())) => panic!("parked out without a wake"),
+    }
+}
+
+/// The filter counts of both words are back to zero.
+fn filters_empty(m: &Model) {
+    for w in [&m.a, &m.b] {
+        assert_eq!(m.seg.filter(word_of(w).addr()).load(Ordering::Relaxed), 0, "a filter count left behind");
+    }
+}
+
+/// (A)/(B) on the shared table, through the engine: a waiter that saw the old value is woken
+/// by the waker's wake (after its store), or sees the new value; never left asleep (a loom
+/// deadlock), counted exactly when woken.
+#[test]
+fn the_engine_never_loses_a_shared_wakeup() {
+    loom::model(|| {
+        let m = Model::new();
+        let m2 = m.clone();
+        let waiter = thread::spawn(move || engine_wait(&m2, 0, &m2.a, 0));
+        m.a.store(1, Ordering::Release);
+        let woken = crate::wake::wake(&m.table(1), word_of(&m.a).addr(), 1, u64::MAX, Report::Count, Pays::Waker);
+        match (waiter.join().unwrap(), woken.unwrap().count) {
+            (Ok(()), 1) | (Err(SharedError::WouldBlock), 0) => {}
+            other => panic!("wait and wake disagree: {other:?}"),
+        }
+        filters_empty(&m);
+        check_consistent(&m, 2);
+    });
+}
+
+/// A shared requeue through the engine, racing the waiter of the word it changed: a waiter it
+/// finds queued is moved (record, key and filter count) and woken through the target; one it
+/// does not find sees the change and returns WouldBlock, and nothing was moved or woken.
+#[test]
+fn a_shared_requeue_moves_the_waiter_it_finds() {
+    loom::model(|| {
+        let m = Model::new();
+        let m2 = m.clone();
+        let waiter = thread::spawn(move || engine_wait(&m2, 0, &m2.a, 0));
+        m.a.store(1, Ordering::Release);
+        let (a, b) = (word_of(&m.a).addr(), word_of(&m.b).addr());
+        let t = m.table(1);
+        let moved = crate::requeue::requeue(&t, a, b, Some(|| m.a.load(Ordering::Relaxed) == 1), 0, 1).unwrap();
+        let woken = crate::wake::wake(&t, b, 1, u64::MAX, Report::Count, Pays::Waker).unwrap().count;
+        match waiter.join().unwrap() {
+            Ok(()) => assert_eq!((moved, woken), (1, 1)),
+            Err(SharedError::WouldBlock) => assert_eq!((moved, woken), (0, 0)),
+            other => panic!("unexpected {other:?} (moved {moved}, woken {woken})"),
+        }
+        filters_empty(&m);
+        check_consistent(&m, 2);
     });
 }

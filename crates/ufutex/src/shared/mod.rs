@@ -7,7 +7,6 @@
 #![cfg_attr(ufutex_loom, allow(dead_code, unused_imports))]
 
 // The parts the loom models run (a model segment, model threads for processes):
-#[cfg(not(ufutex_loom))]
 mod engine;
 pub(crate) mod fault;
 mod identity;

@@ -31,9 +31,11 @@
 //! count before it drops the old one. A process that dies leaves counts too high, never too
 //! low: that costs a wake its fast path, never a wakeup.
 
-use super::engine::{Rec, SharedTable};
+use super::engine::{Operator, Rec, SharedTable};
+use super::identity::{self, SharedKey};
 use super::park;
 use super::process::{proc, segment, Proc};
+use super::queue::Host;
 use super::segment::{REC_IDLE, REC_WOKEN};
 use super::SharedError;
 use crate::deadline::Timeout;
@@ -45,6 +47,28 @@ use crate::wake::Report;
 use crate::word::WordRef;
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
+
+/// This process operating on the shared table: its slot claimed the first time it locks,
+/// identities asked of the kernel.
+pub(crate) struct Here;
+
+impl Operator for Here {
+    fn host(&self) -> Result<&dyn Host, SharedError> {
+        Ok(proc()?)
+    }
+
+    fn key_of(&self, h: &dyn Host, addr: usize) -> Result<SharedKey, SharedError> {
+        let p = proc()?;
+        debug_assert!(std::ptr::addr_eq(p, h), "one process operates here");
+        let vma = identity::query(p.maps_fd, addr)?;
+        identity::classify(addr, &vma, (p.me.slot, p.me.gen))
+    }
+}
+
+/// The shared table as this process sees it (the segment opened the first time).
+fn here() -> Result<SharedTable<'static, Here>, SharedError> {
+    Ok(SharedTable { seg: segment()?, op: Here })
+}
 
 /// One word of a shared wait: the word, the value it must hold, the wake mask.
 #[derive(Debug, Clone, Copy)]
@@ -136,8 +160,8 @@ impl<'e> Waiting<'e> {
         self
     }
 
-    fn table(&self) -> SharedTable {
-        SharedTable { seg: self.p.seg }
+    fn table(&self) -> SharedTable<'static, Here> {
+        SharedTable { seg: self.p.seg, op: Here }
     }
 
     /// The waiter of each entry.
@@ -151,7 +175,7 @@ impl<'e> Waiting<'e> {
     /// Queue every entry whose word still holds its value (the engine's waiter core); stop at
     /// the first that does not (`WouldBlock`) or at an error.
     pub(crate) fn queue(&mut self) -> Result<(), SharedError> {
-        let wants = self.entries.iter().zip(self.waiters()).map(|(e, waiter)| Want::<SharedTable> {
+        let wants = self.entries.iter().zip(self.waiters()).map(|(e, waiter)| Want::<SharedTable<'_, Here>> {
             waiter,
             word: e.word,
             expected: e.expected,
@@ -223,8 +247,7 @@ impl Drop for Waiting<'_> {
 /// Wake up to `n` waiters on the word at `addr` whose mask shares a bit with `mask`.
 #[inline]
 pub(crate) fn wake(addr: usize, n: usize, mask: u64) -> Result<usize, SharedError> {
-    let t = SharedTable { seg: segment()? };
-    Ok(crate::wake::wake(&t, addr, n, mask, Report::Count, Pays::Waker)?.count)
+    Ok(crate::wake::wake(&here()?, addr, n, mask, Report::Count, Pays::Waker)?.count)
 }
 
 /// Wake up to `nr_wake` waiters on `from` and move up to `nr_requeue` more to `to`, if `from`
@@ -240,8 +263,7 @@ pub(crate) fn requeue(
     if holds.as_ref().is_some_and(|h| !h()) {
         return Err(SharedError::WouldBlock); // before the segment is opened
     }
-    let t = SharedTable { seg: segment()? };
-    crate::requeue::requeue(&t, from.addr(), to, holds, nr_wake, nr_requeue).map_err(|e| match e {
+    crate::requeue::requeue(&here()?, from.addr(), to, holds, nr_wake, nr_requeue).map_err(|e| match e {
         Refused::WouldBlock => SharedError::WouldBlock,
         Refused::Table(e) => e,
     })
