@@ -6,11 +6,11 @@
 //! was running has executed a full memory barrier at some point between the call's start and
 //! its end (an IPI makes it), and a thread that was not running passed one when it was switched
 //! out or in. So a waker's program point between its store to the word and its read of the
-//! bucket's count — [`waker_point`], a compiler barrier only — behaves, for this one waiter, as
-//! if it held a `fence(SeqCst)` placed before the waiter's call or after it: wherever the
-//! barrier lands in the waker's path, either the waker's read comes after it and sees the
-//! waiter's count (incremented before the call), or the waker's store came before it and the
-//! waiter's compare (after the call) sees the store.
+//! bucket's count — in [`waker_start`], a compiler barrier only while wakes are fence-free —
+//! behaves, for this one waiter, as if it held a `fence(SeqCst)` placed before the waiter's
+//! call or after it: wherever the barrier lands in the waker's path, either the waker's read
+//! comes after it and sees the waiter's count (incremented before the call), or the waker's
+//! store came before it and the waiter's compare (after the call) sees the store.
 //!
 //! What it costs: ~100 ns when no other CPU runs a thread of the process, ~12 µs on the
 //! project's KVM guests when one does (the IPI); a waiter pays it only when it is about to queue

@@ -9,7 +9,7 @@
 //!   once before the first such load, looks at the faulting instruction pointer: if it is one of
 //!   those four loads, it rewrites the saved context to resume at a fixup stub that returns
 //!   "fault" to the caller; otherwise it hands the signal on to whatever handler was there
-//!   before (see [`chain`]). A successful read is a plain `mov`, which on x86_64 is also a
+//!   before (see `chain`). A successful read is a plain `mov`, which on x86_64 is also a
 //!   sequentially consistent atomic load of an aligned word.
 //! - **elsewhere, or with `UFUTEX_FAULT_PROBE=syscall`: a probe syscall.** `process_vm_readv`
 //!   on our own pid copies the bytes or fails with `EFAULT`; ~2.5 µs a read here (it pins the

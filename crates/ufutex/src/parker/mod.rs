@@ -2,7 +2,7 @@
 //!
 //! A parker counts the unparks of the current *episode* (one wait, or one waitv). A waiter
 //! parks until the count reaches what it needs; a waker that dequeued one of the thread's
-//! nodes calls [`UnparkHandle::unpark`] once, after unlocking the bucket. The waiter ends the
+//! nodes unparks it once (its `UnparkHandle`), after unlocking the bucket. The waiter ends the
 //! episode with [`Parker::reset`] only once every waker that dequeued one of its nodes has
 //! unparked it, so a late unpark can never leak into the next episode. After its increment an
 //! unpark touches no memory of the parker (at most it passes the address to `futex_wake`), so
