@@ -86,7 +86,7 @@ struct WaitvEntry {
 static WAITV: AtomicU8 = AtomicU8::new(0);
 
 #[cfg(not(feature = "fallback-parker"))] // the Linux parker's bell only
-/// Whether [`wait2`] can be used (asked once: an empty vector is EINVAL where the call exists).
+/// Whether [`waitv`] can be used (asked once: an empty vector is EINVAL where the call exists).
 pub(crate) fn has_waitv() -> bool {
     // Relaxed: a cached answer; two threads that both ask get the same one.
     match WAITV.load(Ordering::Relaxed) {

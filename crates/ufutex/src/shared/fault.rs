@@ -4,7 +4,7 @@
 //! middle of queue surgery, holding a bucket lock. A testing hook, not an interface: one relaxed
 //! load where it is not armed.
 //!
-//! Under loom a model thread stands for a process: [`arm`] makes it "die" at a point — it
+//! Under loom a model thread stands for a process: `arm` makes it "die" at a point — it
 //! unwinds out of the operation without releasing what it holds ([`dying`]: the bucket guard
 //! keeps its lock), and the model marks its slot dead.
 
