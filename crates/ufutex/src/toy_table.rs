@@ -323,20 +323,24 @@ mod tests {
         assert_eq!(t.queued(A), [1], "nothing taken");
     }
 
+    /// A wait on `words` (each expected to hold 0) on keys A, B and A2, entry `i` waiter `i`.
+    fn wants_on(words: &[AtomicU32; 3]) -> Vec<Want<'_, Toy>> {
+        let keys = [A, B, A2];
+        let want = |i: usize| Want {
+            waiter: Id { id: i as u32, index: i },
+            word: word_of(&words[i]),
+            expected: 0,
+            key: keys[i],
+            mask: !0,
+        };
+        (0..3).map(want).collect()
+    }
+
     #[test]
     fn a_wait_on_many_stops_at_a_changed_word_and_takes_back_the_rest() {
         let t = Toy::new(4);
         let words = [AtomicU32::new(0), AtomicU32::new(1), AtomicU32::new(0)];
-        let keys = [A, B, A2];
-        let wants: Vec<Want<'_, Toy>> = (0..3)
-            .map(|i| Want {
-                waiter: Id { id: i as u32, index: i },
-                word: word_of(&words[i]),
-                expected: 0,
-                key: keys[i],
-                mask: !0,
-            })
-            .collect();
+        let wants = wants_on(&words);
         let r = enqueue_all(&t, &wants, Pays::Waker);
         assert_eq!(r, Err(Unqueued { queued: 1, why: Why::Changed }), "entry 1 holds 1, not 0");
         assert_eq!(t.queued(A), [0]);
@@ -350,16 +354,7 @@ mod tests {
     fn a_wait_on_many_reports_the_highest_index_a_waker_took() {
         let t = Toy::new(4);
         let words = [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)];
-        let keys = [A, B, A2];
-        let wants: Vec<Want<'_, Toy>> = (0..3)
-            .map(|i| Want {
-                waiter: Id { id: i as u32, index: i },
-                word: word_of(&words[i]),
-                expected: 0,
-                key: keys[i],
-                mask: !0,
-            })
-            .collect();
+        let wants = wants_on(&words);
         assert_eq!(enqueue_all(&t, &wants, Pays::Waker), Ok(()));
         assert_eq!(infallible(wake(&t, B, 1, !0, Report::Count, Pays::Waker)).count, 1);
         assert_eq!(infallible(wake(&t, A, 1, !0, Report::Count, Pays::Waker)).count, 1);

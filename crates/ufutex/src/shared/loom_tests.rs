@@ -264,16 +264,23 @@ fn filters_empty(m: &Model) {
     }
 }
 
+/// A model with process 0 waiting (through the engine) on `a` while it holds 0, and `a` then
+/// changed to 1 here, as a waker does before it wakes.
+fn waiter_on_a_then_a_changed() -> (Arc<Model>, thread::JoinHandle<Result<(), SharedError>>) {
+    let m = Model::new();
+    let m2 = m.clone();
+    let waiter = thread::spawn(move || engine_wait(&m2, 0, &m2.a, 0));
+    m.a.store(1, Ordering::Release);
+    (m, waiter)
+}
+
 /// (A)/(B) on the shared table, through the engine: a waiter that saw the old value is woken
 /// by the waker's wake (after its store), or sees the new value; never left asleep (a loom
 /// deadlock), counted exactly when woken.
 #[test]
 fn the_engine_never_loses_a_shared_wakeup() {
     loom::model(|| {
-        let m = Model::new();
-        let m2 = m.clone();
-        let waiter = thread::spawn(move || engine_wait(&m2, 0, &m2.a, 0));
-        m.a.store(1, Ordering::Release);
+        let (m, waiter) = waiter_on_a_then_a_changed();
         let woken = crate::wake::wake(&m.table(1), word_of(&m.a).addr(), 1, u64::MAX, Report::Count, Pays::Waker);
         match (waiter.join().unwrap(), woken.unwrap().count) {
             (Ok(()), 1) | (Err(SharedError::WouldBlock), 0) => {}
@@ -290,10 +297,7 @@ fn the_engine_never_loses_a_shared_wakeup() {
 #[test]
 fn a_shared_requeue_moves_the_waiter_it_finds() {
     loom::model(|| {
-        let m = Model::new();
-        let m2 = m.clone();
-        let waiter = thread::spawn(move || engine_wait(&m2, 0, &m2.a, 0));
-        m.a.store(1, Ordering::Release);
+        let (m, waiter) = waiter_on_a_then_a_changed();
         let (a, b) = (word_of(&m.a).addr(), word_of(&m.b).addr());
         let t = m.table(1);
         let moved = crate::requeue::requeue(&t, a, b, Some(|| m.a.load(Ordering::Relaxed) == 1), 0, 1).unwrap();
