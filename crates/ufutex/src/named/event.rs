@@ -90,7 +90,13 @@ impl Event<'_> {
     /// Namespace::unlink(&name).unwrap();
     /// ```
     pub fn set(&self) -> Result<(), NamedError> {
-        let s = self.change(Ordering::Release, |w| w | SIGNALED)?;
+        self.release(|w| w | SIGNALED)
+    }
+
+    /// Change the word with `f` (Release: a waiter that sees the change sees what came before
+    /// it) and wake its waiters: all of a manual event, one of an auto one.
+    fn release(&self, f: impl Fn(u32) -> u32) -> Result<(), NamedError> {
+        let s = self.change(Ordering::Release, f)?;
         shared::wake(&s.word, if Self::manual(s) { usize::MAX } else { 1 })?;
         Ok(())
     }
@@ -154,9 +160,7 @@ impl Event<'_> {
     /// Namespace::unlink(&name).unwrap();
     /// ```
     pub fn pulse(&self) -> Result<(), NamedError> {
-        let s = self.change(Ordering::Release, pulsed)?;
-        shared::wake(&s.word, if Self::manual(s) { usize::MAX } else { 1 })?;
-        Ok(())
+        self.release(pulsed)
     }
 
     /// Without sleeping: whether it is signaled (auto: taking the signal) or was pulsed since

@@ -710,7 +710,7 @@ impl<'a> Table<'a> {
         if !self.grew() {
             return self.lookup_first(key);
         }
-        Found::unpack(self.lookup_hinted(Wanted::of(key)))
+        Found::unpack(self.lookup_grown(key))
     }
 
     /// Whether the namespace has more than level 0 (then lookups go by the hints). Acquire: a
