@@ -5,7 +5,7 @@
 //! `RUSTFLAGS="--cfg ufutex_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p ufutex --lib named`
 
 use super::table::{
-    Entry, Header, Key, Ledgers, Levels, NoLedgers, OneLevel, Open, Ref, Table, COUNTED, E_FREE, E_HELD,
+    Entry, Growing, Header, Key, Ledgers, Levels, NoLedgers, OneLevel, Open, Ref, Table, COUNTED, E_FREE, E_HELD,
 };
 use crate::primitive::{AtomicU16, AtomicU32, AtomicU64};
 use crate::shared::lock::{Life, Liveness, Owner};
@@ -221,46 +221,6 @@ fn model_holders(keeps: bool, die_at: Option<crate::shared::fault::Point>) {
     }
 }
 
-/// Levels of 1, 2, 4 slots, made on demand (a model of a namespace file that grows).
-struct Grows {
-    levels: Vec<OneLevel>,
-    made: AtomicU32,
-    /// Level hints: one (every key shares it) or two.
-    hints: Vec<AtomicU16>,
-}
-
-impl Grows {
-    /// A header and `levels` levels of `first`, `2 × first`, ... slots, the first made, with
-    /// `hints` level hints.
-    fn new(first: usize, levels: u32, hints: usize) -> Arc<(Header, Grows)> {
-        Arc::new((
-            Header::empty(),
-            Grows {
-                levels: (0..levels).map(|k| OneLevel::new(first << k)).collect(),
-                made: AtomicU32::new(1),
-                hints: (0..hints).map(|_| AtomicU16::new(0)).collect(),
-            },
-        ))
-    }
-}
-
-impl Levels for Grows {
-    fn level(&self, k: u32) -> Option<(&[super::table::Slot], &[super::table::NameSlot])> {
-        let l = &self.levels[k as usize];
-        (k < self.made.load(std::sync::atomic::Ordering::Acquire)).then_some((&l.slots[..], &l.names[..]))
-    }
-    fn make(&self, k: u32) -> bool {
-        let ok = (k as usize) < self.levels.len();
-        if ok {
-            self.made.store(k + 1, std::sync::atomic::Ordering::Release);
-        }
-        ok
-    }
-    fn hints(&self) -> &[AtomicU16] {
-        &self.hints
-    }
-}
-
 /// The writer creates keys 5 and 6 in a namespace of one slot, which grows a level for each
 /// (writing the level hints: one shared by both keys, or one each); the reader looks them up
 /// meanwhile: each is itself when found, and both are found after.
@@ -272,7 +232,7 @@ fn lookups_across_a_growing_table() {
 
 fn lookups_across_growth(hints: usize) {
     loom::model(move || {
-        let m = Grows::new(1, 3, hints);
+        let m = Arc::new((Header::empty(), Growing::new(1, 3, hints)));
         let m2 = m.clone();
         let writer = thread::spawn(move || {
             let t = Table::new(&m2.0, &m2.1, &NoLedgers);
@@ -308,7 +268,7 @@ fn lookups_across_growth(hints: usize) {
 fn an_object_made_before_the_growth_is_always_found() {
     for hints in [1, 2] {
         loom::model(move || {
-            let m = Grows::new(4, 2, hints);
+            let m = Arc::new((Header::empty(), Growing::new(4, 2, hints)));
             let nowake = |_: &AtomicU32| {};
             let t = Table::new(&m.0, &m.1, &NoLedgers);
             for k in [5, 6] {

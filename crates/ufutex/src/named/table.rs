@@ -581,6 +581,45 @@ impl Levels for OneLevel {
     }
 }
 
+/// Levels made on demand (unit tests and models): level `k` has `first << k` slots, up to
+/// `levels` levels, level 0 made; with `hints` level hints.
+#[cfg(test)]
+pub(crate) struct Growing {
+    levels: Vec<OneLevel>,
+    made: AtomicU32,
+    pub(crate) hints: Vec<AtomicU16>,
+}
+
+#[cfg(test)]
+impl Growing {
+    pub(crate) fn new(first: usize, levels: u32, hints: usize) -> Growing {
+        Growing {
+            levels: (0..levels).map(|k| OneLevel::new(first << k)).collect(),
+            made: AtomicU32::new(1),
+            hints: (0..hints).map(|_| AtomicU16::new(0)).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+impl Levels for Growing {
+    fn level(&self, k: u32) -> Option<(&[Slot], &[NameSlot])> {
+        // Acquire: pairs with `make`'s Release (a model's reader sees the level's slots made).
+        (k < self.made.load(Ordering::Acquire))
+            .then(|| (&self.levels[k as usize].slots[..], &self.levels[k as usize].names[..]))
+    }
+    fn make(&self, k: u32) -> bool {
+        let ok = (k as usize) < self.levels.len();
+        if ok {
+            self.made.store(k + 1, Ordering::Release);
+        }
+        ok
+    }
+    fn hints(&self) -> &[AtomicU16] {
+        &self.hints
+    }
+}
+
 /// A view of a namespace's header and slots (a mapping, or a loom model's heap).
 pub(crate) struct Table<'a> {
     pub(crate) header: &'a Header,
@@ -1272,39 +1311,6 @@ mod tests {
         assert_eq!((h.intent(), h.live(), woken.get()), (None, 1, 2));
     }
 
-    /// Levels made on demand up to `max` (4, 8, 16, ... slots), with `hints` level hints.
-    struct Growing {
-        levels: Vec<OneLevel>,
-        made: std::cell::Cell<u32>,
-        hints: Vec<AtomicU16>,
-    }
-
-    impl Growing {
-        fn new(levels: u32, hints: usize) -> Growing {
-            Growing {
-                levels: (0..levels).map(|k| OneLevel::new(4 << k)).collect(),
-                made: std::cell::Cell::new(1),
-                hints: (0..hints).map(|_| AtomicU16::new(0)).collect(),
-            }
-        }
-    }
-
-    impl Levels for Growing {
-        fn level(&self, k: u32) -> Option<(&[Slot], &[NameSlot])> {
-            (k < self.made.get()).then(|| (&self.levels[k as usize].slots[..], &self.levels[k as usize].names[..]))
-        }
-        fn make(&self, k: u32) -> bool {
-            let ok = (k as usize) < self.levels.len();
-            if ok {
-                self.made.set(k + 1);
-            }
-            ok
-        }
-        fn hints(&self) -> &[AtomicU16] {
-            &self.hints
-        }
-    }
-
     /// Without hints (every level looked in), with one hint for every key (all levels named),
     /// and with a few.
     #[test]
@@ -1316,7 +1322,7 @@ mod tests {
 
     fn grows(hints: usize) {
         let h = Header::empty();
-        let g = Growing::new(4, hints);
+        let g = Growing::new(4, 4, hints);
         let t = Table::new(&h, &g, &NoLedgers);
         let nowake = |_: &AtomicU32| {};
         let mut found = Vec::new();
@@ -1410,7 +1416,7 @@ mod tests {
     #[test]
     fn hints_name_the_levels_a_lookup_looks_in() {
         let h = Header::empty();
-        let g = Growing::new(4, 64);
+        let g = Growing::new(4, 4, 64);
         let t = Table::new(&h, &g, &NoLedgers);
         let nowake = |_: &AtomicU32| {};
         let hint = |k: u64| g.hints[hint_of(k, 64)].load(Ordering::Relaxed);
