@@ -22,7 +22,7 @@ pub struct CommonArgs {
     /// kernel-semget, ufutex-keyed; sem-pingpong: ufutex-named, sysv-semop, posix-sem; lock: ufutex, pthread, std, parking_lot, and, only when
     /// named, the ufutex variants ufutex-nohandoff, ufutex-handoff-<T> (T: 50us, 1ms, … or
     /// <N>wakeups) and ufutex-spin-<B>x<F>-<Y>y (B busy rounds from F hints, then Y yields;
-    /// default 2x16-7y))
+    /// default 5x16-7y))
     #[arg(long = "impl", value_name = "LIST")]
     pub impls: Option<String>,
     /// Timed repetitions per competitor, interleaved round-robin [default: 5; report --quick: 2]

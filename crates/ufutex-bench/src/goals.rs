@@ -273,18 +273,15 @@ fn lock_goals(benches: &[Bench]) -> Vec<Goal> {
             met: None,
         }];
     }
-    // The best of `peers` (all other locks when empty; ufutex's own variants, `ufutex-…`, are
-    // not peers): (ufutex / best, ufutex, best's name, whether the two medians' [min .. max]
-    // spreads overlap).
-    let best_of = |b: &Bench, peers: &[&str]| -> Option<(f64, f64, String, bool)> {
+    // The best of every other lock (ufutex's own variants, `ufutex-…`, are not peers): (ufutex /
+    // best, ufutex, best's name, whether the two medians' [min .. max] spreads overlap).
+    let best_of = |b: &Bench| -> Option<(f64, f64, String, bool)> {
         let m = b.metric("throughput")?;
         let u = m.row("ufutex")?;
         let best = m
             .rows
             .iter()
-            .filter(|r| {
-                !r.competitor.starts_with("ufutex") && (peers.is_empty() || peers.contains(&r.competitor.as_str()))
-            })
+            .filter(|r| !r.competitor.starts_with("ufutex"))
             .max_by(|a, c| a.median.total_cmp(&c.median))?;
         let overlap = u.max >= best.min && best.max >= u.min;
         Some((u.median / best.median, u.median, best.competitor.clone(), overlap))
@@ -292,18 +289,13 @@ fn lock_goals(benches: &[Bench]) -> Vec<Goal> {
     let mut out = Vec::new();
     for b in locks {
         let case = &b.case;
-        // One thread is the uncontended path: the issue's baselines there are pthread and
-        // parking_lot. Contended (2 and 8 threads): the best of every other lock.
+        // Issue 6 asked ≥ 1× pthread and parking_lot uncontended and let 8 threads × ~1 µs be
+        // within 0.9×; issue 14 asks ≥ 1× the best of every other lock in every cell.
         let single = case.starts_with("threads=1 ");
-        let peers: &[&str] = if single { &["pthread", "parking_lot"] } else { &[] };
-        if let Some((r, u, best, overlap)) = best_of(b, peers) {
-            let (text, target, need) = match () {
-                _ if single => (format!("mutex uncontended, {case}"), "≥ 1× pthread and parking_lot", 1.0),
-                _ if case.contains("cs=1us") && case.starts_with("threads=8 ") => {
-                    (format!("mutex throughput, {case}"), "≥ 0.9× best", 0.9)
-                }
-                _ => (format!("mutex throughput, {case}"), "≥ 1× best", 1.0),
-            };
+        if let Some((r, u, best, overlap)) = best_of(b) {
+            let need = 1.0;
+            let kind = if single { "mutex uncontended" } else { "mutex throughput" };
+            let (text, target) = (format!("{kind}, {case}"), "≥ 1× best");
             let noise = if r < need && overlap { " (their [min .. max] spreads overlap)" } else { "" };
             let words = format!("ufutex {} vs best ({best}) ops/s{noise}", num(u));
             out.push(goal("#6", &text, target, Some((r, words)), |r| r >= need));
@@ -519,14 +511,14 @@ mod tests {
     }
 
     #[test]
-    fn one_thread_is_judged_against_pthread_and_parking_lot_only() {
+    fn every_cell_is_judged_against_the_best_other_lock() {
         let rows = [("ufutex", 100.0), ("pthread", 60.0), ("std", 150.0), ("parking_lot", 95.0)];
         let one = bench("lock", "threads=1 cs=5", Metric::higher("throughput", "ops/s"), &rows);
-        let two = bench("lock", "threads=2 cs=5", Metric::higher("throughput", "ops/s"), &rows);
-        let g = lock_goals(&[one, two]);
-        assert_eq!(g[0].met, Some(true), "{:?}", g[0]); // vs parking_lot, std does not count
-        assert!(g[0].measured.contains("parking_lot"));
-        assert_eq!(g[1].met, Some(false), "{:?}", g[1]); // contended: vs std
+        let eight = bench("lock", "threads=8 cs=1us", Metric::higher("throughput", "ops/s"), &rows);
+        let g = lock_goals(&[one, eight]);
+        assert_eq!(g[0].met, Some(false), "{:?}", g[0]); // issue 14: std counts at one thread too
+        assert!(g[0].measured.contains("std") && g[0].goal.contains("uncontended"), "{:?}", g[0]);
+        assert_eq!(g[1].met, Some(false), "{:?}", g[1]); // no 0.9× allowance at 8 × ~1 µs
         assert!(g[1].measured.contains("std"));
     }
 

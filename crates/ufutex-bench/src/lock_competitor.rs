@@ -134,7 +134,7 @@ pub struct Policy {
 /// - `ufutex-handoff-<T>`: hands off after a waiter tried for `T` (`50us`, `200us`, `1ms`;
 ///   units ns, us/µs, ms, s), or `ufutex-handoff-<N>wakeups` after `N` lost wakeups;
 /// - `ufutex-spin-<B>x<F>-<Y>y`: `B` busy rounds, the first `F` CPU hints (a power of two,
-///   doubling each round), then `Y` yields; the default is `ufutex-spin-2x16-7y`.
+///   doubling each round), then `Y` yields; the default is `ufutex-spin-5x16-7y`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockEntry {
     pub name: String,
@@ -276,7 +276,7 @@ mod tests {
 
     #[test]
     fn spin_variants_parse() {
-        assert_eq!(policy("ufutex-spin-2x16-7y").spin, Some(SpinPolicy::DEFAULT));
+        assert_eq!(policy("ufutex-spin-5x16-7y").spin, Some(SpinPolicy::DEFAULT));
         let p = policy("ufutex-spin-6x1-0y").spin.unwrap();
         assert_eq!((p.first_shift, p.busy_rounds, p.yield_rounds), (0, 6, 0));
         let d = LockEntry::by_name("ufutex-spin-1x32-7y").unwrap().describe().unwrap();

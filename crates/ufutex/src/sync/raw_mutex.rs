@@ -61,7 +61,8 @@
 //!   thresholds were no fairer and spread more; a time threshold also bounds how often the lock
 //!   stays held through a handoff. Under loom, where there is no time, the threshold is one
 //!   lost wakeup.
-//! - The spin: two long busy rounds, then `sched_yield` rounds (see `spin.rs`).
+//! - The spin: busy rounds from ~1 µs, doubling to ~35 µs in all (about one sleep/wake hop),
+//!   then `sched_yield` rounds (see `spin.rs`).
 //! - (5b), keeping `PARKED` when the unlock's wake leaves more waiters queued (parking_lot
 //!   does the same), evens out the per-thread shares at no cost in throughput. Setting it only
 //!   on a word that is held again lost that gain: it is the next holder of a *free* word, a

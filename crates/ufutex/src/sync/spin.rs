@@ -1,22 +1,31 @@
 //! The bounded spin of a contended lock, before it parks.
 //!
-//! A few busy rounds that start long, then rounds of `sched_yield`, then the caller parks. The
-//! default (see [`SpinPolicy::DEFAULT`]): two busy rounds of 16 and 32 spin *units* of 70 ns
-//! (~1 µs and ~2 µs), then 7 yields. A unit is the cost of a `pause` on the AMD hosts the policy
-//! was measured on; on a host where a hint costs less (~10 ns on the Intel ones) a unit is
-//! several hints (`primitive::hint_ns`), so the rounds last as long everywhere.
+//! A few busy rounds that start long and double, then rounds of `sched_yield`, then the caller
+//! parks. The default (see [`SpinPolicy::DEFAULT`]): five busy rounds of 16, 32, 64, 128 and 256
+//! spin *units* of 70 ns (~1, 2, 4.5, 9 and 18 µs: ~35 µs in all), then 7 yields. A unit is the
+//! cost of a `pause` on the AMD hosts the policy was first measured on; on a host where a hint
+//! costs less (~10 ns on the Intel ones) a unit is several hints (`primitive::hint_ns`), so the
+//! rounds last as long everywhere.
 //!
 //! Why, by measurement (other policies run as `ufutex-bench lock --impl
 //! ufutex,ufutex-spin-<B>x<F>-<Y>y,…`, interleaved in one process; BENCHMARKS.md has the
-//! tables and commands): a spinning waiter's every look at the lock word pulls its cache line
-//! away from the owner, whose next lock then misses. With a tiny critical section the owner re-locks within
-//! nanoseconds, so a waiter that looks often costs the owner far more than it gains. Starting
-//! at 1 hint and doubling for 6 rounds (the previous policy, 63 hints) gave 0.75–0.87× of
-//! parking_lot's throughput at 2 and 8 threads × 5…50 increments; starting at 16 hints and
-//! then yielding gave 1.03–1.8×. A yield is a long, quiet backoff when a CPU has nothing else
-//! to run, and hands the CPU to the lock owner (or another waiter) when it has — on an
-//! oversubscribed machine that keeps the waiters runnable instead of asleep, which also keeps
-//! their shares of the lock even.
+//! tables and commands):
+//! - A spinning waiter's every look at the lock word pulls its cache line away from the owner,
+//!   whose next lock then misses. With a tiny critical section the owner re-locks within
+//!   nanoseconds, so a waiter that looks often costs the owner far more than it gains. Starting
+//!   at 1 hint and doubling for 6 rounds (an early policy, 63 hints) gave 0.75–0.87× of
+//!   parking_lot's throughput at 2 and 8 threads × 5…50 increments; starting at 16 units gave
+//!   1.03–1.8×.
+//! - How long to spin in all is the price of the alternative: a waiter that parks costs the
+//!   owner a wake at its next unlock, and itself a sleep/wake hop (15–65 µs on the project's
+//!   KVM hosts) after which it mostly finds the lock taken again and parks again. Spinning about
+//!   as long as one hop (the classic bound for "spin, then block") makes those cycles rare: ~35
+//!   µs against ~3 µs (two rounds) took 2 threads × ~1 µs sections from 0.87× to 1.10× of
+//!   pthread's throughput, and every other cell of the sweep up by 5–25 % too. Longer still
+//!   (~63 µs) gained 1–2 % more and lost fairness at 8 threads.
+//! - A yield is a long, quiet backoff when a CPU has nothing else to run, and hands the CPU to
+//!   the lock owner (or another waiter) when it has — on an oversubscribed machine that keeps
+//!   the waiters runnable instead of asleep, which also keeps their shares of the lock even.
 
 use crate::primitive::{hint_ns, spin_hint};
 
@@ -49,7 +58,7 @@ pub struct SpinPolicy {
 impl SpinPolicy {
     /// The policy chosen by measurement (module docs).
     #[cfg_attr(ufutex_loom, allow(dead_code))] // loom runs its own, smaller policy
-    pub const DEFAULT: SpinPolicy = SpinPolicy { first_shift: 4, busy_rounds: 2, yield_rounds: 7 };
+    pub const DEFAULT: SpinPolicy = SpinPolicy { first_shift: 4, busy_rounds: 5, yield_rounds: 7 };
 
     /// Under loom every hint is a scheduling point: one round of one hint keeps the models
     /// small while still exploring "spin, then park".
