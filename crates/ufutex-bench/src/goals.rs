@@ -59,7 +59,8 @@ pub fn judge(benches: &[Bench]) -> Vec<Goal> {
     let after = after_store_goal(bench(benches, "fastpath", "wake right after a store"));
     g.push(counted(after, benches, Path::AfterStore, "ufutex"));
     let wait = bench(benches, "fastpath", "wait, value mismatch");
-    let wait = goal("#2", "wait with a mismatching value", "≥ 25×", versus(wait, "call", "ufutex"), |r| r >= 25.0);
+    // Issue 2 asked ≥ 25×; issue 14 ≥ 50×.
+    let wait = goal("#14", "wait with a mismatching value", "≥ 50×", versus(wait, "call", "ufutex"), |r| r >= 50.0);
     g.push(counted(wait, benches, Path::WaitMismatch, "ufutex"));
     let rq = bench(benches, "requeue", "waiters=128 ");
     g.push(goal("#2", "requeue of 128 sleepers (the call)", "≥ 10×", versus(rq, "requeue call", "ufutex"), |r| {
@@ -81,12 +82,11 @@ pub fn judge(benches: &[Bench]) -> Vec<Goal> {
         versus(pp4, "round trip", "ufutex"),
         |r| r >= 1.0,
     ));
+    // Until all ran: issue 14's stricter goal, in `many_goals`.
     let wk = bench(benches, "wake", "waiters=128 nwake=all");
-    let within = 1.0 / 1.2;
-    for (what, metric) in [("the call", "wake call(s)"), ("until all ran", "until all ran")] {
-        let text = format!("wake 128 sleepers: {what}");
-        g.push(goal("#2", &text, "≥ 0.83× (within 1.2×)", versus(wk, metric, "ufutex"), |r| r >= within));
-    }
+    let call = versus(wk, "wake call(s)", "ufutex");
+    g.push(goal("#2", "wake 128 sleepers: the call", "≥ 0.83× (within 1.2×)", call, |r| r >= 1.0 / 1.2));
+    g.extend(many_goals(benches));
     g.push(resize_goal(bench(benches, "schbench", "")));
     g.extend(lock_goals(benches));
     g.extend(shared_goals(benches));
@@ -244,6 +244,54 @@ fn after_store_goal(b: Option<&Bench>) -> Goal {
         (2.0 / gap, format!("ufutex {} vs a store and a load {} ns", num(wake.median), num(plain.median)))
     });
     goal("#14", "wake right after a store, no waiters", "≤ 2 ns more (2 ns / gap ≥ 1×)", measured, |r| r >= 1.0)
+}
+
+/// Issue 14: waking many threads at least as fast as the kernel, until all ran (our wake-parallel,
+/// and perf's own wake-parallel through the preload library); the contended hash at least
+/// parking_lot_core's; and the requeue as perf measures it (cold, through the preload library)
+/// ≥ 10×.
+fn many_goals(benches: &[Bench]) -> Vec<Goal> {
+    let wp = bench(benches, "wake-parallel", "");
+    let contend = bench(benches, "hash", "contend").and_then(|b| b.metric("ops/s/thread"));
+    let contend = contend.and_then(|m| Some((m.row("ufutex")?, m.row("parking_lot_core")?))).map(|(u, p)| {
+        (
+            u.median / p.median,
+            format!("ufutex {} vs parking_lot_core {} ops/s per thread", num(u.median), num(p.median)),
+        )
+    });
+    let pre = crate::workloads::perfbench::PRELOAD;
+    let perf = |case: &str, metric: &str| versus(bench(benches, "perf-bench", case), metric, pre);
+    vec![
+        goal(
+            "#14",
+            "wake 128 sleepers: until all ran",
+            "≥ 1×",
+            versus(bench(benches, "wake", "waiters=128 nwake=all"), "until all ran", "ufutex"),
+            |r| r >= 1.0,
+        ),
+        goal(
+            "#14",
+            "wake-parallel, 128 sleepers, 2 wakers: until all ran",
+            "≥ 1×",
+            versus(wp, "until all ran", "ufutex"),
+            |r| r >= 1.0,
+        ),
+        goal(
+            "#14",
+            "perf bench futex wake-parallel through the preload library",
+            "≥ 1×",
+            perf("perf bench futex wake-parallel", "per-thread latency"),
+            |r| r >= 1.0,
+        ),
+        goal(
+            "#14",
+            "perf bench futex requeue through the preload library (cold)",
+            "≥ 10×",
+            perf("perf bench futex requeue", "requeue all"),
+            |r| r >= 10.0,
+        ),
+        goal("#14", "hash --contend against parking_lot_core", "≥ 1×", contend, |r| r >= 1.0),
+    ]
 }
 
 /// Issue 4 (b): a domain that resized itself vs one fixed at that size, within 3%.
@@ -520,6 +568,35 @@ mod tests {
         assert!(g[0].measured.contains("std") && g[0].goal.contains("uncontended"), "{:?}", g[0]);
         assert_eq!(g[1].met, Some(false), "{:?}", g[1]); // no 0.9× allowance at 8 × ~1 µs
         assert!(g[1].measured.contains("std"));
+    }
+
+    #[test]
+    fn waking_many_and_the_contended_hash_are_judged_at_issue_14s_bounds() {
+        let mut contend = bench("hash", "contend, 64 sleepers", Metric::higher("ops/s/thread", "ops/s"), &[]);
+        let rows = [("kernel", 1.0), ("ufutex", 8.0), ("parking_lot_core", 10.0)];
+        contend.metrics = vec![MetricResult::new(
+            Metric::higher("ops/s/thread", "ops/s"),
+            "kernel",
+            rows.iter().map(|(c, v)| (c.to_string(), vec![*v])).collect(),
+        )];
+        let perf = |case: &str, metric: Metric, kernel: f64, ufutex: f64| {
+            let mut b = bench("perf-bench", case, metric.clone(), &[]);
+            let samples =
+                vec![(crate::workloads::perfbench::PRELOAD.to_string(), vec![ufutex]), ("kernel".into(), vec![kernel])];
+            b.metrics = vec![MetricResult::new(metric, "kernel", samples)];
+            b
+        };
+        let benches = [
+            contend,
+            perf("perf bench futex requeue -t 128", Metric::lower("requeue all", "ms"), 0.12, 0.06),
+            perf("perf bench futex wake-parallel -t 16 -w 2", Metric::lower("per-thread latency", "ms"), 0.05, 0.04),
+        ];
+        let g = many_goals(&benches);
+        let find = |words: &str| g.iter().find(|x| x.goal.contains(words)).unwrap();
+        assert_eq!((find("contend").met, find("contend").ratio), (Some(false), Some(0.8)));
+        assert_eq!(find("requeue").met, Some(false)); // 2× cold, needs 10×
+        assert_eq!(find("perf bench futex wake-parallel").met, Some(true));
+        assert_eq!(find("wake 128").met, None); // not in this run
     }
 
     #[test]

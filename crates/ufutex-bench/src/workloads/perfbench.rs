@@ -22,6 +22,9 @@ struct PerfCase {
     before: &'static str,
 }
 
+/// The competitor that runs perf under `LD_PRELOAD=libufutex_preload.so`.
+pub const PRELOAD: &str = "ufutex-preload";
+
 fn cases() -> Vec<PerfCase> {
     vec![
         PerfCase {
@@ -37,7 +40,7 @@ fn cases() -> Vec<PerfCase> {
             line: "Avg per-thread",
             before: "in",
         },
-        PerfCase { args: "requeue -t 16", metric: Metric::lower("requeue all", "ms"), line: "Requeued", before: "in" },
+        PerfCase { args: "requeue -t 128", metric: Metric::lower("requeue all", "ms"), line: "Requeued", before: "in" },
     ]
 }
 
@@ -120,7 +123,7 @@ pub fn run(common: &Common) -> io::Result<Vec<Bench>> {
                 kernel.push(once(&case, None)?);
             }
         }
-        let samples = vec![("ufutex-preload".to_string(), ufutex), ("kernel".to_string(), kernel)];
+        let samples = vec![(PRELOAD.to_string(), ufutex), ("kernel".to_string(), kernel)];
         bench.metrics.push(MetricResult::new(case.metric.clone(), "kernel", samples));
         benches.push(bench);
     }
