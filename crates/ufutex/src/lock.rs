@@ -14,10 +14,25 @@ const UNLOCKED: u32 = 0;
 const LOCKED: u32 = 1;
 const CONTENDED: u32 = 2;
 
-/// Spins before sleeping on a contended bucket lock. Bucket critical sections are a few list
-/// operations (tens of ns), so a short spin catches almost every release. Under loom every
-/// spin is a scheduling branch: one is enough to explore "released while spinning".
-const SPINS: u32 = if cfg!(ufutex_loom) { 1 } else { 40 };
+/// How long a contended bucket lock spins before it sleeps. Most bucket critical sections are a
+/// few list operations (tens of ns); a wake or requeue of many waiters walks one node per
+/// waiter, each on its own thread's stack (~0.1 µs a cache miss: ~1 µs for 8). A waiter that
+/// sleeps instead costs the owner a `futex` wake at its unlock and itself a sleep/wake hop of
+/// 15–65 µs on the project's hosts, so the spin lasts a few µs. A time, not a count: a spin
+/// hint costs ~70 ns on the AMD hosts and ~10 ns on the Intel ones (`primitive::hint_ns`);
+/// 40 hints (the old count) were 2.8 µs on the one and 0.4 µs on the other, where two wakers
+/// of 8 each (perf's wake-parallel) then slept on the lock.
+const SPIN_NS: u64 = 4_000;
+
+/// Spin hints for [`SPIN_NS`] on this host. Under loom every spin is a scheduling branch: one
+/// is enough to explore "released while spinning".
+fn spins() -> u64 {
+    if cfg!(ufutex_loom) {
+        1
+    } else {
+        (SPIN_NS / crate::primitive::hint_ns()).clamp(16, 1 << 12)
+    }
+}
 
 pub(crate) struct RawLock {
     state: AtomicU32,
@@ -40,7 +55,7 @@ impl RawLock {
 
     #[cold]
     fn lock_contended(&self) {
-        for _ in 0..SPINS {
+        for _ in 0..spins() {
             if self.state.load(Ordering::Relaxed) == UNLOCKED
                 && self.state.compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok()
             {
