@@ -103,5 +103,8 @@ fn run(secs: f64) {
     notifier.join().unwrap();
     assert_eq!(*s.m.lock(), s.entered.load(Ordering::Relaxed));
     assert!(!s.m.is_locked());
+    // Every waiter of this run has returned (this test is alone in its process): none is left
+    // queued on the mutex or the condvar.
+    assert_eq!(ufutex::Domain::default_domain().queued_waiters(), 0);
     assert!(s.entered.load(Ordering::Relaxed) > 0);
 }
