@@ -37,8 +37,12 @@ pub fn num(v: f64) -> String {
         format!("{x:.0}")
     } else if ax >= 10.0 {
         format!("{x:.1}")
-    } else {
+    } else if ax >= 0.1 || ax == 0.0 {
         format!("{x:.2}")
+    } else {
+        // Three significant digits below 0.1 (perf's milliseconds: 0.0571, not 0.06).
+        let decimals = (2 - ax.log10().floor() as i32).clamp(3, 9) as usize;
+        format!("{x:.decimals$}")
     };
     format!("{s}{suffix}")
 }
@@ -64,6 +68,10 @@ mod tests {
         assert_eq!(num(12_345.0), "12.3 k");
         assert_eq!(num(2_500_000.0), "2.50 M");
         assert_eq!(num(f64::NAN), "–");
+        assert_eq!(num(0.5), "0.50");
+        assert_eq!(num(0.0571), "0.0571");
+        assert_eq!(num(0.004), "0.00400");
+        assert_eq!(num(0.0), "0.00");
         assert_eq!(ratio(Some(25.04)), "25.0×");
         assert_eq!(ratio(None), "–");
     }
