@@ -20,8 +20,8 @@ const CONTENDED: u32 = 2;
 /// sleeps instead costs the owner a `futex` wake at its unlock and itself a sleep/wake hop of
 /// 15–65 µs on the project's hosts, so the spin lasts a few µs. A time, not a count: a spin
 /// hint costs ~70 ns on the AMD hosts and ~10 ns on the Intel ones (`primitive::hint_ns`);
-/// 40 hints (the old count) were 2.8 µs on the one and 0.4 µs on the other, where two wakers
-/// of 8 each (perf's wake-parallel) then slept on the lock.
+/// 40 hints (the old count) were 2.8 µs on the one and 0.4 µs on the other, where `strace`
+/// showed one of perf's two wake-parallel wakers (8 wakes each) going to sleep on the lock.
 const SPIN_NS: u64 = 4_000;
 
 /// Spin hints for [`SPIN_NS`] on this host. Under loom every spin is a scheduling branch: one
