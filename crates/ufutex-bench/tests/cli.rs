@@ -309,11 +309,14 @@ fn keyed_cleans_up_on_sigint() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    // What the loop saw, not a second look: the run removes its sets between repetitions, so a
+    // second look can fall in that gap (it did, in CI).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while sets_in(base, 400) == 0 && std::time::Instant::now() < deadline {
+    let mut seen = 0;
+    while seen == 0 && std::time::Instant::now() < deadline {
+        seen = sets_in(base, 400);
         std::thread::yield_now();
     }
-    let seen = sets_in(base, 400);
     let pid = child.id();
     let namespaces = keyed_namespaces_of(pid);
     // SAFETY: kill with our own child's pid (not reaped yet, so not reused).
