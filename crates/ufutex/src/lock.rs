@@ -8,7 +8,7 @@
 //! | 1 | locked, nobody sleeping |
 //! | 2 | locked, someone may be sleeping in the kernel |
 
-use crate::primitive::{spin_hint, AtomicU32, Ordering};
+use crate::primitive::{hints_for, spin_hint, AtomicU32, Ordering};
 
 const UNLOCKED: u32 = 0;
 const LOCKED: u32 = 1;
@@ -22,17 +22,9 @@ const CONTENDED: u32 = 2;
 /// hint costs ~70 ns on the AMD hosts and ~10 ns on the Intel ones (`primitive::hint_ns`);
 /// 40 hints (the old count) were 2.8 µs on the one and 0.4 µs on the other, where `strace`
 /// showed one of perf's two wake-parallel wakers (8 wakes each) going to sleep on the lock.
+/// Under loom every spin is a scheduling branch: one (`hints_for`) is enough to explore
+/// "released while spinning".
 const SPIN_NS: u64 = 4_000;
-
-/// Spin hints for [`SPIN_NS`] on this host. Under loom every spin is a scheduling branch: one
-/// is enough to explore "released while spinning".
-fn spins() -> u64 {
-    if cfg!(ufutex_loom) {
-        1
-    } else {
-        (SPIN_NS / crate::primitive::hint_ns()).clamp(16, 1 << 12)
-    }
-}
 
 pub(crate) struct RawLock {
     state: AtomicU32,
@@ -55,7 +47,7 @@ impl RawLock {
 
     #[cold]
     fn lock_contended(&self) {
-        for _ in 0..spins() {
+        for _ in 0..hints_for(SPIN_NS, 16, 1 << 12) {
             if self.state.load(Ordering::Relaxed) == UNLOCKED
                 && self.state.compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok()
             {

@@ -73,6 +73,15 @@ pub fn hint_ns() -> u64 {
     }
 }
 
+/// Spin hints that last about `ns` on this host ([`hint_ns`]), kept within `lo..=hi`. 1 under
+/// loom, where every hint is a scheduling point.
+pub(crate) fn hints_for(ns: u64, lo: u64, hi: u64) -> u64 {
+    if cfg!(ufutex_loom) {
+        return 1;
+    }
+    (ns / hint_ns()).clamp(lo, hi)
+}
+
 /// Give up the CPU (a loom scheduling point under loom).
 #[inline]
 pub(crate) fn yield_now() {

@@ -26,7 +26,7 @@
 use super::futex::{self, KernelWait};
 use super::{Bell, Park, ParkTimeout, Watch};
 use crate::deadline::Timeout;
-use crate::primitive::{hint_ns, spin_hint, yield_now, AtomicU32, Ordering};
+use crate::primitive::{hints_for, spin_hint, yield_now, AtomicU32, Ordering};
 
 const SLEEPING: u32 = 1 << 31;
 const BELLED: u32 = 1 << 30;
@@ -68,12 +68,7 @@ pub(crate) struct Parker {
 /// (short, long) spin budgets in spin hints for this host (`primitive::hint_ns`). Under loom,
 /// one each.
 fn budgets() -> (u32, u32) {
-    if cfg!(ufutex_loom) {
-        return (1, 1);
-    }
-    let per_hint = hint_ns();
-    let count = |ns: u64, lo: u64, hi: u64| (ns / per_hint).clamp(lo, hi) as u32;
-    (count(SPIN_SHORT_NS, 4, 1 << 12), count(SPIN_LONG_NS, 16, 1 << 16))
+    (hints_for(SPIN_SHORT_NS, 4, 1 << 12) as u32, hints_for(SPIN_LONG_NS, 16, 1 << 16) as u32)
 }
 
 impl Parker {

@@ -27,18 +27,14 @@
 //!   the lock owner (or another waiter) when it has — on an oversubscribed machine that keeps
 //!   the waiters runnable instead of asleep, which also keeps their shares of the lock even.
 
-use crate::primitive::{hint_ns, spin_hint};
+use crate::primitive::{hints_for, spin_hint};
 
 /// The length of a spin unit: the cost of one `pause` on the hosts the policy was tuned on.
 const UNIT_NS: u64 = 70;
 
 /// Spin hints per unit on this host (1 under loom, where a hint is a scheduling point).
 fn hints_per_unit() -> u64 {
-    if cfg!(ufutex_loom) {
-        1
-    } else {
-        (UNIT_NS / hint_ns()).max(1)
-    }
+    hints_for(UNIT_NS, 1, u64::MAX)
 }
 #[cfg(not(ufutex_loom))]
 use std::sync::atomic::{AtomicU32, Ordering};
