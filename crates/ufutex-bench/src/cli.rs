@@ -18,7 +18,8 @@ pub struct Cli {
 #[derive(Debug, Clone, Args)]
 pub struct CommonArgs {
     /// Competitors, comma-separated (futex workloads: ufutex, ufutex-domain, kernel, atomic-wait,
-    /// parking_lot_core, and with --shared also ufutex-shared, kernel-shared; keyed:
+    /// parking_lot_core, only when named ufutex-c (ufutex through its C ABI), and with --shared
+    /// also ufutex-shared, kernel-shared; keyed:
     /// kernel-semget, ufutex-keyed; sem-pingpong: ufutex-named, sysv-semop, posix-sem; lock: ufutex, pthread, std, parking_lot, and, only when
     /// named, the ufutex variants ufutex-nohandoff, ufutex-handoff-<T> (T: 50us, 1ms, … or
     /// <N>wakeups) and ufutex-spin-<B>x<F>-<Y>y (B busy rounds from F hints, then Y yields;

@@ -3,8 +3,11 @@
 //! measured path).
 
 use crate::sys;
+use std::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
+use std::hint::black_box;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
+use ufutex::preload::UfutexWaitv;
 use ufutex::{Domain, DomainConfig, Slots};
 
 /// A futex word of any size the workloads use.
@@ -258,6 +261,113 @@ impl Competitor for Kernel {
     }
 }
 
+/// ufutex through its C ABI (`libufutex.so`'s `ufutex_wait`, `ufutex_wake`, `ufutex_waitv`,
+/// `ufutex_requeue`), on private words of every size: each call goes through a function pointer
+/// the optimiser cannot see through, as a C program's call into the shared library does, and
+/// pays the same validation and fault-safe reads. Named only with `--impl` (the report's fast
+/// path and waitv steps name it, to judge the C ABI against the Rust path in the same run).
+pub struct UfutexC;
+
+type CWait =
+    unsafe extern "C" fn(*mut c_void, c_ulong, c_ulong, c_uint, *const libc::timespec, libc::clockid_t) -> c_long;
+type CWake = unsafe extern "C" fn(*mut c_void, c_ulong, c_int, c_uint) -> c_long;
+type CWaitv = unsafe extern "C" fn(*mut UfutexWaitv, c_uint, c_uint, *const libc::timespec, libc::clockid_t) -> c_long;
+type CRequeue = unsafe extern "C" fn(*mut UfutexWaitv, c_uint, c_int, c_int) -> c_long;
+
+impl UfutexC {
+    pub const NAME: &'static str = "ufutex-c";
+
+    /// The flags of a private word of `W`'s size (`FUTEX2_SIZE_*` is log2 of the bytes).
+    fn flags<W>() -> u32 {
+        std::mem::size_of::<W>().trailing_zeros() | sys::FUTEX2_PRIVATE
+    }
+
+    /// "Every bit" at `W`'s size (the C ABI, like the kernel, refuses a mask wider than the word).
+    fn mask<W>(mask: u64) -> c_ulong {
+        let bits = 8 * std::mem::size_of::<W>() as u32;
+        let all = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        (if mask == ANY { all } else { mask }) as c_ulong
+    }
+
+    fn entry(w: &AtomicU32, v: u32) -> UfutexWaitv {
+        UfutexWaitv { val: v.into(), uaddr: w.as_ptr() as u64, flags: Self::flags::<u32>(), reserved: 0 }
+    }
+}
+
+/// What a C call that returned -1 says: its errno as a [`Wait`] (read as a C caller reads it).
+#[inline]
+fn c_failure() -> Wait {
+    // SAFETY: `__errno_location` returns this thread's errno, valid for the thread's life.
+    match unsafe { *libc::__errno_location() } {
+        libc::EAGAIN => Wait::Mismatch,
+        _ => Wait::Other,
+    }
+}
+
+impl Competitor for UfutexC {
+    type Waitv<'a> = Vec<UfutexWaitv>;
+
+    fn name(&self) -> String {
+        Self::NAME.into()
+    }
+    fn unsupported(&self, _op: Op) -> Option<String> {
+        None
+    }
+    #[inline]
+    fn wait<W: Word>(&self, w: &W, expected: u64, mask: u64) -> Wait {
+        let f: CWait = black_box(ufutex::preload::ufutex_wait);
+        let at = std::ptr::from_ref(w).cast_mut().cast();
+        // SAFETY: `w` is a live word of `W`'s size, as the flags say; no timeout.
+        match unsafe { f(at, expected as c_ulong, Self::mask::<W>(mask), Self::flags::<W>(), std::ptr::null(), 0) } {
+            0 => Wait::Woken,
+            _ => c_failure(),
+        }
+    }
+    #[inline]
+    fn wake<W: Word>(&self, w: &W, n: usize, mask: u64) -> usize {
+        let f: CWake = black_box(ufutex::preload::ufutex_wake);
+        let at = std::ptr::from_ref(w).cast_mut().cast();
+        let n = c_int::try_from(n).unwrap_or(c_int::MAX);
+        // SAFETY: as in `wait`; a private wake never reads the word.
+        usize::try_from(unsafe { f(at, Self::mask::<W>(mask), n, Self::flags::<W>()) }).unwrap_or(0)
+    }
+    fn prepare_waitv<'a>(&'a self, entries: &[(&'a AtomicU32, u32)]) -> Self::Waitv<'a> {
+        entries.iter().map(|&(w, v)| Self::entry(w, v)).collect()
+    }
+    #[inline]
+    fn waitv(&self, v: &Self::Waitv<'_>) -> Result<usize, Wait> {
+        let f: CWaitv = black_box(ufutex::preload::ufutex_waitv);
+        let n = c_uint::try_from(v.len()).unwrap_or(c_uint::MAX);
+        // SAFETY: `v` holds `n` entries naming words that the caller keeps alive for the call
+        // (`prepare_waitv` borrowed them for `'a`); the C ABI only reads the vector.
+        match unsafe { f(v.as_ptr().cast_mut(), n, 0, std::ptr::null(), 0) } {
+            i @ 0.. => Ok(i as usize),
+            _ => Err(c_failure()),
+        }
+    }
+    fn requeue(
+        &self,
+        from: &AtomicU32,
+        expected: u32,
+        to: &AtomicU32,
+        nr_wake: usize,
+        nr_requeue: usize,
+    ) -> Result<usize, Wait> {
+        let f: CRequeue = black_box(ufutex::preload::ufutex_requeue);
+        let mut pair = [Self::entry(from, expected), Self::entry(to, 0)];
+        let (w, r) =
+            (c_int::try_from(nr_wake).unwrap_or(c_int::MAX), c_int::try_from(nr_requeue).unwrap_or(c_int::MAX));
+        // SAFETY: `pair` is two entries naming live words, as `ufutex_requeue` reads them.
+        match unsafe { f(pair.as_mut_ptr(), 0, w, r) } {
+            n @ 0.. => Ok(n as usize),
+            _ => Err(c_failure()),
+        }
+    }
+    fn queued(&self) -> Option<usize> {
+        Some(Domain::default_domain().queued_waiters())
+    }
+}
+
 /// ufutex's process-shared futexes (`ufutex::shared`): its per-user shared table, keyed by the
 /// object behind the word's page. It cannot count its queue.
 pub struct UfutexShared;
@@ -458,6 +568,9 @@ impl Competitor for ParkingLotCore {
 /// Competitor names accepted by `--impl` for the futex workloads (private runs).
 pub const NAMES: &[&str] = &["ufutex", "ufutex-domain", "kernel", "atomic-wait", "parking_lot_core"];
 
+/// Competitors run only when `--impl` names them.
+pub const EXPLICIT_NAMES: &[&str] = &[UfutexC::NAME];
+
 /// The process-shared competitors (`--shared` runs), and the baseline of those runs.
 pub const SHARED_NAMES: &[&str] = &["ufutex-shared", "kernel-shared"];
 pub const SHARED_BASELINE: &str = "kernel-shared";
@@ -475,6 +588,7 @@ pub fn shared_variant(name: &str) -> Result<&'static str, String> {
 /// A competitor picked on the command line (static dispatch through [`dispatch!`]).
 pub enum AnyCompetitor {
     Ufutex(Ufutex),
+    UfutexC(UfutexC),
     Kernel(Kernel),
     UfutexShared(UfutexShared),
     AtomicWait(AtomicWaitStyle),
@@ -487,6 +601,7 @@ impl AnyCompetitor {
         Ok(match name {
             "ufutex" => AnyCompetitor::Ufutex(Ufutex::default_domain()),
             "ufutex-domain" => AnyCompetitor::Ufutex(Ufutex::with_slots(domain_slots)?),
+            UfutexC::NAME => AnyCompetitor::UfutexC(UfutexC),
             "kernel" => AnyCompetitor::Kernel(Kernel::default()),
             "ufutex-shared" => AnyCompetitor::UfutexShared(UfutexShared),
             "kernel-shared" => AnyCompetitor::Kernel(Kernel::shared()),
@@ -511,6 +626,7 @@ macro_rules! dispatch {
     ($any:expr, $c:ident => $body:expr) => {
         match $any {
             $crate::competitor::AnyCompetitor::Ufutex($c) => $body,
+            $crate::competitor::AnyCompetitor::UfutexC($c) => $body,
             $crate::competitor::AnyCompetitor::Kernel($c) => $body,
             $crate::competitor::AnyCompetitor::UfutexShared($c) => $body,
             $crate::competitor::AnyCompetitor::AtomicWait($c) => $body,

@@ -70,6 +70,7 @@ pub fn judge(benches: &[Bench]) -> Vec<Goal> {
     g.push(goal("#2", "waitv of 128 entries failing on the last", "≥ 50×", versus(wv, "call", "ufutex"), |r| {
         r >= 50.0
     }));
+    g.extend(c_abi_goals(benches));
     let pp = bench(benches, "ping-pong", "pairs=1 ");
     g.push(goal("#2", "ping-pong, one pair pinned to two CPUs", "≥ 10×", versus(pp, "round trip", "ufutex"), |r| {
         r >= 10.0
@@ -233,6 +234,39 @@ fn recovery_goal(b: Option<&Bench>) -> Goal {
         )
     });
     goal("#12", "recovery of a lock whose owner died", "< 10 ms (10 ms / median > 1×)", measured, |r| r > 1.0)
+}
+
+/// Issue 14: the C ABI within 3 ns a call of the Rust API on every fast path, and its waitv of
+/// 128 entries (failing on the last) within 1.5× of the Rust path's, both timed in the same run
+/// (`ufutex-c` beside `ufutex`).
+fn c_abi_goals(benches: &[Bench]) -> Vec<Goal> {
+    let c = crate::competitor::UfutexC::NAME;
+    let pair = |b: Option<&Bench>| {
+        let m = b?.metric("call")?;
+        Some((m.row(c)?.median, m.row("ufutex")?.median))
+    };
+    let mut g: Vec<Goal> = Path::ALL
+        .iter()
+        .map(|&path| {
+            let measured = pair(bench(benches, "fastpath", path.label())).map(|(cm, um)| {
+                let gap = (cm - um).max(0.01);
+                (3.0 / gap, format!("{c} {} vs ufutex {} ns", num(cm), num(um)))
+            });
+            let text = format!("C ABI: {}", path.label());
+            let g = goal("#14", &text, "≤ 3 ns more than Rust (3 ns / gap ≥ 1×)", measured, |r| r >= 1.0);
+            counted(g, benches, path, c)
+        })
+        .collect();
+    let measured = pair(bench(benches, "waitv", "mismatch last, entries=128"))
+        .map(|(cm, um)| (1.5 * um / cm, format!("{c} {} vs ufutex {} ns", num(cm), num(um))));
+    g.push(goal(
+        "#14",
+        "C ABI: waitv of 128 entries failing on the last",
+        "≤ 1.5× the Rust path (1.5 × Rust / C ≥ 1×)",
+        measured,
+        |r| r >= 1.0,
+    ));
+    g
 }
 
 /// Issue 14: a wake right after a store costs at most 2 ns more than a store and a load (no
@@ -416,6 +450,23 @@ mod tests {
         assert_eq!((g[0].ratio, g[0].met), (Some(5.0), Some(false)), "the lone run is not against semget");
         assert_eq!((g[3].ratio, g[3].met), (Some(0.25), Some(false)), "36 ns at 1 key, 144 at 10^6");
         assert!(keyed_goals(&[]).iter().all(|g| g.met.is_none()), "not in the run");
+    }
+
+    #[test]
+    fn the_c_abi_is_judged_against_the_rust_path_in_the_same_run() {
+        let ns = || Metric::lower("call", "ns");
+        let benches = [
+            bench("fastpath", "wake, no waiters", ns(), &[("ufutex", 1.0), ("ufutex-c", 3.5), ("kernel", 90.0)]),
+            bench("fastpath", "wait, value mismatch", ns(), &[("ufutex", 1.0), ("ufutex-c", 5.0), ("kernel", 90.0)]),
+            bench("waitv", "mismatch last, entries=128", ns(), &[("ufutex", 80.0), ("ufutex-c", 120.0)]),
+        ];
+        let g = c_abi_goals(&benches);
+        let by = |text: &str| g.iter().find(|g| g.goal.ends_with(text)).unwrap();
+        assert_eq!((by("wake, no waiters").ratio, by("wake, no waiters").met), (Some(1.2), Some(true)));
+        assert_eq!((by("value mismatch").ratio, by("value mismatch").met), (Some(0.75), Some(false)));
+        assert_eq!(by("after a store, no waiters").met, None, "not in this run");
+        assert_eq!((by("on the last").ratio, by("on the last").met), (Some(1.0), Some(true)), "120 = 1.5 × 80");
+        assert!(c_abi_goals(&benches[..1]).iter().any(|g| g.goal.ends_with("on the last") && g.met.is_none()));
     }
 
     #[test]

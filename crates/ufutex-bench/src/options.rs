@@ -2,7 +2,7 @@
 //! that names the option, before anything runs.
 
 use crate::cli::{Cli, Command, CommonArgs};
-use crate::competitor::{shared_variant, NAMES, SHARED_NAMES};
+use crate::competitor::{shared_variant, EXPLICIT_NAMES, NAMES, SHARED_NAMES};
 use crate::keyed_competitor;
 use crate::lock_competitor::{self, LockEntry};
 use crate::sem_competitor;
@@ -139,12 +139,15 @@ fn common(c: &CommonArgs, default_runtime: f64, kind: Kind) -> R<Common> {
             Kind::Sem => {
                 Err(format!("unknown competitor {i:?}; expected one of: {}", sem_competitor::NAMES.join(", ")))
             }
-            _ if NAMES.contains(&i.as_str()) => Ok(()),
+            _ if NAMES.contains(&i.as_str()) || EXPLICIT_NAMES.contains(&i.as_str()) => Ok(()),
             Kind::Shared if SHARED_NAMES.contains(&i.as_str()) => Ok(()),
             Kind::Private if SHARED_NAMES.contains(&i.as_str()) => {
                 Err(format!("{i} needs --shared (its words must be in shared memory)"))
             }
-            _ => Err(format!("unknown competitor {i:?}; expected one of: {}", NAMES.join(", "))),
+            _ => Err(format!(
+                "unknown competitor {i:?}; expected one of: {}",
+                NAMES.iter().chain(EXPLICIT_NAMES).copied().collect::<Vec<_>>().join(", ")
+            )),
         };
         known.map_err(|e| format!("--impl: {e}"))?;
         match kind {
@@ -377,6 +380,17 @@ mod tests {
         let e = parse(&["lock", "--impl", "ufutex-spin-2x3-7y"]).unwrap_err();
         assert!(e.starts_with("--impl: ") && e.contains("power of two"), "{e}");
         assert!(parse(&["hash", "--impl", "ufutex-nohandoff"]).unwrap_err().contains("unknown competitor"));
+    }
+
+    #[test]
+    fn the_c_abi_runs_only_when_named() {
+        assert!(!parse(&["fastpath"]).unwrap().common.impls.iter().any(|c| c == "ufutex-c"));
+        let o = parse(&["fastpath", "--impl", "ufutex,ufutex-c,kernel"]).unwrap();
+        assert_eq!(o.common.impls, ["ufutex", "ufutex-c", "kernel"]);
+        let o = parse(&["fastpath", "--shared", "--impl", "ufutex,ufutex-c"]).unwrap();
+        assert_eq!(o.common.impls, ["ufutex-shared"]);
+        assert!(o.common.left_out[0].1.contains("no process-shared mode"));
+        assert!(parse(&["lock", "--impl", "ufutex-c"]).unwrap_err().contains("--impl"));
     }
 
     #[test]

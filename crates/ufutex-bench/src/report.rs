@@ -2,6 +2,7 @@
 //! table sizes, PR_FUTEX_HASH settings and thread counts never leak into the next), merged
 //! into one document: report.md, report.json and SVG plots, plus the goals judged.
 
+use crate::competitor::{UfutexC, NAMES};
 use crate::export::{json::Json, markdown::Markdown, svg::Plots, Exporter};
 use crate::progress::Progress;
 use crate::result::{Bench, Document};
@@ -25,10 +26,12 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
     let r = |full: usize| if quick { 2 } else { full };
     let sweep = if quick { "auto,2,64,2048,large" } else { "auto,2,8,32,128,512,2048,large" };
     let (lock_threads, lock_cs) = if quick { ("1,8", "5,50,1us") } else { ("1,2,8", "5,10,20,50,1us") };
+    // Issue 14: the C ABI beside the Rust path, where the report judges it.
+    let with_c = with_c_abi();
     let mut steps = vec![
-        step("fast paths", &format!("fastpath --reps {} --runtime {}", r(7), t(0.1, 0.03))),
+        step("fast paths", &format!("fastpath --impl {with_c} --reps {} --runtime {}", r(7), t(0.1, 0.03))),
         // Issue 14: the same loops in instructions per call (valgrind; skipped without it).
-        step("fast paths, instructions", "instructions --reps 1"),
+        step("fast paths, instructions", &format!("instructions --impl {with_c} --reps 1")),
         step("hash", &format!("hash --reps {} --runtime {}", r(5), t(0.5, 0.1))),
         step("hash --contend", &format!("hash --contend --reps {} --runtime {}", r(5), t(0.5, 0.1))),
         step(
@@ -46,7 +49,11 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
         step("requeue 128", &format!("requeue -n 128 --reps {}", r(15))),
         step(
             "waitv failing",
-            &format!("waitv --modes first,last --entries 1,8,32,128,1024 --reps {} --runtime {}", r(5), t(0.05, 0.02)),
+            &format!(
+                "waitv --impl {with_c} --modes first,last --entries 1,8,32,128,1024 --reps {} --runtime {}",
+                r(5),
+                t(0.05, 0.02)
+            ),
         ),
         step("waitv latency", &format!("waitv --modes latency --entries 1,128,1024 --reps {}", r(7))),
         step("ping-pong pinned", &format!("ping-pong -p 1 --iters {} --reps {}", n(20_000, 2_000), r(5))),
@@ -93,6 +100,13 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
         ));
     }
     steps
+}
+
+/// Every default competitor, and the C ABI's right after ufutex.
+fn with_c_abi() -> String {
+    let mut names: Vec<&str> = NAMES.to_vec();
+    names.insert(1, UfutexC::NAME);
+    names.join(",")
 }
 
 /// Run one child and read back its JSON.
