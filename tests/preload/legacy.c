@@ -98,6 +98,8 @@ static void single_threaded(void)
 		CALL("CMP_REQUEUE", futex(&w[0], FUTEX_CMP_REQUEUE | P, 1, (void *)1L, &w[1], 1));
 		CALL("CMP_REQUEUE mismatch", futex(&w[0], FUTEX_CMP_REQUEUE | P, 1, (void *)1L, &w[1], 2));
 		CALL("CMP_REQUEUE unmapped", futex((uint32_t *)none, FUTEX_CMP_REQUEUE | P, 1, (void *)1L, &w[1], 2));
+		CALL("CMP_REQUEUE misaligned source", futex((uint32_t *)((char *)&w[0] + 2), FUTEX_CMP_REQUEUE | P, 1, (void *)1L, &w[1], 1));
+		CALL("CMP_REQUEUE negative count", futex(&w[0], FUTEX_CMP_REQUEUE | P, 1, (void *)-1L, &w[1], 1));
 		w[1] = 5;
 		CALL("WAKE_OP ADD 3, old == 5", futex(&w[0], FUTEX_WAKE_OP | P, 1, (void *)1L, &w[1], FUTEX_OP(FUTEX_OP_ADD, 3, FUTEX_OP_CMP_EQ, 5)));
 		printf("%-44s %u\n", "  word after", w[1]);

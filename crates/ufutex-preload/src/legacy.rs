@@ -6,7 +6,7 @@
 
 use crate::stats::{self, Kind};
 use libc::{c_int, c_long, c_uint, c_ulong, c_void, timespec};
-use ufutex::preload::{self as abi, UfutexWaitv};
+use ufutex::preload as abi;
 
 const WAIT: c_int = 0;
 const WAKE: c_int = 1;
@@ -63,17 +63,8 @@ pub(crate) unsafe fn call(a: [c_long; 6]) -> Option<c_long> {
             }
             WAKE => abi::ufutex_wake(uaddr, MATCH_ANY, at_least_one(val as c_int), U32_PRIVATE),
             WAKE_BITSET => abi::ufutex_wake(uaddr, val3.into(), at_least_one(val as c_int), U32_PRIVATE),
-            REQUEUE => abi::preload_requeue(uaddr, uaddr2, val as c_int, val2),
-            CMP_REQUEUE => {
-                let entry = |val: u32, addr: *mut c_void| UfutexWaitv {
-                    val: val.into(),
-                    uaddr: addr as u64,
-                    flags: U32_PRIVATE,
-                    reserved: 0,
-                };
-                let mut v = [entry(val3, uaddr), entry(0, uaddr2)];
-                abi::ufutex_requeue(v.as_mut_ptr(), 0, val as c_int, val2)
-            }
+            REQUEUE => abi::preload_requeue(uaddr, uaddr2, val as c_int, val2, None),
+            CMP_REQUEUE => abi::preload_requeue(uaddr, uaddr2, val as c_int, val2, Some(val3)),
             WAKE_OP => {
                 abi::ufutex_wake_op(uaddr, uaddr2, at_least_one(val as c_int), at_least_one(val2), val3, U32_PRIVATE)
             }

@@ -265,19 +265,38 @@ unsafe fn wait_shared(
     Ok(0)
 }
 
-/// The legacy `FUTEX_REQUEUE` for the preload library: wake up to `nr_wake` waiters of the
-/// private 32-bit word `uaddr` and move up to `nr_requeue` more to `uaddr2`, comparing nothing
-/// (neither word is read). `EINVAL` for a negative count or a misaligned word, `EFAULT` for a
-/// NULL word or one in the kernel's half.
+/// The legacy `FUTEX_REQUEUE` and `FUTEX_CMP_REQUEUE` for the preload library: wake up to
+/// `nr_wake` waiters of the private 32-bit word `uaddr` and move up to `nr_requeue` more to
+/// `uaddr2`; with `cmp`, only while `uaddr` holds that value (else `EAGAIN`; `EFAULT` if it does
+/// not read), without it neither word is read. `EINVAL` for a negative count or a misaligned
+/// word, `EFAULT` for a NULL word or one in the kernel's half. (The futex2 entry point,
+/// [`ufutex_requeue`], would take the same call through a caller's waitv pair, parsed and
+/// checked entry by entry: work a legacy call, whose words are plain by its op, need not do.)
 #[doc(hidden)]
-pub fn preload_requeue(uaddr: *mut c_void, uaddr2: *mut c_void, nr_wake: c_int, nr_requeue: c_int) -> c_long {
+pub fn preload_requeue(
+    uaddr: *mut c_void,
+    uaddr2: *mut c_void,
+    nr_wake: c_int,
+    nr_requeue: c_int,
+    cmp: Option<u32>,
+) -> c_long {
     entry(|| {
         let f = validate::word_flags(super::abi::UFUTEX_SIZE_U32 | super::abi::UFUTEX_PRIVATE)?;
         let (nr_wake, nr_requeue) = (validate::count(nr_wake)?, validate::count(nr_requeue)?);
         let from = validate::nonnull(validate::address(uaddr as u64, f)?)?;
         let to = validate::nonnull(validate::address(uaddr2 as u64, f)?)?;
         let (k1, k2) = (Key::private(from), Key::private(to));
-        Ok(requeue_keys(default_domain().tables(), k1, k2, None, nr_wake, nr_requeue)? as c_long)
+        let check = match cmp {
+            None => None,
+            Some(val) => {
+                if validate::current(from, f.size)? != u64::from(val) {
+                    return Err(Errno::EAGAIN);
+                }
+                // SAFETY: `from` is aligned and was just read; the caller keeps it mapped.
+                Some((unsafe { loadable(from, f) }, u64::from(val)))
+            }
+        };
+        Ok(requeue_keys(default_domain().tables(), k1, k2, check, nr_wake, nr_requeue)? as c_long)
     })
 }
 
@@ -471,8 +490,7 @@ pub unsafe extern "C" fn ufutex_requeue(
         if flags != 0 || waiters.is_null() {
             return Err(Errno::EINVAL);
         }
-        let parsed = validate::parse_waitv(waiters as usize, 2)?;
-        let ((src, fs), (dst, fd)) = (parsed[0], parsed[1]);
+        let [(src, fs), (dst, fd)] = validate::parse_pair(waiters as usize)?;
         if src.flags != dst.flags {
             return Err(Errno::EINVAL);
         }

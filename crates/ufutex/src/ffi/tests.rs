@@ -230,6 +230,50 @@ fn requeue_rejects_in_the_kernels_order() {
 }
 
 #[test]
+fn the_preloads_legacy_requeue_checks_and_moves() {
+    use super::calls::preload_requeue;
+    let (x, y) = (5u32, 0u32);
+    let (px, py): (*mut libc::c_void, *mut libc::c_void) =
+        (std::ptr::from_ref(&x).cast_mut().cast(), std::ptr::from_ref(&y).cast_mut().cast());
+    let h = hole() as *mut libc::c_void;
+    let odd = px.wrapping_byte_add(2);
+    #[rustfmt::skip]
+    let table: Vec<(&str, *mut libc::c_void, *mut libc::c_void, i32, i32, Option<u32>, i32)> = vec![
+        ("nr_wake < 0",        px, py, -1, 1, Some(5), EINVAL),
+        ("nr_requeue < 0",     px, py, 1, -1, None, EINVAL),
+        ("source misaligned",  odd, py, 1, 1, Some(5), EINVAL),
+        ("source NULL",        null_mut(), py, 1, 1, None, EFAULT),
+        ("target NULL",        px, null_mut(), 1, 1, Some(5), EFAULT),
+        ("source unmapped",    h, py, 1, 1, Some(5), EFAULT),
+        ("mismatch",           px, py, 1, 1, Some(4), EAGAIN),
+    ];
+    for (what, from, to, nw, nq, cmp, errno) in table {
+        assert_eq!(errno_of(preload_requeue(from, to, nw, nq, cmp)), errno, "{what}");
+    }
+    assert_eq!(preload_requeue(h, py, 1, 1, None), 0, "FUTEX_REQUEUE reads neither word");
+    assert_eq!(preload_requeue(px, py, 1, 1, Some(5)), 0, "nobody waits");
+    // A waiter on x, moved to y by the compare-and-requeue, then woken through y.
+    let (x, y) = (std::sync::atomic::AtomicU32::new(5), std::sync::atomic::AtomicU32::new(0));
+    let (px, py): (*mut libc::c_void, *mut libc::c_void) = (x.as_ptr().cast(), y.as_ptr().cast());
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            // SAFETY: `x` outlives the scope; no timeout.
+            unsafe { ufutex_wait(x.as_ptr().cast(), 5, u32::MAX.into(), P32, null(), 0) }
+        });
+        let mut moved = 0;
+        while moved == 0 {
+            moved = preload_requeue(px, py, 0, 1, Some(5));
+            assert!(moved >= 0, "errno {}", errno_of(moved));
+            std::thread::yield_now();
+        }
+        assert_eq!(moved, 1);
+        // SAFETY: `y` is alive; a private wake.
+        assert_eq!(unsafe { ufutex_wake(py, u32::MAX.into(), 1, P32) }, 1);
+        assert_eq!(waiter.join().unwrap(), 0);
+    });
+}
+
+#[test]
 fn wait_and_wake_every_size_through_the_abi() {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;

@@ -194,6 +194,27 @@ pub(crate) fn current(addr: usize, size: Size) -> Result<u64, Errno> {
 pub(crate) fn parse_waitv(ptr: usize, n: usize) -> Result<Vec<(UfutexWaitv, WordFlags)>, Errno> {
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| Errno::ENOMEM)?;
+    parse_each(ptr, n, |e| v.push(e))?;
+    Ok(v)
+}
+
+/// [`parse_waitv`] of the two entries a requeue takes, without allocating.
+pub(crate) fn parse_pair(ptr: usize) -> Result<[(UfutexWaitv, WordFlags); 2], Errno> {
+    let mut pair = [None; 2];
+    let mut i = 0;
+    parse_each(ptr, 2, |e| {
+        pair[i] = Some(e);
+        i += 1;
+    })?;
+    match pair {
+        [Some(src), Some(dst)] => Ok([src, dst]),
+        _ => unreachable!("parse_each hands over every entry or fails"),
+    }
+}
+
+/// The entries of [`parse_waitv`], each handed to `f` in index order once checked.
+#[inline(always)]
+fn parse_each(ptr: usize, n: usize, mut f: impl FnMut((UfutexWaitv, WordFlags))) -> Result<(), Errno> {
     let at = |i: usize| ptr.checked_add(i * size_of::<UfutexWaitv>()).ok_or(Errno::EFAULT);
     if ptr.is_multiple_of(8) && pages_read(ptr, n * size_of::<UfutexWaitv>()) {
         for i in 0..n {
@@ -202,15 +223,15 @@ pub(crate) fn parse_waitv(ptr: usize, n: usize) -> Result<Vec<(UfutexWaitv, Word
             // (the C ABI's contract). Atomic loads: a caller writing the array meanwhile is a
             // race the kernel also tolerates, not undefined behaviour here.
             let e = unsafe { load_entry(at(i)?) };
-            v.push((e, entry(&e)?));
+            f((e, entry(&e)?));
         }
-        return Ok(v);
+        return Ok(());
     }
     for i in 0..n {
         let e = copy_entry(at(i)?)?;
-        v.push((e, entry(&e)?));
+        f((e, entry(&e)?));
     }
-    Ok(v)
+    Ok(())
 }
 
 /// A waitv array of plain entries — private 32-bit words without NUMA or MPOL, the only kind
