@@ -49,8 +49,9 @@ pub(crate) fn read_word(addr: usize, size: Size) -> Result<u64, Fault> {
 pub(crate) fn read_word_at_once(addr: usize, size: Size) -> Option<Result<u64, Fault>> {
     debug_assert_eq!(addr % size.bytes(), 0);
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    if fixup::ready() {
-        return Some(fixup::load(addr, size));
+    match fixup::mode() {
+        fixup::NOT_READY => {}
+        mode => return Some(fixup::load_as(mode, addr, size)),
     }
     None
 }
@@ -226,7 +227,7 @@ mod fixup {
     use crate::word::Size;
     use std::cell::UnsafeCell;
     use std::mem::MaybeUninit;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicU8, Ordering};
     use std::sync::Once;
 
     // Each function's first instruction is its only memory access (a load, or for the
@@ -357,16 +358,23 @@ mod fixup {
     pub(super) fn enabled() -> bool {
         install();
         // Relaxed: written inside `INSTALL.call_once`, whose completion we observed (Acquire).
-        USE_FIXUP.load(Ordering::Relaxed)
+        MODE.load(Ordering::Relaxed) != NOT_READY
     }
 
     /// Whether reads go through the fixup loads, without installing anything: `false` until the
     /// first [`enabled`].
     #[inline(always)]
     pub(super) fn ready() -> bool {
+        mode() != NOT_READY
+    }
+
+    /// How reads go now (`MODE`), without installing anything: [`NOT_READY`] until the first
+    /// [`enabled`] (and always in probe mode).
+    #[inline(always)]
+    pub(super) fn mode() -> u8 {
         // Relaxed: set once, inside the Once, before any read depends on it; a thread that sees
-        // `false` takes the slow way, which calls `enabled` (and so observes the Once).
-        USE_FIXUP.load(Ordering::Relaxed)
+        // NOT_READY takes the slow way, which calls `enabled` (and so observes the Once).
+        MODE.load(Ordering::Relaxed)
     }
 
     /// One of the fixup functions, one per word size.
@@ -377,7 +385,7 @@ mod fixup {
     /// Run the `size` member of `fns` on `addr`: the value read, or `Fault`.
     #[inline]
     fn access(fns: &[Access; 4], addr: usize, size: Size) -> Result<u64, Fault> {
-        debug_assert!(USE_FIXUP.load(Ordering::Relaxed));
+        debug_assert!(ready());
         let f = fns[size.bytes().trailing_zeros() as usize];
         // SAFETY:
         // - each function makes one access to `addr` and nothing else: a load, or an atomic
@@ -410,7 +418,13 @@ mod fixup {
     /// reported at the call, where the handler would not recognise it.
     #[inline(always)]
     pub(super) fn load(addr: usize, size: Size) -> Result<u64, Fault> {
-        debug_assert!(USE_FIXUP.load(Ordering::Relaxed));
+        load_as(MODE.load(Ordering::Relaxed), addr, size)
+    }
+
+    /// [`load`] in `mode`, which the caller read (a fast path reads it once: [`mode`]).
+    #[inline(always)]
+    pub(super) fn load_as(mode: u8, addr: usize, size: Size) -> Result<u64, Fault> {
+        debug_assert!(mode != NOT_READY);
         let (value, faulted): (u64, u64);
         // SAFETY: for both calls,
         // - as in `access`: the function makes one load of `addr` or faults, and the handler
@@ -422,7 +436,7 @@ mod fixup {
         //   a block may push the return address, and the stack is aligned for a call on entry
         //   to it (the reference's guarantee).
         unsafe {
-            if DIRECT.load(Ordering::Relaxed) {
+            if mode == DIRECT {
                 std::arch::asm!(
                     "call {f}",
                     f = sym ufutex_fx_load,
@@ -462,9 +476,13 @@ mod fixup {
     unsafe impl Sync for Saved {}
     static SAVED: Saved = Saved(UnsafeCell::new(MaybeUninit::uninit()));
     static INSTALL: Once = Once::new();
-    static USE_FIXUP: AtomicBool = AtomicBool::new(false);
-    /// Whether [`load`] calls the load functions directly (not under valgrind).
-    static DIRECT: AtomicBool = AtomicBool::new(false);
+    /// How reads go, in one byte so that a fast path asks once: [`NOT_READY`] (not installed
+    /// yet, or every read through the probe syscall), [`DIRECT`] (the fixup loads, called
+    /// directly) or [`INDIRECT`] (the fixup loads, called through a pointer: under valgrind).
+    static MODE: AtomicU8 = AtomicU8::new(NOT_READY);
+    pub(super) const NOT_READY: u8 = 0;
+    const DIRECT: u8 = 1;
+    const INDIRECT: u8 = 2;
     const SIGNALS: [libc::c_int; 2] = [libc::SIGSEGV, libc::SIGBUS];
 
     #[inline]
@@ -504,8 +522,7 @@ mod fixup {
                     libc::sigaction(sig, &sa, std::ptr::null_mut());
                 }
             }
-            DIRECT.store(!under_valgrind(), Ordering::Relaxed);
-            USE_FIXUP.store(true, Ordering::Relaxed);
+            MODE.store(if under_valgrind() { INDIRECT } else { DIRECT }, Ordering::Relaxed);
         });
     }
 
