@@ -39,7 +39,9 @@ impl Woken for WakeList {
     #[inline]
     fn wake_all(self) -> usize {
         let n = self.len();
-        self.unpark_all();
+        if n != 0 {
+            self.unpark_all(); // (a wake that took nobody, common, stays in its caller)
+        }
         n
     }
 }
