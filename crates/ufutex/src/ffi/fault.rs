@@ -4,13 +4,16 @@
 //! a timespec) that is not mapped. We must too, and a mismatching wait must still cost a load,
 //! not a system call. Two ways to read:
 //!
-//! - **x86_64: exception fixup.** Each load is one instruction at a known address inside a tiny
-//!   assembly function (`ufutex_fx_load{8,16,32,64}`). A `SIGSEGV`/`SIGBUS` handler, installed
-//!   once before the first such load, looks at the faulting instruction pointer: if it is one of
-//!   those four loads, it rewrites the saved context to resume at a fixup stub that returns
-//!   "fault" to the caller; otherwise it hands the signal on to whatever handler was there
-//!   before (see `chain`). A successful read is a plain `mov`, which on x86_64 is also a
-//!   sequentially consistent atomic load of an aligned word.
+//! - **x86_64: exception fixup**, as the kernel's own exception table. Each load is one
+//!   instruction at a known address: inline at its caller, listed with its fixup in a table of
+//!   the library (`inline_load!`, section `ufutex_fx_table`); under valgrind, and for the write
+//!   probes, inside a tiny assembly function (`ufutex_fx_load{8,16,32,64}`,
+//!   `ufutex_fx_touch…`). A `SIGSEGV`/`SIGBUS` handler, installed once before the first such
+//!   access, looks at the faulting instruction pointer: if it is one of ours, it rewrites the
+//!   saved context to resume at its fixup, which reports "fault" to the caller; otherwise it
+//!   hands the signal on to whatever handler was there before (see `chain`). A successful read
+//!   is a plain `mov`, which on x86_64 is also a sequentially consistent atomic load of an
+//!   aligned word.
 //! - **elsewhere, or with `UFUTEX_FAULT_PROBE=syscall`: a probe syscall.** `process_vm_readv`
 //!   on our own pid copies the bytes or fails with `EFAULT`; ~2.5 µs a read here (it pins the
 //!   page), so a mismatching wait costs more than the kernel's. x86_64 builds compile it too, and
@@ -234,25 +237,11 @@ mod fixup {
     // `touch` functions an atomic add of 0: a write that changes nothing); a fault there resumes at
     // `ufutex_fx_fixup`, which returns (0, 1). The stack is untouched before the load, so the
     // fixup's `ret` returns to the caller. Symbols are hidden: every copy of the library in a
-    // process has its own.
-    //
-    // `ufutex_fx_load` picks the load of the size code in ESI by direct jumps, leaving the stack
-    // as its caller's call made it (so the fixup's `ret` still returns to that caller).
+    // process has its own. (Natively, loads are inline: `inline_load!`; these functions serve
+    // the write probes, and the loads under valgrind.)
     core::arch::global_asm!(
         ".pushsection .text.ufutex_fx,\"ax\",@progbits",
         ".p2align 4",
-        ".globl ufutex_fx_load",
-        ".hidden ufutex_fx_load",
-        ".type ufutex_fx_load,@function",
-        "ufutex_fx_load:",
-        "cmp esi, 2",
-        "je ufutex_fx_load32",
-        "cmp esi, 3",
-        "je ufutex_fx_load64",
-        "test esi, esi",
-        "je ufutex_fx_load8",
-        "jmp ufutex_fx_load16",
-        ".size ufutex_fx_load, . - ufutex_fx_load",
         ".globl ufutex_fx_load8",
         ".hidden ufutex_fx_load8",
         ".type ufutex_fx_load8,@function",
@@ -321,6 +310,17 @@ mod fixup {
         "xor edx, edx",
         "ret",
         ".size ufutex_fx_touch64, . - ufutex_fx_touch64",
+        // The table of inline loads (`inline_load!`): pairs of 32-bit offsets, each from its own
+        // field, to a load and to its fixup. This first entry names no load (both offsets lead
+        // here, where nothing faults); it makes sure the section, and the `__start_`/`__stop_`
+        // symbols the handler reads, exist in every link. Retained (`R`): only those symbols
+        // refer to the section.
+        ".pushsection ufutex_fx_table,\"aR\",@progbits",
+        ".balign 4",
+        "ufutex_fx_table_base:",
+        ".long ufutex_fx_table_base - .",
+        ".long ufutex_fx_table_base - .",
+        ".popsection",
         ".globl ufutex_fx_fixup",
         ".hidden ufutex_fx_fixup",
         ".type ufutex_fx_fixup,@function",
@@ -332,6 +332,89 @@ mod fixup {
         ".popsection",
     );
 
+    /// An inline fault-safe load: `$load` (one instruction reading `[{a}]` into `{v}`) at a
+    /// local label, with an entry in the table of inline loads (section `ufutex_fx_table`, read
+    /// by [`fixup_of`]): the offsets, each from its own field, to the load and to a fixup in a
+    /// cold section, which zeroes the value, sets the fault flag and jumps back after the load.
+    /// `(value, faulted)`, faulted 0 or 1. `{f}` is written before the load, so it cannot share
+    /// `{a}`'s register; `{v}` may (it is written by the load or, after a fault, by the fixup,
+    /// when `{a}` is no longer needed). Numeric labels 2–4 (0 and 1 read as binary in Intel
+    /// syntax); each copy of the block has its own. Offsets, not addresses: the table needs
+    /// no relocation in a shared library.
+    ///
+    /// # Safety
+    /// The handler is installed, and reading the word at `addr` has no effect but the load.
+    macro_rules! inline_load {
+        ($load:literal, $addr:expr) => {{
+            let (v, f): (u64, u64);
+            std::arch::asm!(
+                "xor {f:e}, {f:e}",
+                concat!("2: ", $load),
+                "3:",
+                ".pushsection ufutex_fx_table,\"aR\",@progbits",
+                ".balign 4",
+                ".long 2b - .",
+                ".long 4f - .",
+                ".popsection",
+                ".pushsection .text.unlikely.ufutex_fx,\"ax\",@progbits",
+                "4:",
+                "xor {v:e}, {v:e}",
+                "mov {f:e}, 1",
+                "jmp 3b",
+                ".popsection",
+                a = in(reg) $addr,
+                v = lateout(reg) v,
+                f = out(reg) f,
+                options(nostack, readonly),
+            );
+            (v, f)
+        }};
+    }
+
+    /// [`inline_load!`] of a word of 8, 16 or 64 bits (size code `$code`: 0, 1 or 3), the load
+    /// picked by compares inside the block; each of the three loads has its table entry.
+    ///
+    /// # Safety
+    /// As [`inline_load!`].
+    macro_rules! inline_load_other {
+        ($addr:expr, $code:expr) => {{
+            let (v, f): (u64, u64);
+            std::arch::asm!(
+                "xor {f:e}, {f:e}",
+                "cmp {c:e}, 1",
+                "jb 2f",
+                "je 5f",
+                "6: mov {v}, qword ptr [{a}]",
+                "jmp 3f",
+                "5: movzx {v:e}, word ptr [{a}]",
+                "jmp 3f",
+                "2: movzx {v:e}, byte ptr [{a}]",
+                "3:",
+                ".pushsection ufutex_fx_table,\"aR\",@progbits",
+                ".balign 4",
+                ".long 2b - .",
+                ".long 4f - .",
+                ".long 5b - .",
+                ".long 4f - .",
+                ".long 6b - .",
+                ".long 4f - .",
+                ".popsection",
+                ".pushsection .text.unlikely.ufutex_fx,\"ax\",@progbits",
+                "4:",
+                "xor {v:e}, {v:e}",
+                "mov {f:e}, 1",
+                "jmp 3b",
+                ".popsection",
+                a = in(reg) $addr,
+                c = in(reg) $code,
+                v = lateout(reg) v,
+                f = out(reg) f,
+                options(nostack, readonly),
+            );
+            (v, f)
+        }};
+    }
+
     /// What the assembly returns, in RAX:RDX (SysV: a 16-byte struct of two integers).
     #[repr(C)]
     struct Loaded {
@@ -340,7 +423,6 @@ mod fixup {
     }
 
     unsafe extern "C" {
-        fn ufutex_fx_load(addr: usize, size_code: u32) -> Loaded;
         fn ufutex_fx_load8(addr: usize) -> Loaded;
         fn ufutex_fx_load16(addr: usize) -> Loaded;
         fn ufutex_fx_load32(addr: usize) -> Loaded;
@@ -406,16 +488,15 @@ mod fixup {
 
     /// One fixup load. Call only after [`enabled`] or [`ready`] returned `true`.
     ///
-    /// Called from inline assembly that names the only registers the load functions change
-    /// (RAX, RDX, the flags), not as a Rust call: a call would make the compiler keep every
-    /// live value of the caller in callee-saved registers around it, and the C ABI's fast
-    /// paths, which end here, would pay those saves and restores on each call. A direct call,
-    /// to `ufutex_fx_load`, which picks the size by direct jumps: an indirect branch cost 3 ns
-    /// more per call on these machines (a failing wait: 3.1 → 6.5 ns).
+    /// Natively the load is inline, at the caller (`inline_load!`), with an entry in the table
+    /// of inline loads that the handler looks the faulting instruction up in: no call (a call
+    /// cost the C ABI's failing wait ~1 ns of its ~4.6: the call and return, and the size
+    /// picked in the callee).
     ///
-    /// Under valgrind the call is indirect, straight to the size's function: valgrind
-    /// translates a direct call and its target as one block, and a fault in the target is then
-    /// reported at the call, where the handler would not recognise it.
+    /// Under valgrind the load is a call, straight to the size's function, through a register:
+    /// valgrind translates a direct call and its target as one block, and a fault in the target
+    /// is then reported at the call, where the handler would not recognise it. The call names
+    /// the only registers the load functions change (RAX, RDX, the flags).
     #[inline(always)]
     pub(super) fn load(addr: usize, size: Size) -> Result<u64, Fault> {
         load_as(MODE.load(Ordering::Relaxed), addr, size)
@@ -426,25 +507,27 @@ mod fixup {
     pub(super) fn load_as(mode: u8, addr: usize, size: Size) -> Result<u64, Fault> {
         debug_assert!(mode != NOT_READY);
         let (value, faulted): (u64, u64);
-        // SAFETY: for both calls,
-        // - as in `access`: the function makes one load of `addr` or faults, and the handler
-        //   (installed: `enabled` or `ready` returned true) turns the fault into a return through
-        //   `ufutex_fx_fixup` with `faulted = 1`;
-        // - `ufutex_fx_load`, the load functions and `ufutex_fx_fixup` (above) write only RAX,
-        //   RDX and the flags, and read only RDI and ESI: those are the blocks' operands (flags
-        //   are clobbered unless `preserves_flags` is given, and it is not); without `nostack`
-        //   a block may push the return address, and the stack is aligned for a call on entry
-        //   to it (the reference's guarantee).
+        // SAFETY:
+        // - the handler is installed (`enabled` or `ready` returned true: the mode is not
+        //   NOT_READY), so a fault of the load resumes at its fixup, with `faulted = 1`;
+        // - inline (`inline_load!`, see there): one load of `addr` at the word's size, which
+        //   reads memory the caller passed as a futex word, as the kernel would read it;
+        // - the call (under valgrind): as in `access`, the function makes one load of `addr` or
+        //   faults and returns through `ufutex_fx_fixup`; the load functions and the fixup write
+        //   only RAX, RDX and the flags and read only RDI, the block's operands (flags are
+        //   clobbered unless `preserves_flags` is given, and it is not); without `nostack` a
+        //   block may push the return address, and the stack is aligned for a call on entry to
+        //   it (the reference's guarantee).
         unsafe {
             if mode == DIRECT {
-                std::arch::asm!(
-                    "call {f}",
-                    f = sym ufutex_fx_load,
-                    in("rdi") addr,
-                    in("esi") size as u32,
-                    lateout("rax") value,
-                    lateout("rdx") faulted,
-                );
+                // 32 bits, the common size, on its own; the others picked inside one block. (A
+                // `match` of four blocks became a jump table, whose indirect jump cost as much
+                // as the call this replaces.)
+                (value, faulted) = if size == Size::U32 {
+                    inline_load!("mov {v:e}, dword ptr [{a}]", addr)
+                } else {
+                    inline_load_other!(addr, size as u32)
+                };
             } else {
                 std::arch::asm!(
                     "call {f}",
@@ -552,6 +635,31 @@ mod fixup {
         LOADS.iter().chain(&TOUCHES).any(|&f| f as *const () as usize == ip)
     }
 
+    unsafe extern "C" {
+        // The bounds of the table of inline loads (`inline_load!`), which the linker defines
+        // for a section named like a C identifier; never written.
+        static __start_ufutex_fx_table: [i32; 0];
+        static __stop_ufutex_fx_table: [i32; 0];
+    }
+
+    /// The fixup of the inline load at `ip`, if there is one (a walk of the table of inline
+    /// loads: a fault in ours is rare, and the handler may take its time).
+    fn fixup_of(ip: usize) -> Option<usize> {
+        // (Only the addresses of the linker's symbols are taken.)
+        let (start, stop) = (&raw const __start_ufutex_fx_table as usize, &raw const __stop_ufutex_fx_table as usize);
+        let mut at = start;
+        while at + 8 <= stop {
+            // SAFETY: `at` and `at + 4` are 4-aligned fields of an entry of the table, which lies
+            // between the two symbols, in this library's read-only data, never written.
+            let (load, fixup) = unsafe { (*(at as *const i32), *((at + 4) as *const i32)) };
+            if at.wrapping_add_signed(load as isize) == ip {
+                return Some((at + 4).wrapping_add_signed(fixup as isize));
+            }
+            at += 8;
+        }
+        None
+    }
+
     extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
         let uc = ctx.cast::<libc::ucontext_t>();
         // SAFETY:
@@ -561,6 +669,10 @@ mod fixup {
             let rip = &mut (*uc).uc_mcontext.gregs[libc::REG_RIP as usize];
             if is_probe_access(*rip as usize) {
                 *rip = ufutex_fx_fixup as *const () as usize as i64;
+                return;
+            }
+            if let Some(fixup) = fixup_of(*rip as usize) {
+                *rip = fixup as i64;
                 return;
             }
         }
@@ -663,6 +775,15 @@ mod tests {
                 assert_eq!(read(hole, size), Err(Fault));
                 assert_eq!(read(usize::MAX - 7, size), Err(Fault));
             }
+        }
+        // The fast paths' reads (inline loads, each with its own table entry; none at once
+        // when every read takes the probe syscall).
+        let at_once = std::env::var_os(PROBE_ENV).is_none_or(|v| v != "syscall");
+        for (size, want) in
+            [(Size::U8, 0x88), (Size::U16, 0x7788), (Size::U32, 0x5566_7788), (Size::U64, 0x1122_3344_5566_7788)]
+        {
+            let (good, bad) = (read_word_at_once(page, size), read_word_at_once(hole, size));
+            assert_eq!((good, bad), if at_once { (Some(Ok(want)), Some(Err(Fault))) } else { (None, None) });
         }
         assert_eq!(read_u64(page + 1), Ok(0x0011_2233_4455_6677));
         assert_eq!(read_u64(hole - 4), Err(Fault)); // straddles into the hole
