@@ -38,6 +38,17 @@ pub(crate) struct Fault;
 #[inline]
 pub(crate) fn read_word(addr: usize, size: Size) -> Result<u64, Fault> {
     debug_assert_eq!(addr % size.bytes(), 0);
+    match read_word_at_once(addr, size) {
+        Some(r) => r,
+        None => read_word_first(addr, size),
+    }
+}
+
+/// [`read_word`] when reads are not ready (the first read of the process installs the fault
+/// handler) or go through the probe syscall.
+#[cold]
+#[inline(never)]
+fn read_word_first(addr: usize, size: Size) -> Result<u64, Fault> {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     if fixup::enabled() {
         return fixup::load(addr, size);
