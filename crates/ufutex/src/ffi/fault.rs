@@ -343,6 +343,22 @@ mod fixup {
         ".popsection",
     );
 
+    /// The part of an inline load's block after its loads: the fixup at label 4, in a cold
+    /// section, which zeroes the value, sets the fault flag and jumps back to label 3, after
+    /// the loads. (One string, so that both blocks below use it.)
+    macro_rules! fixup_at_4 {
+        () => {
+            concat!(
+                ".pushsection .text.unlikely.ufutex_fx,\"ax\",@progbits\n",
+                "4:\n",
+                "xor {v:e}, {v:e}\n",
+                "mov {f:e}, 1\n",
+                "jmp 3b\n",
+                ".popsection",
+            )
+        };
+    }
+
     /// An inline fault-safe load: `$load` (one instruction reading `[{a}]` into `{v}`) at a
     /// local label, with an entry in the table of inline loads (section `ufutex_fx_table`, read
     /// by [`fixup_of`]): the offsets, each from its own field, to the load and to a fixup in a
@@ -367,12 +383,7 @@ mod fixup {
                 ".long 2b - .",
                 ".long 4f - .",
                 ".popsection",
-                ".pushsection .text.unlikely.ufutex_fx,\"ax\",@progbits",
-                "4:",
-                "xor {v:e}, {v:e}",
-                "mov {f:e}, 1",
-                "jmp 3b",
-                ".popsection",
+                fixup_at_4!(),
                 a = in(reg) $addr,
                 v = lateout(reg) v,
                 f = out(reg) f,
@@ -410,12 +421,7 @@ mod fixup {
                 ".long 6b - .",
                 ".long 4f - .",
                 ".popsection",
-                ".pushsection .text.unlikely.ufutex_fx,\"ax\",@progbits",
-                "4:",
-                "xor {v:e}, {v:e}",
-                "mov {f:e}, 1",
-                "jmp 3b",
-                ".popsection",
+                fixup_at_4!(),
                 a = in(reg) $addr,
                 c = in(reg) $code,
                 v = lateout(reg) v,
