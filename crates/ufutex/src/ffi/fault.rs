@@ -322,10 +322,10 @@ mod fixup {
         "ret",
         ".size ufutex_fx_touch64, . - ufutex_fx_touch64",
         // The table of inline loads (`inline_load!`): pairs of 32-bit offsets, each from its own
-        // field, to a load and to its fixup. This first entry names no load (both offsets lead
-        // here, where nothing faults); it makes sure the section, and the `__start_`/`__stop_`
-        // symbols the handler reads, exist in every link. Retained (`R`): only those symbols
-        // refer to the section.
+        // field, to a load and to its fixup. The entry here names no load (both offsets lead
+        // into the table, where no instruction runs); it makes sure the section, and the
+        // `__start_`/`__stop_` symbols the handler reads, exist in every link. Retained (`R`):
+        // only those symbols refer to the section.
         ".pushsection ufutex_fx_table,\"aR\",@progbits",
         ".balign 4",
         "ufutex_fx_table_base:",
