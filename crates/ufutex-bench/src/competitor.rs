@@ -284,8 +284,7 @@ impl UfutexC {
 
     /// "Every bit" at `W`'s size (the C ABI, like the kernel, refuses a mask wider than the word).
     fn mask<W>(mask: u64) -> c_ulong {
-        let bits = 8 * std::mem::size_of::<W>() as u32;
-        let all = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        let all = u64::MAX >> (64 - 8 * std::mem::size_of::<W>());
         (if mask == ANY { all } else { mask }) as c_ulong
     }
 
@@ -327,9 +326,8 @@ impl Competitor for UfutexC {
     fn wake<W: Word>(&self, w: &W, n: usize, mask: u64) -> usize {
         let f: CWake = black_box(ufutex::preload::ufutex_wake);
         let at = std::ptr::from_ref(w).cast_mut().cast();
-        let n = c_int::try_from(n).unwrap_or(c_int::MAX);
         // SAFETY: as in `wait`; a private wake never reads the word.
-        usize::try_from(unsafe { f(at, Self::mask::<W>(mask), n, Self::flags::<W>()) }).unwrap_or(0)
+        usize::try_from(unsafe { f(at, Self::mask::<W>(mask), sys::c_count(n), Self::flags::<W>()) }).unwrap_or(0)
     }
     fn prepare_waitv<'a>(&'a self, entries: &[(&'a AtomicU32, u32)]) -> Self::Waitv<'a> {
         entries.iter().map(|&(w, v)| Self::entry(w, v)).collect()
@@ -355,10 +353,8 @@ impl Competitor for UfutexC {
     ) -> Result<usize, Wait> {
         let f: CRequeue = black_box(ufutex::preload::ufutex_requeue);
         let mut pair = [Self::entry(from, expected), Self::entry(to, 0)];
-        let (w, r) =
-            (c_int::try_from(nr_wake).unwrap_or(c_int::MAX), c_int::try_from(nr_requeue).unwrap_or(c_int::MAX));
         // SAFETY: `pair` is two entries naming live words, as `ufutex_requeue` reads them.
-        match unsafe { f(pair.as_mut_ptr(), 0, w, r) } {
+        match unsafe { f(pair.as_mut_ptr(), 0, sys::c_count(nr_wake), sys::c_count(nr_requeue)) } {
             n @ 0.. => Ok(n as usize),
             _ => Err(c_failure()),
         }

@@ -43,6 +43,12 @@ impl FutexWaitv {
     }
 }
 
+/// A count for a futex call's `int` argument: `n`, or `INT_MAX` above it (every count wakes or
+/// moves at most all waiters, as `usize::MAX` means here).
+pub fn c_count(n: usize) -> libc::c_int {
+    n.min(i32::MAX as usize) as libc::c_int
+}
+
 fn ret(r: libc::c_long) -> io::Result<usize> {
     if r < 0 {
         Err(io::Error::last_os_error())
@@ -79,7 +85,7 @@ pub fn futex2_wake(word: &AtomicU32, nr: usize, mask: u64, flags: u32) -> io::Re
 
 /// futex2 `futex_wake` with explicit flags (used to probe which sizes the kernel accepts).
 pub fn futex2_wake_flags(addr: *const u8, nr: usize, mask: u64, flags: u32) -> io::Result<usize> {
-    let nr = nr.min(i32::MAX as usize) as libc::c_int;
+    let nr = c_count(nr);
     // SAFETY:
     // - callers pass the address of a live word; futex_wake only hashes it and checks alignment,
     //   it never writes user memory.
@@ -116,11 +122,10 @@ pub fn futex2_requeue(
     flags: u32,
 ) -> io::Result<usize> {
     let pair = [FutexWaitv::new(from, val, flags), FutexWaitv::new(to, 0, flags)];
-    let clamp = |n: usize| n.min(i32::MAX as usize) as libc::c_int;
     // SAFETY:
     // - `pair` is two valid `futex_waitv` structs for live 32-bit words; flags argument is 0.
     ret(unsafe {
-        libc::syscall(SYS_FUTEX_REQUEUE, pair.as_ptr(), 0 as libc::c_uint, clamp(nr_wake), clamp(nr_requeue))
+        libc::syscall(SYS_FUTEX_REQUEUE, pair.as_ptr(), 0 as libc::c_uint, c_count(nr_wake), c_count(nr_requeue))
     })
 }
 
@@ -143,7 +148,7 @@ pub fn legacy_wait(word: &AtomicU32, val: u32) -> io::Result<usize> {
 /// Legacy `FUTEX_WAKE_PRIVATE`.
 #[inline]
 pub fn legacy_wake(word: &AtomicU32, nr: usize) -> io::Result<usize> {
-    let nr = nr.min(i32::MAX as usize) as libc::c_int;
+    let nr = c_count(nr);
     // SAFETY:
     // - `word` is a live aligned 32-bit atomic; FUTEX_WAKE never writes user memory.
     ret(unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, nr) })
