@@ -42,6 +42,21 @@ unsafe fn loadable(addr: usize, f: WordFlags) -> WordRef {
     unsafe { WordRef::from_raw(addr, f.size) }
 }
 
+/// A word the call goes on with only while it holds `val` (a wait, a compare-and-requeue), read
+/// now: `EFAULT` if it does not read, `EAGAIN` unless it holds `val` (no queueing, no system
+/// call); else the word, which the operation compares again where it must.
+///
+/// # Safety
+/// - `addr` is aligned to the size; the caller of the C function keeps it mapped until the call
+///   returns (this module's contract).
+unsafe fn holding(addr: usize, f: WordFlags, val: u64) -> Result<WordRef, Errno> {
+    if validate::current(addr, f.size)? != val {
+        return Err(Errno::EAGAIN);
+    }
+    // SAFETY: `addr` is aligned and was just read; the caller keeps it mapped.
+    Ok(unsafe { loadable(addr, f) })
+}
+
 /// A word the core only uses by address (NUMA resolution): never loaded.
 ///
 /// # Safety
@@ -229,12 +244,9 @@ unsafe fn wait_with(
         // A NUMA/MPOL word's node is resolved before the value is compared, as the kernel
         // does; a plain word's key cannot fail, and is made only if the wait goes on.
         let node_key = if f.numa || f.mpol { Some(numa_key_of(addr, f, Purpose::Queue)?) } else { None };
-        if validate::current(addr, f.size)? != ulong(val) {
-            return Err(Errno::EAGAIN); // no queueing, no syscall
-        }
+        // SAFETY: `addr` is aligned; the caller keeps it mapped (the C ABI's contract).
+        let word = unsafe { holding(addr, f, ulong(val)) }?;
         let key = node_key.unwrap_or(Key::private(addr));
-        // SAFETY: `addr` is aligned and was just read; the caller keeps it mapped.
-        let word = unsafe { loadable(addr, f) };
         wait_key(default_domain().tables(), word, key, ulong(val), mask, timeout, wakers, Pays::Waiter)?;
         Ok(0)
     })
@@ -256,11 +268,8 @@ unsafe fn wait_shared(
     if f.numa || f.mpol {
         numa_key_of(addr, f, Purpose::Wake)?;
     }
-    if validate::current(addr, f.size)? != val {
-        return Err(Errno::EAGAIN); // no queueing, no syscall
-    }
-    // SAFETY: `addr` is aligned and was just read; the caller keeps it mapped.
-    let word = unsafe { loadable(addr, f) };
+    // SAFETY: `addr` is aligned; the caller keeps it mapped (this function's contract).
+    let word = unsafe { holding(addr, f, val) }?;
     shared::wait_word(word, val, mask, timeout.as_ref())?;
     Ok(0)
 }
@@ -288,13 +297,8 @@ pub fn preload_requeue(
         let (k1, k2) = (Key::private(from), Key::private(to));
         let check = match cmp {
             None => None,
-            Some(val) => {
-                if validate::current(from, f.size)? != u64::from(val) {
-                    return Err(Errno::EAGAIN);
-                }
-                // SAFETY: `from` is aligned and was just read; the caller keeps it mapped.
-                Some((unsafe { loadable(from, f) }, u64::from(val)))
-            }
+            // SAFETY: `from` is aligned; the caller keeps it mapped (the C ABI's contract).
+            Some(val) => Some((unsafe { holding(from, f, val.into()) }?, val.into())),
         };
         Ok(requeue_keys(default_domain().tables(), k1, k2, check, nr_wake, nr_requeue)? as c_long)
     })
@@ -509,11 +513,8 @@ pub unsafe extern "C" fn ufutex_requeue(
             return unsafe { requeue_shared((from, fs, src.val), (to, fd), nr_wake, nr_requeue) };
         }
         let (k1, k2) = (key_of(from, fs, Purpose::Queue)?, key_of(to, fd, Purpose::Queue)?);
-        if validate::current(from, fs.size)? != src.val {
-            return Err(Errno::EAGAIN);
-        }
-        // SAFETY: `from` is aligned and was just read; the caller keeps it mapped.
-        let from = unsafe { loadable(from, fs) };
+        // SAFETY: `from` is aligned; the caller keeps it mapped (the C ABI's contract).
+        let from = unsafe { holding(from, fs, src.val) }?;
         Ok(requeue_keys(default_domain().tables(), k1, k2, Some((from, src.val)), nr_wake, nr_requeue)? as c_long)
     })
 }
@@ -533,11 +534,8 @@ unsafe fn requeue_shared(
         numa_key_of(from, fs, Purpose::Wake)?;
         numa_key_of(to, fd, Purpose::Wake)?;
     }
-    if validate::current(from, fs.size)? != val {
-        return Err(Errno::EAGAIN);
-    }
-    // SAFETY: `from` is aligned and was just read; the caller keeps it mapped.
-    let from = unsafe { loadable(from, fs) };
+    // SAFETY: `from` is aligned; the caller keeps it mapped (this function's contract).
+    let from = unsafe { holding(from, fs, val) }?;
     // SAFETY: `to` is aligned; the shared table uses its address only, and the kernel mode hands
     // it to the kernel, which reads it safely.
     let to = unsafe { address_only(to, fd) };
