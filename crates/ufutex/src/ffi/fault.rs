@@ -6,14 +6,14 @@
 //!
 //! - **x86_64: exception fixup**, as the kernel's own exception table. Each load is one
 //!   instruction at a known address: inline at its caller, listed with its fixup in a table of
-//!   the library (`inline_load!`, section `ufutex_fx_table`); under valgrind, and for the write
-//!   probes, inside a tiny assembly function (`ufutex_fx_load{8,16,32,64}`,
-//!   `ufutex_fx_touch…`). A `SIGSEGV`/`SIGBUS` handler, installed once before the first such
-//!   access, looks at the faulting instruction pointer: if it is one of ours, it rewrites the
-//!   saved context to resume at its fixup, which reports "fault" to the caller; otherwise it
-//!   hands the signal on to whatever handler was there before (see `chain`). A successful read
-//!   is a plain `mov`, which on x86_64 is also a sequentially consistent atomic load of an
-//!   aligned word.
+//!   the library (`inline_load_u32!`, `inline_load_other!`; section `ufutex_fx_table`); under
+//!   valgrind, and for the write probes, inside a tiny assembly function
+//!   (`ufutex_fx_load{8,16,32,64}`, `ufutex_fx_touch…`). A `SIGSEGV`/`SIGBUS` handler, installed
+//!   once before the first such access, looks at the faulting instruction pointer: if it is one
+//!   of ours, it rewrites the saved context to resume at its fixup, which reports "fault" to the
+//!   caller; otherwise it hands the signal on to whatever handler was there before (see
+//!   `chain`). A successful read is a plain `mov`, which on x86_64 is also a sequentially
+//!   consistent atomic load of an aligned word.
 //! - **elsewhere, or with `UFUTEX_FAULT_PROBE=syscall`: a probe syscall.** `process_vm_readv`
 //!   on our own pid copies the bytes or fails with `EFAULT`; ~2.5 µs a read here (it pins the
 //!   page), so a mismatching wait costs more than the kernel's. x86_64 builds compile it too, and
@@ -248,8 +248,8 @@ mod fixup {
     // `touch` functions an atomic add of 0: a write that changes nothing); a fault there resumes at
     // `ufutex_fx_fixup`, which returns (0, 1). The stack is untouched before the load, so the
     // fixup's `ret` returns to the caller. Symbols are hidden: every copy of the library in a
-    // process has its own. (Natively, loads are inline: `inline_load!`; these functions serve
-    // the write probes, and the loads under valgrind.)
+    // process has its own. (Natively, loads are inline: `inline_load_u32!`, `inline_load_other!`;
+    // these functions serve the write probes, and the loads under valgrind.)
     core::arch::global_asm!(
         ".pushsection .text.ufutex_fx,\"ax\",@progbits",
         ".p2align 4",
@@ -321,11 +321,11 @@ mod fixup {
         "xor edx, edx",
         "ret",
         ".size ufutex_fx_touch64, . - ufutex_fx_touch64",
-        // The table of inline loads (`inline_load!`): pairs of 32-bit offsets, each from its own
-        // field, to a load and to its fixup. The entry here names no load (both offsets lead
-        // into the table, where no instruction runs); it makes sure the section, and the
-        // `__start_`/`__stop_` symbols the handler reads, exist in every link. Retained (`R`):
-        // only those symbols refer to the section.
+        // The table of inline loads (`inline_load_u32!`, `inline_load_other!`): pairs of 32-bit
+        // offsets, each from its own field, to a load and to its fixup. The entry here names no
+        // load (both offsets lead into the table, where no instruction runs); it makes sure the
+        // section, and the `__start_`/`__stop_` symbols the handler reads, exist in every link.
+        // Retained (`R`): only those symbols refer to the section.
         ".pushsection ufutex_fx_table,\"aR\",@progbits",
         ".balign 4",
         "ufutex_fx_table_base:",
@@ -359,24 +359,23 @@ mod fixup {
         };
     }
 
-    /// An inline fault-safe load: `$load` (one instruction reading `[{a}]` into `{v}`) at a
-    /// local label, with an entry in the table of inline loads (section `ufutex_fx_table`, read
-    /// by [`fixup_of`]): the offsets, each from its own field, to the load and to a fixup in a
-    /// cold section, which zeroes the value, sets the fault flag and jumps back after the load.
+    /// An inline fault-safe load of the 32-bit word at `$addr`: the load at a local label, with
+    /// an entry in the table of inline loads (section `ufutex_fx_table`, read by [`fixup_of`]):
+    /// the offsets, each from its own field, to the load and to its fixup (`fixup_at_4!`).
     /// `(value, faulted)`, faulted 0 or 1. `{f}` is written before the load, so it cannot share
     /// `{a}`'s register; `{v}` may (it is written by the load or, after a fault, by the fixup,
-    /// when `{a}` is no longer needed). Numeric labels 2–4 (0 and 1 read as binary in Intel
-    /// syntax); each copy of the block has its own. Offsets, not addresses: the table needs
-    /// no relocation in a shared library.
+    /// when `{a}` is no longer needed). Numeric labels from 2 (0 and 1 read as binary in Intel
+    /// syntax); each copy of the block has its own. Offsets, not addresses: the table needs no
+    /// relocation in a shared library.
     ///
     /// # Safety
     /// The handler is installed, and reading the word at `addr` has no effect but the load.
-    macro_rules! inline_load {
-        ($load:literal, $addr:expr) => {{
+    macro_rules! inline_load_u32 {
+        ($addr:expr) => {{
             let (v, f): (u64, u64);
             std::arch::asm!(
                 "xor {f:e}, {f:e}",
-                concat!("2: ", $load),
+                "2: mov {v:e}, dword ptr [{a}]",
                 "3:",
                 ".pushsection ufutex_fx_table,\"aR\",@progbits",
                 ".balign 4",
@@ -393,11 +392,11 @@ mod fixup {
         }};
     }
 
-    /// [`inline_load!`] of a word of 8, 16 or 64 bits (size code `$code`: 0, 1 or 3), the load
+    /// [`inline_load_u32!`] of a word of 8, 16 or 64 bits (size code `$code`: 0, 1 or 3), the load
     /// picked by compares inside the block; each of the three loads has its table entry.
     ///
     /// # Safety
-    /// As [`inline_load!`].
+    /// As [`inline_load_u32!`].
     macro_rules! inline_load_other {
         ($addr:expr, $code:expr) => {{
             let (v, f): (u64, u64);
@@ -505,10 +504,10 @@ mod fixup {
 
     /// One fixup load. Call only after [`enabled`] or [`ready`] returned `true`.
     ///
-    /// Natively the load is inline, at the caller (`inline_load!`), with an entry in the table
-    /// of inline loads that the handler looks the faulting instruction up in: no call (a call
-    /// cost the C ABI's failing wait ~1 ns of its ~4.6: the call and return, and the size
-    /// picked in the callee).
+    /// Natively the load is inline, at the caller (`inline_load_u32!`, `inline_load_other!`), with
+    /// an entry in the table of inline loads that the handler looks the faulting instruction up
+    /// in: no call (a call cost the C ABI's failing wait ~1 ns of its ~4.6: the call and return,
+    /// and the size picked in the callee).
     ///
     /// Under valgrind the load is a call, straight to the size's function, through a register:
     /// valgrind translates a direct call and its target as one block, and a fault in the target
@@ -527,8 +526,9 @@ mod fixup {
         // SAFETY:
         // - the handler is installed (`enabled` or `ready` returned true: the mode is not
         //   NOT_READY), so a fault of the load resumes at its fixup, with `faulted = 1`;
-        // - inline (`inline_load!`, see there): one load of `addr` at the word's size, which
-        //   reads memory the caller passed as a futex word, as the kernel would read it;
+        // - inline (`inline_load_u32!`, `inline_load_other!`, see there): one load of `addr` at
+        //   the word's size, which reads memory the caller passed as a futex word, as the kernel
+        //   would read it;
         // - the call (under valgrind): as in `access`, the function makes one load of `addr` or
         //   faults and returns through `ufutex_fx_fixup`; the load functions and the fixup write
         //   only RAX, RDX and the flags and read only RDI, the block's operands (flags are
@@ -540,11 +540,8 @@ mod fixup {
                 // 32 bits, the common size, on its own; the others picked inside one block. (A
                 // `match` of four blocks became a jump table, whose indirect jump cost as much
                 // as the call this replaces.)
-                (value, faulted) = if size == Size::U32 {
-                    inline_load!("mov {v:e}, dword ptr [{a}]", addr)
-                } else {
-                    inline_load_other!(addr, size as u32)
-                };
+                (value, faulted) =
+                    if size == Size::U32 { inline_load_u32!(addr) } else { inline_load_other!(addr, size as u32) };
             } else {
                 std::arch::asm!(
                     "call {f}",
@@ -653,8 +650,8 @@ mod fixup {
     }
 
     unsafe extern "C" {
-        // The bounds of the table of inline loads (`inline_load!`), which the linker defines
-        // for a section named like a C identifier; never written.
+        // The bounds of the table of inline loads (`inline_load_u32!`, `inline_load_other!`),
+        // which the linker defines for a section named like a C identifier; never written.
         static __start_ufutex_fx_table: [i32; 0];
         static __stop_ufutex_fx_table: [i32; 0];
     }
