@@ -337,13 +337,14 @@ impl<H> WakeList<H> {
     /// Unpark every node, oldest first. Call with no bucket lock held.
     ///
     /// The kernel wakes are batched into one ring of the first node's home bell when at least
-    /// two nodes share that home and no other node of that home is still queued anywhere
-    /// (`Bell::homed`): then every thread asleep on that bell is one we wake (`parker::Bell`).
-    /// Everyone else gets a wake of their own.
+    /// two nodes were taken and no more nodes of that home are still queued anywhere than were
+    /// taken (`Bell::worth_ringing`): the ring wakes every thread asleep on that bell, and those
+    /// we did not take sleep again (`parker::Bell`). Nodes of another home get a wake of their
+    /// own.
     pub(crate) fn unpark_all(mut self) {
         // SAFETY: the home is the bell of a bucket of the domain, which outlives this call.
         let home = unsafe { self.home.as_ref() };
-        let bell = home.filter(|b| self.len >= 2 && b.homed() == 0);
+        let bell = home.filter(|b| b.worth_ringing(self.len));
         let mut batch = WakeBatch::new(bell);
         let mut cur = std::mem::replace(&mut self.head, ptr::null());
         while !cur.is_null() {

@@ -200,3 +200,42 @@ fn wakes_from_many_threads_each_count_distinct_waiters() {
         }
     });
 }
+
+#[test]
+fn a_partial_wake_that_rings_the_bell_returns_only_the_waiters_it_took() {
+    watchdog();
+    // Eight sleepers of one word share its bucket's bell. A wake of 4 leaves 4 queued, so it
+    // rings: all eight are woken in the kernel, and the four it did not take must go back to
+    // sleep, still queued, until later wakes take them (3 of them, then the last).
+    let d = fixed(2);
+    let w = AtomicU32::new(0);
+    let returned = AtomicU32::new(0);
+    std::thread::scope(|s| {
+        let ts: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(|| {
+                    let r = d.wait(&w, 0, None);
+                    returned.fetch_add(1, Ordering::SeqCst);
+                    r
+                })
+            })
+            .collect();
+        await_queued(&d, 8);
+        // Let them get past their spin into the kernel (no assertion depends on it).
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut woken = 0;
+        for (n, left) in [(4, 4), (3, 1), (1, 0)] {
+            assert_eq!(d.wake(&w, n), n);
+            woken += n as u32;
+            await_until("the woken waiters return", || returned.load(Ordering::SeqCst) == woken);
+            assert_eq!(d.queued_waiters(), left, "the waiters not taken are still queued");
+            // Room for a waiter that was rung but not taken to return by mistake.
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            assert_eq!(returned.load(Ordering::SeqCst), woken, "only the waiters taken returned");
+        }
+        for t in ts {
+            assert_eq!(t.join().unwrap(), Ok(()));
+        }
+    });
+    assert_eq!(d.queued_waiters(), 0);
+}

@@ -19,9 +19,9 @@
 //! wakes the right thread: the thread set BELLED for this bell (its node's home bucket) in the
 //! same CAS as SLEEPING, and the waker sees both bits in the value its increment replaced. A
 //! ring also wakes other threads asleep on the same bell; each finds its own count short and
-//! sleeps again, so a waker rings only when the nodes it took were the last queued ones whose
-//! home is that bucket (`Bell::homed`, `queue.rs`), and otherwise wakes each thread on its own
-//! word.
+//! sleeps again, so a waker rings only when the nodes it took are at least as many as the
+//! queued ones left whose home is that bucket (`Bell::worth_ringing`, `queue.rs`), and otherwise
+//! wakes each thread on its own word.
 
 use super::futex::{self, KernelWait};
 use super::{Bell, Park, ParkTimeout, Watch};

@@ -119,7 +119,8 @@ pub(crate) struct Bell {
     /// Nodes first queued in this bucket (their *home*) that are still queued, wherever a
     /// requeue or resize has moved them since: the threads that may be asleep on this bell.
     /// A hint, never relied on for correctness (a std atomic even under loom, which therefore
-    /// does not explore it): a waker rings only when its own nodes were the last ones.
+    /// does not explore it): a waker rings only when its own nodes are at least as many as the
+    /// ones left.
     homed: std::sync::atomic::AtomicU32,
 }
 
@@ -147,6 +148,17 @@ impl Bell {
     pub(crate) fn homed(&self) -> u32 {
         // Relaxed: a hint (see the field).
         self.homed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether a waker that took `taken` nodes of this home should ring: at least two, and no
+    /// more nodes of the home left queued than it took. A ring wakes every thread asleep on
+    /// the bell; those still queued find their count short and sleep again. So a ring costs at
+    /// most one spurious wakeup per thread it wakes on purpose, and saves the waker one kernel
+    /// entry per thread — and, worse than the entry, the switch to each woken thread that the
+    /// scheduler makes right after every single wake (it places a woken thread on the waker's
+    /// CPU and lets it run first), which one ring for all of them makes once.
+    pub(crate) fn worth_ringing(&self, taken: usize) -> bool {
+        taken >= 2 && self.homed() as usize <= taken
     }
 }
 
@@ -199,5 +211,29 @@ impl From<ParkTimeout> for crate::WaitError {
             // may return 0 spuriously); anywhere else it is as good as a spurious wakeup.
             ParkTimeout::Watched => crate::WaitError::Interrupted,
         }
+    }
+}
+
+#[cfg(all(test, not(ufutex_loom)))]
+mod tests {
+    use super::Bell;
+
+    /// A bell with `left` nodes of its home still queued.
+    fn with_left(left: u32) -> Bell {
+        let bell = Bell::new();
+        (0..left).for_each(|_| bell.homed_arrived());
+        bell
+    }
+
+    #[test]
+    fn a_waker_rings_when_it_took_at_least_as_many_as_are_left() {
+        // A wake of one never rings: its own futex wake is as cheap and wakes nobody else.
+        assert!(!with_left(0).worth_ringing(1));
+        assert!(!with_left(3).worth_ringing(2), "2 taken, 3 left");
+        assert!(with_left(3).worth_ringing(3), "3 taken, 3 left");
+        assert!(with_left(0).worth_ringing(2), "the last ones");
+        let bell = with_left(1);
+        bell.homed_left();
+        assert_eq!(bell.homed(), 0);
     }
 }
