@@ -3,7 +3,8 @@
 //! also quotes ufutex's instructions per call when the run counted them (`instructions`).
 
 use crate::export::num;
-use crate::result::{Bench, Goal};
+use crate::result::{Bench, Better, Goal, MetricResult, Row};
+use crate::stats;
 use crate::workloads::fastpath::Path;
 use crate::workloads::SHARED_SUFFIX;
 
@@ -23,22 +24,63 @@ fn find<'a>(benches: &'a [Bench], workload: &str, case_starts: &str, shared: boo
     })
 }
 
-/// `x` against the baseline row of `metric` in `b`, as (ratio > 1 = x better, words).
-fn versus(b: Option<&Bench>, metric: &str, x: &str) -> Option<(f64, String)> {
-    let m = b?.metric(metric)?;
-    let (r, base) = (m.row(x)?, m.row(&m.baseline)?);
-    Some((r.ratio?, format!("{x} {} vs {} {} {}", num(r.median), m.baseline, num(base.median), m.metric.unit)))
+/// A judged figure: the ratio (> 1 = ufutex better), the words that say what was compared, and
+/// the range of the per-repetition ratios where the samples pair up ([`paired`]).
+struct Measured {
+    ratio: f64,
+    words: String,
+    spread: Option<(f64, f64)>,
 }
 
-fn goal(issue: &str, text: &str, target: &str, m: Option<(f64, String)>, ok: impl Fn(f64) -> bool) -> Goal {
-    match m {
-        Some((r, words)) => Goal {
+impl From<(f64, String)> for Measured {
+    fn from((ratio, words): (f64, String)) -> Self {
+        Measured { ratio, words, spread: None }
+    }
+}
+
+/// The lowest and highest `ratio(a[i], b[i])` over the repetitions, when both rows ran the
+/// same number (≥ 2) of them with positive samples: the scheduler interleaves competitors
+/// repetition by repetition, so each pair ran side by side, and the range shows how far the
+/// judged ratio moves within the run.
+fn paired(a: &Row, b: &Row, ratio: impl Fn(f64, f64) -> f64) -> Option<(f64, f64)> {
+    let (a, b) = (&a.samples, &b.samples);
+    if a.len() != b.len() || a.len() < 2 || a.iter().chain(b).any(|v| *v <= 0.0 || !v.is_finite()) {
+        return None;
+    }
+    let ratios: Vec<f64> = a.iter().zip(b).map(|(x, y)| ratio(*x, *y)).collect();
+    Some((stats::min(&ratios), stats::max(&ratios)))
+}
+
+/// [`paired`] for "how many times better than `base`" in `m`'s direction.
+fn paired_better(m: &MetricResult, x: &Row, base: &Row) -> Option<(f64, f64)> {
+    match m.metric.better {
+        Better::Lower => paired(x, base, |x, b| b / x),
+        Better::Higher => paired(x, base, |x, b| x / b),
+    }
+}
+
+/// `x` against the baseline row of `metric` in `b`, with the per-repetition spread.
+fn versus(b: Option<&Bench>, metric: &str, x: &str) -> Option<Measured> {
+    let m = b?.metric(metric)?;
+    let (r, base) = (m.row(x)?, m.row(&m.baseline)?);
+    Some(Measured {
+        ratio: r.ratio?,
+        words: format!("{x} {} vs {} {} {}", num(r.median), m.baseline, num(base.median), m.metric.unit),
+        spread: paired_better(m, r, base),
+    })
+}
+
+fn goal(issue: &str, text: &str, target: &str, m: Option<impl Into<Measured>>, ok: impl Fn(f64) -> bool) -> Goal {
+    match m.map(Into::into) {
+        Some(Measured { ratio, words, spread }) => Goal {
             issue: issue.into(),
             goal: text.into(),
             measured: words,
-            ratio: Some(r),
+            ratio: Some(ratio),
             target: target.into(),
-            met: Some(ok(r)),
+            met: Some(ok(ratio)),
+            spread,
+            straddles: spread.is_some_and(|(lo, hi)| ok(lo) != ok(hi)),
         },
         None => Goal {
             issue: issue.into(),
@@ -47,6 +89,8 @@ fn goal(issue: &str, text: &str, target: &str, m: Option<(f64, String)>, ok: imp
             ratio: None,
             target: target.into(),
             met: None,
+            spread: None,
+            straddles: false,
         },
     }
 }
@@ -109,11 +153,11 @@ fn keyed_goals(benches: &[Bench]) -> Vec<Goal> {
             .iter()
             .filter(|b| b.workload == "keyed" && b.case.contains(phase) && against_semget(b, "per key"))
             .filter_map(|b| {
-                let (r, words) = versus(Some(b), "per key", u)?;
+                let m = versus(Some(b), "per key", u)?;
                 let keys = b.case.split(',').next().unwrap_or("");
-                Some((r, format!("{words} per key at {keys} (the worst key count of the run)")))
+                Some(Measured { words: format!("{} per key at {keys} (the worst key count of the run)", m.words), ..m })
             })
-            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .min_by(|a, b| a.ratio.total_cmp(&b.ratio))
     };
     let rate = |threads: usize| {
         let b = benches.iter().find(|b| {
@@ -247,22 +291,29 @@ fn within_ns(bound: f64, ns: f64, base: f64) -> f64 {
 /// (`ufutex-c` beside `ufutex`).
 fn c_abi_goals(benches: &[Bench]) -> Vec<Goal> {
     let c = crate::competitor::UfutexC::NAME;
-    let pair = |b: Option<&Bench>| {
+    fn pair<'b>(b: Option<&'b Bench>, c: &str) -> Option<(&'b Row, &'b Row)> {
         let m = b?.metric("call")?;
-        Some((m.row(c)?.median, m.row("ufutex")?.median))
-    };
+        Some((m.row(c)?, m.row("ufutex")?))
+    }
+    let words = |cm: &Row, um: &Row| format!("{c} {} vs ufutex {} ns", num(cm.median), num(um.median));
     let mut g: Vec<Goal> = Path::ALL
         .iter()
         .map(|&path| {
-            let measured = pair(bench(benches, "fastpath", path.label()))
-                .map(|(cm, um)| (within_ns(3.0, cm, um), format!("{c} {} vs ufutex {} ns", num(cm), num(um))));
+            let measured = pair(bench(benches, "fastpath", path.label()), c).map(|(cm, um)| Measured {
+                ratio: within_ns(3.0, cm.median, um.median),
+                words: words(cm, um),
+                spread: paired(cm, um, |c, u| within_ns(3.0, c, u)),
+            });
             let text = format!("C ABI: {}", path.label());
             let g = goal("#14", &text, "≤ 3 ns more than Rust (3 ns / gap ≥ 1×)", measured, |r| r >= 1.0);
             counted(g, benches, path, c)
         })
         .collect();
-    let measured = pair(bench(benches, "waitv", "mismatch last, entries=128"))
-        .map(|(cm, um)| (1.5 * um / cm, format!("{c} {} vs ufutex {} ns", num(cm), num(um))));
+    let measured = pair(bench(benches, "waitv", "mismatch last, entries=128"), c).map(|(cm, um)| Measured {
+        ratio: 1.5 * um.median / cm.median,
+        words: words(cm, um),
+        spread: paired(cm, um, |c, u| 1.5 * u / c),
+    });
     g.push(goal(
         "#14",
         "C ABI: waitv of 128 entries failing on the last",
@@ -277,9 +328,10 @@ fn c_abi_goals(benches: &[Bench]) -> Vec<Goal> {
 /// fence on the waker's path), both timed in the same repetition.
 fn after_store_goal(b: Option<&Bench>) -> Goal {
     let pair = b.and_then(|b| Some((b.metric("call")?.row("ufutex")?, b.metric("store+load")?.row("ufutex")?)));
-    let measured = pair.map(|(wake, plain)| {
-        let r = within_ns(2.0, wake.median, plain.median);
-        (r, format!("ufutex {} vs a store and a load {} ns", num(wake.median), num(plain.median)))
+    let measured = pair.map(|(wake, plain)| Measured {
+        ratio: within_ns(2.0, wake.median, plain.median),
+        words: format!("ufutex {} vs a store and a load {} ns", num(wake.median), num(plain.median)),
+        spread: paired(wake, plain, |w, p| within_ns(2.0, w, p)),
     });
     goal("#14", "wake right after a store, no waiters", "≤ 2 ns more (2 ns / gap ≥ 1×)", measured, |r| r >= 1.0)
 }
@@ -291,12 +343,12 @@ fn after_store_goal(b: Option<&Bench>) -> Goal {
 fn many_goals(benches: &[Bench]) -> Vec<Goal> {
     let wp = bench(benches, "wake-parallel", "");
     let contend = bench(benches, "hash", "contend").and_then(|b| b.metric("ops/s/thread"));
-    let contend = contend.and_then(|m| Some((m.row("ufutex")?, m.row("parking_lot_core")?))).map(|(u, p)| {
-        (
-            u.median / p.median,
-            format!("ufutex {} vs parking_lot_core {} ops/s per thread", num(u.median), num(p.median)),
-        )
-    });
+    let contend =
+        contend.and_then(|m| Some((m, m.row("ufutex")?, m.row("parking_lot_core")?))).map(|(m, u, p)| Measured {
+            ratio: u.median / p.median,
+            words: format!("ufutex {} vs parking_lot_core {} ops/s per thread", num(u.median), num(p.median)),
+            spread: paired_better(m, u, p),
+        });
     let pre = crate::workloads::perfbench::PRELOAD;
     let perf = |case: &str, metric: &str| versus(bench(benches, "perf-bench", case), metric, pre);
     vec![
@@ -357,11 +409,13 @@ fn lock_goals(benches: &[Bench]) -> Vec<Goal> {
             ratio: None,
             target: "–".into(),
             met: None,
+            spread: None,
+            straddles: false,
         }];
     }
-    // The best of every other lock (ufutex's own variants, `ufutex-…`, are not peers): (ufutex /
-    // best, ufutex, best's name, whether the two medians' [min .. max] spreads overlap).
-    let best_of = |b: &Bench| -> Option<(f64, f64, String, bool)> {
+    // ufutex against the best of every other lock (ufutex's own variants, `ufutex-…`, are not
+    // peers), noting when the two medians' [min .. max] spreads overlap.
+    let best_of = |b: &Bench| -> Option<Measured> {
         let m = b.metric("throughput")?;
         let u = m.row("ufutex")?;
         let best = m
@@ -369,20 +423,20 @@ fn lock_goals(benches: &[Bench]) -> Vec<Goal> {
             .iter()
             .filter(|r| !r.competitor.starts_with("ufutex"))
             .max_by(|a, c| a.median.total_cmp(&c.median))?;
+        let ratio = u.median / best.median;
         let overlap = u.max >= best.min && best.max >= u.min;
-        Some((u.median / best.median, u.median, best.competitor.clone(), overlap))
+        let noise = if ratio < 1.0 && overlap { " (their [min .. max] spreads overlap)" } else { "" };
+        let words = format!("ufutex {} vs best ({}) ops/s{noise}", num(u.median), best.competitor);
+        Some(Measured { ratio, words, spread: paired_better(m, u, best) })
     };
     let mut out = Vec::new();
     for b in locks {
         let case = &b.case;
         // Issue 6 asked ≥ 1× pthread and parking_lot uncontended and let 8 threads × ~1 µs be
         // within 0.9×; issue 14 asks ≥ 1× the best of every other lock in every cell.
-        let single = case.starts_with("threads=1 ");
-        if let Some((r, u, best, overlap)) = best_of(b) {
-            let kind = if single { "mutex uncontended" } else { "mutex throughput" };
-            let noise = if r < 1.0 && overlap { " (their [min .. max] spreads overlap)" } else { "" };
-            let words = format!("ufutex {} vs best ({best}) ops/s{noise}", num(u));
-            out.push(goal("#6", &format!("{kind}, {case}"), "≥ 1× best", Some((r, words)), |r| r >= 1.0));
+        let kind = if case.starts_with("threads=1 ") { "mutex uncontended" } else { "mutex throughput" };
+        if let Some(m) = best_of(b) {
+            out.push(goal("#6", &format!("{kind}, {case}"), "≥ 1× best", Some(m), |r| r >= 1.0));
         }
         if case.starts_with("threads=8 ") && case.contains("cs=1us") {
             let m = b
@@ -658,5 +712,67 @@ mod tests {
         let g = lock_goals(&[bench("lock", "threads=2 cs=5", Metric::higher("throughput", "ops/s"), &rows)]);
         assert_eq!(g[0].met, Some(true), "{:?}", g[0]);
         assert!(g[0].measured.contains("(std)"), "{:?}", g[0]);
+    }
+
+    /// A bench whose competitors ran the given samples, one per repetition, side by side.
+    fn sampled(workload: &str, case: &str, metric: Metric, baseline: &str, rows: &[(&str, &[f64])]) -> Bench {
+        let samples = rows.iter().map(|(c, v)| (c.to_string(), v.to_vec())).collect();
+        Bench {
+            workload: workload.into(),
+            case: case.into(),
+            repetitions: rows[0].1.len(),
+            metrics: vec![MetricResult::new(metric, baseline, samples)],
+            skipped: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_goal_shows_the_spread_of_its_repetitions_and_whether_it_straddles_the_target() {
+        // Lower is better: repetition ratios 10/9, 10/11, 10/10.5; the medians' ratio 10/10.5.
+        let wp = |u: &[f64]| {
+            let lat = Metric::lower("per-thread latency", "ms");
+            let rows: [(&str, &[f64]); 2] = [("ufutex-preload", u), ("kernel", &[10.0, 10.0, 10.0])];
+            sampled("perf-bench", "perf bench futex wake-parallel -t 16 -w 2", lat, "kernel", &rows)
+        };
+        let judged = |u: &[f64]| {
+            let g = many_goals(&[wp(u)]);
+            g.into_iter().find(|x| x.goal.contains("perf bench futex wake-parallel")).unwrap()
+        };
+        let g = judged(&[9.0, 11.0, 10.5]);
+        assert_eq!(g.met, Some(false));
+        let (lo, hi) = g.spread.unwrap();
+        assert!((lo - 10.0 / 11.0).abs() < 1e-9 && (hi - 10.0 / 9.0).abs() < 1e-9, "{g:?}");
+        assert!(g.straddles);
+        assert!(crate::export::goal_status(&g, "met", "NOT met").contains("both sides"));
+        assert!(crate::export::goal_ratio(&g).starts_with("0.95× (0.91×–1.11×)"), "{}", crate::export::goal_ratio(&g));
+        // Every repetition better: met, and no flip.
+        let g = judged(&[5.0, 8.0, 9.0]);
+        assert_eq!((g.met, g.straddles), (Some(true), false));
+        // Repetitions that do not pair up (one missing) give no spread.
+        let g = judged(&[5.0, 8.0]);
+        assert_eq!((g.spread, g.straddles), (None, false));
+    }
+
+    #[test]
+    fn the_c_abi_and_lock_goals_pair_their_repetitions_too() {
+        let call = Metric::lower("call", "ns");
+        let fp: Vec<Bench> = Path::ALL
+            .iter()
+            .map(|p| {
+                let rows: [(&str, &[f64]); 2] = [("ufutex-c", &[4.0, 6.0]), ("ufutex", &[2.0, 2.0])];
+                sampled("fastpath", p.label(), call.clone(), "kernel", &rows)
+            })
+            .collect();
+        let g = c_abi_goals(&fp);
+        // Gaps 2 and 4 ns against a 3 ns bound: 1.5× and 0.75×.
+        assert_eq!(g[0].spread, Some((0.75, 1.5)));
+        assert!(g[0].straddles);
+        let rows: [(&str, &[f64]); 3] =
+            [("ufutex", &[100.0, 120.0]), ("std", &[110.0, 100.0]), ("pthread", &[90.0, 90.0])];
+        let g = lock_goals(&[sampled("lock", "threads=1 cs=5", Metric::higher("throughput", "ops/s"), "std", &rows)]);
+        // The best by median is std (105): repetitions 100/110 and 120/100.
+        let (lo, hi) = g[0].spread.unwrap();
+        assert!((lo - 100.0 / 110.0).abs() < 1e-9 && (hi - 1.2).abs() < 1e-9, "{:?}", g[0]);
     }
 }

@@ -185,14 +185,10 @@ pub fn run(
 }
 
 pub fn headline(doc: &Document) -> String {
-    let mut s = String::from("| goal | ratio | target | status |\n|---|---:|---:|---|\n");
+    let mut s = String::from("| goal | ratio (per repetition) | target | status |\n|---|---:|---:|---|\n");
     for g in &doc.goals {
-        let status = match g.met {
-            Some(true) => "met",
-            Some(false) => "NOT met",
-            None => "not measured",
-        };
-        s.push_str(&format!("| {} | {} | {} | {} |\n", g.goal, crate::export::ratio(g.ratio), g.target, status));
+        let status = crate::export::goal_status(g, "met", "NOT met");
+        s.push_str(&format!("| {} | {} | {} | {} |\n", g.goal, crate::export::goal_ratio(g), g.target, status));
     }
     s
 }

@@ -156,6 +156,14 @@ pub struct Goal {
     pub target: String,
     /// `None` when it could not be measured in this run.
     pub met: Option<bool>,
+    /// The lowest and highest ratio of one repetition against the baseline's repetition run
+    /// beside it, where the two were interleaved: how far the judged ratio moves within a run.
+    #[serde(default)]
+    pub spread: Option<(f64, f64)>,
+    /// Whether those per-repetition ratios fall on both sides of the target: a verdict that may
+    /// flip from run to run.
+    #[serde(default)]
+    pub straddles: bool,
 }
 
 impl Document {

@@ -1,7 +1,7 @@
 //! Markdown: one table per bench (median [min .. max] and the ratio to the baseline per
 //! metric), what was skipped and why, notes; and the goals table when the document has goals.
 
-use super::{num, ratio, Exporter, Output};
+use super::{goal_ratio, goal_status, num, ratio, Exporter, Output};
 use crate::result::{Bench, Document};
 use std::fmt::Write;
 use std::io;
@@ -53,20 +53,21 @@ pub fn bench_table(b: &Bench) -> String {
 }
 
 fn goals(doc: &Document) -> String {
-    let mut s = String::from("## Goals\n\n| issue | goal | measured (ufutex vs baseline) | ratio | target | status |\n|---|---|---|---:|---:|---|\n");
+    let mut s = String::from(
+        "## Goals\n\nThe ratio is judged on the medians; in brackets, the lowest and highest ratio of one \
+         repetition against the baseline's repetition run beside it.\n\n\
+         | issue | goal | measured (ufutex vs baseline) | ratio (per repetition) | target | status |\n\
+         |---|---|---|---:|---:|---|\n",
+    );
     for g in &doc.goals {
-        let status = match g.met {
-            Some(true) => "goal met",
-            Some(false) => "**goal not met**",
-            None => "not measured",
-        };
+        let status = goal_status(g, "goal met", "**goal not met**");
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} | {} |",
             g.issue,
             g.goal,
             g.measured,
-            ratio(g.ratio),
+            goal_ratio(g),
             g.target,
             status
         );

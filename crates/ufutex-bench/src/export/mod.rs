@@ -48,6 +48,25 @@ pub fn num(v: f64) -> String {
 }
 
 /// A ratio as "12.3×".
+/// A goal's judged ratio, followed by the range of its per-repetition ratios when it has one.
+pub fn goal_ratio(g: &crate::result::Goal) -> String {
+    match g.spread {
+        Some((lo, hi)) => format!("{} ({}–{})", ratio(g.ratio), ratio(Some(lo)), ratio(Some(hi))),
+        None => ratio(g.ratio),
+    }
+}
+
+/// A goal's verdict in words; `met`/`not met` are the caller's, marked when the per-repetition
+/// ratios fall on both sides of the target.
+pub fn goal_status(g: &crate::result::Goal, met: &str, unmet: &str) -> String {
+    let flips = if g.straddles { " (the repetitions fall on both sides)" } else { "" };
+    match g.met {
+        Some(true) => format!("{met}{flips}"),
+        Some(false) => format!("{unmet}{flips}"),
+        None => "not measured".into(),
+    }
+}
+
 pub fn ratio(r: Option<f64>) -> String {
     match r {
         Some(r) if r >= 100.0 => format!("{r:.0}×"),
