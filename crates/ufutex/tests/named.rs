@@ -553,6 +553,12 @@ fn the_inspection_tool(ns: &Namespace) {
     assert_eq!(tool(&["remove", "tests", "0xabc"]).0, Some(0));
     assert_eq!(tool(&["remove", "tests", "0xabc"]).0, Some(1), "already removed");
     assert_eq!(tool(&["bogus"]).0, Some(2));
+    // Looking at a namespace that does not exist fails, and does not create it.
+    let absent = format!("tests-absent-{}", std::process::id());
+    for args in [&["list", absent.as_str()][..], &["remove", absent.as_str(), "1"], &["reap", absent.as_str()]] {
+        assert_eq!(tool(args).0, Some(1), "{args:?}");
+    }
+    assert!(!Namespace::list().unwrap().contains(&absent));
     m.unlock().unwrap();
     ns.remove(0xabd).unwrap();
     assert_eq!(ns.objects(), vec![]);

@@ -16,13 +16,23 @@
 
 use std::process::ExitCode;
 #[cfg(not(ufutex_loom))]
-use ufutex::named::{Kind, Namespace};
+use ufutex::named::{Kind, NamedError, Namespace};
 
 fn key(s: &str) -> Option<u64> {
     match s.strip_prefix("0x") {
         Some(h) => u64::from_str_radix(h, 16).ok(),
         None => s.parse().ok(),
     }
+}
+
+/// Open the namespace `name` if it exists: looking at one must not create it (as
+/// `Namespace::open` would).
+#[cfg(not(ufutex_loom))]
+fn existing(name: &str) -> Result<Namespace, String> {
+    if !Namespace::list().map_err(|e| e.to_string())?.iter().any(|n| n == name) {
+        return Err(format!("no namespace {name:?} (`ufutex-named` lists them)"));
+    }
+    Namespace::open(name).map_err(|e| format!("namespace {name:?}: {e}"))
 }
 
 #[cfg(not(ufutex_loom))]
@@ -38,7 +48,7 @@ fn run(args: &[String]) -> Result<(), String> {
             Ok(())
         }
         [cmd, ns] if cmd == "list" => {
-            let ns = Namespace::open(ns).map_err(|e| e.to_string())?;
+            let ns = existing(ns)?;
             println!("key\tkind\tgeneration\tlifetime\tstate");
             for o in ns.objects() {
                 let state = match o.kind {
@@ -69,19 +79,25 @@ fn run(args: &[String]) -> Result<(), String> {
             }
             Ok(())
         }
-        [cmd, ns, k] if cmd == "remove" => {
-            let ns = Namespace::open(ns).map_err(|e| e.to_string())?;
+        [cmd, name, k] if cmd == "remove" => {
+            let ns = existing(name)?;
             // A number is a key; anything else (or "quoted") a name.
             let r = match key(k) {
                 Some(id) => ns.remove(id),
                 None => ns.remove(k.trim_matches('"')),
             };
-            r.map_err(|e| e.to_string())
+            r.map_err(|e| match e {
+                NamedError::NotFound => format!("no object {k} in namespace {name:?}"),
+                e => e.to_string(),
+            })
         }
-        [cmd, ns] if cmd == "unlink" => Namespace::unlink(ns).map_err(|e| e.to_string()),
+        [cmd, name] if cmd == "unlink" => Namespace::unlink(name).map_err(|e| match e {
+            NamedError::NotFound => format!("no namespace {name:?}"),
+            e => e.to_string(),
+        }),
         [cmd, ns] if cmd == "reap" => {
             // (Opening reaps; a second look reports what is left to reap: normally nothing.)
-            let ns = Namespace::open(ns).map_err(|e| e.to_string())?;
+            let ns = existing(ns)?;
             let n = ns.reap().map_err(|e| e.to_string())?;
             println!("{n} ledgers of dead processes reaped; {} objects live", ns.len());
             Ok(())
