@@ -43,12 +43,13 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
             "hash --contend slots sweep",
             &format!("hash --contend --slots {sweep} --reps {} --runtime {}", r(3), t(0.2, 0.05)),
         ),
-        // Waking many: one repetition takes 0.2–6 ms for any competitor (the scheduler decides),
-        // so these judged rows take many repetitions (each is cheap) for a steadier median.
+        // Waking many (and requeue-then-wake, below): one repetition takes 0.2–6 ms for any
+        // competitor (the scheduler decides), so these judged rows take many repetitions (each
+        // is cheap) for a steadier median.
         step("wake 128", &format!("wake -n 128 --reps {}", r(25))),
         step("wake 128, one per call", &format!("wake -n 128 --nwake 1 --reps {}", r(9))),
         step("wake-parallel", &format!("wake-parallel -n 128 -w 2 --reps {}", r(25))),
-        step("requeue 128", &format!("requeue -n 128 --reps {}", r(15))),
+        step("requeue 128", &format!("requeue -n 128 --reps {}", r(25))),
         step(
             "waitv failing",
             &format!(
