@@ -337,9 +337,9 @@ fn after_store_goal(b: Option<&Bench>) -> Goal {
 }
 
 /// Issue 14: waking many threads at least as fast as the kernel, until all ran (our wake of 128,
-/// wake-parallel and requeue-then-wake, and perf's own wake-parallel through the preload library); the contended hash at least
-/// parking_lot_core's; and the requeue as perf measures it (cold, through the preload library)
-/// ≥ 10×.
+/// wake-parallel and requeue-then-wake, and perf's own wake-parallel through the preload
+/// library); the contended hash at least parking_lot_core's; and the requeue as perf measures it
+/// (cold, through the preload library) ≥ 10×.
 fn many_goals(benches: &[Bench]) -> Vec<Goal> {
     let wp = bench(benches, "wake-parallel", "");
     let contend = bench(benches, "hash", "contend").and_then(|b| b.metric("ops/s/thread"));
