@@ -54,7 +54,7 @@ pub fn bench_table(b: &Bench) -> String {
 
 fn goals(doc: &Document) -> String {
     let mut s = String::from(
-        "## Goals\n\nThe ratio is judged on the medians; in brackets, the lowest and highest ratio of one \
+        "## Goals\n\nThe ratio is judged on the medians; in parentheses, the lowest and highest ratio of one \
          repetition against the baseline's repetition run beside it.\n\n\
          | issue | goal | measured (ufutex vs baseline) | ratio (per repetition) | target | status |\n\
          |---|---|---|---:|---:|---|\n",
