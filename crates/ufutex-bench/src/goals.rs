@@ -705,7 +705,8 @@ mod tests {
         assert_eq!(find("perf bench futex requeue").met, Some(false)); // 2× cold, needs 10×
         assert_eq!(find("perf bench futex wake-parallel").met, Some(true));
         assert_eq!(find("wake 128").met, None); // not in this run
-                                                // Requeue, then wake: medians level (1×), repetitions 1000/900 and 1000/1100.
+
+        // Requeue, then wake: medians level (1×), repetitions 1000/900 and 1000/1100.
         let rq = find("requeue 128 sleepers, then wake");
         assert_eq!((rq.met, rq.straddles), (Some(true), true));
     }
