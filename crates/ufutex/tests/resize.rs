@@ -1,6 +1,7 @@
 //! Live resizing: waiters queued while `Domain::set_slots` changes the table's size many times
 //! are all still woken exactly once; thousands of keys crowded on 2 buckets stay correct
-//! (and survive a grow and a shrink); a hand-set size does not change when threads arrive, while
+//! (and survive a grow and a shrink); a wake of many whose sleepers queued between resizes (so
+//! sleep on the bells of several tables) takes exactly its count; a hand-set size does not change when threads arrive, while
 //! an automatic one grows with them; bad sizes are refused; and the memory held by a domain does
 //! not grow over 10^4 resizes between a few sizes.
 #![cfg(not(ufutex_loom))]
@@ -143,6 +144,52 @@ fn thousands_of_keys_on_two_slots() {
             assert_eq!(d.wake(&words[t * PER + idx], usize::MAX), 1, "thread {t} entry {idx}");
             assert_eq!(th.join().unwrap(), Ok(idx));
             await_queued(&d, (THREADS - 1 - t) * PER);
+        }
+    });
+    assert_eq!(d.queued_waiters(), 0);
+}
+
+#[test]
+fn a_wake_of_sleepers_from_several_tables_takes_exactly_its_count() {
+    watchdog();
+    // Sleepers of one word that queued between resizes sleep on the bells of five tables. A
+    // wake of many may ring the bell of the first sleeper's table, which also wakes sleepers
+    // it did not take: they must sleep again, still queued. The others get wakes of their own.
+    let d = fixed(2);
+    let w = AtomicU32::new(0);
+    let returned = AtomicUsize::new(0);
+    const PER: usize = 3;
+    let sizes = [Slots::Fixed(64), Slots::Fixed(8), Slots::Fixed(1024), Slots::Fixed(4), Slots::Fixed(2)];
+    std::thread::scope(|s| {
+        let mut ts = Vec::new();
+        for (round, size) in sizes.into_iter().enumerate() {
+            for _ in 0..PER {
+                ts.push(s.spawn(|| {
+                    let r = d.wait(&w, 0, None);
+                    returned.fetch_add(1, Ordering::SeqCst);
+                    r
+                }));
+            }
+            await_queued(&d, (round + 1) * PER);
+            d.set_slots(size).unwrap();
+        }
+        // Let them get past their spin into the kernel (no assertion depends on it).
+        std::thread::sleep(Duration::from_millis(20));
+        let mut woken = 0;
+        // 2 of the first table's 3 (a ring that wakes the third too); 6 across three tables;
+        // then the rest.
+        for (n, left) in [(2, 13), (6, 7), (usize::MAX, 0)] {
+            let got = d.wake(&w, n);
+            assert_eq!(got, n.min(sizes.len() * PER - woken));
+            woken += got;
+            common::await_until("the woken waiters return", || returned.load(Ordering::SeqCst) == woken);
+            assert_eq!(d.queued_waiters(), left, "the waiters not taken are still queued");
+            // Room for a waiter that was rung but not taken to return by mistake.
+            std::thread::sleep(Duration::from_millis(5));
+            assert_eq!(returned.load(Ordering::SeqCst), woken, "only the waiters taken returned");
+        }
+        for t in ts {
+            assert_eq!(t.join().unwrap(), Ok(()));
         }
     });
     assert_eq!(d.queued_waiters(), 0);
