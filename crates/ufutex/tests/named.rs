@@ -43,6 +43,7 @@ fn named_objects_across_processes() {
     waiting_on_any_of_many(&ns);
     waiting_on_words_of_every_size(&ns);
     the_inspection_tool(&ns);
+    a_missing_directory();
     byte_string_names(&ns);
     assert!(ns.is_empty(), "every test removes what it made: {}", ns.len());
 }
@@ -559,9 +560,36 @@ fn the_inspection_tool(ns: &Namespace) {
         assert_eq!(tool(args).0, Some(1), "{args:?}");
     }
     assert!(!Namespace::list().unwrap().contains(&absent));
+    // A user directory that does not exist holds no namespace, and says why one cannot be made.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ufutex-named"))
+        .args(["list", "tests"])
+        .env("UFUTEX_SHARED_DIR", format!("/nonexistent-{}/dir", std::process::id()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err.contains("no namespace \"tests\""), "{err}");
     m.unlock().unwrap();
     ns.remove(0xabd).unwrap();
     assert_eq!(ns.objects(), vec![]);
+}
+
+fn a_missing_directory() {
+    // A child, so that the environment of this process stays as it is.
+    let pid = child(|| {
+        std::env::set_var("UFUTEX_SHARED_DIR", format!("/nonexistent-{}/dir", std::process::id()));
+        let listed = Namespace::list();
+        let opened = Namespace::open("elsewhere").map(|_| ());
+        let errno = opened.map_err(|e| e.errno());
+        match (listed, opened, errno) {
+            (Ok(l), Err(NamedError::Shared(SharedError::NoMemory)), Err(libc::ENOMEM)) if l.is_empty() => 0,
+            other => {
+                eprintln!("{other:?}");
+                1
+            }
+        }
+    });
+    assert_eq!(reap(pid), 0, "no namespace listed; opening one fails ENOMEM, as the header says");
 }
 
 fn byte_string_names(ns: &Namespace) {

@@ -628,8 +628,11 @@ impl Namespace {
     /// The namespaces of this user (their names, sorted), for people who debug. A snapshot of
     /// the files: one unlinked meanwhile may still show.
     ///
+    /// The list is empty when the user's directory does not exist.
+    ///
     /// # Errors
-    /// `Shared(_)` if the user's directory cannot be found or read.
+    /// `Shared(Access)` if the user's directory cannot be read; `Shared(_)` if it cannot be
+    /// found (see `ufutex.h` on where it is).
     ///
     /// # Examples
     /// ```
@@ -643,7 +646,12 @@ impl Namespace {
     pub fn list() -> Result<Vec<String>, NamedError> {
         let probe = shared::file::user_file("ns-")?;
         let (dir, prefix) = probe.rsplit_once('/').ok_or(NamedError::Invalid)?;
-        let entries = std::fs::read_dir(dir).map_err(|_| NamedError::Shared(SharedError::Access))?;
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            // No directory, no namespace in it (opening one reports why it cannot be created).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(_) => return Err(NamedError::Shared(SharedError::Access)),
+        };
         let mut names: Vec<String> = entries
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
             .filter_map(|f| f.strip_prefix(prefix).map(str::to_string))

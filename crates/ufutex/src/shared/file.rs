@@ -249,9 +249,11 @@ pub(crate) fn file_size(fd: libc::c_int) -> Result<usize, SharedError> {
 /// An errno from opening the segment or its directory.
 fn open_error(e: i32) -> SharedError {
     match e {
-        // A symlink where the segment should be (O_NOFOLLOW), or no permission.
-        libc::ELOOP | libc::EACCES | libc::EPERM => SharedError::Access,
-        libc::ENOMEM | libc::ENOSPC => SharedError::NoMemory,
-        _ => SharedError::Fault,
+        // A symlink where the segment should be (O_NOFOLLOW), something else than a file, or
+        // no permission.
+        libc::ELOOP | libc::EACCES | libc::EPERM | libc::EISDIR => SharedError::Access,
+        // The segment cannot be created: no memory or space, a directory that is missing or
+        // read-only, no file descriptor left.
+        _ => SharedError::NoMemory,
     }
 }

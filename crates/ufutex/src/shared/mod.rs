@@ -79,7 +79,8 @@ pub enum SharedError {
     /// `ENOSPC`: a documented capacity of the shared table is reached (processes, or waiters of
     /// one process).
     NoSpace,
-    /// `ENOMEM`: memory for the segment could not be had.
+    /// `ENOMEM`: the segment could not be created or mapped (no memory, or its directory is
+    /// missing or read-only).
     NoMemory,
     /// `EOPNOTSUPP`: this combination is not available in this mode.
     Unsupported,
@@ -147,7 +148,9 @@ impl fmt::Display for SharedError {
             SharedError::Access => "the user's shared futex table is not safely owned",
             SharedError::NotRecoverable => "the shared futex table is corrupt",
             SharedError::NoSpace => "a capacity of the shared futex table is reached",
-            SharedError::NoMemory => "no memory for the shared futex table",
+            SharedError::NoMemory => {
+                "the shared futex table cannot be created or mapped (no memory, or its directory is missing or read-only)"
+            }
             SharedError::Unsupported => "not supported in this shared mode",
         })
     }
