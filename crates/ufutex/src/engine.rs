@@ -48,12 +48,13 @@ pub(crate) trait Pick {
 
 /// How a waker's look at a key went, after its (B) order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Look {
+pub(crate) enum Look<A> {
     /// No waiter can be queued on the key: nothing to lock.
     Nobody,
-    /// Lock the bucket; `decay`: if it turns out to have no waiter, the table may relax how its
-    /// waiters and wakers pay for (A)/(B) ([`Locked::decay`]).
-    Lock { decay: bool },
+    /// Lock the bucket, found `at` ([`WaitTable::At`]); `decay`: if it turns out to have no
+    /// waiter, the table may relax how its waiters and wakers pay for (A)/(B)
+    /// ([`Locked::decay`]).
+    Lock { decay: bool, at: A },
 }
 
 /// One waiter to queue: on `key`, if `*word == expected`, woken by masks sharing a bit with
@@ -129,10 +130,16 @@ pub(crate) trait WaitTable {
 
     // The waker's side.
 
+    /// Where a waker's look found a key's bucket, so that its lock need not find it again
+    /// (`()` for a table where finding it is no work to save).
+    type At: Copy;
+
     /// (B): the waker's order after its store, then whether a waiter of `key` may be queued.
-    fn look(&self, key: &Self::Key, pays: Pays) -> Look;
+    fn look(&self, key: &Self::Key, pays: Pays) -> Look<Self::At>;
     /// Lock `key`'s bucket (of the current table).
     fn lock(&self, key: &Self::Key) -> Result<Self::Locked<'_>, Self::Error>;
+    /// [`WaitTable::lock`], for a waker whose look found the bucket `at`.
+    fn lock_at(&self, key: &Self::Key, at: Self::At) -> Result<Self::Locked<'_>, Self::Error>;
     /// Lock the buckets of `from` and `to` in the table's lock order, for a requeue: the
     /// source guard takes `from`'s waiters, the target guard (the same one if both keys share
     /// a bucket) accepts them as `to`'s.

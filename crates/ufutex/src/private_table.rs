@@ -16,6 +16,7 @@ use crate::tables::Tables;
 use crate::thread::ThreadData;
 use std::cell::Cell;
 use std::convert::Infallible;
+use std::ptr::NonNull;
 
 /// A locked bucket of a domain's table, with the key an operation takes waiters of (`key`)
 /// and the key it gives moved waiters (`target`: a requeue's target, else `key`).
@@ -124,21 +125,25 @@ impl WaitTable for Tables {
     type Locked<'t> = PrivateLocked<'t>;
     type Error = Infallible;
 
+    /// The table the look read, whose bucket of the key it found.
+    type At = NonNull<Table>;
+
     #[inline(always)]
-    fn look(&self, key: &Key, pays: Pays) -> Look {
+    fn look(&self, key: &Key, pays: Pays) -> Look<NonNull<Table>> {
         let light = membarrier::waker_start(pays); // (B)
         let Some(table) = self.table_if_any(key) else {
             return Look::Nobody; // no table yet: nobody ever queued in this slot
         };
         let bucket = table.bucket(key);
+        let at = NonNull::from(table);
         if light && !bucket.fence().free() {
-            return look_fenced(bucket); // (B), out of line
+            return Look::Lock { decay: look_fenced(bucket), at }; // (B)
         }
         // (B): Relaxed after the point; 0 means no waiter and a current table (table.rs invariant).
         if bucket.waiters().load(Ordering::Relaxed) == 0 {
             return Look::Nobody;
         }
-        Look::Lock { decay: false }
+        Look::Lock { decay: false, at }
     }
 
     #[inline]
@@ -150,6 +155,19 @@ impl WaitTable for Tables {
                 return Ok(PrivateLocked { g, key: *key, target: *key });
             }
         }
+    }
+
+    #[inline]
+    fn lock_at(&self, key: &Key, at: NonNull<Table>) -> Result<PrivateLocked<'_>, Infallible> {
+        // SAFETY: `at` is a table of these tables (the look read it from a slot), and tables
+        // are never freed while their domain lives (`table.rs`).
+        let table = unsafe { at.as_ref() };
+        let g = table.bucket(key).lock();
+        if self.is_current(table) {
+            return Ok(PrivateLocked { g, key: *key, target: *key });
+        }
+        drop(g);
+        self.lock(key) // resized since the look
     }
 
     fn lock_pair(&self, from: &Key, to: &Key) -> Result<Pair<PrivateLocked<'_>>, Infallible> {
@@ -266,9 +284,9 @@ impl WaitTable for Tables {
 /// would add a barrier, and the count is rarely 0 here: the bucket is FENCED because threads
 /// sleep in it. A sampled wake that finds nobody also sees whether the bucket may go back to
 /// FREE.
-#[inline(never)]
-fn look_fenced(bucket: &Bucket) -> Look {
-    Look::Lock { decay: bucket.fence().waker_looks() == membarrier::Waker::LookAtAge }
+#[inline]
+fn look_fenced(bucket: &Bucket) -> bool {
+    bucket.fence().waker_looks() == membarrier::Waker::LookAtAge
 }
 
 /// The lock of `bucket` of `table` (announced), if the table is still current; else `None`,

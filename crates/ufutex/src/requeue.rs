@@ -70,7 +70,7 @@ pub(crate) fn requeue<T: WaitTable>(
         return Err(Refused::WouldBlock);
     }
     // (B), as a wake of the source paying its own fence: nobody queued, nothing to move.
-    if t.look(&from, Pays::Waker) == Look::Nobody {
+    if matches!(t.look(&from, Pays::Waker), Look::Nobody) {
         return Ok(0);
     }
     let mut pair = t.lock_pair(&from, &to)?;

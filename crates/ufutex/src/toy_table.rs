@@ -157,16 +157,22 @@ impl WaitTable for Toy {
     type Locked<'t> = ToyLocked<'t>;
     type Error = Infallible;
 
-    fn look(&self, key: &usize, _pays: Pays) -> Look {
+    type At = ();
+
+    fn look(&self, key: &usize, _pays: Pays) -> Look<()> {
         if self.count(*key) == 0 {
             Look::Nobody
         } else {
-            Look::Lock { decay: false }
+            Look::Lock { decay: false, at: () }
         }
     }
 
     fn lock(&self, key: &usize) -> Result<ToyLocked<'_>, Infallible> {
         Ok(self.guard(self.bucket(*key), *key, *key))
+    }
+
+    fn lock_at(&self, key: &usize, (): ()) -> Result<ToyLocked<'_>, Infallible> {
+        self.lock(key)
     }
 
     fn lock_pair(&self, from: &usize, to: &usize) -> Result<Pair<ToyLocked<'_>>, Infallible> {

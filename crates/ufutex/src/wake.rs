@@ -84,7 +84,7 @@ pub(crate) fn wake<T: WaitTable>(
     match t.look(&key, pays) {
         // (B)
         Look::Nobody => Ok(NONE),
-        Look::Lock { decay } => wake_locked(t, key, n, mask, report, decay),
+        Look::Lock { decay, at } => wake_locked(t, key, at, n, mask, report, decay),
     }
 }
 
@@ -94,13 +94,14 @@ pub(crate) fn wake<T: WaitTable>(
 fn wake_locked<T: WaitTable>(
     t: &T,
     key: T::Key,
+    at: T::At,
     n: usize,
     mask: u64,
     report: Report,
     decay: bool,
 ) -> Result<Woken, T::Error> {
     let mut pick = WakePick::new(n, mask, report);
-    let mut g = t.lock(&key)?;
+    let mut g = t.lock_at(&key, at)?;
     let mut woken = <<T::Locked<'_> as Locked>::Woken>::new();
     g.take(&mut pick, &mut woken, &mut Default::default())?;
     if decay && woken.len() == 0 {

@@ -123,14 +123,20 @@ impl<O: Operator> WaitTable for SharedTable<'_, O> {
         Self: 't;
     type Error = SharedError;
 
+    type At = ();
+
     /// (B): a fence, whoever pays (the waiters always fence too), then the filter.
     #[inline]
-    fn look(&self, addr: &usize, _pays: Pays) -> Look {
+    fn look(&self, addr: &usize, _pays: Pays) -> Look<()> {
         fence(Ordering::SeqCst); // (B): pairs with the waiter's (A) fence
         if self.seg.filter(*addr).load(Ordering::Relaxed) == 0 {
             return Look::Nobody;
         }
-        Look::Lock { decay: false }
+        Look::Lock { decay: false, at: () }
+    }
+
+    fn lock_at(&self, addr: &usize, (): ()) -> Result<SharedLocked<'_>, SharedError> {
+        self.lock(addr)
     }
 
     fn lock(&self, addr: &usize) -> Result<SharedLocked<'_>, SharedError> {
