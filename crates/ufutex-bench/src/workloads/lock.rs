@@ -10,7 +10,6 @@ use crate::lock_competitor::{BenchLock, LockEntry, LockKind, ParkingLotMutex, Pt
 use crate::result::{Bench, Metric};
 use crate::sched::Plan;
 use crate::stats;
-use std::hint::black_box;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -60,10 +59,17 @@ impl Section {
 
 /// The critical section's body: `k` increments the optimiser cannot fold into one add. Not
 /// inlined, so the calibration times exactly the code the lock holders run.
+///
+/// Volatile reads and writes of the counter, and nothing else. The body before stored the
+/// pointer to the stack and loaded it back on every increment (`black_box(&mut *d)`): with this
+/// very function unchanged, two builds ran ufutex's one-thread cells up to 15% apart, the time
+/// piling up on the increment (`perf annotate`), so a cell's verdict depended on the build.
 #[inline(never)]
 fn critical(d: &mut u64, k: usize) {
+    let p: *mut u64 = d;
     for _ in 0..k {
-        *black_box(&mut *d) += 1;
+        // SAFETY: `p` comes from `d`, a live, aligned, exclusive reference for the whole call.
+        unsafe { p.write_volatile(p.read_volatile() + 1) };
     }
 }
 
@@ -109,9 +115,16 @@ impl Sample {
     }
 }
 
+/// A value aligned to (and so alone on) a pair of cache lines.
+#[repr(align(128))]
+struct Alone<T>(T);
+
 /// One repetition: per-thread and total acquisitions/s; checks the counter is exact.
 pub fn once<L: BenchLock>(p: Params, runtime: Duration) -> io::Result<Sample> {
-    let lock = L::default();
+    // On lines of its own, the same for every lock: not on this thread's stack among the
+    // gate and the counts, at offsets that differ with each lock type's size.
+    let lock = Box::new(Alone(L::default()));
+    let lock = &lock.0;
     let gate = Gate::default();
     let k = p.section.increments();
     let counts: Vec<AtomicU64> = (0..p.threads).map(|_| AtomicU64::new(0)).collect();
