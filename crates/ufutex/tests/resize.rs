@@ -173,21 +173,9 @@ fn a_wake_of_sleepers_from_several_tables_takes_exactly_its_count() {
             await_queued(&d, (round + 1) * PER);
             d.set_slots(size).unwrap();
         }
-        // Let them get past their spin into the kernel (no assertion depends on it).
-        std::thread::sleep(Duration::from_millis(20));
-        let mut woken = 0;
         // 2 of the first table's 3 (a ring that wakes the third too); 6 across three tables;
         // then the rest.
-        for (n, left) in [(2, 13), (6, 7), (usize::MAX, 0)] {
-            let got = d.wake(&w, n);
-            assert_eq!(got, n.min(sizes.len() * PER - woken));
-            woken += got;
-            common::await_until("the woken waiters return", || returned.load(Ordering::SeqCst) == woken);
-            assert_eq!(d.queued_waiters(), left, "the waiters not taken are still queued");
-            // Room for a waiter that was rung but not taken to return by mistake.
-            std::thread::sleep(Duration::from_millis(5));
-            assert_eq!(returned.load(Ordering::SeqCst), woken, "only the waiters taken returned");
-        }
+        common::wake_in_steps(&d, &w, &returned, sizes.len() * PER, &[(2, 13), (6, 7), (usize::MAX, 0)]);
         for t in ts {
             assert_eq!(t.join().unwrap(), Ok(()));
         }

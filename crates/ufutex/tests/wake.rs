@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::{await_queued, await_until, default_domain_lock, fixed, watchdog};
-use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use common::{await_queued, await_until, default_domain_lock, fixed, wake_in_steps, watchdog};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use ufutex::{Domain, WaitError};
 
@@ -209,7 +209,7 @@ fn a_partial_wake_that_rings_the_bell_returns_only_the_waiters_it_took() {
     // sleep, still queued, until later wakes take them (3 of them, then the last).
     let d = fixed(2);
     let w = AtomicU32::new(0);
-    let returned = AtomicU32::new(0);
+    let returned = AtomicUsize::new(0);
     std::thread::scope(|s| {
         let ts: Vec<_> = (0..8)
             .map(|_| {
@@ -221,18 +221,7 @@ fn a_partial_wake_that_rings_the_bell_returns_only_the_waiters_it_took() {
             })
             .collect();
         await_queued(&d, 8);
-        // Let them get past their spin into the kernel (no assertion depends on it).
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        let mut woken = 0;
-        for (n, left) in [(4, 4), (3, 1), (1, 0)] {
-            assert_eq!(d.wake(&w, n), n);
-            woken += n as u32;
-            await_until("the woken waiters return", || returned.load(Ordering::SeqCst) == woken);
-            assert_eq!(d.queued_waiters(), left, "the waiters not taken are still queued");
-            // Room for a waiter that was rung but not taken to return by mistake.
-            std::thread::sleep(std::time::Duration::from_millis(5));
-            assert_eq!(returned.load(Ordering::SeqCst), woken, "only the waiters taken returned");
-        }
+        wake_in_steps(&d, &w, &returned, 8, &[(4, 4), (3, 1), (1, 0)]);
         for t in ts {
             assert_eq!(t.join().unwrap(), Ok(()));
         }

@@ -36,6 +36,25 @@ pub fn await_queued(d: &Domain, n: usize) {
     }
 }
 
+/// Wake the sleepers of `w` (counted in `returned` as they return) in `steps` of (how many
+/// to wake, how many stay queued after), `total` sleepers in all: each wake takes exactly its
+/// count, those woken return, and the others stay queued and do not return — a wake that rings
+/// a bell wakes them too in the kernel, and they must sleep again.
+pub fn wake_in_steps(d: &Domain, w: &AtomicU32, returned: &AtomicUsize, total: usize, steps: &[(usize, usize)]) {
+    // Let them get past their spin into the kernel (no assertion depends on it).
+    std::thread::sleep(Duration::from_millis(20));
+    let mut woken = 0;
+    for &(n, left) in steps {
+        assert_eq!(d.wake(w, n), n.min(total - woken));
+        woken += n.min(total - woken);
+        await_until("the woken waiters return", || returned.load(Ordering::SeqCst) == woken);
+        assert_eq!(d.queued_waiters(), left, "the waiters not taken are still queued");
+        // Room for a waiter that was rung but not taken to return by mistake.
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(returned.load(Ordering::SeqCst), woken, "only the waiters taken returned");
+    }
+}
+
 /// A fresh private domain with `n` buckets (2 forces collisions between keys).
 pub fn fixed(n: usize) -> Domain {
     Domain::new(DomainConfig::new().slots(Slots::Fixed(n))).expect("a small fixed domain")
