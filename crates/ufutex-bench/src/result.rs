@@ -160,8 +160,8 @@ pub struct Goal {
     /// beside it, where the two were interleaved: how far the judged ratio moves within a run.
     #[serde(default)]
     pub spread: Option<(f64, f64)>,
-    /// Whether those per-repetition ratios fall on both sides of the target: a verdict that may
-    /// flip from run to run.
+    /// Whether those per-repetition ratios fall on both sides of the target (or, for a band,
+    /// outside it while the medians fall inside): a verdict that may flip from run to run.
     #[serde(default)]
     pub straddles: bool,
 }
