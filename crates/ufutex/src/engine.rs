@@ -138,8 +138,11 @@ pub(crate) trait WaitTable {
     fn look(&self, key: &Self::Key, pays: Pays) -> Look<Self::At>;
     /// Lock `key`'s bucket (of the current table).
     fn lock(&self, key: &Self::Key) -> Result<Self::Locked<'_>, Self::Error>;
-    /// [`WaitTable::lock`], for a waker whose look found the bucket `at`.
-    fn lock_at(&self, key: &Self::Key, at: Self::At) -> Result<Self::Locked<'_>, Self::Error>;
+    /// [`WaitTable::lock`], for a waker whose look found the bucket `at` (by default found again).
+    fn lock_at(&self, key: &Self::Key, at: Self::At) -> Result<Self::Locked<'_>, Self::Error> {
+        let _ = at;
+        self.lock(key)
+    }
     /// Lock the buckets of `from` and `to` in the table's lock order, for a requeue: the
     /// source guard takes `from`'s waiters, the target guard (the same one if both keys share
     /// a bucket) accepts them as `to`'s.

@@ -171,10 +171,6 @@ impl WaitTable for Toy {
         Ok(self.guard(self.bucket(*key), *key, *key))
     }
 
-    fn lock_at(&self, key: &usize, (): ()) -> Result<ToyLocked<'_>, Infallible> {
-        self.lock(key)
-    }
-
     fn lock_pair(&self, from: &usize, to: &usize) -> Result<Pair<ToyLocked<'_>>, Infallible> {
         let (b1, b2) = (self.bucket(*from), self.bucket(*to));
         if b1 == b2 {

@@ -1,9 +1,9 @@
 //! Live resizing: waiters queued while `Domain::set_slots` changes the table's size many times
 //! are all still woken exactly once; thousands of keys crowded on 2 buckets stay correct
 //! (and survive a grow and a shrink); a wake of many whose sleepers queued between resizes (so
-//! sleep on the bells of several tables) takes exactly its count; a hand-set size does not change when threads arrive, while
-//! an automatic one grows with them; bad sizes are refused; and the memory held by a domain does
-//! not grow over 10^4 resizes between a few sizes.
+//! sleep on the bells of several tables) takes exactly its count; a hand-set size does not
+//! change when threads arrive, while an automatic one grows with them; bad sizes are refused;
+//! and the memory held by a domain does not grow over 10^4 resizes between a few sizes.
 #![cfg(not(ufutex_loom))]
 
 mod common;

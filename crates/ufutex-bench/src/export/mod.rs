@@ -47,7 +47,6 @@ pub fn num(v: f64) -> String {
     format!("{s}{suffix}")
 }
 
-/// A ratio as "12.3×".
 /// A goal's judged ratio, followed by the range of its per-repetition ratios when it has one.
 pub fn goal_ratio(g: &crate::result::Goal) -> String {
     match g.spread {
@@ -67,6 +66,7 @@ pub fn goal_status(g: &crate::result::Goal, met: &str, unmet: &str) -> String {
     }
 }
 
+/// A ratio as "12.3×".
 pub fn ratio(r: Option<f64>) -> String {
     match r {
         Some(r) if r >= 100.0 => format!("{r:.0}×"),

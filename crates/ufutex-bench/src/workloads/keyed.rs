@@ -10,10 +10,10 @@
 //! loop (the total and ns per key; the four phases that can run again repeat a loop of fewer
 //! than 1000 keys up to 1000 calls and take the mean per loop), once reading the clock after
 //! every call (chained `Instant`s, one read per call) for each call's time (p99 and the slowest
-//! call). Per KEYS value too, the
-//! seed's "in a new process per key" ([`process`]): a population, then for up to `--processes`
-//! of its keys a new process (this binary executed again) that reaches the object. Then
-//! concurrent lookups: with the largest KEYS present, T threads open random keys for `--runtime`.
+//! call). Per KEYS value too, the seed's "in a new process per key" ([`process`]): a population,
+//! then for up to `--processes` of its keys a new process (this binary executed again) that
+//! reaches the object. Then concurrent lookups: with the largest KEYS present, T threads open
+//! random keys for `--runtime`.
 //!
 //! Keys: `[base, base + KEYS)` hold the objects; `[base + max, base + max + KEYS)` (max = the
 //! largest KEYS) are the misses. The whole `[base, base + 2 max)` must be empty when the run

@@ -135,10 +135,6 @@ impl<O: Operator> WaitTable for SharedTable<'_, O> {
         Look::Lock { decay: false, at: () }
     }
 
-    fn lock_at(&self, addr: &usize, (): ()) -> Result<SharedLocked<'_>, SharedError> {
-        self.lock(addr)
-    }
-
     fn lock(&self, addr: &usize) -> Result<SharedLocked<'_>, SharedError> {
         let h = self.op.host()?;
         let key = self.op.key_of(h, *addr)?;
