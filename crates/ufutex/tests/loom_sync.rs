@@ -135,6 +135,28 @@ fn handoff_transfers_ownership_exactly_once() {
     set_starvation_policy(None);
 }
 
+/// The unlock releases first and grants after (a handoff in flight): a blocking locker that
+/// arrives in between must not take the lock from the requester, which takes it itself or is
+/// granted it. Everyone gets the lock once, and it ends free.
+#[test]
+fn handoff_in_flight_with_a_blocking_locker() {
+    set_starvation_policy(Some(Starvation::Wakeups(0)));
+    loom::model(|| {
+        let d = domain();
+        let g = Guarded::new();
+        g.m.lock_in(&d);
+        let requester = spawn_locker(&d, &g);
+        let barger = spawn_locker(&d, &g);
+        g.critical();
+        g.m.unlock_in(&d);
+        requester.join().unwrap();
+        barger.join().unwrap();
+        assert_eq!(g.count(), 3);
+        assert!(!g.m.is_locked_in());
+    });
+    set_starvation_policy(None);
+}
+
 /// A requester whose deadline fires races the granting unlock: either it withdrew first (and
 /// the unlock released normally) or the grant won and the timed lock reports success — never
 /// a lock left held by nobody, never two owners.
