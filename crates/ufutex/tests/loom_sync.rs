@@ -106,55 +106,49 @@ fn no_lost_wakeup_on_unlock() {
 }
 
 /// With a zero threshold a contended waiter asks for a handoff at once. The owner's unlock
-/// hands the lock over without releasing it: a third thread's try_lock cannot slip in between,
-/// the requester ends up the owner exactly once, and the lock ends free.
-#[test]
-fn handoff_transfers_ownership_exactly_once() {
+/// hands the lock over: the requester ends up the owner exactly once, a third thread gets it
+/// once at most (`third` runs it), and the lock ends free.
+fn handoff_with_a_third(third: fn(Arc<Domain>, Arc<Guarded>), at_least: usize) {
     set_starvation_policy(Some(Starvation::Wakeups(0)));
-    loom::model(|| {
+    loom::model(move || {
         let d = domain();
         let g = Guarded::new();
         g.m.lock_in(&d);
         let requester = spawn_locker(&d, &g);
-        let barger = {
+        let other = {
             let (d, g) = (d.clone(), g.clone());
-            thread::spawn(move || {
-                if g.m.try_lock_in() {
-                    g.critical();
-                    g.m.unlock_in(&d);
-                }
-            })
+            thread::spawn(move || third(d, g))
         };
         g.critical();
         g.m.unlock_in(&d);
         requester.join().unwrap();
-        barger.join().unwrap();
-        assert!(g.count() >= 2);
+        other.join().unwrap();
+        assert!(g.count() >= at_least);
         assert!(!g.m.is_locked_in());
     });
     set_starvation_policy(None);
 }
 
+/// A third thread's try_lock cannot take the lock from the requester in between.
+#[test]
+fn handoff_transfers_ownership_exactly_once() {
+    handoff_with_a_third(
+        |d, g| {
+            if g.m.try_lock_in() {
+                g.critical();
+                g.m.unlock_in(&d);
+            }
+        },
+        2,
+    );
+}
+
 /// The unlock releases first and grants after (a handoff in flight): a blocking locker that
 /// arrives in between must not take the lock from the requester, which takes it itself or is
-/// granted it. Everyone gets the lock once, and it ends free.
+/// granted it. Everyone gets the lock once.
 #[test]
 fn handoff_in_flight_with_a_blocking_locker() {
-    set_starvation_policy(Some(Starvation::Wakeups(0)));
-    loom::model(|| {
-        let d = domain();
-        let g = Guarded::new();
-        g.m.lock_in(&d);
-        let requester = spawn_locker(&d, &g);
-        let barger = spawn_locker(&d, &g);
-        g.critical();
-        g.m.unlock_in(&d);
-        requester.join().unwrap();
-        barger.join().unwrap();
-        assert_eq!(g.count(), 3);
-        assert!(!g.m.is_locked_in());
-    });
-    set_starvation_policy(None);
+    handoff_with_a_third(|d, g| g.locked(&d), 3);
 }
 
 /// A requester whose deadline fires races the granting unlock: either it withdrew first (and

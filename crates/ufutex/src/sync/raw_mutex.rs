@@ -363,18 +363,13 @@ impl RawMutex {
         let mut spin = Spin::for_grant();
         loop {
             debug_assert!(valid(s), "state {s:#b}");
-            if s & GRANTED != 0 {
-                self.claim(s, woken);
-                return Acquired::Yes;
-            }
-            debug_assert!(s & HANDOFF != 0, "only we clear HANDOFF: {s:#b}");
-            if s & LOCKED == 0 {
-                // (6') In flight: released with our request standing. Ours to take.
-                match self.take_in_flight(s, woken) {
-                    Ok(()) => return Acquired::Yes,
-                    Err(now) => s = now,
+            match self.ours(s, woken) {
+                Ok(true) => return Acquired::Yes,
+                Ok(false) => debug_assert!(s & HANDOFF != 0, "only we clear HANDOFF: {s:#b}"),
+                Err(now) => {
+                    s = now;
+                    continue;
                 }
-                continue;
             }
             if spin.spin() {
                 s = self.state.load(Ordering::Relaxed);
@@ -404,6 +399,20 @@ impl RawMutex {
         }
     }
 
+    /// The requester's look at the word `s`: the lock is its own if it was granted (7, claimed
+    /// here) or is in flight (6', taken here): `Ok(true)`. `Ok(false)`: another thread holds
+    /// it, the request standing. `Err`: the word changed under the take; look again.
+    fn ours(&self, s: State, woken: bool) -> Result<bool, State> {
+        if s & GRANTED != 0 {
+            self.claim(s, woken);
+            return Ok(true);
+        }
+        if s & LOCKED == 0 {
+            return self.take_in_flight(s, woken).map(|()| true);
+        }
+        Ok(false)
+    }
+
     /// (6') The requester takes a lock released while its request stood (`HANDOFF` without
     /// `LOCKED`), racing the releasing unlock's grant: one of the two CASes wins. Acquire, as
     /// (1): the releasing unlock's subtraction was Release.
@@ -418,18 +427,14 @@ impl RawMutex {
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
             debug_assert!(valid(s), "state {s:#b}");
-            if s & GRANTED != 0 {
-                self.claim(s, woken);
-                return Acquired::Yes;
-            }
-            debug_assert!(s & HANDOFF != 0, "withdrawing without a request: {s:#b}");
-            if s & LOCKED == 0 {
-                // In flight: the lock is ours before the deadline's check could drop it.
-                match self.take_in_flight(s, woken) {
-                    Ok(()) => return Acquired::Yes,
-                    Err(now) => s = now,
+            // Granted or in flight: the lock is ours before the deadline could drop the request.
+            match self.ours(s, woken) {
+                Ok(true) => return Acquired::Yes,
+                Ok(false) => debug_assert!(s & HANDOFF != 0, "withdrawing without a request: {s:#b}"),
+                Err(now) => {
+                    s = now;
+                    continue;
                 }
-                continue;
             }
             // Relaxed: nothing is published by dropping the request.
             match self.state.compare_exchange_weak(s, s & !HANDOFF, Ordering::Relaxed, Ordering::Relaxed) {
