@@ -612,7 +612,7 @@ mod tests {
         let d = Domain::new(crate::DomainConfig::new()).unwrap();
         let m = RawMutex::new();
         m.lock_in(&d);
-        // A request with nobody asleep yet: the unlock grants, keeps LOCKED, wakes no one.
+        // A request with nobody asleep yet: the unlock releases, then grants (LOCKED again).
         m.state.fetch_or(HANDOFF, Ordering::Relaxed);
         m.unlock_in(&d);
         assert_eq!(m.state(), LOCKED | GRANTED);
