@@ -100,6 +100,10 @@ pub struct Waiters {
     arrived: AtomicUsize,
     tids: Mutex<Vec<i32>>,
     done_ns: Vec<std::sync::atomic::AtomicU64>,
+    /// How many waiters have returned.
+    finished: AtomicUsize,
+    /// The thread that made the group and waits for it to finish (`wait_finished`).
+    watcher: std::thread::Thread,
 }
 
 impl Waiters {
@@ -109,6 +113,8 @@ impl Waiters {
             arrived: AtomicUsize::new(0),
             tids: Mutex::new(Vec::with_capacity(n)),
             done_ns: (0..n).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
+            finished: AtomicUsize::new(0),
+            watcher: std::thread::current(),
         }
     }
 
@@ -118,9 +124,17 @@ impl Waiters {
         self.arrived.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Called by waiter `i` right after its wait returned for good.
+    /// Called by waiter `i` right after its wait returned for good (a second call changes
+    /// nothing). The last one to return wakes the watcher, after taking its time, so that wake
+    /// is not in the measurement.
     pub fn done(&self, i: usize) {
-        self.done_ns[i].store(self.base.elapsed().as_nanos() as u64, Ordering::SeqCst);
+        // At least 1: 0 means "not yet".
+        let t = (self.base.elapsed().as_nanos() as u64).max(1);
+        if self.done_ns[i].compare_exchange(0, t, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+            && self.finished.fetch_add(1, Ordering::SeqCst) + 1 == self.done_ns.len()
+        {
+            self.watcher.unpark();
+        }
     }
 
     /// When the last waiter returned, in ns since `base`.
@@ -232,6 +246,46 @@ pub fn parse_list(s: &str) -> Result<Vec<usize>, String> {
 impl Waiters {
     /// How many waiters recorded their return.
     pub fn finished(&self) -> usize {
-        self.done_ns.iter().filter(|d| d.load(Ordering::SeqCst) != 0).count()
+        self.finished.load(Ordering::SeqCst)
+    }
+
+    /// Block (the group's creator only) until every waiter has returned. Asleep, not polling:
+    /// a poller would take CPU time from the very threads whose return it times.
+    pub fn wait_finished(&self) {
+        debug_assert_eq!(std::thread::current().id(), self.watcher.id(), "only the creator waits");
+        while self.finished() < self.done_ns.len() {
+            std::thread::park();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The creator sleeps until the last waiter returns, and a waiter that reports twice is
+    /// counted once (its first time stands).
+    #[test]
+    fn the_last_waiter_to_return_wakes_the_creator() {
+        let waiters = Waiters::new(3);
+        std::thread::scope(|s| {
+            for i in 0..3 {
+                let waiters = &waiters;
+                s.spawn(move || {
+                    std::thread::sleep(Duration::from_millis(5 * i as u64));
+                    waiters.done(i);
+                    if i == 0 {
+                        let first = waiters.done_ns[0].load(Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(1));
+                        waiters.done(0);
+                        assert_eq!(waiters.done_ns[0].load(Ordering::SeqCst), first);
+                    }
+                });
+            }
+            waiters.wait_finished();
+            assert_eq!(waiters.finished(), 3);
+        });
+        assert!(waiters.done_ns.iter().all(|d| d.load(Ordering::SeqCst) > 0));
+        assert_eq!(waiters.finished(), 3);
     }
 }

@@ -77,9 +77,7 @@ pub fn latency_once<C: Competitor>(c: &C, entries: usize, shared: bool) -> io::R
         last.store(1, Ordering::SeqCst);
         c.wake(last, 1, ANY);
         settled?;
-        while waiters.finished() < 1 {
-            std::thread::yield_now();
-        }
+        waiters.wait_finished();
         Ok(waiters.last_done_ns().saturating_sub(start) as f64 / 1e3)
     })
 }

@@ -89,7 +89,7 @@ fn timed<C: Competitor>(c: &C, p: Params, from: &AtomicU32, to: &AtomicU32, wait
                 woken += k;
             }
             let call = waiters.base.elapsed().as_nanos() as u64 - start;
-            wait_all(waiters, n);
+            waiters.wait_finished();
             Ok([us(call), us(waiters.last_done_ns().saturating_sub(start))])
         }
         Kind::Parallel { wakers } => parallel(c, n, wakers, from, waiters),
@@ -107,7 +107,7 @@ fn timed<C: Competitor>(c: &C, p: Params, from: &AtomicU32, to: &AtomicU32, wait
             // Then wake them from their new word: the total is requeue + wake + all run.
             let start_ns = waiters.base.elapsed().as_nanos() as u64 - call;
             c.wake(to, usize::MAX, ANY);
-            wait_all(waiters, n);
+            waiters.wait_finished();
             Ok([us(call), us(waiters.last_done_ns().saturating_sub(start_ns))])
         }
     }
@@ -150,16 +150,9 @@ fn parallel<C: Competitor>(
         }
         total += k;
     }
-    wait_all(waiters, n);
+    waiters.wait_finished();
     let avg_call = call_ns.load(Ordering::SeqCst) as f64 / wakers as f64;
     Ok([avg_call / 1e3, waiters.last_done_ns().saturating_sub(start) as f64 / 1e3])
-}
-
-/// Spin (politely) until all `n` waiters recorded their return.
-fn wait_all(waiters: &Waiters, n: usize) {
-    while waiters.finished() < n {
-        std::thread::yield_now();
-    }
 }
 
 pub fn run(common: &Common, p: Params) -> io::Result<Bench> {
