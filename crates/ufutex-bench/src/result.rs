@@ -104,6 +104,10 @@ pub struct Machine {
     /// The CPU's vendor (`vendor_id` of /proc/cpuinfo: AuthenticAMD, GenuineIntel, ...).
     #[serde(default)]
     pub vendor: String,
+    /// Family, model and stepping (/proc/cpuinfo), which tell apart hosts whose model name is
+    /// the same ("Intel(R) Xeon(R) Processor" covers several generations).
+    #[serde(default)]
+    pub cpu_id: String,
     /// What ufutex calibrated on this host: ns per spin hint (its spins are budgeted in time).
     #[serde(default)]
     pub spin_hint_ns: u64,
@@ -117,18 +121,23 @@ impl Machine {
     pub fn detect() -> Self {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let field = |name: &str| {
-            cpuinfo
-                .lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split(':').nth(1))
-                .map_or_else(|| "unknown".into(), |m| m.trim().to_string())
-        };
+        let field = |name: &str| cpuinfo_field(&cpuinfo, name).unwrap_or("unknown").to_string();
         let (cpu_model, vendor) = (field("model name"), field("vendor_id"));
+        let cpu_id =
+            format!("family {}, model {}, stepping {}", field("cpu family"), field("model"), field("stepping"));
         let spin_hint_ns = ufutex::calibrated_spin_hint_ns();
         let wakes_fence_free = ufutex::wakes_fence_free();
-        Machine { cpus: crate::sys::online_cpus(), kernel, cpu_model, vendor, spin_hint_ns, wakes_fence_free }
+        Machine { cpus: crate::sys::online_cpus(), kernel, cpu_model, vendor, cpu_id, spin_hint_ns, wakes_fence_free }
     }
+}
+
+/// The value of the first line of /proc/cpuinfo text whose key is exactly `name` ("model" is
+/// not "model name").
+fn cpuinfo_field<'a>(cpuinfo: &'a str, name: &str) -> Option<&'a str> {
+    cpuinfo.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == name).then(|| v.trim())
+    })
 }
 
 /// Everything one command produced: what `--json` writes.
@@ -217,6 +226,15 @@ mod tests {
         assert_eq!(higher.row("x").unwrap().ratio, Some(4.0));
         let none = MetricResult::new(Metric::higher("r", "ops/s"), "kernel", vec![("x".into(), vec![8.0])]);
         assert_eq!(none.row("x").unwrap().ratio, None);
+    }
+
+    #[test]
+    fn cpuinfo_keys_match_exactly() {
+        let text = "vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 167\nmodel name\t: Intel(R) Xeon(R) Processor\nstepping\t: 1\n";
+        assert_eq!(cpuinfo_field(text, "model"), Some("167"));
+        assert_eq!(cpuinfo_field(text, "model name"), Some("Intel(R) Xeon(R) Processor"));
+        assert_eq!(cpuinfo_field(text, "cpu family"), Some("6"));
+        assert_eq!(cpuinfo_field(text, "microcode"), None);
     }
 
     #[test]

@@ -102,12 +102,13 @@ impl Exporter for Markdown {
             let _ = writeln!(s, "# {t}\n");
             let _ = writeln!(
                 s,
-                "- date (UTC): {}\n- command: `{}`\n- machine: {} CPUs, {} ({}), Linux {}\n- calibrated by ufutex: {} ns per spin hint; wakes {}\n- {}\n",
+                "- date (UTC): {}\n- command: `{}`\n- machine: {} CPUs, {} ({}, {}), Linux {}\n- calibrated by ufutex: {} ns per spin hint; wakes {}\n- {}\n",
                 doc.date_utc,
                 doc.command,
                 m.cpus,
                 m.cpu_model,
                 m.vendor,
+                m.cpu_id,
                 m.kernel,
                 m.spin_hint_ns,
                 if m.wakes_fence_free { "without a fence (membarrier works)" } else { "with a fence (no membarrier)" },
