@@ -350,11 +350,13 @@ long ufutex_hash_get_slots(void);
  */
 
 /**
- * typedef ufutex_mutex_t - a mutex in one byte.
+ * typedef ufutex_mutex_t - a mutex in two bytes: a state byte and a mode byte.
  *
  * Uncontended lock and unlock are one atomic instruction each, or, while the process has a
  * single thread (glibc's __libc_single_threaded), a plain load and store, as glibc's own
- * mutexes do. A contended lock spins briefly,
+ * mutexes do. (The Rust API's unlock of a mutex that has never been contended is a plain
+ * store too; this one keeps its atomic, which is how it answers EPERM.) A contended lock
+ * spins briefly,
  * then sleeps on the lock byte itself (an 8-bit ufutex word). A waiter that keeps losing the
  * lock to other threads asks for a handoff, and the next unlock passes the lock to it
  * directly. Initialise with UFUTEX_MUTEX_INIT (all zero); no destroy is needed. Not
@@ -362,7 +364,7 @@ long ufutex_hash_get_slots(void);
  * detected.
  */
 typedef struct ufutex_mutex {
-	uint8_t __state;
+	uint16_t __state; /* the state byte, then the mode byte */
 } ufutex_mutex_t;
 
 /**

@@ -300,6 +300,17 @@ pub(crate) fn waker_start(pays: Pays) -> bool {
     false
 }
 
+/// The same point for a store that leaves out its fence where [`fence_free`] holds (the
+/// caller checked it): between the store and a read that a [`waiter_barrier`] on another
+/// thread is ordered against. Used by `sync`'s quiet unlock (`raw_mutex.rs`).
+#[inline(always)]
+pub(crate) fn fence_free_point() {
+    // As in `waker_start`: the read below stays below the store.
+    std::sync::atomic::compiler_fence(Ordering::SeqCst);
+    #[cfg(ufutex_loom)]
+    loom_model::ipi_point();
+}
+
 /// The waiter's half, after its (A) increment and before its compare: after it returns, a
 /// waker that read the bucket's count without seeing the increment has made its store to the
 /// word visible to this thread (or fenced itself).

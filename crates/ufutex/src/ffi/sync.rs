@@ -9,7 +9,7 @@
 //! does an unlock while the lock is being handed to a waiter; otherwise the mutex cannot tell
 //! which thread owns it, so unlocking one held by another thread is not detected. Every entry catches panics and returns `EINVAL` instead of unwinding into C.
 //!
-//! `ufutex_mutex_t` is the one-byte [`RawMutex`] and `ufutex_cond_t` the [`Condvar`]; the
+//! `ufutex_mutex_t` is the two-byte [`RawMutex`] and `ufutex_cond_t` the [`Condvar`]; the
 //! static initializers are all-zero, which is what `RawMutex::new` and `Condvar::new` hold.
 
 use crate::deadline::{Clock, Timeout, Timespec};
@@ -20,7 +20,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 // The C typedefs in include/ufutex.h must match these layouts.
-const _: () = assert!(std::mem::size_of::<RawMutex>() == 1 && std::mem::align_of::<RawMutex>() == 1);
+const _: () = assert!(std::mem::size_of::<RawMutex>() == 2 && std::mem::align_of::<RawMutex>() == 2);
 const _: () = assert!(std::mem::size_of::<Condvar>() == 2 * std::mem::size_of::<usize>());
 const _: () = assert!(std::mem::align_of::<Condvar>() == std::mem::align_of::<usize>());
 

@@ -208,8 +208,8 @@ impl Condvar {
             return wake_word(domain.tables(), self.seq_word(), usize::MAX, MATCH_ANY, Pays::Waker);
         }
         // SAFETY:
-        // - `m` is the address of a `RawMutex`, a `#[repr(transparent)]` `AtomicU8`: aligned
-        //   for a one-byte word;
+        // - `m` is the address of a `RawMutex`, `#[repr(C)]` with its state `AtomicU8` first:
+        //   the address of that byte, aligned for a one-byte word;
         // - every waiter queued on the sequence registered this mutex and keeps it alive until
         //   it relocks it; with no waiter queued the requeue moves nobody, and the core uses the
         //   target's address only as a key — it never loads the target word.

@@ -1,6 +1,7 @@
 //! A handoff mutex and a requeueing condition variable built on the ufutex operations.
 //!
-//! - [`RawMutex`]: one byte. Uncontended lock and unlock are one atomic each and never enter a
+//! - [`RawMutex`]: two bytes. An uncontended lock is one atomic, its unlock a plain store
+//!   while the mutex has never been contended (one atomic after that); neither enters a
 //!   bucket; a contended lock spins a little, then parks with [`crate::wait_bitset`] on the
 //!   lock byte itself (8-bit futex words are a ufutex feature); unlock wakes one waiter only
 //!   when one is parked. A waiter that has been passed over for too long asks for a *handoff*:
@@ -44,7 +45,7 @@ pub use spin::{set_spin_policy, SpinPolicy};
 #[doc(hidden)]
 pub use starvation::{set_starvation_policy, Starvation};
 
-/// A mutual-exclusion lock over a `T`, on a one-byte [`RawMutex`].
+/// A mutual-exclusion lock over a `T`, on a two-byte [`RawMutex`].
 ///
 /// Not fair, but bounded: a waiter that has tried for about 1 ms is handed the lock at the
 /// next unlock. Not poisoned by a panic; not reentrant (locking twice on one thread deadlocks).

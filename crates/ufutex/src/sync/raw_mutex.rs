@@ -1,4 +1,4 @@
-//! The handoff mutex: one byte, parked on with the ufutex core.
+//! The handoff mutex: a state byte, parked on with the ufutex core, and a mode byte.
 //!
 //! # The state word
 //!
@@ -16,6 +16,41 @@
 //! `HANDOFF` nor `GRANTED`, and it alone clears `HANDOFF` (withdrawing, or taking the lock in
 //! flight) or `GRANTED` (claiming) — or the granting unlock turns its `HANDOFF` into `GRANTED`.
 //!
+//! # The mode byte: a quiet mutex unlocks with a plain store
+//!
+//! `QUIET` → `ANNOUNCING` → `CONTENDED`, and never back. While a mutex is `QUIET` (no thread
+//! has ever marked its state: it has been taken and released, perhaps spun on, but nobody has
+//! parked), an unlock that finds the state exactly `LOCKED` releases it with a plain store of 0
+//! (4q) instead of an atomic read-modify-write: about half the cost of an uncontended lock and
+//! unlock. The store can erase a bit that a contender set between the owner's load and its
+//! store, so:
+//! - **Announce before marking.** A thread announces before it sets `PARKED` or `HANDOFF` on a
+//!   word that may be held ((2), (3), (5b), a give-up): it stores `ANNOUNCING`, runs the
+//!   asymmetric barrier (`membarrier::waiter_barrier`, `membarrier(2)` where it works), then
+//!   stores `CONTENDED` (Release). A thread that reads `CONTENDED` (Acquire) needs no barrier of
+//!   its own: one completed before that store.
+//! - **The quiet owner looks again.** After its store (and `membarrier::fence_free_point`), the
+//!   owner reads the mode again; if it is no longer `QUIET` it may have erased a `PARKED`, and
+//!   does what (5) does: wake one waiter, (5b) restoring `PARKED` if more are queued.
+//!
+//! Why no wakeup is lost: the barrier lands in the owner's path somewhere. If after its first
+//! mode load and before its second, the second sees the announcement and repairs. If before
+//! the first, the owner sees a non-`QUIET` mode and unlocks with the RMW (4). If after the
+//! second, the owner's store was visible before the barrier ended, so the marking CAS (made
+//! after it) comes later in the word's order and erases nothing. Where `membarrier` does not
+//! work ([`crate::membarrier::fence_free`] is false) no unlock is quiet.
+//!
+//! **A request is never erased.** A `HANDOFF` that an owner erased would leave its requester
+//! waiting for a grant while a second thread, seeing no request, became requester too. Only an
+//! owner that held the lock when the first announcement completed can unlock quietly: one that
+//! takes it later reads the mode after the barrier and finds it not `QUIET`. So a waiter asks
+//! for a handoff only once it has seen the lock released (or been woken by an unlock) after it
+//! saw `CONTENDED`: by then that owner is gone. (Under loom, whose threshold is one lost
+//! wakeup, a request always follows a wake.)
+//!
+//! The mode never returns to `QUIET`: a mutex that has been contended unlocks with the RMW,
+//! as before this mode existed, and pays the barrier once in its life.
+//!
 //! # Transitions (each one CAS or RMW on the word; `debug_assert`ed where it is made)
 //!
 //! 1. **lock**: `s` without `LOCKED` or `HANDOFF` → `s | LOCKED` (Acquire). The uncontended
@@ -26,7 +61,8 @@
 //!    `s | HANDOFF`, then spin a little watching for `GRANTED`, then wait for the current
 //!    value with [`HANDOFF_MASK`].
 //! 4. **unlock**: subtract `LOCKED` (Release): one `lock dec`, which keeps the other bits.
-//!    Uncontended, `LOCKED → 0`, and that is all. Otherwise the lock is free, or in flight, from
+//!    Uncontended, `LOCKED → 0`, and that is all. (4q) On a `QUIET` mutex whose state is
+//!    `LOCKED`: a plain store of 0, then the look at the mode (above). Otherwise the lock is free, or in flight, from
 //!    here on, and the unlock goes on with (6) or (5) — unless someone has taken the lock since
 //!    (whose unlock then does it) or another unlock did it already.
 //! 5. **unlock, waking**: `PARKED → 0` (the lock free, no request), then wake one
@@ -63,11 +99,16 @@
 //!
 //! # Choices (measured; the figures and commands are in BENCHMARKS.md, "The mutex")
 //!
-//! - One byte rather than 32 bits: the uncontended lock and unlock are the same two atomic
-//!   instructions at either width, and `Mutex<u8>` takes 2 bytes instead of 8.
-//! - The unlock subtracts rather than compares and swaps (`LOCKED → 0`): 0.5 ns less a lock
-//!   and unlock on the AMD hosts, where a subtraction is also cheaper than std's swap. The
-//!   price is the in-flight state of (6), where a CAS unlock kept `LOCKED` through the grant.
+//! - Two bytes (the state and the mode, aligned to 2 so they share a cache line) rather than
+//!   32 bits: the uncontended lock and unlock cost the same at either width, and `Mutex<u8>`
+//!   takes 4 bytes instead of 8.
+//! - The quiet unlock (4q): a plain store where a mutex has never been contended. The seventh
+//!   session's plain-store unlock looked at the bucket after every store, which cost 20–25% at
+//!   2 and 8 threads (the contender writes that line); the mode byte is on the mutex's own line
+//!   and turns the store off for good once a thread parks.
+//! - The contended unlock subtracts rather than compares and swaps (`LOCKED → 0`): 0.5 ns less
+//!   on the AMD hosts, where a subtraction is also cheaper than std's swap. The price is the
+//!   in-flight state of (6), where a CAS unlock kept `LOCKED` through the grant.
 //! - Starvation threshold: a waiter that has tried for 1 ms (from its first failed CAS:
 //!   spinning, yielding or parked) asks for a handoff (see [`super::Starvation`]). Shorter
 //!   thresholds were no fairer and spread more; a time threshold also bounds how often the lock
@@ -89,7 +130,7 @@ use crate::domain::default_domain;
 use crate::domain::Domain;
 use crate::error::WaitError;
 use crate::key::Key;
-use crate::membarrier::Pays;
+use crate::membarrier::{fence_free, fence_free_point, waiter_barrier, Pays};
 use crate::primitive::{AtomicU8, Ordering};
 use crate::wait::wait_word;
 use crate::wake::{wake_private, wake_word, Report};
@@ -102,7 +143,14 @@ pub(crate) const PARKED: State = 1 << 1;
 pub(crate) const HANDOFF: State = 1 << 2;
 pub(crate) const GRANTED: State = 1 << 3;
 
-/// The raw handoff mutex: one byte (see the module docs for the protocol).
+/// The mode byte (module docs): never contended, so an unlock may be a plain store.
+const QUIET: u8 = 0;
+/// A thread is announcing contention: its barrier has not completed yet.
+const ANNOUNCING: u8 = 1;
+/// Contended at least once: every unlock is an RMW, and marking needs no further barrier.
+const CONTENDED: u8 = 2;
+
+/// The raw handoff mutex: two bytes (see the module docs for the protocol).
 ///
 /// Use it through [`super::Mutex`]; the raw methods are for building other primitives.
 ///
@@ -114,16 +162,21 @@ pub(crate) const GRANTED: State = 1 << 3;
 /// assert!(!m.try_lock());
 /// // SAFETY: this thread holds the lock.
 /// unsafe { m.unlock() };
-/// assert_eq!(std::mem::size_of_val(&m), 1);
+/// assert_eq!(std::mem::size_of_val(&m), 2);
 /// ```
-#[repr(transparent)]
+#[repr(C, align(2))]
 pub struct RawMutex {
     state: AtomicU8,
+    /// `QUIET`, `ANNOUNCING` or `CONTENDED` (module docs).
+    mode: AtomicU8,
 }
 
 impl std::fmt::Debug for RawMutex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RawMutex").field("state", &self.state.load(Ordering::Relaxed)).finish()
+        f.debug_struct("RawMutex")
+            .field("state", &self.state.load(Ordering::Relaxed))
+            .field("mode", &self.mode.load(Ordering::Relaxed))
+            .finish()
     }
 }
 
@@ -162,13 +215,13 @@ impl RawMutex {
     /// ```
     #[cfg(not(ufutex_loom))]
     pub const fn new() -> RawMutex {
-        RawMutex { state: AtomicU8::new(0) }
+        RawMutex { state: AtomicU8::new(0), mode: AtomicU8::new(QUIET) }
     }
 
     /// An unlocked mutex.
     #[cfg(ufutex_loom)]
     pub fn new() -> RawMutex {
-        RawMutex { state: AtomicU8::new(0) }
+        RawMutex { state: AtomicU8::new(0), mode: AtomicU8::new(QUIET) }
     }
 
     #[inline]
@@ -254,12 +307,68 @@ impl RawMutex {
     #[doc(hidden)]
     #[inline]
     pub fn unlock_in(&self, domain: &Domain) {
+        // Relaxed loads: the mode and the state only choose the path; (4q) looks at the mode
+        // again after its store, which is what makes it safe (module docs).
+        if self.state.load(Ordering::Relaxed) == LOCKED && self.mode.load(Ordering::Relaxed) == QUIET && fence_free() {
+            self.unlock_quiet(domain);
+            return;
+        }
         // (4) Release: publishes the critical section to the next owner. A subtraction, not a
         // CAS: it keeps the other bits for the slow path and costs less (BENCHMARKS.md).
         // (Only compared, the old value becomes the flags of one `lock sub`.)
         if self.state.fetch_sub(LOCKED, Ordering::Release) != LOCKED {
             self.unlock_slow(domain);
         }
+    }
+
+    /// (4q) The quiet unlock: a plain store, then the look at the mode that catches a contender
+    /// who announced meanwhile and may have set `PARKED` under the store (module docs).
+    #[inline]
+    fn unlock_quiet(&self, domain: &Domain) {
+        // Release: publishes the critical section to the next owner, as (4).
+        #[cfg(not(ufutex_loom))]
+        self.state.store(0, Ordering::Release);
+        // Loom 0.7 lets a CAS that races a plain store succeed on the value the store replaced
+        // and then shows the storer the CAS's value, which no C11 order allows (BENCHMARKS.md,
+        // seventh session): modelled as a swap, which overwrites alike.
+        #[cfg(ufutex_loom)]
+        self.state.swap(0, Ordering::Release);
+        fence_free_point();
+        // Relaxed: ordered after the store by the announcer's barrier (module docs).
+        if self.mode.load(Ordering::Relaxed) != QUIET {
+            self.unlock_repair(domain);
+        }
+    }
+
+    /// A quiet unlock that found the mode changed: its store may have erased a `PARKED` (never
+    /// a request, module docs). The lock is free; do what (5) would have done.
+    #[cold]
+    #[inline(never)]
+    fn unlock_repair(&self, domain: &Domain) {
+        self.wake_next(domain);
+    }
+
+    /// Before this thread marks a word that another may hold (`PARKED`, `HANDOFF`): make sure
+    /// no owner can unlock it quietly past the mark (module docs).
+    #[inline]
+    fn announce(&self) {
+        // Acquire: pairs with the Release store of CONTENDED below, so the barrier that
+        // preceded that store precedes our mark.
+        if self.mode.load(Ordering::Acquire) != CONTENDED {
+            self.announce_slow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn announce_slow(&self) {
+        if fence_free() {
+            // Relaxed: the barrier orders it before our mark, and before the quiet owner's look.
+            self.mode.store(ANNOUNCING, Ordering::Relaxed);
+            waiter_barrier();
+        }
+        // Release: see `announce`. (Without `membarrier` no unlock is quiet: nothing to order.)
+        self.mode.store(CONTENDED, Ordering::Release);
     }
 
     /// Whether the lock is held (or being handed over).
@@ -304,9 +413,15 @@ impl RawMutex {
     fn lock_slow(&self, domain: &Domain, timeout: Option<Timeout>, mut woken: bool) -> Acquired {
         let mut spin = Spin::new();
         let mut patience = Patience::new();
+        // Whether this thread announced (it does before it marks or parks), and has since seen
+        // the lock released or been woken: only then may it ask for a handoff (module docs).
+        let (mut announced, mut released) = (false, false);
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
             debug_assert!(valid(s), "state {s:#b}");
+            if s & LOCKED == 0 && announced {
+                released = true;
+            }
             if free(s) {
                 let new = s | LOCKED | if woken { PARKED } else { 0 };
                 // (1) Acquire, as in `try_lock_state`.
@@ -320,7 +435,13 @@ impl RawMutex {
                 s = self.state.load(Ordering::Relaxed);
                 continue;
             }
-            if s & (HANDOFF | GRANTED) == 0 && patience.starving() {
+            if !announced {
+                self.announce();
+                announced = true;
+                s = self.state.load(Ordering::Relaxed);
+                continue;
+            }
+            if s & (HANDOFF | GRANTED) == 0 && released && patience.starving() {
                 // (3) Relaxed: nothing is published; the wait's (A) orders the check.
                 match self.state.compare_exchange(s, s | HANDOFF, Ordering::Relaxed, Ordering::Relaxed) {
                     Ok(_) => return self.await_handoff(domain, timeout, s | HANDOFF, woken),
@@ -342,6 +463,7 @@ impl RawMutex {
             match wait_word(domain.tables(), self.word(), u64::from(s), NORMAL_MASK, timeout, Pays::Waker) {
                 Ok(()) => {
                     woken = true;
+                    released = true;
                     patience.passed_over();
                     spin.reset();
                 }
@@ -452,6 +574,7 @@ impl RawMutex {
         if !woken {
             return;
         }
+        self.announce();
         // Relaxed RMW: either an owner's later unlock reads PARKED, or we read "unlocked".
         let s = self.state.fetch_or(PARKED, Ordering::Relaxed);
         if free(s) {
@@ -510,6 +633,7 @@ impl RawMutex {
             wake_private(domain.tables(), Key::private(self.word().addr()), 1, NORMAL_MASK, Report::Rest, Pays::Waker)
                 .more;
         if more {
+            self.announce();
             // (5b) Relaxed RMW: PARKED only says "unlock must wake"; the woken thread restores
             // it too (the baton rule). Also on a free word: whoever takes it next then wakes the
             // next waiter at its unlock, which is what keeps the queue moving.
