@@ -352,10 +352,10 @@ long ufutex_hash_get_slots(void);
 /**
  * typedef ufutex_mutex_t - a mutex in two bytes: a state byte and a mode byte.
  *
- * Uncontended lock and unlock are one atomic instruction each, or, while the process has a
- * single thread (glibc's __libc_single_threaded), a plain load and store, as glibc's own
- * mutexes do. (The Rust API's unlock of a mutex that has never been contended is a plain
- * store too; this one keeps its atomic, which is how it answers EPERM.) A contended lock
+ * An uncontended lock is one atomic instruction, and so is an uncontended unlock once a
+ * thread has slept on the mutex; before that (the mode byte), the unlock is a plain store
+ * and a few loads. While the process has a single thread (glibc's __libc_single_threaded),
+ * lock and unlock are a plain load and store, as glibc's own mutexes do. A contended lock
  * spins briefly,
  * then sleeps on the lock byte itself (an 8-bit ufutex word). A waiter that keeps losing the
  * lock to other threads asks for a handoff, and the next unlock passes the lock to it

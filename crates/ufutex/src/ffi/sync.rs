@@ -14,7 +14,7 @@
 
 use crate::deadline::{Clock, Timeout, Timespec};
 use crate::domain::default_domain;
-use crate::sync::raw_mutex::{Acquired, GRANTED, LOCKED};
+use crate::sync::raw_mutex::{Acquired, Quiet, GRANTED, LOCKED};
 use crate::sync::{Condvar, RawMutex};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
@@ -147,11 +147,26 @@ pub unsafe extern "C" fn ufutex_mutex_timedlock(m: *mut RawMutex, abs: *const li
 pub unsafe extern "C" fn ufutex_mutex_unlock(m: *mut RawMutex) -> i32 {
     // SAFETY: as in `ufutex_mutex_lock`.
     let Some(m) = (unsafe { m.as_ref() }) else { return libc::EINVAL };
-    // The uncontended unlock (from LOCKED alone, so certainly the caller's to unlock) here.
-    if (alone() && m.swap_alone(LOCKED, 0)) || m.fast_unlock() {
+    // The uncontended unlock (from LOCKED alone, so certainly the caller's to unlock) here:
+    // a plain store while the process has one thread, or while the mutex has never been
+    // contended (the Rust unlock's (4q)), else a CAS.
+    if alone() && m.swap_alone(LOCKED, 0) {
         return 0;
     }
-    unlock_contended(m)
+    match m.unlock_quiet() {
+        Quiet::Done => 0,
+        Quiet::Repair => unlock_repair(m),
+        Quiet::No if m.fast_unlock() => 0,
+        Quiet::No => unlock_contended(m),
+    }
+}
+
+#[inline(never)]
+fn unlock_repair(m: &RawMutex) -> i32 {
+    guarded(|| {
+        m.unlock_repair(default_domain());
+        0
+    })
 }
 
 #[inline(never)]

@@ -194,6 +194,18 @@ fn free(s: State) -> bool {
     s & (LOCKED | HANDOFF) == 0
 }
 
+/// What [`RawMutex::unlock_quiet`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Quiet {
+    /// Unlocked with a plain store; nothing more to do.
+    Done,
+    /// Unlocked with a plain store, and a contender announced meanwhile: the caller must run
+    /// [`RawMutex::unlock_repair`].
+    Repair,
+    /// Not quiet, or the state is not exactly `LOCKED`: nothing done; unlock another way.
+    No,
+}
+
 /// How a timed lock attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Acquired {
@@ -307,11 +319,11 @@ impl RawMutex {
     #[doc(hidden)]
     #[inline]
     pub fn unlock_in(&self, domain: &Domain) {
-        // Relaxed loads: the mode and the state only choose the path; (4q) looks at the mode
-        // again after its store, which is what makes it safe (module docs).
-        if self.state.load(Ordering::Relaxed) == LOCKED && self.mode.load(Ordering::Relaxed) == QUIET && fence_free() {
-            self.unlock_quiet(domain);
-            return;
+        // (4q) on a mutex that has never been contended.
+        match self.unlock_quiet() {
+            Quiet::Done => return,
+            Quiet::Repair => return self.unlock_repair(domain),
+            Quiet::No => {}
         }
         // (4) Release: publishes the critical section to the next owner. A subtraction, not a
         // CAS: it keeps the other bits for the slow path and costs less (BENCHMARKS.md).
@@ -321,10 +333,17 @@ impl RawMutex {
         }
     }
 
-    /// (4q) The quiet unlock: a plain store, then the look at the mode that catches a contender
-    /// who announced meanwhile and may have set `PARKED` under the store (module docs).
+    /// (4q) The quiet unlock, where the mutex is `QUIET` and its state exactly `LOCKED`: a plain
+    /// store, then the look at the mode that catches a contender who announced meanwhile and
+    /// may have set `PARKED` under the store (module docs). Otherwise it does nothing.
     #[inline]
-    fn unlock_quiet(&self, domain: &Domain) {
+    pub(crate) fn unlock_quiet(&self) -> Quiet {
+        // Relaxed loads: they only choose the path; the look after the store makes it safe.
+        // The state first: the C ABI needs exactly `LOCKED` anyway (else EPERM or the slow
+        // path), and this order measured no worse (BENCHMARKS.md, thirteenth session).
+        if self.state.load(Ordering::Relaxed) != LOCKED || self.mode.load(Ordering::Relaxed) != QUIET || !fence_free() {
+            return Quiet::No;
+        }
         // Release: publishes the critical section to the next owner, as (4).
         #[cfg(not(ufutex_loom))]
         self.state.store(0, Ordering::Release);
@@ -335,8 +354,10 @@ impl RawMutex {
         self.state.swap(0, Ordering::Release);
         fence_free_point();
         // Relaxed: ordered after the store by the announcer's barrier (module docs).
-        if self.mode.load(Ordering::Relaxed) != QUIET {
-            self.unlock_repair(domain);
+        if self.mode.load(Ordering::Relaxed) == QUIET {
+            Quiet::Done
+        } else {
+            Quiet::Repair
         }
     }
 
@@ -344,7 +365,7 @@ impl RawMutex {
     /// a request, module docs). The lock is free; do what (5) would have done.
     #[cold]
     #[inline(never)]
-    fn unlock_repair(&self, domain: &Domain) {
+    pub(crate) fn unlock_repair(&self, domain: &Domain) {
         self.wake_next(domain);
     }
 
