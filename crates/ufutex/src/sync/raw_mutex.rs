@@ -21,8 +21,8 @@
 //! `QUIET` → `ANNOUNCING` → `CONTENDED`, and never back. While a mutex is `QUIET` (no thread
 //! has ever marked its state: it has been taken and released, perhaps spun on, but nobody has
 //! parked), an unlock that finds the state exactly `LOCKED` releases it with a plain store of 0
-//! (4q) instead of an atomic read-modify-write: about half the cost of an uncontended lock and
-//! unlock. The store can erase a bit that a contender set between the owner's load and its
+//! (4q) instead of an atomic read-modify-write: a lock, 5 increments and an unlock took 9.3 ns
+//! instead of 13.3 on the Intel host (BENCHMARKS.md). The store can erase a bit that a contender set between the owner's load and its
 //! store, so:
 //! - **Announce before marking.** A thread announces before it sets `PARKED` or `HANDOFF` on a
 //!   word that may be held ((2), (3), (5b), a give-up): it stores `ANNOUNCING`, runs the
@@ -61,10 +61,11 @@
 //!    `s | HANDOFF`, then spin a little watching for `GRANTED`, then wait for the current
 //!    value with [`HANDOFF_MASK`].
 //! 4. **unlock**: subtract `LOCKED` (Release): one `lock dec`, which keeps the other bits.
-//!    Uncontended, `LOCKED → 0`, and that is all. (4q) On a `QUIET` mutex whose state is
-//!    `LOCKED`: a plain store of 0, then the look at the mode (above). Otherwise the lock is free, or in flight, from
-//!    here on, and the unlock goes on with (6) or (5) — unless someone has taken the lock since
-//!    (whose unlock then does it) or another unlock did it already.
+//!    Uncontended, `LOCKED → 0`, and that is all. Otherwise the lock is free, or in flight,
+//!    from here on, and the unlock goes on with (6) or (5) — unless someone has taken the lock
+//!    since (whose unlock then does it) or another unlock did it already.
+//!    (4q) On a `QUIET` mutex whose state is exactly `LOCKED`: a plain store of 0 instead, then
+//!    the look at the mode (above).
 //! 5. **unlock, waking**: `PARKED → 0` (the lock free, no request), then wake one
 //!    [`NORMAL_MASK`] waiter. (5b) If that wake saw another such waiter still queued:
 //!    `s → s | PARKED` (the word may be free, or already taken again, by then). If the queue
