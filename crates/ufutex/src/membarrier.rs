@@ -288,24 +288,22 @@ pub(crate) enum Waker {
 /// with `membarrier` working — in which case [`Fence::free`] decides once the bucket is known.
 #[inline(always)]
 pub(crate) fn waker_start(pays: Pays) -> bool {
-    // Keeps the compiler from moving the reads below above the caller's store: the barrier the
-    // kernel adds lands between instructions, so their order must be the program's.
-    std::sync::atomic::compiler_fence(Ordering::SeqCst);
     if pays == Pays::Waiter && fence_free() {
-        #[cfg(ufutex_loom)]
-        loom_model::ipi_point();
+        fence_free_point();
         return true;
     }
     fence(Ordering::SeqCst);
     false
 }
 
-/// The same point for a store that leaves out its fence where [`fence_free`] holds (the
-/// caller checked it): between the store and a read that a [`waiter_barrier`] on another
-/// thread is ordered against. Used by `sync`'s quiet unlock (`raw_mutex.rs`).
+/// The point, in a thread that leaves out its fence where [`fence_free`] holds (the caller
+/// checked it), between its store and a read that a [`waiter_barrier`] on another thread is
+/// ordered against: a fence-free wake's (B) ([`waker_start`]), `sync`'s quiet unlock
+/// (`raw_mutex.rs`).
 #[inline(always)]
 pub(crate) fn fence_free_point() {
-    // As in `waker_start`: the read below stays below the store.
+    // Keeps the compiler from moving the read above the caller's store: the barrier the kernel
+    // adds lands between instructions, so their order must be the program's.
     std::sync::atomic::compiler_fence(Ordering::SeqCst);
     #[cfg(ufutex_loom)]
     loom_model::ipi_point();
