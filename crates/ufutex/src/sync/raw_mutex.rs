@@ -22,8 +22,8 @@
 //! has ever marked its state: it has been taken and released, perhaps spun on, but nobody has
 //! parked), an unlock that finds the state exactly `LOCKED` releases it with a plain store of 0
 //! (4q) instead of an atomic read-modify-write: a lock, 5 increments and an unlock took 9.3 ns
-//! instead of 13.3 on the Intel host (BENCHMARKS.md). The store can erase a bit that a contender set between the owner's load and its
-//! store, so:
+//! instead of 13.3 on the Intel host (BENCHMARKS.md). The store can erase a bit that a
+//! contender set between the owner's load and its store, so:
 //! - **Announce before marking.** A thread announces before it sets `PARKED` or `HANDOFF` on a
 //!   word that may be held ((2), (3), (5b), a give-up): it stores `ANNOUNCING`, runs the
 //!   asymmetric barrier (`membarrier::waiter_barrier`, `membarrier(2)` where it works), then
@@ -596,10 +596,8 @@ impl RawMutex {
         if !woken {
             return;
         }
-        self.announce();
-        // Relaxed RMW: either an owner's later unlock reads PARKED, or we read "unlocked".
-        let s = self.state.fetch_or(PARKED, Ordering::Relaxed);
-        if free(s) {
+        // Either an owner's later unlock reads PARKED, or we read "unlocked".
+        if free(self.mark_parked()) {
             wake_word(domain.tables(), self.word(), 1, NORMAL_MASK, Pays::Waker);
         }
     }
@@ -655,12 +653,19 @@ impl RawMutex {
             wake_private(domain.tables(), Key::private(self.word().addr()), 1, NORMAL_MASK, Report::Rest, Pays::Waker)
                 .more;
         if more {
-            self.announce();
-            // (5b) Relaxed RMW: PARKED only says "unlock must wake"; the woken thread restores
-            // it too (the baton rule). Also on a free word: whoever takes it next then wakes the
-            // next waiter at its unlock, which is what keeps the queue moving.
-            self.state.fetch_or(PARKED, Ordering::Relaxed);
+            // (5b) PARKED only says "unlock must wake"; the woken thread restores it too (the
+            // baton rule). Also on a free word: whoever takes it next then wakes the next
+            // waiter at its unlock, which is what keeps the queue moving.
+            self.mark_parked();
         }
+    }
+
+    /// Set `PARKED` on a word that another thread may hold, announcing first (the mode byte,
+    /// module docs); the state before. Relaxed RMW: the bit only says "unlock must wake", and
+    /// the wake that follows it orders what it must.
+    fn mark_parked(&self) -> State {
+        self.announce();
+        self.state.fetch_or(PARKED, Ordering::Relaxed)
     }
 }
 
