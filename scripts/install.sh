@@ -23,7 +23,7 @@ dest="${DESTDIR:-}$prefix"
 
 if [ -z "${UFUTEX_NO_BUILD:-}" ]; then
   # shellcheck disable=SC2086 # the flags are words
-  (cd "$root" && cargo build --profile dist -p ufutex -p ufutex-preload ${UFUTEX_CARGO_FLAGS:-})
+  (cd "$root" && cargo build --profile dist -p ufutex-c -p ufutex-preload ${UFUTEX_CARGO_FLAGS:-})
 fi
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 case $target_dir in /*) ;; *) target_dir="$root/$target_dir" ;; esac
