@@ -344,10 +344,19 @@ impl Tables {
     }
 
     /// A new thread waits here: grow the tables of an `Auto` domain if 4 × threads outgrew
-    /// them. Once per thread and domain, so the state lock is fine here.
+    /// them. Once per thread and domain. The state lock only when the plain table is smaller
+    /// than the size wanted: threads that start together (a pool of 128 waking up) otherwise
+    /// queue on that lock one after another, most of them to find nothing to do.
     #[cold]
     pub(crate) fn thread_arrived(&self, threads: usize) {
         let target = auto_slots(threads);
+        // Acquire: the table's header is initialised (as for every use of `current`). A table
+        // that is current or was, and already this big, means a resize to `target` is done or
+        // was overtaken by a bigger one; a stale smaller one only sends us to the lock.
+        // SAFETY: tables are never freed while their domain lives.
+        if unsafe { self.current.load(Ordering::Acquire).as_ref() }.is_some_and(|t| t.slots() >= target) {
+            return;
+        }
         let mut st = self.lock_state();
         if st.policy == Slots::Auto && st.size < target {
             // Growing is a performance policy: without memory the tables keep their size (all
