@@ -352,9 +352,10 @@ long ufutex_hash_get_slots(void);
 /**
  * typedef ufutex_mutex_t - a mutex in two bytes: a state byte and a mode byte.
  *
- * An uncontended lock is one atomic instruction, and so is an uncontended unlock once a
- * thread has slept on the mutex; before that (the mode byte), the unlock is a plain store
- * and a few loads. While the process has a single thread (glibc's __libc_single_threaded),
+ * An uncontended lock is one atomic instruction. The unlock is a plain store and a few loads
+ * while no thread is about to sleep on the mutex (the mode byte counts those), and one atomic
+ * instruction while one is; once they are gone, the plain store comes back. While the process
+ * has a single thread (glibc's __libc_single_threaded),
  * lock and unlock are a plain load and store, as glibc's own mutexes do. A contended lock
  * spins briefly,
  * then sleeps on the lock byte itself (an 8-bit ufutex word). A waiter that keeps losing the

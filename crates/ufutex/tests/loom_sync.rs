@@ -105,6 +105,33 @@ fn no_lost_wakeup_on_unlock() {
     });
 }
 
+/// The mode decays and contention comes back: the waiter parks behind the owner (the mode
+/// becomes `CONTENDED`), takes the lock and unlocks (nobody registered: back to `QUIET`), then
+/// both lock again, now through quiet unlocks and a fresh announcement. No lost wakeup, never
+/// two owners, every increment kept.
+#[test]
+fn decay_then_contention_again() {
+    set_starvation_policy(Some(Starvation::Never));
+    loom::model(|| {
+        let d = domain();
+        let g = Guarded::new();
+        g.m.lock_in(&d);
+        let t = {
+            let (d, g) = (d.clone(), g.clone());
+            thread::spawn(move || {
+                g.locked(&d);
+                g.locked(&d);
+            })
+        };
+        g.critical();
+        g.m.unlock_in(&d);
+        g.locked(&d);
+        t.join().unwrap();
+        assert_eq!(g.count(), 4);
+        assert!(!g.m.is_locked_in());
+    });
+}
+
 /// With a zero threshold a contended waiter asks for a handoff at once. The owner's unlock
 /// hands the lock over: the requester ends up the owner exactly once, a third thread gets it
 /// once at most (`third` runs it), and the lock ends free.

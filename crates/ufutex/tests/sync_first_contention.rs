@@ -1,11 +1,13 @@
-//! Stress of a mutex's first contention: a fresh mutex is quiet, and its owner unlocks with a
-//! plain store until a thread announces that it will park (`raw_mutex.rs`, "The mode byte").
-//! Each round makes a fresh mutex, holds it while two threads arrive and park at once (no
-//! spinning), and unlocks; the threads then take it in turns. Invariants: every round
-//! finishes (a lost wakeup would leave a thread parked: the watchdog aborts the run), the
-//! count under the lock is exact, the lock ends free and nobody is left queued.
-//! `UFUTEX_STRESS_SECS` lengthens the run. (Its own test binary: the spin policy is
-//! process-wide.)
+//! Stress of a mutex's first contention, and of its contention again after the mode decayed:
+//! a quiet mutex's owner unlocks with a plain store until a thread announces that it will park,
+//! and the mode decays back to quiet when nobody is registered to park (`raw_mutex.rs`, "The
+//! mode byte"). Each round holds a mutex while two threads arrive and park at once (no
+//! spinning), and unlocks; the threads then take it in turns, and the mode decays whenever
+//! neither is registered. Half the time each round has a fresh mutex, then one mutex serves
+//! every round (its mode decayed at the end of the last). Invariants: every round finishes (a
+//! lost wakeup would leave a thread parked: the watchdog aborts the run), the count under the
+//! lock is exact, the lock ends free and nobody is left queued. `UFUTEX_STRESS_SECS` lengthens
+//! the run. (Its own test binary: the spin policy is process-wide.)
 #![cfg(not(ufutex_loom))]
 
 use std::cell::UnsafeCell;
@@ -42,7 +44,7 @@ fn hold(d: Duration) {
 }
 
 #[test]
-fn the_first_parker_of_a_fresh_mutex_is_never_lost() {
+fn a_parker_is_never_lost_on_a_fresh_or_a_decayed_mutex() {
     // Park at once: the contenders announce and mark the word right away, racing the unlock.
     set_spin_policy(Some(SpinPolicy { first_shift: 0, busy_rounds: 0, yield_rounds: 0 }));
     let secs: f64 = std::env::var("UFUTEX_STRESS_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(0.5);
@@ -66,10 +68,15 @@ fn the_first_parker_of_a_fresh_mutex_is_never_lost() {
                 std::thread::sleep(Duration::from_millis(50));
             }
         });
-        let end = Instant::now() + Duration::from_secs_f64(secs);
+        let start = Instant::now();
+        let (half, end) = (start + Duration::from_secs_f64(secs / 2.0), start + Duration::from_secs_f64(secs));
         let mut round = 0u64;
-        while round < 200 || Instant::now() < end {
-            let c = Counted { m: RawMutex::new(), n: UnsafeCell::new(0) };
+        let reused = Counted { m: RawMutex::new(), n: UnsafeCell::new(0) };
+        while round < 400 || Instant::now() < end {
+            let fresh = Counted { m: RawMutex::new(), n: UnsafeCell::new(0) };
+            let c = if round < 200 || Instant::now() < half { &fresh } else { &reused };
+            // SAFETY: no thread of the last round is left (the scope joined them).
+            let before = unsafe { *c.n.get() };
             c.m.lock_in(&d);
             std::thread::scope(|s| {
                 for _ in 0..2 {
@@ -86,7 +93,9 @@ fn the_first_parker_of_a_fresh_mutex_is_never_lost() {
                 c.bump();
                 c.m.unlock_in(&d);
             });
-            assert_eq!(c.n.into_inner(), 2 * ITERS + 1, "round {round}: a critical section was lost");
+            // SAFETY: as above.
+            let after = unsafe { *c.n.get() };
+            assert_eq!(after - before, 2 * ITERS + 1, "round {round}: a critical section was lost");
             assert!(!c.m.is_locked_in(), "round {round}: the lock ends held");
             assert_eq!(d.queued_waiters(), 0, "round {round}: a waiter is left queued");
             round += 1;

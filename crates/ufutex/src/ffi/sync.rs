@@ -148,8 +148,8 @@ pub unsafe extern "C" fn ufutex_mutex_unlock(m: *mut RawMutex) -> i32 {
     // SAFETY: as in `ufutex_mutex_lock`.
     let Some(m) = (unsafe { m.as_ref() }) else { return libc::EINVAL };
     // The uncontended unlock (from LOCKED alone, so certainly the caller's to unlock) here:
-    // a plain store while the process has one thread, or while the mutex has never been
-    // contended (the Rust unlock's (4q)), else a CAS.
+    // a plain store while the process has one thread, or while nobody is registered to park
+    // on the mutex (the Rust unlock's (4q)), else a CAS.
     if alone() && m.swap_alone(LOCKED, 0) {
         return 0;
     }

@@ -1,7 +1,7 @@
 //! A handoff mutex and a requeueing condition variable built on the ufutex operations.
 //!
 //! - [`RawMutex`]: two bytes. An uncontended lock is one atomic, its unlock a plain store
-//!   while the mutex has never been contended (one atomic after that); neither enters a
+//!   while no thread is registered to park on it (one atomic while one is); neither enters a
 //!   bucket; a contended lock spins a little, then parks with [`crate::wait_bitset`] on the
 //!   lock byte itself (8-bit futex words are a ufutex feature); unlock wakes one waiter only
 //!   when one is parked. A waiter that has been passed over for too long asks for a *handoff*:

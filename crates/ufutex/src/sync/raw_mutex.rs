@@ -18,39 +18,60 @@
 //!
 //! # The mode byte: a quiet mutex unlocks with a plain store
 //!
-//! `QUIET` → `ANNOUNCING` → `CONTENDED`, and never back. While a mutex is `QUIET` (no thread
-//! has ever marked its state: it has been taken and released, perhaps spun on, but nobody has
-//! parked), an unlock that finds the state exactly `LOCKED` releases it with a plain store of 0
-//! (4q) instead of an atomic read-modify-write: a lock, 5 increments and an unlock took 9.3 ns
-//! instead of 13.3 on the Intel host (BENCHMARKS.md). The store can erase a bit that a
-//! contender set between the owner's load and its store, so:
-//! - **Announce before marking.** A thread announces before it sets `PARKED` or `HANDOFF` on a
-//!   word that may be held ((2), (3), (5b), a give-up): it stores `ANNOUNCING`, runs the
-//!   asymmetric barrier (`membarrier::waiter_barrier`, `membarrier(2)` where it works), then
-//!   stores `CONTENDED` (Release). A thread that reads `CONTENDED` (Acquire) needs no barrier of
-//!   its own: one completed before that store.
+//! | bits | name | meaning |
+//! |---|---|---|
+//! | 0..5 | registered | threads registered to mark the word (below), up to 63 |
+//! | 6 | `STICKY` | 64 or more were registered at once: the mode never decays again |
+//! | 7 | `CONTENDED` | a registered thread's barrier completed since the mode was last `QUIET` |
+//!
+//! `QUIET` is 0: nobody registered, no barrier standing. An unlock that finds the mode `QUIET`
+//! and the state exactly `LOCKED` releases with a plain store of 0 (4q) instead of an atomic
+//! read-modify-write: a lock, 5 increments and an unlock took 9.3 ns instead of 13.3 on the
+//! Intel host (BENCHMARKS.md). The store can erase a bit that a contender set between the
+//! owner's load and its store, so:
+//! - **Register and announce before marking.** A thread that will set `PARKED` or `HANDOFF` on
+//!   a word that may be held ((2), (3), (5b), a give-up) first registers (a compare-and-swap
+//!   adding one to the count), and stays registered until after its last mark: in the slow path
+//!   from its first mark until it returns, elsewhere around the one mark. If its registration
+//!   did not see `CONTENDED`, it runs the asymmetric barrier (`membarrier::waiter_barrier`,
+//!   `membarrier(2)` where it works) before its first mark, then sets `CONTENDED` (Release). A
+//!   registration that sees `CONTENDED` (Acquire) needs no barrier of its own: one completed
+//!   before that bit was set. Spinning needs no registration: only marks can be erased.
 //! - **The quiet owner looks again.** After its store (and `membarrier::fence_free_point`), the
 //!   owner reads the mode again; if it is no longer `QUIET` it may have erased a `PARKED`, and
 //!   does what (5) does: wake one waiter, (5b) restoring `PARKED` if more are queued.
+//! - **The decay.** An owner that unlocks a mutex whose mode is exactly `CONTENDED` (nobody
+//!   registered) makes it `QUIET` with a compare-and-swap, then unlocks quietly if the state
+//!   allows. The next thread to mark finds no `CONTENDED` and runs the barrier again.
 //!
-//! Why no wakeup is lost: the barrier lands in the owner's path somewhere. If after its first
-//! mode load and before its second, the second sees the announcement and repairs. If before
-//! the first, the owner sees a non-`QUIET` mode and unlocks with the RMW (4). If after the
-//! second, the owner's store was visible before the barrier ended, so the marking CAS (made
-//! after it) comes later in the word's order and erases nothing. Where `membarrier` does not
-//! work ([`crate::membarrier::fence_free`] is false) no unlock is quiet.
+//! Why no wakeup is lost: a thread that announced with its own barrier was registered before
+//! it, so the mode is not `QUIET` from before the barrier until after its marks. The barrier
+//! lands in a quiet owner's path somewhere. If after its first mode load and before its
+//! second, the second sees the registration and repairs. If before the first, the owner sees a
+//! non-`QUIET` mode and unlocks with the RMW (4). If after the second, the owner's store was
+//! visible before the barrier ended, so the marking CAS (made after it) comes later in the
+//! word's order and erases nothing. A thread that marks without a barrier registered while
+//! `CONTENDED` was set, and the decay's compare-and-swap fails while anyone is registered: no
+//! owner makes the mode `QUIET` between that registration and its last mark, and until then no
+//! unlock is quiet. A decay that does succeed (Acquire) comes after the Release of every thread
+//! that left, so its owner's look at the state sees their marks, and a state with a mark in it
+//! is never released quietly. Where `membarrier` does not work ([`crate::membarrier::fence_free`]
+//! is false) no unlock is quiet and the mode never decays.
 //!
 //! **A request is never erased.** A `HANDOFF` that an owner erased would leave its requester
 //! waiting for a grant while a second thread, seeing no request, became requester too. Only an
-//! owner that held the lock when the first announcement completed can unlock quietly: one that
-//! takes it later reads the mode after the barrier and finds it not `QUIET`. So a waiter asks
-//! for a handoff only once it has seen the lock released (or been woken by an unlock) after it
-//! saw `CONTENDED`: by then that owner is gone. (Under loom, whose threshold is one lost
-//! wakeup, a request always follows a wake.)
+//! owner that held the lock when the requester's barrier completed can unlock quietly: one that
+//! takes it later reads a mode that is not `QUIET` (the requester stays registered, so no decay
+//! comes in between). So a waiter asks for a handoff only once it has seen the lock released
+//! (or been woken by an unlock) after it registered and announced: by then that owner is gone.
+//! (Under loom, whose threshold is one lost wakeup, a request always follows a wake.)
 //!
-//! The mode never returns to `QUIET`: a mutex that has been contended unlocks with the RMW,
-//! as before this mode existed, and pays the barrier once in its life.
-//!
+//! The price of the decay: the first thread to mark after it pays the barrier again (~0.1 µs,
+//! or a few µs when it must interrupt the other CPU), at most once per contended episode, and
+//! a park that follows it costs a 15–60 µs hop anyway. Its gain: a mutex whose contenders
+//! spin, or whose contention has passed, unlocks with the store again (BENCHMARKS.md,
+//! fourteenth session: the 2- and 8-thread cells of the lock sweep).
+
 //! # Transitions (each one CAS or RMW on the word; `debug_assert`ed where it is made)
 //!
 //! 1. **lock**: `s` without `LOCKED` or `HANDOFF` → `s | LOCKED` (Acquire). The uncontended
@@ -64,8 +85,8 @@
 //!    Uncontended, `LOCKED → 0`, and that is all. Otherwise the lock is free, or in flight,
 //!    from here on, and the unlock goes on with (6) or (5) — unless someone has taken the lock
 //!    since (whose unlock then does it) or another unlock did it already.
-//!    (4q) On a `QUIET` mutex whose state is exactly `LOCKED`: a plain store of 0 instead, then
-//!    the look at the mode (above).
+//!    (4q) On a `QUIET` mutex (or one that decays now) whose state is exactly `LOCKED`: a
+//!    plain store of 0 instead, then the look at the mode (above).
 //! 5. **unlock, waking**: `PARKED → 0` (the lock free, no request), then wake one
 //!    [`NORMAL_MASK`] waiter. (5b) If that wake saw another such waiter still queued:
 //!    `s → s | PARKED` (the word may be free, or already taken again, by then). If the queue
@@ -103,10 +124,10 @@
 //! - Two bytes (the state and the mode, aligned to 2 so they share a cache line) rather than
 //!   32 bits: the uncontended lock and unlock cost the same at either width, and `Mutex<u8>`
 //!   takes 4 bytes instead of 8.
-//! - The quiet unlock (4q): a plain store where a mutex has never been contended. The seventh
-//!   session's plain-store unlock looked at the bucket after every store, which cost 20–25% at
-//!   2 and 8 threads (the contender writes that line); the mode byte is on the mutex's own line
-//!   and turns the store off for good once a thread parks.
+//! - The quiet unlock (4q): a plain store while nobody is registered to mark the word. The
+//!   seventh session's plain-store unlock looked at the bucket after every store, which cost
+//!   20–25% at 2 and 8 threads (the contender writes that line); the mode byte is on the
+//!   mutex's own line, and turns the store off while a thread is registered to park.
 //! - The contended unlock subtracts rather than compares and swaps (`LOCKED → 0`): 0.5 ns less
 //!   on the AMD hosts, where a subtraction is also cheaper than std's swap. The price is the
 //!   in-flight state of (6), where a CAS unlock kept `LOCKED` through the grant.
@@ -144,12 +165,15 @@ pub(crate) const PARKED: State = 1 << 1;
 pub(crate) const HANDOFF: State = 1 << 2;
 pub(crate) const GRANTED: State = 1 << 3;
 
-/// The mode byte (module docs): never contended, so an unlock may be a plain store.
+/// The mode byte (module docs): nobody marks or is about to, so an unlock may be a plain store.
 const QUIET: u8 = 0;
-/// A thread is announcing contention: its barrier has not completed yet.
-const ANNOUNCING: u8 = 1;
-/// Contended at least once: every unlock is an RMW, and marking needs no further barrier.
-const CONTENDED: u8 = 2;
+/// A barrier completed since the mode was last `QUIET`: a registered thread marks without one.
+const CONTENDED: u8 = 0x80;
+/// More threads than [`REGISTERED`] counts were registered at once: the mode never decays.
+const STICKY: u8 = 0x40;
+/// The threads registered to mark the word (entering, or inside, the marking part of the slow
+/// path), up to 63.
+const REGISTERED: u8 = 0x3f;
 
 /// The raw handoff mutex: two bytes (see the module docs for the protocol).
 ///
@@ -168,7 +192,7 @@ const CONTENDED: u8 = 2;
 #[repr(C, align(2))]
 pub struct RawMutex {
     state: AtomicU8,
-    /// `QUIET`, `ANNOUNCING` or `CONTENDED` (module docs).
+    /// `CONTENDED` and `STICKY` and the count of registered threads; 0 is `QUIET` (module docs).
     mode: AtomicU8,
 }
 
@@ -200,7 +224,7 @@ fn free(s: State) -> bool {
 pub(crate) enum Quiet {
     /// Unlocked with a plain store; nothing more to do.
     Done,
-    /// Unlocked with a plain store, and a contender announced meanwhile: the caller must run
+    /// Unlocked with a plain store, and a contender registered meanwhile: the caller must run
     /// [`RawMutex::unlock_repair`].
     Repair,
     /// Not quiet, or the state is not exactly `LOCKED`: nothing done; unlock another way.
@@ -320,7 +344,7 @@ impl RawMutex {
     #[doc(hidden)]
     #[inline]
     pub fn unlock_in(&self, domain: &Domain) {
-        // (4q) on a mutex that has never been contended.
+        // (4q) while nobody is registered to mark the word.
         match self.unlock_quiet() {
             Quiet::Done => return,
             Quiet::Repair => return self.unlock_repair(domain),
@@ -335,14 +359,18 @@ impl RawMutex {
     }
 
     /// (4q) The quiet unlock, where the mutex is `QUIET` and its state exactly `LOCKED`: a plain
-    /// store, then the look at the mode that catches a contender who announced meanwhile and
+    /// store, then the look at the mode that catches a contender who registered meanwhile and
     /// may have set `PARKED` under the store (module docs). Otherwise it does nothing.
     #[inline]
     pub(crate) fn unlock_quiet(&self) -> Quiet {
         // Relaxed loads: they only choose the path; the look after the store makes it safe.
-        // The mode first: once contended, the unlock is then one load before its RMW
+        // The mode first: while contended, the unlock is then one load before its RMW
         // (BENCHMARKS.md, thirteenth session, measured both orders).
-        if self.mode.load(Ordering::Relaxed) != QUIET || self.state.load(Ordering::Relaxed) != LOCKED || !fence_free() {
+        let mode = self.mode.load(Ordering::Relaxed);
+        if mode != QUIET && (mode != CONTENDED || !self.decay()) {
+            return Quiet::No;
+        }
+        if self.state.load(Ordering::Relaxed) != LOCKED || !fence_free() {
             return Quiet::No;
         }
         // Release: publishes the critical section to the next owner, as (4).
@@ -370,30 +398,37 @@ impl RawMutex {
         self.wake_next(domain);
     }
 
-    /// Before this thread marks a word that another may hold (`PARKED`, `HANDOFF`): make sure
-    /// no owner can unlock it quietly past the mark (module docs).
-    #[inline]
-    fn announce(&self) {
-        // Acquire: pairs with the Release store of CONTENDED below, so the barrier that
-        // preceded that store precedes our mark.
-        if self.mode.load(Ordering::Acquire) != CONTENDED {
-            self.announce_slow();
-        }
-    }
-
+    /// The owner, unlocking a `CONTENDED` mutex that nobody is registered on: make it `QUIET`
+    /// again (the decay, module docs), so that this unlock and the next can be plain stores.
+    /// `false` if a thread registered first, or where no unlock can be quiet.
     #[cold]
     #[inline(never)]
-    fn announce_slow(&self) {
-        if fence_free() {
-            // Relaxed: the barrier orders it before our mark, and before the quiet owner's look.
-            self.mode.store(ANNOUNCING, Ordering::Relaxed);
-            waiter_barrier();
-        }
-        // Release: see `announce`. (Without `membarrier` no unlock is quiet: nothing to order.)
-        self.mode.store(CONTENDED, Ordering::Release);
+    fn decay(&self) -> bool {
+        // Acquire: a thread that left after marking (its Release subtraction) published its
+        // marks to our look at the state. Fails if anyone registered since our load.
+        fence_free() && self.mode.compare_exchange(CONTENDED, QUIET, Ordering::Acquire, Ordering::Relaxed).is_ok()
     }
 
-    /// Whether the lock is held (or being handed over).
+    /// Register to mark the word (module docs); see [`Marker`].
+    fn marker(&self) -> Marker<'_> {
+        let mut m = self.mode.load(Ordering::Relaxed);
+        loop {
+            if m & STICKY != 0 || m & REGISTERED == REGISTERED {
+                // Too many at once to count: pin the mode instead (no decay from now on).
+                // Acquire as below.
+                let m = self.mode.fetch_or(STICKY, Ordering::Acquire);
+                return Marker { mutex: self, counted: false, announced: m & CONTENDED != 0 };
+            }
+            // Acquire: pairs with the Release that set CONTENDED, so the barrier before that
+            // precedes our marks.
+            match self.mode.compare_exchange_weak(m, m + 1, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return Marker { mutex: self, counted: true, announced: m & CONTENDED != 0 },
+                Err(now) => m = now,
+            }
+        }
+    }
+
+    /// Whether the lock is held (or being handed over).    /// Whether the lock is held (or being handed over).
     #[doc(hidden)]
     pub fn is_locked_in(&self) -> bool {
         !free(self.state.load(Ordering::Relaxed))
@@ -435,13 +470,15 @@ impl RawMutex {
     fn lock_slow(&self, domain: &Domain, timeout: Option<Timeout>, mut woken: bool) -> Acquired {
         let mut spin = Spin::new();
         let mut patience = Patience::new();
-        // Whether this thread announced (it does before it marks or parks), and has since seen
-        // the lock released or been woken: only then may it ask for a handoff (module docs).
-        let (mut announced, mut released) = (false, false);
+        // Registered and announced once this thread is about to mark or park, until it returns
+        // (module docs); and whether it has since seen the lock released or been woken: only
+        // then may it ask for a handoff.
+        let mut marker: Option<Marker<'_>> = None;
+        let mut released = false;
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
             debug_assert!(valid(s), "state {s:#b}");
-            if s & LOCKED == 0 && announced {
+            if s & LOCKED == 0 && marker.is_some() {
                 released = true;
             }
             if free(s) {
@@ -457,9 +494,8 @@ impl RawMutex {
                 s = self.state.load(Ordering::Relaxed);
                 continue;
             }
-            if !announced {
-                self.announce();
-                announced = true;
+            if marker.is_none() {
+                marker.insert(self.marker()).announce();
                 s = self.state.load(Ordering::Relaxed);
                 continue;
             }
@@ -664,8 +700,53 @@ impl RawMutex {
     /// module docs); the state before. Relaxed RMW: the bit only says "unlock must wake", and
     /// the wake that follows it orders what it must.
     fn mark_parked(&self) -> State {
-        self.announce();
+        let mut marker = self.marker();
+        marker.announce();
         self.state.fetch_or(PARKED, Ordering::Relaxed)
+        // (`marker` leaves here, after the mark.)
+    }
+}
+
+/// A thread registered in the mode byte to mark the word: from before its first mark (or the
+/// look at `CONTENDED` that lets it mark without a barrier) until after its last, so that no
+/// owner makes the mutex `QUIET` again in between (module docs). Leaves when dropped.
+struct Marker<'m> {
+    mutex: &'m RawMutex,
+    /// In the count (else the mode is `STICKY`, and never decays).
+    counted: bool,
+    /// A barrier completed since the mode was last `QUIET`: marks need no other.
+    announced: bool,
+}
+
+impl Marker<'_> {
+    /// Make sure no owner can unlock quietly past this thread's next mark (module docs).
+    #[inline]
+    fn announce(&mut self) {
+        if !self.announced {
+            self.announce_slow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn announce_slow(&mut self) {
+        // The registration (the mode is not QUIET while we are counted) is what the quiet
+        // owner's looks see; the barrier orders it before them, or our marks after its store.
+        if fence_free() {
+            waiter_barrier();
+        }
+        // Release: a thread that reads CONTENDED (Acquire) marks after the barrier too.
+        self.mutex.mode.fetch_or(CONTENDED, Ordering::Release);
+        self.announced = true;
+    }
+}
+
+impl Drop for Marker<'_> {
+    fn drop(&mut self) {
+        if self.counted {
+            // Release: an owner that decays the mode after this (Acquire) sees our marks.
+            self.mutex.mode.fetch_sub(1, Ordering::Release);
+        }
     }
 }
 
@@ -785,5 +866,66 @@ mod tests {
         m.state.store(LOCKED | HANDOFF, Ordering::Relaxed);
         assert_eq!(m.withdraw(&d, false), Acquired::TimedOut);
         assert_eq!(m.state(), LOCKED);
+    }
+}
+
+/// The decay, model-checked where it races: the mode is `CONTENDED` with nobody registered (a
+/// contended episode just ended) while the owner unlocks and a contender arrives. The owner may
+/// make the mode `QUIET` and unlock with a plain store; the contender either registered first
+/// (the decay fails) or finds the mode `QUIET` and announces with its barrier. Run with
+/// `RUSTFLAGS="--cfg ufutex_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p ufutex --lib`.
+#[cfg(all(test, ufutex_loom))]
+mod loom_models {
+    use super::*;
+    use crate::sync::{set_starvation_policy, Starvation};
+    use crate::{DomainConfig, Slots};
+    use loom::sync::Arc;
+
+    fn domain() -> Arc<Domain> {
+        let d = Arc::new(Domain::new(DomainConfig::new().slots(Slots::Fixed(2))).expect("domain"));
+        // The domain's thread counter, made before any model thread exists (see tests/loom_sync.rs).
+        let w = crate::primitive::AtomicU32::new(0);
+        let _ = d.wait(&w, 0, Some(std::time::Duration::ZERO.into()));
+        d
+    }
+
+    /// A mutex held by this thread after a contended episode: `CONTENDED`, nobody registered.
+    fn held_after_contention() -> Arc<RawMutex> {
+        let m = Arc::new(RawMutex::new());
+        m.state.store(LOCKED, Ordering::Relaxed);
+        m.mode.store(CONTENDED, Ordering::Relaxed);
+        m
+    }
+
+    /// The owner unlocks (decaying) while a contender arrives, parks and takes the lock; then
+    /// the owner locks again behind it. Both finish (no lost wakeup), the lock ends free, and
+    /// nobody is left registered.
+    #[test]
+    fn decay_races_an_arriving_contender() {
+        set_starvation_policy(Some(Starvation::Never));
+        // At least 4 preemptions: an erased registration needs the owner preempted between
+        // its looks and the contender between its registration and its mark (a decay that
+        // stores instead of compare-and-swaps passes at 3 and fails at 4; 0.6 s here).
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(model.preemption_bound.map_or(4, |b| b.max(4)));
+        model.check(|| {
+            let d = domain();
+            let m = held_after_contention();
+            let contender = {
+                let (d, m) = (d.clone(), m.clone());
+                loom::thread::spawn(move || {
+                    m.lock_in(&d);
+                    // SAFETY: locked just above.
+                    m.unlock_in(&d);
+                })
+            };
+            m.unlock_in(&d);
+            m.lock_in(&d);
+            m.unlock_in(&d);
+            contender.join().unwrap();
+            assert_eq!(m.state.load(Ordering::Relaxed) & (LOCKED | HANDOFF | GRANTED), 0);
+            assert_eq!(m.mode.load(Ordering::Relaxed) & REGISTERED, 0);
+        });
+        set_starvation_policy(None);
     }
 }
