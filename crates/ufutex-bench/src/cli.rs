@@ -194,6 +194,10 @@ pub enum Command {
         /// The competitor ratios are taken against; must be one of --impl [default: pthread]
         #[arg(long, value_name = "NAME")]
         baseline: Option<String>,
+        /// Before each timed repetition, a thread sleeps on the lock while another holds it, so
+        /// the timed loop runs on a lock that has been contended (and is not any more)
+        #[arg(long)]
+        after_contention: bool,
     },
     /// Recovery of a shared bucket lock whose owner died: per repetition a fresh shared table,
     /// a process killed holding the lock in a shared wait, then one timed shared wake (ms)

@@ -12,6 +12,13 @@ use ufutex::sync::{set_spin_policy, set_starvation_policy, SpinPolicy, Starvatio
 pub trait BenchLock: Sync + Send + Default {
     /// Run `f` with the lock held.
     fn with(&self, f: impl FnOnce(&mut u64));
+
+    /// [`BenchLock::with`], returning what `f` returns.
+    fn with_result<R>(&self, f: impl FnOnce(&mut u64) -> R) -> R {
+        let mut out = None;
+        self.with(|d| out = Some(f(d)));
+        out.expect("`with` runs its closure")
+    }
 }
 
 #[derive(Default)]

@@ -89,7 +89,9 @@ fn execute(opts: &Options) -> std::io::Result<Vec<Bench>> {
         Job::Waitv { entries, modes } => waitv::run(c, entries, modes),
         Job::PingPong(p) => Ok(vec![pingpong::run(c, *p)?]),
         Job::Schbench(p) => Ok(vec![schbench::run(c, *p)?]),
-        Job::Lock { threads, sections, baseline } => lock::run(c, threads, sections, baseline),
+        Job::Lock { threads, sections, baseline, after_contention } => {
+            lock::run(c, threads, sections, baseline, *after_contention)
+        }
         Job::Recovery => Ok(vec![recovery::run(c)?]),
         Job::Keyed(p) => keyed::run(c, p),
         Job::SemPingPong(p) => Ok(vec![sempingpong::run(c, *p)?]),

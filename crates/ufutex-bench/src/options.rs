@@ -37,6 +37,8 @@ pub enum Job {
         threads: Vec<usize>,
         sections: Vec<Section>,
         baseline: String,
+        /// A contended episode before each timed repetition (`--after-contention`).
+        after_contention: bool,
     },
     Recovery,
     Keyed(keyed::Params),
@@ -270,7 +272,7 @@ pub fn validate(cli: Cli) -> R<Options> {
             };
             (common, Job::Schbench(p), 0.5, false)
         }
-        Command::Lock { common, threads, cs, baseline } => {
+        Command::Lock { common, threads, cs, baseline, after_contention } => {
             let threads = list("--threads", &threads, 1, 1024)?;
             let sections =
                 cs.split(',').map(|s| Section::parse(s).map_err(|e| format!("--cs: {e}"))).collect::<R<Vec<_>>>()?;
@@ -282,7 +284,7 @@ pub fn validate(cli: Cli) -> R<Options> {
             let json = common.json.clone();
             return Ok(Options {
                 common: self::common(&common, 0.3, Kind::Lock)?,
-                job: Job::Lock { threads, sections, baseline },
+                job: Job::Lock { threads, sections, baseline, after_contention },
                 json,
             });
         }

@@ -94,6 +94,8 @@ fn increments_per_us() -> usize {
 pub struct Params {
     pub threads: usize,
     pub section: Section,
+    /// One contended episode on the lock before the timed loop ([`contend_once`]).
+    pub after_contention: bool,
 }
 
 /// One repetition's numbers.
@@ -125,6 +127,9 @@ pub fn once<L: BenchLock>(p: Params, runtime: Duration) -> io::Result<Sample> {
     // gate and the counts, at offsets that differ with each lock type's size.
     let lock = Box::new(Alone(L::default()));
     let lock = &lock.0;
+    if p.after_contention {
+        contend_once(lock)?;
+    }
     let gate = Gate::default();
     let k = p.section.increments();
     let counts: Vec<AtomicU64> = (0..p.threads).map(|_| AtomicU64::new(0)).collect();
@@ -146,15 +151,27 @@ pub fn once<L: BenchLock>(p: Params, runtime: Duration) -> io::Result<Sample> {
     let ops: Vec<u64> = counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
     let mut counter = 0;
     lock.with(|d| counter = *d);
-    if counter != ops.iter().sum::<u64>() * k as u64 {
-        return Err(io::Error::other(format!(
-            "lock lost updates: counter {counter}, expected {}",
-            ops.iter().sum::<u64>() * k as u64
-        )));
+    let expected = ops.iter().sum::<u64>() * k as u64 + u64::from(p.after_contention);
+    if counter != expected {
+        return Err(io::Error::other(format!("lock lost updates: counter {counter}, expected {expected}")));
     }
     let secs = elapsed.as_secs_f64();
     let per_thread: Vec<f64> = ops.iter().map(|&n| n as f64 / secs).collect();
     Ok(Sample { total: per_thread.iter().sum(), per_thread })
+}
+
+/// A contended episode: this thread holds `lock` while another asks for it, long enough for
+/// that one to give up spinning and sleep (every lock here sleeps within a few hundred µs),
+/// then lets it in. The lock ends free, with whatever the episode left in it.
+fn contend_once<L: BenchLock>(lock: &L) -> io::Result<()> {
+    std::thread::scope(|s| {
+        let contender = lock.with_result(|_| -> io::Result<_> {
+            let h = std::thread::Builder::new().stack_size(STACK).spawn_scoped(s, || lock.with(|d| *d += 1))?;
+            std::thread::sleep(Duration::from_millis(20));
+            Ok(h)
+        })?;
+        contender.join().map_err(|_| io::Error::other("the contender panicked"))
+    })
 }
 
 /// The metrics at `threads` threads. One thread adds the time per operation: one uncontended
@@ -174,7 +191,13 @@ pub fn metrics(threads: usize) -> Vec<Metric> {
 
 /// Every lock of `common.impls` at every thread count × critical section; ratios against
 /// `baseline`.
-pub fn run(common: &Common, threads: &[usize], sections: &[Section], baseline: &str) -> io::Result<Vec<Bench>> {
+pub fn run(
+    common: &Common,
+    threads: &[usize],
+    sections: &[Section],
+    baseline: &str,
+    after_contention: bool,
+) -> io::Result<Vec<Bench>> {
     let locks: Vec<LockEntry> =
         common.impls.iter().map(|i| LockEntry::by_name(i)).collect::<Result<_, _>>().map_err(io::Error::other)?;
     let described: Vec<String> =
@@ -184,10 +207,11 @@ pub fn run(common: &Common, threads: &[usize], sections: &[Section], baseline: &
     let mut out = Vec::new();
     for &t in threads {
         for &section in sections {
-            let p = Params { threads: t, section };
+            let p = Params { threads: t, section, after_contention };
+            let after = if after_contention { ", after contention" } else { "" };
             let plan = Plan {
                 workload: "lock",
-                case: format!("threads={t} cs={}", section.label()),
+                case: format!("threads={t} cs={}{after}", section.label()),
                 metrics: metrics(t),
                 baseline,
             };
@@ -220,7 +244,7 @@ mod tests {
         let variants = ["ufutex-nohandoff", "ufutex-handoff-50us", "ufutex-handoff-1wakeup", "ufutex-spin-6x1-0y"];
         let names = LockKind::ALL.iter().map(|k| k.name()).chain(variants);
         for l in names.map(|n| LockEntry::by_name(n).unwrap()) {
-            let p = Params { threads: 3, section: Section::Increments(5) };
+            let p = Params { threads: 3, section: Section::Increments(5), after_contention: true };
             let s = run_once(&l, p, Duration::from_millis(20)).unwrap();
             assert_eq!(s.per_thread.len(), 3, "{}", l.name);
             assert!(s.total > 0.0, "{}", l.name);
@@ -249,7 +273,12 @@ mod tests {
     fn an_empty_section_runs_lock_and_unlock_alone() {
         assert_eq!(Section::parse("0"), Ok(Section::Increments(0)));
         let l = LockEntry::by_name("ufutex").unwrap();
-        let s = run_once(&l, Params { threads: 1, section: Section::Increments(0) }, Duration::from_millis(5)).unwrap();
+        let s = run_once(
+            &l,
+            Params { threads: 1, section: Section::Increments(0), after_contention: false },
+            Duration::from_millis(5),
+        )
+        .unwrap();
         assert!(s.total > 0.0);
     }
 
