@@ -857,6 +857,32 @@ mod tests {
     }
 
     #[test]
+    fn the_mode_counts_markers_decays_when_none_and_sticks_past_63() {
+        let m = RawMutex::new();
+        {
+            let mut a = m.marker();
+            assert!(!a.announced && a.counted);
+            a.announce();
+            let b = m.marker();
+            assert!(b.announced, "a registration that sees CONTENDED needs no barrier");
+            assert_eq!(m.mode.load(Ordering::Relaxed), CONTENDED | 2);
+            assert!(!m.decay(), "no decay while anyone is registered");
+        }
+        assert_eq!(m.mode.load(Ordering::Relaxed), CONTENDED);
+        assert_eq!(m.decay(), fence_free(), "nobody registered: QUIET again (where it can be)");
+        if fence_free() {
+            assert_eq!(m.mode.load(Ordering::Relaxed), QUIET);
+        }
+        let many: Vec<_> = (0..REGISTERED).map(|_| m.marker()).collect();
+        let extra = m.marker();
+        assert!(!extra.counted, "the 64th is not counted");
+        assert_eq!(m.mode.load(Ordering::Relaxed) & (STICKY | REGISTERED), STICKY | REGISTERED);
+        drop((many, extra));
+        assert_eq!(m.mode.load(Ordering::Relaxed) & (STICKY | REGISTERED), STICKY);
+        assert!(!m.decay(), "a sticky mode never decays");
+    }
+
+    #[test]
     fn timed_out_requester_that_was_granted_owns_the_lock() {
         let d = Domain::new(crate::DomainConfig::new()).unwrap();
         let m = RawMutex::new();
