@@ -67,8 +67,9 @@
 //! is gone. An earlier owner, still in its unlock after its release, may wake the waiter while
 //! the owner of the moment sits between its look at the state and its quiet store; the store
 //! then erases the request and the requester sleeps for good. Loom finds it with three threads
-//! and three preemptions (`handoff_in_flight_with_a_blocking_locker`, `LOOM_MAX_PREEMPTIONS=3`;
-//! CI runs 2), in the thirteenth session's protocol too. Requiring a seen release alone closes
+//! and three preemptions (`tests/loom_sync.rs`, `handoff_in_flight_at_three_preemptions`,
+//! ignored: `-- --ignored` shows it; CI runs the others at 2), in the thirteenth session's
+//! protocol too. Requiring a seen release alone closes
 //! it but lets a re-locking thread starve a woken one (`tests/sync_starvation.rs` fails), so it
 //! is not done; the fix is a request that lives in the mode byte, which no store erases
 //! (BENCHMARKS.md, fourteenth session). To keep the exposure where the thirteenth session left
