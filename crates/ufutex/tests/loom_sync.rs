@@ -68,6 +68,32 @@ fn spawn_locker(d: &Arc<Domain>, g: &Arc<Guarded>) -> thread::JoinHandle<()> {
     thread::spawn(move || g.locked(&d))
 }
 
+/// What one thread of a model runs, given the guarded state and the domain.
+type Part = fn(&Guarded, &Domain);
+
+/// The shape most models share: the main thread holds the lock while `others` start, each on
+/// a thread of its own; then it runs its critical section, unlocks, runs `then`, and joins
+/// them. The guarded state, for the model's assertions.
+fn from_held(others: &[Part], then: Part) -> Arc<Guarded> {
+    let d = domain();
+    let g = Guarded::new();
+    g.m.lock_in(&d);
+    let threads: Vec<_> = others
+        .iter()
+        .map(|&part| {
+            let (d, g) = (d.clone(), g.clone());
+            thread::spawn(move || part(&g, &d))
+        })
+        .collect();
+    g.critical();
+    g.m.unlock_in(&d);
+    then(&g, &d);
+    for t in threads {
+        t.join().unwrap();
+    }
+    g
+}
+
 /// Two threads lock and unlock: never two owners, and no increment is lost.
 #[test]
 fn mutual_exclusion() {
@@ -91,15 +117,7 @@ fn mutual_exclusion() {
 fn no_lost_wakeup_on_unlock() {
     set_starvation_policy(Some(Starvation::Never));
     loom::model(|| {
-        let d = domain();
-        let g = Guarded::new();
-        g.m.lock_in(&d);
-        let waiters: Vec<_> = (0..2).map(|_| spawn_locker(&d, &g)).collect();
-        g.critical();
-        g.m.unlock_in(&d);
-        for w in waiters {
-            w.join().unwrap();
-        }
+        let g = from_held(&[Guarded::locked, Guarded::locked], |_, _| {});
         assert_eq!(g.count(), 3);
         assert!(!g.m.is_locked_in());
     });
@@ -113,20 +131,11 @@ fn no_lost_wakeup_on_unlock() {
 fn decay_then_contention_again() {
     set_starvation_policy(Some(Starvation::Never));
     loom::model(|| {
-        let d = domain();
-        let g = Guarded::new();
-        g.m.lock_in(&d);
-        let t = {
-            let (d, g) = (d.clone(), g.clone());
-            thread::spawn(move || {
-                g.locked(&d);
-                g.locked(&d);
-            })
+        let twice: Part = |g, d| {
+            g.locked(d);
+            g.locked(d);
         };
-        g.critical();
-        g.m.unlock_in(&d);
-        g.locked(&d);
-        t.join().unwrap();
+        let g = from_held(&[twice], Guarded::locked);
         assert_eq!(g.count(), 4);
         assert!(!g.m.is_locked_in());
     });
@@ -135,26 +144,15 @@ fn decay_then_contention_again() {
 /// With a zero threshold a contended waiter asks for a handoff at once. The owner's unlock
 /// hands the lock over: the requester ends up the owner exactly once, a third thread gets it
 /// once at most (`third` runs it), and the lock ends free.
-fn handoff_with_a_third(third: fn(Arc<Domain>, Arc<Guarded>), at_least: usize) {
+fn handoff_with_a_third(third: Part, at_least: usize) {
     handoff_with_a_third_in(loom::model::Builder::new(), third, at_least);
 }
 
 /// [`handoff_with_a_third`] under the model settings `model`.
-fn handoff_with_a_third_in(model: loom::model::Builder, third: fn(Arc<Domain>, Arc<Guarded>), at_least: usize) {
+fn handoff_with_a_third_in(model: loom::model::Builder, third: Part, at_least: usize) {
     set_starvation_policy(Some(Starvation::Wakeups(0)));
     model.check(move || {
-        let d = domain();
-        let g = Guarded::new();
-        g.m.lock_in(&d);
-        let requester = spawn_locker(&d, &g);
-        let other = {
-            let (d, g) = (d.clone(), g.clone());
-            thread::spawn(move || third(d, g))
-        };
-        g.critical();
-        g.m.unlock_in(&d);
-        requester.join().unwrap();
-        other.join().unwrap();
+        let g = from_held(&[Guarded::locked, third], |_, _| {});
         assert!(g.count() >= at_least);
         assert!(!g.m.is_locked_in());
     });
@@ -165,10 +163,10 @@ fn handoff_with_a_third_in(model: loom::model::Builder, third: fn(Arc<Domain>, A
 #[test]
 fn handoff_transfers_ownership_exactly_once() {
     handoff_with_a_third(
-        |d, g| {
+        |g, d| {
             if g.m.try_lock_in() {
                 g.critical();
-                g.m.unlock_in(&d);
+                g.m.unlock_in(d);
             }
         },
         2,
@@ -180,7 +178,7 @@ fn handoff_transfers_ownership_exactly_once() {
 /// granted it. Everyone gets the lock once.
 #[test]
 fn handoff_in_flight_with_a_blocking_locker() {
-    handoff_with_a_third(|d, g| g.locked(&d), 3);
+    handoff_with_a_third(Guarded::locked, 3);
 }
 
 /// The known gap (`raw_mutex.rs`, "Requests and the quiet store"): at three preemptions an
@@ -193,7 +191,7 @@ fn handoff_in_flight_with_a_blocking_locker() {
 fn handoff_in_flight_at_three_preemptions() {
     let mut model = loom::model::Builder::new();
     model.preemption_bound = Some(3);
-    handoff_with_a_third_in(model, |d, g| g.locked(&d), 3);
+    handoff_with_a_third_in(model, Guarded::locked, 3);
 }
 
 /// A requester whose deadline fires races the granting unlock: either it withdrew first (and
@@ -203,22 +201,14 @@ fn handoff_in_flight_at_three_preemptions() {
 fn handoff_races_a_timeout() {
     set_starvation_policy(Some(Starvation::Wakeups(0)));
     loom::model(|| {
-        let d = domain();
-        let g = Guarded::new();
-        g.m.lock_in(&d);
-        let requester = {
-            let (d, g) = (d.clone(), g.clone());
-            thread::spawn(move || {
-                // Under loom a timed park gives up at a point loom chooses.
-                if g.m.try_lock_for_in(&d, std::time::Duration::from_secs(1)) {
-                    g.critical();
-                    g.m.unlock_in(&d);
-                }
-            })
+        let timed_requester: Part = |g, d| {
+            // Under loom a timed park gives up at a point loom chooses.
+            if g.m.try_lock_for_in(d, std::time::Duration::from_secs(1)) {
+                g.critical();
+                g.m.unlock_in(d);
+            }
         };
-        g.critical();
-        g.m.unlock_in(&d);
-        requester.join().unwrap();
+        let g = from_held(&[timed_requester], |_, _| {});
         assert!(!g.m.is_locked_in(), "a handoff to a departed waiter leaves the lock held");
     });
     set_starvation_policy(None);
