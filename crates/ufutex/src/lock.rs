@@ -28,12 +28,15 @@ const SPIN_NS: u64 = 4_000;
 
 pub(crate) struct RawLock {
     state: AtomicU32,
+    /// Where a contended locker sleeps (the kernel futex on the state: nothing here, outside
+    /// loom).
+    sleep: sys::Sleep,
 }
 
 impl RawLock {
     crate::primitive::const_unless_loom! {
         pub(crate) fn new() -> RawLock {
-            RawLock { state: AtomicU32::new(UNLOCKED) }
+            RawLock { state: AtomicU32::new(UNLOCKED), sleep: sys::Sleep::new() }
         }
     }
 
@@ -57,7 +60,7 @@ impl RawLock {
         }
         // Taking the lock as CONTENDED is conservative: the unlock may wake someone needlessly.
         while self.state.swap(CONTENDED, Ordering::Acquire) != UNLOCKED {
-            sys::sleep_while(&self.state, CONTENDED);
+            self.sleep.sleep_while(&self.state, CONTENDED);
         }
     }
 
@@ -65,7 +68,7 @@ impl RawLock {
     pub(crate) fn unlock(&self) {
         // Release: publish the critical section to the next owner.
         if self.state.swap(UNLOCKED, Ordering::Release) == CONTENDED {
-            sys::wake_one(&self.state);
+            self.sleep.wake_one(&self.state);
         }
     }
 }
@@ -74,24 +77,89 @@ impl RawLock {
 mod sys {
     use std::sync::atomic::AtomicU32;
 
-    pub(super) fn sleep_while(word: &AtomicU32, val: u32) {
-        crate::parker::futex::wait(word, val, None);
-    }
+    /// The kernel futex on the lock word: no state of its own.
+    pub(super) struct Sleep;
 
-    pub(super) fn wake_one(word: &AtomicU32) {
-        crate::parker::futex::wake(word, 1);
+    impl Sleep {
+        pub(super) const fn new() -> Sleep {
+            Sleep
+        }
+
+        pub(super) fn sleep_while(&self, word: &AtomicU32, val: u32) {
+            crate::parker::futex::wait(word, val, None);
+        }
+
+        pub(super) fn wake_one(&self, word: &AtomicU32) {
+            crate::parker::futex::wake(word, 1);
+        }
     }
 }
 
-#[cfg(any(not(target_os = "linux"), ufutex_loom))]
+#[cfg(all(not(target_os = "linux"), not(ufutex_loom)))]
 mod sys {
     use crate::primitive::{yield_now, AtomicU32, Ordering};
 
-    pub(super) fn sleep_while(word: &AtomicU32, val: u32) {
-        if word.load(Ordering::Relaxed) == val {
-            yield_now();
+    /// Off Linux a contended locker yields and looks again.
+    pub(super) struct Sleep;
+
+    impl Sleep {
+        pub(super) const fn new() -> Sleep {
+            Sleep
         }
+
+        pub(super) fn sleep_while(&self, word: &AtomicU32, val: u32) {
+            if word.load(Ordering::Relaxed) == val {
+                yield_now();
+            }
+        }
+
+        pub(super) fn wake_one(&self, _word: &AtomicU32) {}
+    }
+}
+
+/// Under loom a contended locker parks, as it would in the kernel. A locker that yielded and
+/// looked again instead made an execution last as long as the holder's yield count (loom runs
+/// the thread that yielded least first): past loom's branch limit at three preemptions. (Not
+/// loom's condvar: its wait can wake into a held mutex and panic.)
+#[cfg(ufutex_loom)]
+mod sys {
+    use crate::primitive::{AtomicU32, Mutex, Ordering};
+    use loom::thread::Thread;
+
+    /// The sleeping lockers, oldest first.
+    pub(super) struct Sleep {
+        sleepers: Mutex<Vec<Thread>>,
     }
 
-    pub(super) fn wake_one(_word: &AtomicU32) {}
+    impl Sleep {
+        pub(super) fn new() -> Sleep {
+            Sleep { sleepers: Mutex::new(Vec::new()) }
+        }
+
+        /// The futex's check under its lock: the waker's wake takes the same lock after its
+        /// store, so either this look sees the store or the wake finds this thread listed.
+        pub(super) fn sleep_while(&self, word: &AtomicU32, val: u32) {
+            {
+                let mut sleepers = self.sleepers.lock().unwrap();
+                if word.load(Ordering::Relaxed) != val {
+                    return;
+                }
+                sleepers.push(loom::thread::current());
+            }
+            // May also return for an unpark meant for this thread's parker (a token left from
+            // an earlier wait): then leave the list, and the caller looks again.
+            loom::thread::park();
+            let me = loom::thread::current().id();
+            self.sleepers.lock().unwrap().retain(|t| t.id() != me);
+        }
+
+        pub(super) fn wake_one(&self, _word: &AtomicU32) {
+            let mut sleepers = self.sleepers.lock().unwrap();
+            let first = (!sleepers.is_empty()).then(|| sleepers.remove(0));
+            drop(sleepers);
+            if let Some(t) = first {
+                t.unpark();
+            }
+        }
+    }
 }
