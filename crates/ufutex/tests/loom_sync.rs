@@ -181,13 +181,12 @@ fn handoff_in_flight_with_a_blocking_locker() {
     handoff_with_a_third(Guarded::locked, 3);
 }
 
-/// The known gap (`raw_mutex.rs`, "Requests and the quiet store"): at three preemptions an
-/// earlier owner's repair wakes the parked waiter while the owner of the moment sits between
-/// its look at the state and its quiet store; the woken waiter asks for a handoff and the store
-/// erases the request, so the requester sleeps for good (loom: deadlock). Kept to show the gap
-/// until the request lives in the mode byte: `-- --ignored` runs it (fails in about a second).
+/// [`handoff_in_flight_with_a_blocking_locker`] at three preemptions, where an earlier owner's
+/// repair can wake the parked waiter while the owner of the moment sits between its look at
+/// the state and its quiet store; the woken waiter asks for a handoff and the store erases the
+/// request. The repair's wake of the requester and the right to request in the mode byte
+/// (`raw_mutex.rs`, "Requests and the quiet store") bring it back: before them this deadlocked.
 #[test]
-#[ignore = "known gap: a quiet store can erase a handoff request (raw_mutex.rs); deadlocks at 3 preemptions"]
 fn handoff_in_flight_at_three_preemptions() {
     let mut model = loom::model::Builder::new();
     model.preemption_bound = Some(3);

@@ -4,7 +4,9 @@
 //! mode byte"). Each round holds a mutex while two threads arrive and park at once (no
 //! spinning), and unlocks; the threads then take it in turns, and the mode decays whenever
 //! neither is registered. Half the time each round has a fresh mutex, then one mutex serves
-//! every round (its mode decayed at the end of the last). Invariants: every round finishes (a
+//! every round (its mode decayed at the end of the last). Every other round the contenders ask
+//! for a handoff as soon as they have announced (a zero starvation threshold), so requests race
+//! the quiet store too ("Requests and the quiet store"). Invariants: every round finishes (a
 //! lost wakeup would leave a thread parked: the watchdog aborts the run), the count under the
 //! lock is exact, the lock ends free and nobody is left queued. `UFUTEX_STRESS_SECS` lengthens
 //! the run. (Its own test binary: the spin policy is process-wide.)
@@ -13,7 +15,7 @@
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use ufutex::sync::{set_spin_policy, RawMutex, SpinPolicy};
+use ufutex::sync::{set_spin_policy, set_starvation_policy, RawMutex, SpinPolicy, Starvation};
 use ufutex::{Domain, DomainConfig};
 
 /// Critical sections per contender and round.
@@ -44,7 +46,7 @@ fn hold(d: Duration) {
 }
 
 #[test]
-fn a_parker_is_never_lost_on_a_fresh_or_a_decayed_mutex() {
+fn a_parker_or_a_requester_is_never_lost_on_a_fresh_or_a_decayed_mutex() {
     // Park at once: the contenders announce and mark the word right away, racing the unlock.
     set_spin_policy(Some(SpinPolicy { first_shift: 0, busy_rounds: 0, yield_rounds: 0 }));
     let secs: f64 = std::env::var("UFUTEX_STRESS_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(0.5);
@@ -75,6 +77,7 @@ fn a_parker_is_never_lost_on_a_fresh_or_a_decayed_mutex() {
         while round < 400 || Instant::now() < end {
             let fresh = Counted { m: RawMutex::new(), n: UnsafeCell::new(0) };
             let c = if round < 200 || Instant::now() < half { &fresh } else { &reused };
+            set_starvation_policy(if round % 2 == 1 { Some(Starvation::After(Duration::ZERO)) } else { None });
             // SAFETY: no thread of the last round is left (the scope joined them).
             let before = unsafe { *c.n.get() };
             c.m.lock_in(&d);
@@ -105,4 +108,5 @@ fn a_parker_is_never_lost_on_a_fresh_or_a_decayed_mutex() {
         watchdog.join().unwrap();
     });
     set_spin_policy(None);
+    set_starvation_policy(None);
 }

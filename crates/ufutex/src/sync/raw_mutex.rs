@@ -12,16 +12,18 @@
 //! Invariants: `GRANTED ⇒ LOCKED`, never `HANDOFF` and `GRANTED` together. `HANDOFF` without
 //! `LOCKED` is a handoff *in flight*: the owner's unlock has released the lock (4) and is about
 //! to grant it (6); the lock is the requester's, and no one else takes it ([`free`]).
-//! At most one thread is the handoff requester: it set `HANDOFF` with a CAS that saw neither
-//! `HANDOFF` nor `GRANTED`, and it alone clears `HANDOFF` (withdrawing, or taking the lock in
-//! flight) or `GRANTED` (claiming) — or the granting unlock turns its `HANDOFF` into `GRANTED`.
+//! At most one thread is the handoff requester: the one that holds `REQUESTER` in the mode
+//! byte. Only it sets `HANDOFF`, and it alone clears `HANDOFF` (withdrawing, or taking the lock
+//! in flight) or `GRANTED` (claiming) — or the granting unlock turns its `HANDOFF` into
+//! `GRANTED`, or a quiet store erases it (below).
 //!
 //! # The mode byte: a quiet mutex unlocks with a plain store
 //!
 //! | bits | name | meaning |
 //! |---|---|---|
-//! | 0..5 | registered | threads registered to mark the word (below), up to 63 |
-//! | 6 | `STICKY` | 64 or more were registered at once: the mode never decays again |
+//! | 0..4 | registered | threads registered to mark the word (below), up to 31 |
+//! | 5 | `REQUESTER` | a thread holds the right to request a handoff (below) |
+//! | 6 | `STICKY` | 32 or more were registered at once: the mode never decays again |
 //! | 7 | `CONTENDED` | a registered thread's barrier completed since the mode was last `QUIET` |
 //!
 //! `QUIET` is 0: nobody registered, no barrier standing. An unlock that finds the mode `QUIET`
@@ -38,8 +40,9 @@
 //!   registration that sees `CONTENDED` (Acquire) needs no barrier of its own: one completed
 //!   before that bit was set. Spinning needs no registration: only marks can be erased.
 //! - **The quiet owner looks again.** After its store (and `membarrier::fence_free_point`), the
-//!   owner reads the mode again; if it is no longer `QUIET` it may have erased a `PARKED`, and
-//!   does what (5) does: wake one waiter, (5b) restoring `PARKED` if more are queued.
+//!   owner reads the mode again; if it is no longer `QUIET` it may have erased a `PARKED` or a
+//!   request, and repairs: it does what (5) does (wake one waiter, (5b) restoring `PARKED` if
+//!   more are queued) and wakes the requester (below).
 //! - **The decay.** An owner that unlocks a mutex whose mode is exactly `CONTENDED` (nobody
 //!   registered) makes it `QUIET` with a compare-and-swap, then unlocks quietly if the state
 //!   allows. The next thread to mark finds no `CONTENDED` and runs the barrier again.
@@ -58,40 +61,44 @@
 //! is never released quietly. Where `membarrier` does not work ([`crate::membarrier::fence_free`]
 //! is false) no unlock is quiet and the mode never decays.
 //!
-//! **Requests and the quiet store.** A `HANDOFF` that an owner erased would leave its requester
-//! waiting for a grant while a second thread, seeing no request, became requester too. Only an
-//! owner that held the lock when the requester registered can unlock quietly: one that takes it
-//! later reads a mode that is not `QUIET` (the requester stays registered, so no decay comes in
-//! between). So a waiter asks for a handoff only once it has seen the lock released, or been
-//! woken, after it registered and announced. **Known gap:** a wake is not proof that that owner
-//! is gone. An earlier owner, still in its unlock after its release, may wake the waiter while
-//! the owner of the moment sits between its look at the state and its quiet store; the store
-//! then erases the request and the requester sleeps for good. Loom finds it with three threads
-//! and three preemptions (`tests/loom_sync.rs`, `handoff_in_flight_at_three_preemptions`,
-//! ignored: `-- --ignored` shows it; CI runs the others at 2), in the thirteenth session's
-//! protocol too. Requiring a seen release alone closes
-//! it but lets a re-locking thread starve a woken one (`tests/sync_starvation.rs` fails), so it
-//! is not done; the fix is a request that lives in the mode byte, which no store erases
-//! (BENCHMARKS.md, fourteenth session). To keep the exposure where the thirteenth session left
-//! it (the first request of a mutex's life), a requester pins the mode `STICKY`: a mutex that
-//! has seen a request never decays again. (Under loom, whose threshold is one lost wakeup, a
-//! request always follows a wake.)
+//! **Requests and the quiet store.** The store can erase a `HANDOFF` as it erases a `PARKED`:
+//! one set between the owner's look at the state and its store. Two things make that harmless.
+//! - **The right to request lives in the mode byte**, which no store overwrites. A waiter
+//!   becomes the requester by setting `REQUESTER` (an RMW that found it clear, Acquire) before
+//!   it sets `HANDOFF`, and clears it (Release) only once its `HANDOFF` and any `GRANTED` are
+//!   gone from the state. So an erased request leaves no opening for a second requester, and
+//!   the next one sees the state its predecessor left.
+//! - **The repair wakes the requester too** ([`HANDOFF_MASK`]), besides one normal waiter. The
+//!   erasing owner repairs: by the argument above its second look sees the requester's
+//!   registration, which came before the request. Its wake comes after its store, so either the
+//!   requester is queued and woken, or its wait's check sees the erased value and it looks
+//!   again. A requester that finds neither `HANDOFF` nor `GRANTED` knows its request was erased:
+//!   it takes the lock if it is free, else asks again (3). The repair cannot tell from the mode
+//!   whether a request was erased (`REQUESTER` may be set after its look), so it always wakes
+//!   the requester; one whose request stands just looks and waits on.
+//!
+//! So a waiter may ask as soon as it is starving, registered and announced. (Until the
+//! fifteenth session the request lived in the state alone, and a waiter asked only once it had
+//! seen the lock released or been woken; a wake from an earlier owner, still in its unlock, did
+//! not prove that the owner of the moment was past its store, and loom found the lost wakeup at
+//! three preemptions: `tests/loom_sync.rs`, `handoff_in_flight_at_three_preemptions`.)
 //!
 //! The price of the decay: the first thread to mark after it pays the barrier again (~0.1 µs,
 //! or a few µs when it must interrupt the other CPU), at most once per contended episode, and
 //! a park that follows it costs a 15–60 µs hop anyway. Its gain: a mutex whose contenders
 //! spin, or whose contention has passed, unlocks with the store again (BENCHMARKS.md,
 //! fourteenth session: the 2- and 8-thread cells of the lock sweep).
-
+//!
 //! # Transitions (each one CAS or RMW on the word; `debug_assert`ed where it is made)
 //!
 //! 1. **lock**: `s` without `LOCKED` or `HANDOFF` → `s | LOCKED` (Acquire). The uncontended
 //!    case is `0 → LOCKED`. A thread that was *woken* adds `PARKED` too (the baton rule below).
 //! 2. **park**: `s` with `LOCKED` or `HANDOFF` → `s | PARKED`, then wait on the word for
 //!    `s | PARKED` with [`NORMAL_MASK`].
-//! 3. **request**: a starving waiter, `s` with `LOCKED`, without `HANDOFF`/`GRANTED` →
-//!    `s | HANDOFF`, then spin a little watching for `GRANTED`, then wait for the current
-//!    value with [`HANDOFF_MASK`].
+//! 3. **request**: a starving waiter holding `REQUESTER`, `s` with `LOCKED`, without
+//!    `HANDOFF`/`GRANTED` → `s | HANDOFF`, then spin a little watching for `GRANTED`, then wait
+//!    for the current value with [`HANDOFF_MASK`]. A requester that finds its request erased
+//!    (neither bit) asks again the same way, or takes the lock if it is free (1).
 //! 4. **unlock**: subtract `LOCKED` (Release): one `lock dec`, which keeps the other bits.
 //!    Uncontended, `LOCKED → 0`, and that is all. Otherwise the lock is free, or in flight,
 //!    from here on, and the unlock goes on with (6) or (5) — unless someone has taken the lock
@@ -111,7 +118,7 @@
 //!    if it owes the baton. It now owns the lock; it never released it in between.
 //! 8. **withdraw**: a requester that timed out: `s | HANDOFF → s` — or, if the CAS finds
 //!    `GRANTED` instead, it claims (7): the lock was handed over first, so the timed lock
-//!    succeeds.
+//!    succeeds. (A request erased meanwhile leaves nothing to withdraw.)
 //!
 //! How each waiter learns what happened: a normal waiter never assumes ownership — after any
 //! wakeup it competes again with (1). The requester owns the lock exactly when it sees
@@ -182,9 +189,12 @@ const QUIET: u8 = 0;
 const CONTENDED: u8 = 0x80;
 /// More threads than [`REGISTERED`] counts were registered at once: the mode never decays.
 const STICKY: u8 = 0x40;
+/// A thread holds the right to request a handoff (at most one does): the request's record that
+/// no quiet store can erase (module docs).
+const REQUESTER: u8 = 0x20;
 /// The threads registered to mark the word (entering, or inside, the marking part of the slow
-/// path), up to 63.
-const REGISTERED: u8 = 0x3f;
+/// path), up to 31.
+const REGISTERED: u8 = 0x1f;
 
 /// The raw handoff mutex: two bytes (see the module docs for the protocol).
 ///
@@ -240,6 +250,19 @@ pub(crate) enum Quiet {
     Repair,
     /// Not quiet, or the state is not exactly `LOCKED`: nothing done; unlock another way.
     No,
+}
+
+/// What the handoff requester finds when it looks at the word ([`RawMutex::look`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// The lock was granted, or was in flight, and is now ours.
+    Ours,
+    /// Another thread holds the lock; our request stands.
+    Standing,
+    /// Neither `HANDOFF` nor `GRANTED`: a quiet store erased our request (module docs).
+    Erased,
+    /// The word changed under our take of a lock in flight: look at this value again.
+    Changed(State),
 }
 
 /// How a timed lock attempt ended.
@@ -401,12 +424,14 @@ impl RawMutex {
         }
     }
 
-    /// A quiet unlock that found the mode changed: its store may have erased a `PARKED` (never
-    /// a request, module docs). The lock is free; do what (5) would have done.
+    /// A quiet unlock that found the mode changed: its store may have erased a `PARKED` or a
+    /// handoff request (module docs). The lock is free; do what (5) would have done, and wake
+    /// the requester, if there is one, to look at its request again.
     #[cold]
     #[inline(never)]
     pub(crate) fn unlock_repair(&self, domain: &Domain) {
         self.wake_next(domain);
+        wake_word(domain.tables(), self.word(), 1, HANDOFF_MASK, Pays::Waker);
     }
 
     /// The owner, unlocking a `CONTENDED` mutex that nobody is registered on: make it `QUIET`
@@ -437,6 +462,17 @@ impl RawMutex {
                 Err(now) => m = now,
             }
         }
+    }
+
+    /// Become the handoff requester, unless another thread is (module docs); see [`Request`].
+    fn request(&self) -> Option<Request<'_>> {
+        // A load first: while another thread requests, a starving waiter looks at every turn.
+        if self.mode.load(Ordering::Relaxed) & REQUESTER != 0 {
+            return None;
+        }
+        // Acquire: pairs with the last requester's Release (its drop), so our look at the state
+        // comes after its request, grant and claim.
+        (self.mode.fetch_or(REQUESTER, Ordering::Acquire) & REQUESTER == 0).then_some(Request { mutex: self })
     }
 
     /// Whether the lock is held (or being handed over).
@@ -482,16 +518,12 @@ impl RawMutex {
         let mut spin = Spin::new();
         let mut patience = Patience::new();
         // Registered and announced once this thread is about to mark or park, until it returns
-        // (module docs); and whether it has since seen the lock released or been woken: only
-        // then may it ask for a handoff.
+        // (module docs); and the right to request a handoff, once it is starving and has it.
         let mut marker: Option<Marker<'_>> = None;
-        let mut released = false;
+        let mut request: Option<Request<'_>> = None;
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
             debug_assert!(valid(s), "state {s:#b}");
-            if s & LOCKED == 0 && marker.is_some() {
-                released = true;
-            }
             if free(s) {
                 let new = s | LOCKED | if woken { PARKED } else { 0 };
                 // (1) Acquire, as in `try_lock_state`.
@@ -510,15 +542,19 @@ impl RawMutex {
                 s = self.state.load(Ordering::Relaxed);
                 continue;
             }
-            if s & (HANDOFF | GRANTED) == 0 && released && patience.starving() {
-                // A mutex that has seen a request never decays again (module docs).
-                self.mode.fetch_or(STICKY, Ordering::Relaxed);
-                // (3) Relaxed: nothing is published; the wait's (A) orders the check.
-                match self.state.compare_exchange(s, s | HANDOFF, Ordering::Relaxed, Ordering::Relaxed) {
-                    Ok(_) => return self.await_handoff(domain, timeout, s | HANDOFF, woken),
-                    Err(now) => s = now,
+            if s & (HANDOFF | GRANTED) == 0 && patience.starving() {
+                if request.is_none() {
+                    request = self.request();
                 }
-                continue;
+                if request.is_some() {
+                    // (3) Relaxed: nothing is published; the wait's (A) orders the check. (We keep
+                    // the right until we return, after our request has left the state.)
+                    match self.state.compare_exchange(s, s | HANDOFF, Ordering::Relaxed, Ordering::Relaxed) {
+                        Ok(_) => return self.await_handoff(domain, timeout, s | HANDOFF, woken),
+                        Err(now) => s = now,
+                    }
+                    continue;
+                }
             }
             if s & PARKED == 0 {
                 // (2) Relaxed: the wait that follows re-checks the value under its bucket lock.
@@ -534,7 +570,6 @@ impl RawMutex {
             match wait_word(domain.tables(), self.word(), u64::from(s), NORMAL_MASK, timeout, Pays::Waker) {
                 Ok(()) => {
                     woken = true;
-                    released = true;
                     patience.passed_over();
                     spin.reset();
                 }
@@ -556,12 +591,25 @@ impl RawMutex {
         let mut spin = Spin::for_grant();
         loop {
             debug_assert!(valid(s), "state {s:#b}");
-            match self.ours(s, woken) {
-                Ok(true) => return Acquired::Yes,
-                Ok(false) => debug_assert!(s & HANDOFF != 0, "only we clear HANDOFF: {s:#b}"),
-                Err(now) => {
+            match self.look(s, woken) {
+                Look::Ours => return Acquired::Yes,
+                Look::Standing => {}
+                Look::Changed(now) => {
                     s = now;
                     continue;
+                }
+                Look::Erased => {
+                    // A quiet store erased our request (module docs): take the lock if it is
+                    // free (1, Acquire as there), else ask again (3, Relaxed as there).
+                    let new = if free(s) { s | LOCKED | if woken { PARKED } else { 0 } } else { s | HANDOFF };
+                    match self.state.compare_exchange(s, new, Ordering::Acquire, Ordering::Relaxed) {
+                        Ok(_) if free(s) => return Acquired::Yes,
+                        Ok(_) => s = new,
+                        Err(now) => {
+                            s = now;
+                            continue;
+                        }
+                    }
                 }
             }
             if spin.spin() {
@@ -569,10 +617,11 @@ impl RawMutex {
                 continue;
             }
             match wait_word(domain.tables(), self.word(), u64::from(s), HANDOFF_MASK, timeout, Pays::Waker) {
-                // Only a granting unlock (6) wakes HANDOFF_MASK, after setting GRANTED — but not
+                // A granting unlock (6) wakes HANDOFF_MASK after setting GRANTED — but not
                 // necessarily for us: its requester may have seen GRANTED and claimed before
                 // that unlock got to its wake, and the wake then finds the *next* requester
-                // (us) queued. So a wake is only a reason to look again, never proof of a grant.
+                // (us) queued. A repair wakes it too, whether or not it erased our request. So
+                // a wake is only a reason to look again, never proof of a grant.
                 Ok(()) => s = self.state.load(Ordering::Relaxed),
                 Err(WaitError::TimedOut) => return self.withdraw(domain, woken),
                 Err(_) => s = self.state.load(Ordering::Relaxed),
@@ -592,18 +641,22 @@ impl RawMutex {
         }
     }
 
-    /// The requester's look at the word `s`: the lock is its own if it was granted (7, claimed
-    /// here) or is in flight (6', taken here): `Ok(true)`. `Ok(false)`: another thread holds
-    /// it, the request standing. `Err`: the word changed under the take; look again.
-    fn ours(&self, s: State, woken: bool) -> Result<bool, State> {
+    /// The requester's look at the word `s`, taking the lock if it is its own: granted (7,
+    /// claimed here) or in flight (6', taken here).
+    fn look(&self, s: State, woken: bool) -> Look {
         if s & GRANTED != 0 {
             self.claim(s, woken);
-            return Ok(true);
+            Look::Ours
+        } else if s & HANDOFF == 0 {
+            Look::Erased
+        } else if s & LOCKED == 0 {
+            match self.take_in_flight(s, woken) {
+                Ok(()) => Look::Ours,
+                Err(now) => Look::Changed(now),
+            }
+        } else {
+            Look::Standing
         }
-        if s & LOCKED == 0 {
-            return self.take_in_flight(s, woken).map(|()| true);
-        }
-        Ok(false)
     }
 
     /// (6') The requester takes a lock released while its request stood (`HANDOFF` without
@@ -620,24 +673,24 @@ impl RawMutex {
         let mut s = self.state.load(Ordering::Relaxed);
         loop {
             debug_assert!(valid(s), "state {s:#b}");
-            // Granted or in flight: the lock is ours before the deadline could drop the request.
-            match self.ours(s, woken) {
-                Ok(true) => return Acquired::Yes,
-                Ok(false) => debug_assert!(s & HANDOFF != 0, "withdrawing without a request: {s:#b}"),
-                Err(now) => {
-                    s = now;
-                    continue;
+            match self.look(s, woken) {
+                // Granted or in flight: the lock is ours before the deadline could drop the
+                // request.
+                Look::Ours => return Acquired::Yes,
+                Look::Changed(now) => s = now,
+                // Erased by a quiet store: nothing left to take back.
+                Look::Erased => break,
+                // Relaxed: nothing is published by dropping the request.
+                Look::Standing => {
+                    match self.state.compare_exchange_weak(s, s & !HANDOFF, Ordering::Relaxed, Ordering::Relaxed) {
+                        Ok(_) => break,
+                        Err(now) => s = now,
+                    }
                 }
-            }
-            // Relaxed: nothing is published by dropping the request.
-            match self.state.compare_exchange_weak(s, s & !HANDOFF, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => {
-                    self.give_up(domain, woken);
-                    return Acquired::TimedOut;
-                }
-                Err(now) => s = now,
             }
         }
+        self.give_up(domain, woken);
+        Acquired::TimedOut
     }
 
     /// A woken thread that leaves without the lock passes the baton (module docs).
@@ -768,6 +821,21 @@ impl Drop for Marker<'_> {
     }
 }
 
+/// The right to request a handoff: `REQUESTER` in the mode byte, held by at most one thread
+/// (module docs). Taken by [`RawMutex::request`]; given up when dropped, which the holder does
+/// only once its request has left the state (claimed, taken, withdrawn, or erased and not
+/// made again).
+struct Request<'m> {
+    mutex: &'m RawMutex,
+}
+
+impl Drop for Request<'_> {
+    fn drop(&mut self) {
+        // Release: the next requester (Acquire) sees the state we leave.
+        self.mutex.mode.fetch_and(!REQUESTER, Ordering::Release);
+    }
+}
+
 impl Default for RawMutex {
     fn default() -> Self {
         RawMutex::new()
@@ -875,7 +943,7 @@ mod tests {
     }
 
     #[test]
-    fn the_mode_counts_markers_decays_when_none_and_sticks_past_63() {
+    fn the_mode_counts_markers_decays_when_none_and_sticks_past_31() {
         let m = RawMutex::new();
         // Without membarrier the first announcement pins the mode (no unlock is quiet there).
         let announced = if fence_free() { CONTENDED } else { CONTENDED | STICKY };
@@ -898,11 +966,30 @@ mod tests {
         assert_eq!(m.mode.load(Ordering::Relaxed), QUIET);
         let many: Vec<_> = (0..REGISTERED).map(|_| m.marker()).collect();
         let extra = m.marker();
-        assert!(!extra.counted, "the 64th is not counted");
+        assert!(!extra.counted, "the 32nd is not counted");
         assert_eq!(m.mode.load(Ordering::Relaxed) & (STICKY | REGISTERED), STICKY | REGISTERED);
         drop((many, extra));
         assert_eq!(m.mode.load(Ordering::Relaxed) & (STICKY | REGISTERED), STICKY);
         assert!(!m.decay(), "a sticky mode never decays");
+    }
+
+    #[test]
+    fn one_requester_at_a_time_and_an_erased_request_is_made_again() {
+        let d = Domain::new(crate::DomainConfig::new()).unwrap();
+        let m = RawMutex::new();
+        let r = m.request().expect("the right is free");
+        assert!(m.request().is_none(), "a second requester");
+        // Another thread holds the lock and our request was erased by its quiet store: the
+        // requester asks again, and is granted at that owner's unlock.
+        m.state.store(LOCKED, Ordering::Relaxed);
+        assert_eq!(m.look(LOCKED, false), Look::Erased);
+        assert_eq!(m.look(LOCKED | HANDOFF, false), Look::Standing);
+        // A timed-out requester whose request was erased has nothing to withdraw.
+        assert_eq!(m.withdraw(&d, false), Acquired::TimedOut);
+        assert_eq!(m.state(), LOCKED);
+        drop(r);
+        assert_eq!(m.mode.load(Ordering::Relaxed) & REQUESTER, 0);
+        assert!(m.request().is_some(), "free again once the last requester left");
     }
 
     #[test]
