@@ -87,7 +87,7 @@
 //! or a few µs when it must interrupt the other CPU), at most once per contended episode, and
 //! a park that follows it costs a 15–60 µs hop anyway. Its gain: a mutex whose contenders
 //! spin, or whose contention has passed, unlocks with the store again (BENCHMARKS.md,
-//! fourteenth session: the 2- and 8-thread cells of the lock sweep).
+//! fourteenth and fifteenth sessions: the 2- and 8-thread cells of the lock sweep).
 //!
 //! # Transitions (each one CAS or RMW on the word; `debug_assert`ed where it is made)
 //!
