@@ -992,6 +992,45 @@ mod tests {
         assert!(m.request().is_some(), "free again once the last requester left");
     }
 
+    /// A requester asleep on its request, which a quiet store then erases (module docs): the
+    /// erasing owner's repair wakes it, and it takes the free lock — or, when another thread
+    /// holds the lock by then, asks again and is granted it at that owner's unlock.
+    #[test]
+    fn a_requester_whose_request_was_erased_is_woken_and_gets_the_lock() {
+        for taken_since in [false, true] {
+            let d = Domain::new(crate::DomainConfig::new()).unwrap();
+            let m = RawMutex::new();
+            m.state.store(LOCKED, Ordering::Relaxed);
+            std::thread::scope(|s| {
+                let requester = s.spawn(|| {
+                    let _right = m.request().expect("the right is free");
+                    m.state.fetch_or(HANDOFF, Ordering::Relaxed);
+                    // A hang guard, not a speed check: a requester never woken times out and
+                    // fails the assertion below instead of hanging the test.
+                    let guard = Timeout::from(crate::Deadline::from(std::time::Duration::from_secs(20)));
+                    m.await_handoff(&d, Some(guard), LOCKED | HANDOFF, false)
+                });
+                while d.queued_waiters() == 0 {
+                    std::thread::yield_now();
+                }
+                // The quiet store lands over the request; a thread may take the lock at once.
+                m.state.store(if taken_since { LOCKED } else { 0 }, Ordering::Relaxed);
+                m.unlock_repair(&d);
+                if taken_since {
+                    // The requester asks again; that owner's unlock grants the lock to it.
+                    while m.state() != LOCKED | HANDOFF && !requester.is_finished() {
+                        std::thread::yield_now();
+                    }
+                    m.unlock_in(&d);
+                }
+                assert_eq!(requester.join().unwrap(), Acquired::Yes);
+            });
+            assert_eq!(m.state(), LOCKED, "the requester owns the lock (taken_since: {taken_since})");
+            assert_eq!(m.mode.load(Ordering::Relaxed) & REQUESTER, 0, "the right was given up");
+            assert_eq!(d.queued_waiters(), 0);
+        }
+    }
+
     #[test]
     fn timed_out_requester_that_was_granted_owns_the_lock() {
         let d = Domain::new(crate::DomainConfig::new()).unwrap();
