@@ -233,6 +233,17 @@ fn valid(s: State) -> bool {
     locked_if_granted && s & (HANDOFF | GRANTED) != (HANDOFF | GRANTED) && s & !0b1111 == 0
 }
 
+/// The bit a thread that takes the lock adds to the word: `PARKED` if it was woken and so owes
+/// the baton (module docs, "The baton rule").
+#[inline]
+fn baton(woken: bool) -> State {
+    if woken {
+        PARKED
+    } else {
+        0
+    }
+}
+
 /// Free for anyone to take: neither held nor being handed over (`HANDOFF` without `LOCKED` is a
 /// handoff in flight: the lock is the requester's).
 #[inline]
@@ -525,7 +536,7 @@ impl RawMutex {
         loop {
             debug_assert!(valid(s), "state {s:#b}");
             if free(s) {
-                let new = s | LOCKED | if woken { PARKED } else { 0 };
+                let new = s | LOCKED | baton(woken);
                 // (1) Acquire, as in `try_lock_state`.
                 match self.state.compare_exchange_weak(s, new, Ordering::Acquire, Ordering::Relaxed) {
                     Ok(_) => return Acquired::Yes,
@@ -601,9 +612,10 @@ impl RawMutex {
                 Look::Erased => {
                     // A quiet store erased our request (module docs): take the lock if it is
                     // free (1, Acquire as there), else ask again (3, Relaxed as there).
-                    let new = if free(s) { s | LOCKED | if woken { PARKED } else { 0 } } else { s | HANDOFF };
+                    let take = free(s);
+                    let new = if take { s | LOCKED | baton(woken) } else { s | HANDOFF };
                     match self.state.compare_exchange(s, new, Ordering::Acquire, Ordering::Relaxed) {
-                        Ok(_) if free(s) => return Acquired::Yes,
+                        Ok(_) if take => return Acquired::Yes,
                         Ok(_) => s = new,
                         Err(now) => {
                             s = now;
@@ -633,7 +645,7 @@ impl RawMutex {
     fn claim(&self, mut s: State, woken: bool) {
         loop {
             debug_assert!(s & GRANTED != 0 && s & LOCKED != 0 && s & HANDOFF == 0, "claim from {s:#b}");
-            let new = (s & !GRANTED) | if woken { PARKED } else { 0 };
+            let new = (s & !GRANTED) | baton(woken);
             match self.state.compare_exchange_weak(s, new, Ordering::Acquire, Ordering::Relaxed) {
                 Ok(_) => return,
                 Err(now) => s = now,
@@ -664,7 +676,7 @@ impl RawMutex {
     /// (1): the releasing unlock's subtraction was Release.
     fn take_in_flight(&self, s: State, woken: bool) -> Result<(), State> {
         debug_assert!(s & (LOCKED | GRANTED) == 0 && s & HANDOFF != 0, "in flight from {s:#b}");
-        let new = (s & !HANDOFF) | LOCKED | if woken { PARKED } else { 0 };
+        let new = (s & !HANDOFF) | LOCKED | baton(woken);
         self.state.compare_exchange(s, new, Ordering::Acquire, Ordering::Relaxed).map(|_| ())
     }
 
@@ -974,13 +986,13 @@ mod tests {
     }
 
     #[test]
-    fn one_requester_at_a_time_and_an_erased_request_is_made_again() {
+    fn one_requester_at_a_time_and_an_erased_request_leaves_nothing_to_withdraw() {
         let d = Domain::new(crate::DomainConfig::new()).unwrap();
         let m = RawMutex::new();
         let r = m.request().expect("the right is free");
         assert!(m.request().is_none(), "a second requester");
-        // Another thread holds the lock and our request was erased by its quiet store: the
-        // requester asks again, and is granted at that owner's unlock.
+        // Another thread holds the lock and its quiet store erased our request: the look tells
+        // an erased request from a standing one (asking again is the next test's).
         m.state.store(LOCKED, Ordering::Relaxed);
         assert_eq!(m.look(LOCKED, false), Look::Erased);
         assert_eq!(m.look(LOCKED | HANDOFF, false), Look::Standing);
