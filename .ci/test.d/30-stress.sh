@@ -2,14 +2,16 @@
 # test run: 10 s with the Linux futex parker, 5 s with the portable one; the three scenarios
 # (default domain, 2 buckets, live resizes) run at once. The mutex and condvar with every path
 # mixed (sync_stress.rs), 4 s per starvation policy, and fresh mutexes contended for the first
-# time (sync_first_contention.rs), 4 s. Then the process-shared table: random
-# SIGKILLs under load for 15 s (thousands of kills), and 300 segments scribbled over; and a
+# time (sync_first_contention.rs), 4 s. Then the process-shared table: every wake counted once
+# across processes for 6 s (shared_stress.rs), random SIGKILLs under load for 15 s (thousands of
+# kills), and 300 segments scribbled over; and a
 # namespace of named objects under random SIGKILLs for 8 s. Budget ≤ 2.5 min on 2 cores.
 set -euo pipefail
 UFUTEX_STRESS_SECS=10 cargo test --release -p ufutex --test stress -- --test-threads=3
 UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test stress --features fallback-parker -- --test-threads=3
 UFUTEX_STRESS_SECS=4 cargo test --release -p ufutex --test sync_stress
 UFUTEX_STRESS_SECS=4 cargo test --release -p ufutex --test sync_first_contention
+UFUTEX_STRESS_SECS=6 cargo test --release -p ufutex --test shared_stress
 UFUTEX_STRESS_SECS=15 cargo test --release -p ufutex --test shared_kill
 UFUTEX_CORRUPT_TRIALS=300 cargo test --release -p ufutex --test shared_corrupt
 UFUTEX_STRESS_SECS=8 cargo test --release -p ufutex --test named_kill

@@ -230,10 +230,14 @@ fn a_parked_waiter_is_always_woken() {
     });
 }
 
-/// A shared wait on `word` (holding `expected`) as model process `slot`, through the engine: its
-/// record queued (or not: the word changed), parked, taken back; the record's filter count
-/// dropped and its state made Idle, as `ops::Waiting` does.
+/// A shared wait on `word` (holding `expected`) as model process `slot`, through the engine: the
+/// spin before queueing (one look under loom), its record queued (or not: the word changed),
+/// parked, taken back; the record's filter count dropped and its state made Idle, as
+/// `ops::wait` and `ops::Waiting` do.
 fn engine_wait(m: &Model, slot: u32, word: &AtomicU32, expected: u32) -> Result<(), SharedError> {
+    if super::park::spin_before_queueing(|| word.load(Ordering::Relaxed) != expected) {
+        return Err(SharedError::WouldBlock);
+    }
     let t = m.table(slot);
     let want = Want::<SharedTable<'_, Proc<'_>>> {
         waiter: Rec { r: slot, park: slot, index: 0 },

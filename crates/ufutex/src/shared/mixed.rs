@@ -4,7 +4,7 @@
 //! on both at once — its parker watches the park word (the kernel's `futex_waitv` over both
 //! words) — and returns the highest index any waker took, as a waitv of one kind does.
 
-use super::ops::{Entry, Waiting};
+use super::ops::{changed, Entry, Waiting};
 use super::park::announce_sleep;
 use super::{mode, Mode, SharedError};
 use crate::deadline::{Deadline, Timeout};
@@ -44,6 +44,16 @@ pub(crate) fn waitv_mixed(
     let indices: Vec<usize> = try_collect(shared.iter().map(|&(i, _)| i)).ok_or(SharedError::NoMemory)?;
     with_thread(|td| {
         register(tables, td);
+        // Spin before queueing, as a waitv of one kind does: a change is a mismatch.
+        let private_changed = || {
+            private.iter().any(|(_, e)| {
+                let (word, expected, _) = e.parts();
+                word.load() != expected
+            })
+        };
+        if td.parker.spin_for(|| private_changed() || changed(&entries)) {
+            return Err(SharedError::WouldBlock);
+        }
         // SAFETY: this thread is between episodes (every wait ends its episode before returning).
         let nodes = unsafe { td.waitv_nodes(n) }.ok_or(SharedError::NoMemory)?;
         let wants: Vec<Want<'_, Tables>> = try_collect(private.iter().map(|(i, e)| {

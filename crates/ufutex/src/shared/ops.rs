@@ -13,7 +13,8 @@
 //!
 //! ```text
 //!   waiter                                    waker
-//!   (A) filter[off] += 1; fence(SeqCst)       *word = new                (caller's store)
+//!   spin: *word != expected? -> EAGAIN        *word = new                (caller's store)
+//!   (A) filter[off] += 1; fence(SeqCst)
 //!       key = query(addr); lock bucket(key)   (B) fence(SeqCst)
 //!       *word == expected?                        filter[off] == 0?  -> return 0
 //!         no  -> unlock, filter -= 1, EAGAIN      key = query(addr); lock bucket(key)
@@ -25,6 +26,10 @@
 //! same key (both asked the kernel what backs the address *now*), and the bucket lock, held by
 //! the waiter from its load to its enqueue, makes the waker find it queued. Keys are never
 //! cached: each operation that queues or dequeues asks afresh.
+//!
+//! The spin comes before any of it (`park::spin_before_queueing`): a waiter that has not
+//! queued may look at its words later, linearisable at the load that saw the change, and a
+//! partner answering within the spin then costs neither side a mapping query.
 //!
 //! A record holds one filter count, on the offset in `counted`; the waiter (or whoever reaps
 //! it) drops it exactly once, after the record left its queue; a requeue adds the new offset's
@@ -115,7 +120,10 @@ fn my_record(p: &'static Proc) -> Result<u32, SharedError> {
 /// entry (the highest, if several were), or why not.
 pub(crate) fn wait(entries: &[Entry], timeout: Option<&Timeout>) -> Result<usize, SharedError> {
     // Early exit without the table: linearisable at the load that saw the mismatch.
-    if entries.iter().any(|e| e.word.load() != e.expected) {
+    if changed(entries) {
+        return Err(SharedError::WouldBlock);
+    }
+    if park::spin_before_queueing(|| changed(entries)) {
         return Err(SharedError::WouldBlock);
     }
     let mut w = Waiting::new(entries)?;
@@ -124,6 +132,11 @@ pub(crate) fn wait(entries: &[Entry], timeout: Option<&Timeout>) -> Result<usize
         outcome = park::park(w.p.seg, w.first, &w.recs, timeout).map(|_| ());
     }
     w.finish(outcome.err())
+}
+
+/// Whether a word of `entries` no longer holds its value.
+pub(crate) fn changed(entries: &[Entry]) -> bool {
+    entries.iter().any(|e| e.word.load() != e.expected)
 }
 
 /// One thread's shared entries of a wait: their records, queued and taken out again. `index`

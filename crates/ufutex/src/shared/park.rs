@@ -48,6 +48,17 @@ const SLICE: Option<Duration> = Some(Duration::from_millis(200));
 #[cfg(all(ufutex_loom, test))]
 const SLICE: Option<Duration> = None;
 
+/// Before a shared waiter queues, it spins on its words with its thread's adaptive budget, as a
+/// private waiter does (`wait.rs`): `true` if `changed` came true; the wait then ends with
+/// `WouldBlock`, linearisable at the load that saw the change. Queueing costs the waiter a
+/// mapping query and its waker another (`identity.rs`); a partner that changes the word within
+/// the spin costs neither, since its wake then finds the filter at zero. Under loom, one look.
+#[cfg(any(not(ufutex_loom), test))]
+pub(crate) fn spin_before_queueing(changed: impl Fn() -> bool) -> bool {
+    use crate::parker::Park as _;
+    crate::thread::with_thread(|td| td.parker.spin_for(changed))
+}
+
 /// Wake the thread that waits on `rec` (its park record's word). Returns how many threads the
 /// kernel woke (0: the thread was not asleep — spinning, about to look, or dead).
 pub(crate) fn kick(seg: &Segment, rec: &Record) -> usize {
