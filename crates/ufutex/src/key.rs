@@ -1,5 +1,5 @@
-//! The identity of a futex. Private futexes are keyed by address; process-shared ones (a later
-//! module) by the object that backs the mapping and the offset within it, in `space`.
+//! The identity of a private futex: its address. (Process-shared words have keys of their own,
+//! the object that backs the mapping and the offset in it: `shared/identity.rs`.)
 //!
 //! A key also names the table of its domain it lives in: the domain's plain table
 //! ([`NO_NODE`]) or the table of one NUMA node. The node is not part of the hash: it picks the
@@ -10,33 +10,32 @@ pub(crate) const NO_NODE: u32 = u32::MAX;
 
 /// What waiters and wakers meet on. Two words match when their keys are equal, whatever their
 /// sizes (the kernel's rule).
+///
+/// Two `u64`s, so that a key travels in two registers and never through the stack: a wake's
+/// fast path stored a three-field key before it knew whether the slow path would need it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
-    /// The address (private) or the offset within the backing object (shared).
+    /// The word's address.
     pub(crate) word: u64,
-    /// 0 for private keys; the identity of the backing object for shared keys.
-    pub(crate) space: u64,
-    /// The NUMA node whose table holds the key, or [`NO_NODE`] for the plain table.
-    pub(crate) node: u32,
-    /// Always 0. Without it the last 8 bytes of a key are written as 4 and read back as 8 when a
-    /// key is copied, a store-forwarding stall (~3 ns) on the C ABI's fast paths.
-    pad: u32,
+    /// The NUMA node whose table holds the key, or [`NO_NODE`] for the plain table (a `u32`,
+    /// stored whole: a key written as 12 bytes and read back as 16 made a store-forwarding
+    /// stall, ~3 ns, on the C ABI's fast paths).
+    node: u64,
 }
 
 impl Key {
     pub(crate) const fn private(addr: usize) -> Key {
-        Key { word: addr as u64, space: 0, node: NO_NODE, pad: 0 }
-    }
-
-    /// The same word offset in another backing object's `space` (tests of the hash).
-    #[cfg(all(test, not(ufutex_loom)))]
-    pub(crate) const fn in_space(self, space: u64) -> Key {
-        Key { space, ..self }
+        Key { word: addr as u64, node: NO_NODE as u64 }
     }
 
     /// The same key in node `node`'s table.
     pub(crate) const fn on_node(self, node: u32) -> Key {
-        Key { node, ..self }
+        Key { node: node as u64, ..self }
+    }
+
+    /// The NUMA node whose table holds the key ([`NO_NODE`]: the plain table).
+    pub(crate) const fn node(&self) -> u32 {
+        self.node as u32
     }
 
     /// A well-mixed 64-bit hash; tables take its top bits (Fibonacci hashing).
@@ -44,7 +43,7 @@ impl Key {
     #[inline]
     pub(crate) fn hash(&self) -> u64 {
         const K: u64 = 0x9E37_79B9_7F4A_7C15; // 2^64 / golden ratio
-        let h = (self.word ^ self.space.rotate_left(29)).wrapping_mul(K);
+        let h = self.word.wrapping_mul(K);
         h ^ (h >> 29)
     }
 
@@ -52,9 +51,11 @@ impl Key {
     /// be deterministic): the word's offset within its 64-byte line picks the bucket.
     #[cfg(ufutex_loom)]
     pub(crate) fn hash(&self) -> u64 {
-        ((self.word ^ self.space) >> 2).reverse_bits()
+        (self.word >> 2).reverse_bits()
     }
 }
+
+const _: () = assert!(std::mem::size_of::<Key>() == 16);
 
 #[cfg(all(test, not(ufutex_loom)))]
 mod tests {

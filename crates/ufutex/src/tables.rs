@@ -370,7 +370,7 @@ impl Tables {
     #[inline]
     pub(crate) fn table_if_any(&self, key: &Key) -> Option<&Table> {
         // Acquire: pairs with the publishing store, so the table's buckets are initialised.
-        let t = self.slot(key.node).load(Ordering::Acquire);
+        let t = self.slot(key.node()).load(Ordering::Acquire);
         // SAFETY: tables are owned by `state.tables` and never freed while `self` lives.
         unsafe { t.as_ref() }
     }
@@ -401,7 +401,7 @@ impl Tables {
         let mut st = self.lock_state();
         if self.table_if_any(key).is_none() {
             let slots = if st.size != 0 { st.size } else { self.policy_slots(st.policy) };
-            self.replace_locked(&mut st, self.slot(key.node), key.node, slots)?;
+            self.replace_locked(&mut st, self.slot(key.node()), key.node(), slots)?;
             st.size = slots;
         }
         Ok(())
