@@ -9,7 +9,7 @@
 //! another word (`store+load`): what a wake costs beyond it is the waker's own work.
 
 use super::{padded_words, skip_reason, Common, Padded};
-use crate::competitor::{dispatch, Competitor, Op, ANY};
+use crate::competitor::{dispatch, Competitor, Op, UfutexC, ANY};
 use crate::result::{Bench, Metric};
 use crate::sched::Plan;
 use std::hint::black_box;
@@ -179,13 +179,68 @@ pub fn run(common: &Common, paths: &[Path]) -> io::Result<Vec<Bench>> {
                 },
                 baseline: common.baseline(),
             };
-            sched.run(
+            let mut bench = sched.run(
                 plan,
                 &comps,
                 |c| c.name(),
                 |c| skip_reason(c, &[Op::WaitWake]),
                 |c| dispatch!(c, c => once(c, path, runtime, shared)),
-            )
+            )?;
+            if comps.iter().any(|c| c.name() == UfutexC::NAME) {
+                bench.notes.push(c_floor_note(path, runtime));
+            }
+            Ok(bench)
         })
         .collect()
+}
+
+/// The floor under `ufutex-c`'s figures on this host: an empty C function called as the
+/// competitor calls the C ABI (through a pointer the optimiser cannot see through), failing
+/// as a mismatching wait does (`errno` set through libc, -1, and the caller reads `errno`) or
+/// returning 0 as an empty wake does. A note, measured once after the repetitions.
+fn c_floor_note(path: Path, runtime: Duration) -> String {
+    let words = [const { AtomicU32::new(0) }; 4];
+    let ns = per_call(runtime, |i| {
+        let w = black_box(&words[i % 4]);
+        match path {
+            Path::WaitMismatch => {
+                let f: CFloor = black_box(empty_failing_call);
+                black_box(f(w.as_ptr().cast(), 1) == -1 && c_errno() == libc::EAGAIN);
+            }
+            Path::WakeNoWaiters | Path::AfterStore => {
+                if path == Path::AfterStore {
+                    w.store(i as u32, Ordering::Relaxed);
+                }
+                let f: CFloor = black_box(empty_call);
+                black_box(f(w.as_ptr().cast(), 1));
+            }
+        }
+    });
+    let what = match path {
+        Path::WaitMismatch => "that sets errno through libc and returns -1, the caller then reading errno",
+        _ => "that returns 0",
+    };
+    format!(
+        "the C call's floor here: an empty C function {what}, called through a pointer as ufutex-c is, \
+         {ns:.2} ns a call (measured once, after the repetitions)"
+    )
+}
+
+type CFloor = extern "C" fn(*mut std::ffi::c_void, std::ffi::c_ulong) -> std::ffi::c_long;
+
+#[inline(never)]
+extern "C" fn empty_call(_: *mut std::ffi::c_void, _: std::ffi::c_ulong) -> std::ffi::c_long {
+    0
+}
+
+#[inline(never)]
+extern "C" fn empty_failing_call(_: *mut std::ffi::c_void, _: std::ffi::c_ulong) -> std::ffi::c_long {
+    // SAFETY: `__errno_location` returns this thread's errno, valid to write.
+    unsafe { *libc::__errno_location() = libc::EAGAIN };
+    -1
+}
+
+fn c_errno() -> i32 {
+    // SAFETY: `__errno_location` returns this thread's errno, valid to read.
+    unsafe { *libc::__errno_location() }
 }
