@@ -52,29 +52,6 @@ fn worker(ws: &'static Words) -> i32 {
     0
 }
 
-/// A survivor: take the token when it is `mine` (mod 2), pass it on, until stopped.
-fn survivor(ws: &'static Words, mine: u32) -> i32 {
-    loop {
-        let t = ws.token.load(Ordering::Acquire);
-        if ws.stop.load(Ordering::Relaxed) != 0 {
-            return 0;
-        }
-        if t % 2 != mine {
-            match shared::wait(ws.token, t, deadline(Duration::from_secs(10))) {
-                Ok(()) | Err(SharedError::WouldBlock) => continue,
-                Err(SharedError::TimedOut) if ws.stop.load(Ordering::Relaxed) != 0 => return 0,
-                Err(SharedError::TimedOut) => return 3, // a lost wakeup
-                Err(e) => return 10 + e.errno(),
-            }
-        }
-        ws.token.store(t + 1, Ordering::Release);
-        ws.rounds.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = shared::wake(ws.token, 1) {
-            return 10 + e.errno();
-        }
-    }
-}
-
 #[test]
 fn random_kills_lose_no_wakeup_and_leave_nothing_queued() {
     let _table = common::isolated_shared_table();
@@ -92,7 +69,7 @@ fn random_kills_lose_no_wakeup_and_leave_nothing_queued() {
     }));
     assert_eq!(shared::wake(ws.token, 1), Ok(0)); // map the table before forking
 
-    let survivors = [child(|| survivor(ws, 0)), child(|| survivor(ws, 1))];
+    let survivors = [0, 1].map(|mine| child(move || common::pass_token(ws.token, ws.stop, ws.rounds, mine)));
     let mut workers: Vec<libc::pid_t> = (0..6).map(|_| child(|| worker(ws))).collect();
     let start = Instant::now();
     let mut kills = 0u32;

@@ -89,30 +89,6 @@ fn workers(b: &'static Books, k: usize) -> i32 {
     })
 }
 
-/// A token holder: take the token when it is `mine` (mod 2), pass it on, until stopped; 3 if a
-/// wait's deadline expired (a lost wakeup).
-fn token(b: &Books, mine: u32) -> i32 {
-    loop {
-        let t = b.token.load(Ordering::Acquire);
-        if b.stop.load(Ordering::Relaxed) != 0 {
-            return 0;
-        }
-        if t % 2 != mine {
-            match shared::wait(b.token, t, deadline(Duration::from_secs(10))) {
-                Ok(()) | Err(SharedError::WouldBlock) => continue,
-                Err(SharedError::TimedOut) if b.stop.load(Ordering::Relaxed) != 0 => return 0,
-                Err(SharedError::TimedOut) => return 3,
-                Err(e) => return 10 + e.errno(),
-            }
-        }
-        b.token.store(t + 1, Ordering::Release);
-        b.rounds.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = shared::wake(b.token, 1) {
-            return 10 + e.errno();
-        }
-    }
-}
-
 #[test]
 fn every_shared_wake_is_counted_once_and_nothing_is_left_queued() {
     let _table = common::isolated_shared_table();
@@ -133,7 +109,7 @@ fn every_shared_wake_is_counted_once_and_nothing_is_left_queued() {
     }));
     assert_eq!(shared::wake(b.token, 1), Ok(0)); // map the table before forking
 
-    let holders = [child(|| token(b, 0)), child(|| token(b, 1))];
+    let holders = [0, 1].map(|mine| child(move || common::pass_token(b.token, b.stop, b.rounds, mine)));
     let procs: Vec<libc::pid_t> = (0..PROCESSES).map(|k| child(move || workers(b, k))).collect();
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(secs) {

@@ -255,6 +255,33 @@ pub fn await_value(w: &AtomicU32, v: u32) {
     await_until(&format!("a shared word to hold {v}"), || w.load(Ordering::SeqCst) == v);
 }
 
+/// Two processes pass a token through a shared word: each takes it when it is `mine` (mod 2),
+/// counts a round and passes it on, until `stop`. Its waits have a 10 s deadline that must
+/// never expire: 3 if one did (a lost wakeup), 10 + errno on an unexpected error, else 0.
+#[allow(dead_code)]
+pub fn pass_token(token: &AtomicU32, stop: &AtomicU32, rounds: &std::sync::atomic::AtomicU64, mine: u32) -> i32 {
+    use ufutex::shared::{self, SharedError};
+    loop {
+        let t = token.load(Ordering::Acquire);
+        if stop.load(Ordering::Relaxed) != 0 {
+            return 0;
+        }
+        if t % 2 != mine {
+            match shared::wait(token, t, deadline(Duration::from_secs(10))) {
+                Ok(()) | Err(SharedError::WouldBlock) => continue,
+                Err(SharedError::TimedOut) if stop.load(Ordering::Relaxed) != 0 => return 0,
+                Err(SharedError::TimedOut) => return 3,
+                Err(e) => return 10 + e.errno(),
+            }
+        }
+        token.store(t + 1, Ordering::Release);
+        rounds.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = shared::wake(token, 1) {
+            return 10 + e.errno();
+        }
+    }
+}
+
 /// Kill one of `workers` (our children) at random every 0–3 ms and start a new one with
 /// `spawn`, for `secs` seconds; then kill them all. How many were killed; each must have died of
 /// the kill (a worker that ended on its own failed).
