@@ -112,6 +112,12 @@ impl<'a> WaitEntry<'a> {
         (self.word, self.expected, self.mask)
     }
 
+    /// Whether the word no longer holds the expected value (a wait on it would mismatch).
+    #[inline]
+    pub(crate) fn changed(&self) -> bool {
+        self.word.load() != self.expected
+    }
+
     /// The entry's key (its node picks the table).
     #[cfg_attr(ufutex_loom, allow(dead_code))]
     pub(crate) fn key(&self) -> Key {
@@ -166,7 +172,7 @@ pub(crate) fn try_waitv_entries(
         entries.len()
     );
     // Early exit without touching a bucket: linearisable at the load that saw the mismatch.
-    if entries.iter().any(|e| e.word.load() != e.expected) {
+    if entries.iter().any(WaitEntry::changed) {
         return Err(WaitError::WouldBlock.into());
     }
     with_thread(|td| waitv_queued(tables, td, entries, timeout))
@@ -180,7 +186,7 @@ fn waitv_queued(
 ) -> Result<usize, WaitvError> {
     register(tables, td);
     // Spin before queueing, as a wait does (`wait.rs`): a change is a mismatch.
-    if td.parker.spin_for(|| entries.iter().any(|e| e.word.load() != e.expected)) {
+    if td.parker.spin_for(|| entries.iter().any(WaitEntry::changed)) {
         return Err(WaitError::WouldBlock.into());
     }
     // SAFETY: this thread is between episodes: the previous one ended with every node dequeued

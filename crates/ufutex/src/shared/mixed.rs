@@ -45,13 +45,7 @@ pub(crate) fn waitv_mixed(
     with_thread(|td| {
         register(tables, td);
         // Spin before queueing, as a waitv of one kind does: a change is a mismatch.
-        let private_changed = || {
-            private.iter().any(|(_, e)| {
-                let (word, expected, _) = e.parts();
-                word.load() != expected
-            })
-        };
-        if td.parker.spin_for(|| private_changed() || changed(&entries)) {
+        if td.parker.spin_for(|| private.iter().any(|(_, e)| e.changed()) || changed(&entries)) {
             return Err(SharedError::WouldBlock);
         }
         // SAFETY: this thread is between episodes (every wait ends its episode before returning).
