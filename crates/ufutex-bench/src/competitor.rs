@@ -295,7 +295,7 @@ impl UfutexC {
 
 /// What a C call that returned -1 says: its errno as a [`Wait`] (read as a C caller reads it).
 #[inline]
-fn c_failure() -> Wait {
+pub(crate) fn c_failure() -> Wait {
     // SAFETY: `__errno_location` returns this thread's errno, valid for the thread's life.
     match unsafe { *libc::__errno_location() } {
         libc::EAGAIN => Wait::Mismatch,

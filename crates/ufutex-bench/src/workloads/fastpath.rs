@@ -9,7 +9,7 @@
 //! another word (`store+load`): what a wake costs beyond it is the waker's own work.
 
 use super::{padded_words, skip_reason, Common, Padded};
-use crate::competitor::{dispatch, Competitor, Op, UfutexC, ANY};
+use crate::competitor::{c_failure, dispatch, Competitor, Op, UfutexC, Wait, ANY};
 use crate::result::{Bench, Metric};
 use crate::sched::Plan;
 use std::hint::black_box;
@@ -196,8 +196,9 @@ pub fn run(common: &Common, paths: &[Path]) -> io::Result<Vec<Bench>> {
 
 /// The floor under `ufutex-c`'s figures on this host: an empty C function called as the
 /// competitor calls the C ABI (through a pointer the optimiser cannot see through), failing
-/// as a mismatching wait does (`errno` set through libc, -1, and the caller reads `errno`) or
-/// returning 0 as an empty wake does. A note, measured once after the repetitions.
+/// as a mismatching wait does (`errno` set through libc, -1, and the caller reads `errno` as
+/// the competitor does, `c_failure`) or returning 0 as an empty wake does. A note, measured
+/// once after the repetitions.
 fn c_floor_note(path: Path, runtime: Duration) -> String {
     let words = [const { AtomicU32::new(0) }; 4];
     let ns = per_call(runtime, |i| {
@@ -205,7 +206,7 @@ fn c_floor_note(path: Path, runtime: Duration) -> String {
         match path {
             Path::WaitMismatch => {
                 let f: CFloor = black_box(empty_failing_call);
-                black_box(f(w.as_ptr().cast(), 1) == -1 && c_errno() == libc::EAGAIN);
+                black_box(f(w.as_ptr().cast(), 1) == -1 && c_failure() == Wait::Mismatch);
             }
             Path::WakeNoWaiters | Path::AfterStore => {
                 if path == Path::AfterStore {
@@ -238,9 +239,4 @@ extern "C" fn empty_failing_call(_: *mut std::ffi::c_void, _: std::ffi::c_ulong)
     // SAFETY: `__errno_location` returns this thread's errno, valid to write.
     unsafe { *libc::__errno_location() = libc::EAGAIN };
     -1
-}
-
-fn c_errno() -> i32 {
-    // SAFETY: `__errno_location` returns this thread's errno, valid to read.
-    unsafe { *libc::__errno_location() }
 }
