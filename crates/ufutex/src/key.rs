@@ -38,13 +38,14 @@ impl Key {
         self.node as u32
     }
 
-    /// A well-mixed 64-bit hash; tables take its top bits (Fibonacci hashing).
+    /// The word's address times 2^64 / golden ratio (Fibonacci hashing): tables take its top
+    /// bits, in which every bit of the address counts. (No fold of high bits into low ones:
+    /// the bits a table takes, 44 and up, would not see it.)
     #[cfg(not(ufutex_loom))]
     #[inline]
     pub(crate) fn hash(&self) -> u64 {
-        const K: u64 = 0x9E37_79B9_7F4A_7C15; // 2^64 / golden ratio
-        let h = self.word.wrapping_mul(K);
-        h ^ (h >> 29)
+        const K: u64 = 0x9E37_79B9_7F4A_7C15;
+        self.word.wrapping_mul(K)
     }
 
     /// Under loom the bucket must not depend on where the allocator put the word (a model must
