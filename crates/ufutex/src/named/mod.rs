@@ -1114,6 +1114,7 @@ impl Mapping {
         }
         // (The span's offset is a multiple of 128 × 32 bytes: page-aligned.)
         let p = shared::file::map_shared(self.fd, len, off).ok()?;
+        shared::known::note(p as usize, len); // never unmapped
         at.store(p, Ordering::Release);
         Some(p)
     }
@@ -1191,6 +1192,8 @@ fn mapped(fd: libc::c_int, path: &str) -> Result<&'static Mapping, SharedError> 
         return Ok(map);
     }
     let (base, order, fresh) = map_namespace(fd)?;
+    // Never unmapped: its words' identity is known from now on.
+    shared::known::note(base as usize, first_level(order) + (128 << order));
     if fresh {
         // Ledgers of an earlier namespace of this name (another nonce: never read again).
         remove_ledgers(path);

@@ -1,6 +1,7 @@
 //! The identity of a process-shared word: what object backs its page, found afresh for each
 //! operation that queues or dequeues (never cached: an address can be unmapped and something
-//! else mapped there between two operations, and nothing would tell us).
+//! else mapped there between two operations, and nothing would tell us; the one exception is
+//! the library's own mappings, `known.rs`).
 //!
 //! The kernel's rule (`get_futex_key`, see `shared/notes/shared-futex.md` §1) copied with what
 //! userspace can see through `PROCMAP_QUERY` (Linux ≥ 6.11; the text of `/proc/self/maps`

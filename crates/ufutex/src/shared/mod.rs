@@ -10,6 +10,8 @@
 mod engine;
 pub(crate) mod fault;
 mod identity;
+#[cfg(not(ufutex_loom))]
+pub(crate) mod known;
 pub(crate) mod lock;
 #[cfg(all(test, ufutex_loom))]
 mod loom_tests;

@@ -25,7 +25,9 @@
 //! order S, so the waiter's load sees the new value. Otherwise the waker locks the bucket of the
 //! same key (both asked the kernel what backs the address *now*), and the bucket lock, held by
 //! the waiter from its load to its enqueue, makes the waker find it queued. Keys are never
-//! cached: each operation that queues or dequeues asks afresh.
+//! cached: each operation that queues or dequeues asks afresh — except for a word in a mapping
+//! the library made and never unmaps (a namespace's, `known.rs`), whose identity was asked
+//! once, by the same rule, when it was made: what backs it cannot change.
 //!
 //! The spin comes before any of it (`park::spin_before_queueing`): a waiter that has not
 //! queued may look at its words later, linearisable at the load that saw the change, and a
@@ -38,6 +40,7 @@
 
 use super::engine::{Operator, Rec, SharedTable};
 use super::identity::{self, SharedKey};
+use super::known;
 use super::park;
 use super::process::{proc, segment, Proc};
 use super::queue::Host;
@@ -63,6 +66,9 @@ impl Operator for Here {
     }
 
     fn key_of(&self, h: &dyn Host, addr: usize) -> Result<SharedKey, SharedError> {
+        if let Some(key) = known::key_of(addr) {
+            return Ok(key); // a mapping of the library's own, never unmapped (`known.rs`)
+        }
         let p = proc()?;
         debug_assert!(std::ptr::addr_eq(p, h), "one process operates here");
         let vma = identity::query(p.maps_fd, addr)?;
