@@ -254,6 +254,11 @@ pub enum Command {
         /// Do not pin the parent and the child to the first two allowed CPUs
         #[arg(long)]
         no_pin: bool,
+        /// Sleep this long (µs) before each ping, so that the child's wait has gone to sleep:
+        /// then the post of ping, which wakes it, is also timed on its own (the call), and the
+        /// round trip is counted without the gap
+        #[arg(long, default_value_t = 0, value_name = "US")]
+        gap_us: u64,
     },
     /// Fast paths in instructions per call (valgrind's callgrind): a figure that does not move
     /// with the host's noise

@@ -311,8 +311,9 @@ pub fn validate(cli: Cli) -> R<Options> {
             let job = Job::KeyedChild { key, expect, namespace };
             return Ok(Options { common: self::common(&common, 0.25, Kind::Keyed)?, job, json });
         }
-        Command::SemPingpong { common, iters, no_pin } => {
-            let p = sempingpong::Params { iters: range("--iters", iters, 1, 100_000_000)?, pin: !no_pin };
+        Command::SemPingpong { common, iters, no_pin, gap_us } => {
+            let gap = Duration::from_micros(range("--gap-us", gap_us as usize, 0, 1_000_000)? as u64);
+            let p = sempingpong::Params { iters: range("--iters", iters, 1, 100_000_000)?, pin: !no_pin, gap };
             let json = common.json.clone();
             return Ok(Options { common: self::common(&common, 0.1, Kind::Sem)?, job: Job::SemPingPong(p), json });
         }
@@ -494,9 +495,14 @@ mod tests {
     fn sem_pingpong_defaults_and_limits() {
         let o = parse(&["sem-pingpong"]).unwrap();
         assert_eq!(o.common.impls, ["ufutex-named", "sysv-semop", "posix-sem"]);
-        assert!(matches!(o.job, Job::SemPingPong(sempingpong::Params { iters: 20_000, pin: true })));
-        let o = parse(&["sem-pingpong", "--no-pin", "--iters", "7", "--impl", "posix-sem"]).unwrap();
-        assert!(matches!(o.job, Job::SemPingPong(sempingpong::Params { iters: 7, pin: false })));
+        assert!(
+            matches!(o.job, Job::SemPingPong(sempingpong::Params { iters: 20_000, pin: true, gap }) if gap.is_zero())
+        );
+        let o =
+            parse(&["sem-pingpong", "--no-pin", "--iters", "7", "--impl", "posix-sem", "--gap-us", "2000"]).unwrap();
+        let want = Duration::from_millis(2);
+        assert!(matches!(o.job, Job::SemPingPong(sempingpong::Params { iters: 7, pin: false, gap }) if gap == want));
+        assert!(parse(&["sem-pingpong", "--gap-us", "1000001"]).unwrap_err().contains("--gap-us"));
         assert!(parse(&["sem-pingpong", "--iters", "0"]).unwrap_err().contains("--iters"));
         assert!(parse(&["sem-pingpong", "--impl", "kernel"]).unwrap_err().contains("sysv-semop"));
         assert!(parse(&["sem-pingpong", "--shared"]).is_err());

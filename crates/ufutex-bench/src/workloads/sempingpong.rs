@@ -30,6 +30,9 @@ pub struct Params {
     pub iters: usize,
     /// Pin the parent to the first allowed CPU and the child to the second.
     pub pin: bool,
+    /// The parent sleeps this long before each timed ping (zero: not at all), so that the
+    /// child's wait has gone to sleep and the ping's post wakes a sleeper.
+    pub gap: Duration,
 }
 
 /// Untimed round trips first.
@@ -52,8 +55,8 @@ fn describe(e: Exit) -> String {
 }
 
 /// How long a repetition may take: far more than it needs.
-fn budget(iters: usize) -> Duration {
-    Duration::from_secs(30) + Duration::from_micros(100) * iters as u32
+fn budget(iters: usize, gap: Duration) -> Duration {
+    Duration::from_secs(30) + (Duration::from_micros(100) + gap) * iters as u32
 }
 
 /// How long one wait sleeps before it looks around.
@@ -167,16 +170,30 @@ impl Kid {
 /// each slice's end.
 #[inline]
 fn round<S: Sems>(s: &S, sl: &mut Slices, kid: &mut Kid) -> io::Result<()> {
-    s.post(Side::Ping).map_err(|e| io::Error::other(format!("post ping: {}", errno_name(e))))?;
+    post_ping(s)?;
     take(s, Side::Pong, sl, || kid.check()).inspect_err(|_| {
         let _ = kid.check();
     })
 }
 
-/// One repetition: ns per round trip.
-pub fn once<C: SemCompetitor>(c: &C, p: Params) -> io::Result<f64> {
+#[inline]
+fn post_ping<S: Sems>(s: &S) -> io::Result<()> {
+    s.post(Side::Ping).map_err(|e| io::Error::other(format!("post ping: {}", errno_name(e))))
+}
+
+/// The metrics: the round trip, and with a gap also the post that wakes the sleeping child.
+fn metrics(gap: Duration) -> Vec<Metric> {
+    let mut m = vec![Metric::lower("round trip", "ns")];
+    if !gap.is_zero() {
+        m.push(Metric::lower("post waking a sleeper", "ns"));
+    }
+    m
+}
+
+/// One repetition: ns per round trip (without the gaps), and with a gap, ns per post of ping.
+pub fn once<C: SemCompetitor>(c: &C, p: Params) -> io::Result<Vec<f64>> {
     let cpus = sys::allowed_cpus();
-    let deadline = Instant::now() + budget(p.iters);
+    let deadline = Instant::now() + budget(p.iters, p.gap);
     let (mut pair, sems) = c.create().map_err(|e| io::Error::other(format!("{}: {e}", c.name())))?;
     let child_cpu = p.pin.then(|| cpus[1 % cpus.len()]);
     let rounds = WARM + p.iters;
@@ -189,19 +206,34 @@ pub fn once<C: SemCompetitor>(c: &C, p: Params) -> io::Result<f64> {
             round(&sems, &mut sl, &mut kid)?;
         }
         c.child_has_opened(&mut pair);
-        let start = Instant::now();
-        for _ in 0..p.iters {
-            round(&sems, &mut sl, &mut kid)?;
+        let (mut trips, mut posts) = (Duration::ZERO, Duration::ZERO);
+        if p.gap.is_zero() {
+            let start = Instant::now();
+            for _ in 0..p.iters {
+                round(&sems, &mut sl, &mut kid)?;
+            }
+            trips = start.elapsed();
+        } else {
+            for _ in 0..p.iters {
+                std::thread::sleep(p.gap);
+                let start = Instant::now();
+                post_ping(&sems)?;
+                posts += start.elapsed();
+                take(&sems, Side::Pong, &mut sl, || kid.check()).inspect_err(|_| {
+                    let _ = kid.check();
+                })?;
+                trips += start.elapsed();
+            }
         }
-        let t = start.elapsed();
         kid.finish(deadline)?;
-        io::Result::Ok(t)
+        io::Result::Ok((trips, posts))
     })();
     // The child is killed and reaped (if it still runs) before its semaphores are removed.
     drop(kid);
     drop(pair);
-    let t = measured.map_err(|e| io::Error::other(format!("{}: semaphore ping-pong: {e}", c.name())))?;
-    Ok(t.as_nanos() as f64 / p.iters as f64)
+    let (trips, posts) = measured.map_err(|e| io::Error::other(format!("{}: semaphore ping-pong: {e}", c.name())))?;
+    let per = |t: Duration| t.as_nanos() as f64 / p.iters as f64;
+    Ok(if p.gap.is_zero() { vec![per(trips)] } else { vec![per(trips), per(posts)] })
 }
 
 pub fn run(common: &Common, p: Params) -> io::Result<Bench> {
@@ -213,10 +245,12 @@ pub fn run(common: &Common, p: Params) -> io::Result<Bench> {
     } else {
         format!("unpinned on {} CPUs", sys::online_cpus())
     };
+    let gap =
+        if p.gap.is_zero() { String::new() } else { format!(", {} µs asleep before each ping", p.gap.as_micros()) };
     let plan = Plan {
         workload: "sem-pingpong",
-        case: format!("{placement}, two processes, {} round trips", p.iters),
-        metrics: vec![Metric::lower("round trip", "ns")],
+        case: format!("{placement}, two processes, {} round trips{gap}", p.iters),
+        metrics: metrics(p.gap),
         baseline: BASELINE,
     };
     let mut bench = common.scheduler().run(
@@ -224,7 +258,7 @@ pub fn run(common: &Common, p: Params) -> io::Result<Bench> {
         &comps,
         |c| c.name().to_string(),
         AnySem::unsupported,
-        |c| dispatch_sem!(c, c => once(c, p)).map(|v| vec![v]),
+        |c| dispatch_sem!(c, c => once(c, p)),
     )?;
     bench.notes = vec![format!(
         "a fresh pair and a forked child per repetition, {WARM} untimed round trips first; every wait bounded, \
@@ -232,5 +266,12 @@ pub fn run(common: &Common, p: Params) -> io::Result<Bench> {
          by name, which is unlinked once it has; posix-sem: names unlinked at once, the child uses the \
          inherited sem_t mappings; sysv-semop: one IPC_PRIVATE set of two"
     )];
+    if !p.gap.is_zero() {
+        bench.notes.push(
+            "with a gap: the parent sleeps before each ping (long past any spin, so the child's wait sleeps), then \
+             times its post of ping alone (post waking a sleeper) and from that post to pong's arrival (round trip)"
+                .into(),
+        );
+    }
     Ok(bench)
 }
