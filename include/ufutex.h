@@ -315,6 +315,39 @@ long ufutex_requeue(struct ufutex_waitv *waiters, unsigned int flags, int nr_wak
 long ufutex_wake_op(void *uaddr1, void *uaddr2, int nr1, int nr2, unsigned int op, unsigned int flags);
 
 /**
+ * ufutex_shared_register() - promise that a shared mapping stays, to skip identity queries.
+ * @addr: the start of the range
+ * @len:  its length in bytes
+ *
+ * Until ufutex_shared_unregister(@addr), the range stays mapped, to the same shared object, in
+ * this process. Waits and wakes on process-shared words in it then skip the kernel query that
+ * otherwise finds, for every operation that queues or dequeues, what object backs the word
+ * (1-10 us). The range must be one mapping (mmap, shmat) of a shared object: a memfd, shm_open
+ * or other file mapped MAP_SHARED, shared anonymous memory, a SysV segment. Other processes
+ * need not register theirs. The promise is not checked: a range unmapped or replaced while
+ * registered can make waits and wakes on its words miss each other (a waiter then sleeps until
+ * its timeout). A forked child inherits the registrations.
+ *
+ * Return: 0; -1 and errno:
+ *  - EINVAL: @len is 0; the range is private memory, spans more than one mapping or overlaps a
+ *    registered range;
+ *  - EFAULT: nothing is mapped at @addr;
+ *  - ENOMEM: 256 ranges are registered (named namespaces count too).
+ */
+long ufutex_shared_register(const void *addr, size_t len);
+
+/**
+ * ufutex_shared_unregister() - end the promise of ufutex_shared_register() for a range.
+ * @addr: the start of a registered range
+ *
+ * The range may be unmapped once this returns. No wait or wake on a word in it may be in flight
+ * meanwhile.
+ *
+ * Return: 0; -1 and errno EINVAL if no registered range starts at @addr.
+ */
+long ufutex_shared_unregister(const void *addr);
+
+/**
  * ufutex_hash_set_slots() - size the process default wait-queue table.
  * @slots: 0 for one large fixed table (final); a power of two >= 2 for that many buckets
  * @flags: must be 0

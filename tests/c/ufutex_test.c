@@ -1124,6 +1124,40 @@ static void test_shared_memfd_sizes(void)
 	close(fd);
 }
 
+/* The parent registers its mapping of the memfd (its words' identity is then known without a
+ * query); the child maps it again, unregistered, and waits: the parent's wake through the
+ * registered mapping finds it. Then the errors. */
+static void test_shared_registered(void)
+{
+	int fd = memfd_create("ufutex_test", MFD_CLOEXEC);
+	CHECK(fd >= 0 && ftruncate(fd, 2 * 4096) == 0);
+	char *m = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED);
+	CHECK(ufutex_shared_register(m, 2 * 4096) == 0);
+	errno = 0;
+	CHECK(ufutex_shared_register(m + 4096, 4096) == -1 && errno == EINVAL); /* overlaps */
+	const unsigned s = 2; /* 32 bits */
+	struct memfd_arg a = {.fd = fd, .off = 128, .s = s};
+	char *word = m + 4096 + a.off;
+	memset(word, 0xff, 8);
+	pid_t pid = spawn(child_memfd_wait, &a);
+	if (until_waiters(word, maxval[s], sizes[s], 1))
+		CHECK(ufutex_wake(word, 0x3, INT_MAX, sizes[s]) == 1);
+	else
+		CHECK(!"the child never queued");
+	CHILD_OK(pid);
+	CHECK(ufutex_shared_unregister(m) == 0);
+	errno = 0;
+	CHECK(ufutex_shared_unregister(m) == -1 && errno == EINVAL);
+	uint32_t heap = 0;
+	errno = 0;
+	CHECK(ufutex_shared_register(&heap, sizeof heap) == -1 && errno == EINVAL);
+	errno = 0;
+	CHECK(ufutex_shared_register(m, 0) == -1 && errno == EINVAL);
+	munmap(m, 2 * 4096);
+	close(fd);
+}
+
 /* A shared word on the child's heap is the child's own: the parent's wake at the same address
  * (its own heap) never reaches it. The child waits on [heap word, MAP_SHARED word] (queued in
  * that order), so once the parent sees it on the second, it is on the first too. */
@@ -1781,6 +1815,7 @@ int main(void)
 	RUN(test_shared_no_waiter);
 	RUN(test_shared_fork_u32);
 	RUN(test_shared_memfd_sizes);
+	RUN(test_shared_registered);
 	RUN(test_shared_heap_is_local);
 	RUN(test_shared_requeue_fork);
 	RUN(test_shared_waitv_mixed);

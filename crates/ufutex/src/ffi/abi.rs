@@ -117,6 +117,8 @@ mod tests {
             "long ufutex_wake_op(void *uaddr1, void *uaddr2, int nr1, int nr2, unsigned int op, unsigned int flags);",
             "long ufutex_hash_set_slots(unsigned long slots, unsigned long flags);",
             "long ufutex_hash_get_slots(void);",
+            "long ufutex_shared_register(const void *addr, size_t len);",
+            "long ufutex_shared_unregister(const void *addr);",
             "_Static_assert(sizeof(struct ufutex_waitv) == 24,",
         ];
         for d in decls {

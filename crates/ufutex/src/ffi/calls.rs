@@ -579,6 +579,19 @@ pub unsafe extern "C" fn ufutex_wake_op(
     })
 }
 
+/// Promise that a shared mapping stays until unregistered: [`shared::register_mapping`]. See
+/// `include/ufutex.h`.
+#[no_mangle]
+pub extern "C" fn ufutex_shared_register(addr: *const c_void, len: libc::size_t) -> c_long {
+    entry(|| Ok(shared::register_mapping(addr.cast(), len).map(|()| 0)?))
+}
+
+/// End a registration: [`shared::unregister_mapping`]. See `include/ufutex.h`.
+#[no_mangle]
+pub extern "C" fn ufutex_shared_unregister(addr: *const c_void) -> c_long {
+    entry(|| Ok(shared::unregister_mapping(addr.cast()).map(|()| 0)?))
+}
+
 /// Size the process default table: the analogue of `prctl(PR_FUTEX_HASH, SET_SLOTS)`.
 #[no_mangle]
 pub extern "C" fn ufutex_hash_set_slots(slots: c_ulong, flags: c_ulong) -> c_long {
@@ -616,6 +629,32 @@ mod tests {
         // SAFETY: reading this thread's errno.
         assert_eq!(unsafe { *libc::__errno_location() }, libc::EINVAL);
         assert_eq!(entry(|| Ok(7)), 7);
+    }
+
+    #[test]
+    fn shared_register_errors_are_errnos() {
+        let errno = || {
+            // SAFETY: reading this thread's errno.
+            unsafe { *libc::__errno_location() }
+        };
+        let heap = [0u8; 64];
+        assert_eq!(ufutex_shared_register(heap.as_ptr().cast(), 64), -1);
+        assert_eq!(errno(), libc::EINVAL);
+        assert_eq!(ufutex_shared_register(std::ptr::null(), 64), -1);
+        assert_eq!(errno(), libc::EFAULT);
+        assert_eq!(ufutex_shared_unregister(heap.as_ptr().cast()), -1);
+        assert_eq!(errno(), libc::EINVAL);
+        // SAFETY: a fresh shared anonymous mapping, unmapped after its registration ends.
+        unsafe {
+            let rw = libc::PROT_READ | libc::PROT_WRITE;
+            let p = libc::mmap(std::ptr::null_mut(), 4096, rw, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0);
+            assert_ne!(p, libc::MAP_FAILED);
+            assert_eq!(ufutex_shared_register(p, 4096), 0);
+            assert_eq!(ufutex_shared_register(p, 4096), -1);
+            assert_eq!(errno(), libc::EINVAL);
+            assert_eq!(ufutex_shared_unregister(p), 0);
+            libc::munmap(p, 4096);
+        }
     }
 
     #[test]

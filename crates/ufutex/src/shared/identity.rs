@@ -57,6 +57,7 @@ impl SharedKey {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Vma {
     pub(crate) start: u64,
+    pub(crate) end: u64,
     pub(crate) flags: u64,
     pub(crate) offset: u64,
     pub(crate) inode: u64,
@@ -130,6 +131,7 @@ pub(crate) fn query(maps_fd: libc::c_int, addr: usize) -> Result<Vma, SharedErro
     }
     Ok(Vma {
         start: q.vma_start,
+        end: q.vma_end,
         flags: q.vma_flags,
         offset: q.vma_offset,
         inode: q.inode,
@@ -166,7 +168,7 @@ fn parse_maps_line(line: &str, addr: u64) -> Option<Vma> {
     if perms.get(3) == Some(&b's') {
         flags |= VMA_SHARED;
     }
-    Some(Vma { start, flags, offset, inode, dev, sysv: path.starts_with("/SYSV") })
+    Some(Vma { start, end, flags, offset, inode, dev, sysv: path.starts_with("/SYSV") })
 }
 
 #[cfg(all(test, not(ufutex_loom)))]
@@ -246,7 +248,7 @@ mod tests {
         let p = map(4096, RW, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0);
         let fd = maps_fd();
         let (v, t) = (query(fd, p + 12).unwrap(), query_text(p + 12).unwrap());
-        assert_eq!((t.start, t.offset, t.inode, t.dev), (v.start, v.offset, v.inode, v.dev));
+        assert_eq!((t.start, t.end, t.offset, t.inode, t.dev), (v.start, v.end, v.offset, v.inode, v.dev));
         let bits = VMA_WRITABLE | VMA_SHARED;
         assert_eq!(t.flags & bits, v.flags & bits);
         // SAFETY: our own mapping, no longer used.

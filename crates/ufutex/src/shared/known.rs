@@ -1,30 +1,33 @@
-//! Mappings the library made itself and never unmaps (a namespace's file and its levels,
-//! `named`): the identity of a word in one is known without asking the kernel.
+//! Mappings whose identity is known without asking the kernel: the library's own, which it
+//! never unmaps (a namespace's file and its levels, `named`), and the user's, registered with
+//! the promise that they stay mapped until unregistered ([`super::register_mapping`]).
 //!
 //! `identity.rs` asks afresh for every operation because an address can be unmapped and
-//! something else mapped there, and nothing would say so. A mapping the library made and keeps
-//! for the life of the process cannot be: unmapping it is the user's error, as unmapping the
-//! heap is. Its identity is asked once, when it is made, through the same query and rule as
+//! something else mapped there, and nothing would say so. A mapping that is promised to stay
+//! cannot be. Its identity is asked once, when it is noted, through the same query and rule as
 //! every other word's (`identity::query`, `identity::classify`), so a word's key is the same
 //! whether it is found here or asked of the kernel — in this process or in another that maps
-//! the same file itself. The saving is the query of every shared operation that queues or
-//! dequeues on such a word: 1–5 µs here (BENCHMARKS.md).
+//! the same object without noting it. The saving is the query of every shared operation that
+//! queues or dequeues on such a word: 1–10 µs here (BENCHMARKS.md).
 //!
-//! The list only grows, and an entry never changes once published: a reader loads the count
-//! (Acquire, pairing with the writer's Release) and reads the entries below it, writing
-//! nothing shared. A list that is full, or a mapping whose query fails, is left out: its words
-//! are asked of the kernel, as any other word's.
+//! Each entry is a seqlock: a reader reads its sequence (even: stable), the fields, and the
+//! sequence again, and retries on a change; it writes nothing shared. Writers (note, forget)
+//! take a mutex. A mapping that cannot be noted (the list is full, the query fails, it is not
+//! a shared object's) is asked of the kernel each time, which is always correct.
 
 use super::identity::{self, Class, SharedKey};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use super::SharedError;
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Mappings at most: a namespace takes one, and one per level it grew (at most 16).
 const CAPACITY: usize = 256;
 
 /// One mapping: the bytes `[start, start + len)` are the object `(class, dev, ino)` from byte
-/// `off` on.
+/// `off` on; `len` 0 is a free entry.
 struct Known {
+    /// Odd while a writer changes the entry.
+    seq: AtomicU32,
     start: AtomicUsize,
     len: AtomicUsize,
     class: AtomicU32,
@@ -35,6 +38,7 @@ struct Known {
 
 #[allow(clippy::declare_interior_mutable_const)] // a template for the array, each copy its own
 const EMPTY: Known = Known {
+    seq: AtomicU32::new(0),
     start: AtomicUsize::new(0),
     len: AtomicUsize::new(0),
     class: AtomicU32::new(0),
@@ -44,57 +48,123 @@ const EMPTY: Known = Known {
 };
 
 static LIST: [Known; CAPACITY] = [EMPTY; CAPACITY];
-/// Entries published (`LIST[..COUNT]`).
-static COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Entries ever used (`LIST[..USED]`); entries below may be free again.
+static USED: AtomicUsize = AtomicUsize::new(0);
 /// Writers, one at a time.
 static WRITER: Mutex<()> = Mutex::new(());
 
-/// Note the mapping `[start, start + len)`, which the caller made with `MAP_SHARED` and never
-/// unmaps. Its identity is asked of the kernel now; if that fails, or the list is full, or the
-/// mapping is not of a shared object, nothing is noted (its words are then asked of the kernel
-/// each time, which is always correct).
-pub(crate) fn note(start: usize, len: usize) {
-    let Some(key) = ask(start) else { return };
-    let _w = WRITER.lock().unwrap_or_else(|e| e.into_inner());
-    let n = COUNT.load(Ordering::Relaxed);
-    let Some(k) = LIST.get(n) else { return };
-    k.start.store(start, Ordering::Relaxed);
-    k.len.store(len, Ordering::Relaxed);
-    k.class.store(key.class as u32, Ordering::Relaxed);
-    k.dev.store(key.dev, Ordering::Relaxed);
-    k.ino.store(key.ino, Ordering::Relaxed);
-    k.off.store(key.off, Ordering::Relaxed);
-    // Release: a reader that sees the count sees the entry.
-    COUNT.store(n + 1, Ordering::Release);
+impl Known {
+    /// Change the entry (the writer's mutex held): readers retry across it.
+    fn write(&self, start: usize, len: usize, key: Option<&SharedKey>) {
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release); // the odd sequence before any field
+        self.start.store(start, Ordering::Relaxed);
+        self.len.store(len, Ordering::Relaxed);
+        if let Some(k) = key {
+            self.class.store(k.class as u32, Ordering::Relaxed);
+            self.dev.store(k.dev, Ordering::Relaxed);
+            self.ino.store(k.ino, Ordering::Relaxed);
+            self.off.store(k.off, Ordering::Relaxed);
+        }
+        self.seq.store(s.wrapping_add(2), Ordering::Release); // every field before the even one
+    }
+
+    /// The key of `addr` if this entry covers it, read consistently.
+    fn key_of(&self, addr: usize) -> Option<SharedKey> {
+        loop {
+            let s = self.seq.load(Ordering::Acquire);
+            let at = addr.wrapping_sub(self.start.load(Ordering::Relaxed));
+            let covers = at < self.len.load(Ordering::Relaxed);
+            let key = SharedKey {
+                class: if self.class.load(Ordering::Relaxed) == Class::SysV as u32 {
+                    Class::SysV
+                } else {
+                    Class::Object
+                },
+                dev: self.dev.load(Ordering::Relaxed),
+                ino: self.ino.load(Ordering::Relaxed),
+                off: self.off.load(Ordering::Relaxed).wrapping_add(at as u64),
+            };
+            fence(Ordering::Acquire); // the fields before the second look at the sequence
+            if s & 1 == 0 && self.seq.load(Ordering::Relaxed) == s {
+                return covers.then_some(key);
+            }
+            std::hint::spin_loop();
+        }
+    }
 }
 
-/// The key of the byte at `start`, asked of the kernel: `None` unless it is a shared object's.
-fn ask(start: usize) -> Option<SharedKey> {
+/// Note the mapping `[start, start + len)`, which stays mapped to the same object until
+/// [`forget`] (the library's own: for good). Its identity is asked of the kernel now:
+/// `Fault` if nothing is mapped at `start`; `Invalid` if the range is not one shared object's
+/// single mapping (private memory, or more than one mapping) or overlaps a noted one;
+/// `NoMemory` if the list is full.
+pub(crate) fn note(start: usize, len: usize) -> Result<(), SharedError> {
+    let end = start.checked_add(len).filter(|_| len > 0).ok_or(SharedError::Invalid)?;
+    let key = ask(start, end)?;
+    let _w = WRITER.lock().unwrap_or_else(|e| e.into_inner());
+    let used = USED.load(Ordering::Relaxed);
+    let live = || LIST[..used].iter().filter(|k| k.len.load(Ordering::Relaxed) > 0);
+    if live().any(|k| {
+        let s = k.start.load(Ordering::Relaxed);
+        s < end && start < s + k.len.load(Ordering::Relaxed)
+    }) {
+        return Err(SharedError::Invalid);
+    }
+    let (i, fresh) = match LIST[..used].iter().position(|k| k.len.load(Ordering::Relaxed) == 0) {
+        Some(i) => (i, false),
+        None if used < CAPACITY => (used, true),
+        None => return Err(SharedError::NoMemory),
+    };
+    LIST[i].write(start, len, Some(&key));
+    if fresh {
+        // Release: a reader that counts the entry sees it written.
+        USED.store(used + 1, Ordering::Release);
+    }
+    Ok(())
+}
+
+/// Forget the noted mapping that starts at `start`: `Invalid` if there is none.
+pub(crate) fn forget(start: usize) -> Result<(), SharedError> {
+    let _w = WRITER.lock().unwrap_or_else(|e| e.into_inner());
+    let used = USED.load(Ordering::Relaxed);
+    let k = LIST[..used]
+        .iter()
+        .find(|k| k.len.load(Ordering::Relaxed) > 0 && k.start.load(Ordering::Relaxed) == start)
+        .ok_or(SharedError::Invalid)?;
+    k.write(0, 0, None);
+    Ok(())
+}
+
+/// The key of the byte at `start`, asked of the kernel, if `[start, end)` is one mapping of a
+/// shared object.
+fn ask(start: usize, end: usize) -> Result<SharedKey, SharedError> {
     // SAFETY: a NUL-terminated literal path.
     let fd = unsafe { libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
     if fd < 0 {
-        return None;
+        return Err(SharedError::from_errno(super::segment::errno()));
     }
     // (The process slot is only used for private memory, which is refused below.)
-    let key = identity::query(fd, start).and_then(|vma| identity::classify(start, &vma, (0, 0)));
+    let key = identity::query(fd, start).and_then(|vma| {
+        let key = identity::classify(start, &vma, (0, 0))?;
+        let one = end as u64 <= vma.end && key.class != Class::Local;
+        if one {
+            Ok(key)
+        } else {
+            Err(SharedError::Invalid)
+        }
+    });
     // SAFETY: `fd` is ours, closed once.
     unsafe { libc::close(fd) };
-    key.ok().filter(|k| k.class != Class::Local)
+    key
 }
 
 /// The key of the word at `addr` if it lies in a noted mapping.
 #[inline]
 pub(crate) fn key_of(addr: usize) -> Option<SharedKey> {
-    let n = COUNT.load(Ordering::Acquire);
-    LIST[..n.min(CAPACITY)].iter().find_map(|k| {
-        let at = addr.wrapping_sub(k.start.load(Ordering::Relaxed));
-        (at < k.len.load(Ordering::Relaxed)).then(|| SharedKey {
-            class: if k.class.load(Ordering::Relaxed) == Class::SysV as u32 { Class::SysV } else { Class::Object },
-            dev: k.dev.load(Ordering::Relaxed),
-            ino: k.ino.load(Ordering::Relaxed),
-            off: k.off.load(Ordering::Relaxed) + at as u64,
-        })
-    })
+    let used = USED.load(Ordering::Acquire);
+    LIST[..used.min(CAPACITY)].iter().find_map(|k| k.key_of(addr))
 }
 
 #[cfg(test)]
@@ -121,7 +191,7 @@ mod tests {
             };
             let (noted, plain) = (map(), map());
             libc::close(fd);
-            note(noted, 8192);
+            note(noted, 8192).unwrap();
             (noted, plain)
         }
     }
@@ -131,13 +201,60 @@ mod tests {
         let (noted, plain) = two_views();
         for at in [0, 64, 4096 + 128] {
             let known = key_of(noted + at).expect("noted");
-            assert_eq!(Some(known), ask(plain + at), "offset {at}");
-            assert_eq!(Some(known), ask(noted + at), "offset {at}");
+            assert_eq!(Ok(known), ask(plain + at, plain + at + 4), "offset {at}");
+            assert_eq!(Ok(known), ask(noted + at, noted + at + 4), "offset {at}");
         }
         assert_eq!(key_of(plain + 64), None, "not noted");
         assert_eq!(key_of(noted + 8192), None, "past the end");
         let heap = Box::new(0u32);
         assert_eq!(key_of(&*heap as *const u32 as usize), None);
+    }
+
+    #[test]
+    fn what_cannot_be_noted_and_forgetting() {
+        let (noted, plain) = two_views();
+        assert_eq!(note(noted + 4096, 4096), Err(SharedError::Invalid), "overlaps");
+        assert_eq!(note(plain, 0), Err(SharedError::Invalid), "empty");
+        assert_eq!(note(plain, 3 * 4096), Err(SharedError::Invalid), "past its mapping");
+        let heap = vec![0u8; 8192];
+        assert_eq!(note(heap.as_ptr() as usize, 64), Err(SharedError::Invalid), "private memory");
+        // SAFETY: a fresh anonymous mapping, unmapped at once: nothing is mapped there after.
+        let gone = unsafe {
+            let p =
+                libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0);
+            assert_ne!(p, libc::MAP_FAILED);
+            libc::munmap(p, 4096);
+            p as usize
+        };
+        assert_eq!(note(gone, 4096), Err(SharedError::Fault));
+        assert_eq!(forget(plain), Err(SharedError::Invalid), "never noted");
+        note(plain + 4096, 4096).unwrap();
+        assert!(key_of(plain + 4096 + 8).is_some());
+        forget(plain + 4096).unwrap();
+        assert_eq!(key_of(plain + 4096 + 8), None);
+        assert_eq!(forget(plain + 4096), Err(SharedError::Invalid), "forgotten already");
+        assert!(key_of(noted + 8).is_some(), "the others stay");
+    }
+
+    /// Readers racing notes and forgets of other mappings always find a noted word's key.
+    #[test]
+    fn readers_see_consistent_entries_while_others_change() {
+        let (noted, plain) = two_views();
+        let want = key_of(noted + 64).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..2000 {
+                    note(plain, 8192).unwrap();
+                    forget(plain).unwrap();
+                }
+                stop.store(true, Ordering::Relaxed);
+            });
+            while !stop.load(Ordering::Relaxed) {
+                assert_eq!(key_of(noted + 64), Some(want));
+                assert!(key_of(plain + 64).is_none_or(|k| k == want), "plain maps the same object");
+            }
+        });
     }
 
     /// One side through the noted mapping (no query), the other through a mapping of its own

@@ -294,6 +294,60 @@ pub fn wake_bitset<F: Futex>(f: &F, n: usize, mask: u64) -> Result<usize, Shared
     wake_word(word_of(f), n, mask)
 }
 
+/// Promise that `[ptr, ptr + len)` stays mapped, to the same shared object, until
+/// [`unregister_mapping`]: waits and wakes on words in it then skip the kernel query that
+/// otherwise finds, for every operation that queues or dequeues, what backs the word (the
+/// query costs 1–10 µs; a wait that sleeps and the wake that finds it make one each). The range
+/// must be one mapping (`mmap`, `shmat`) of a shared object — a memfd, `shm_open` or other
+/// file with `MAP_SHARED`, shared anonymous memory, a SysV segment — and overlap no registered
+/// range. Other processes need not register theirs: a word's identity is the same either way.
+///
+/// The promise is not checked: if the range is unmapped or something else mapped there while
+/// registered, waits and wakes on its words use the old object's identity and can miss each
+/// other (a waiter then sleeps until its deadline). Memory safety does not depend on it.
+/// Registrations are per process and a forked child inherits them, with the mappings.
+///
+/// # Errors
+/// [`SharedError::Fault`] if nothing is mapped at `ptr`; [`SharedError::Invalid`] if `len` is 0
+/// or the range is private memory, spans more than one mapping or overlaps a registered range;
+/// [`SharedError::NoMemory`] if 256 ranges are registered (the library's named namespaces
+/// count too).
+///
+/// # Examples
+/// ```
+/// use std::sync::atomic::AtomicU32;
+/// use ufutex::shared::{self, SharedError};
+/// // SAFETY: a fresh shared mapping.
+/// let p = unsafe {
+///     libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE,
+///                libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0)
+/// };
+/// assert_ne!(p, libc::MAP_FAILED);
+/// shared::register_mapping(p.cast(), 4096)?;
+/// // SAFETY: the mapping is 4096 bytes, aligned, and lives until the munmap below.
+/// let word = unsafe { &*(p as *const AtomicU32) };
+/// assert_eq!(shared::wake(word, 1), Ok(0));
+/// assert_eq!(shared::register_mapping(p.cast(), 4096), Err(SharedError::Invalid)); // overlaps
+/// shared::unregister_mapping(p.cast())?;
+/// // SAFETY: ours, no longer used.
+/// unsafe { libc::munmap(p, 4096) };
+/// # Ok::<(), SharedError>(())
+/// ```
+#[cfg(not(ufutex_loom))]
+pub fn register_mapping(ptr: *const u8, len: usize) -> Result<(), SharedError> {
+    known::note(ptr as usize, len)
+}
+
+/// End the promise of [`register_mapping`] for the range that starts at `ptr`: the range may be
+/// unmapped once this returns. No wait or wake on a word in it may be in flight meanwhile.
+///
+/// # Errors
+/// [`SharedError::Invalid`] if no registered range starts at `ptr`.
+#[cfg(not(ufutex_loom))]
+pub fn unregister_mapping(ptr: *const u8) -> Result<(), SharedError> {
+    known::forget(ptr as usize)
+}
+
 /// If `*from == expected`, wake up to `nr_wake` process-shared waiters on `from` and move up
 /// to `nr_requeue` more to wait on `to`: woken + moved. A moved waiter is woken later through
 /// `to`; its own wait returns `Ok` then.
