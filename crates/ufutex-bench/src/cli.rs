@@ -104,6 +104,10 @@ pub enum Command {
         /// Waiters woken per call (default: all in one call)
         #[arg(long)]
         nwake: Option<usize>,
+        /// With --shared: register the words' mapping with ufutex (shared::register_mapping),
+        /// so that ufutex-shared skips the identity query; the kernel is unaffected
+        #[arg(long, requires = "shared")]
+        register: bool,
     },
     /// perf's futex-wake-parallel: N sleepers, W wakers at once
     WakeParallel {

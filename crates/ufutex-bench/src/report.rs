@@ -73,6 +73,7 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
         step("fast paths, shared, instructions", "instructions --shared --reps 1"),
         step("hash, shared", &format!("hash --shared --reps {} --runtime {}", r(5), t(0.5, 0.1))),
         step("wake 1 waiter, shared", &format!("wake -n 1 --shared --reps {}", r(15))),
+        step("wake 1 waiter, shared, registered", &format!("wake -n 1 --shared --register --reps {}", r(15))),
         step(
             "ping-pong pinned, shared",
             &format!("ping-pong -p 1 --shared --iters {} --reps {}", n(20_000, 2_000), r(5)),

@@ -27,6 +27,9 @@ pub enum Kind {
 pub struct Params {
     pub waiters: usize,
     pub kind: Kind,
+    /// With `--shared`: register the words' mapping with ufutex (`shared::register_mapping`),
+    /// so that ufutex-shared's waits and wakes skip the identity query (the kernel is unaffected).
+    pub register: bool,
 }
 
 impl Params {
@@ -39,6 +42,15 @@ impl Params {
     }
 
     pub fn case(&self) -> String {
+        let case = self.case_alone();
+        if self.register {
+            format!("{case}, mapping registered")
+        } else {
+            case
+        }
+    }
+
+    fn case_alone(&self) -> String {
         match self.kind {
             Kind::Wake { nwake } if nwake >= self.waiters => format!("waiters={} nwake=all", self.waiters),
             Kind::Wake { nwake } => format!("waiters={} nwake={}", self.waiters, nwake),
@@ -52,6 +64,12 @@ impl Params {
 pub fn once<C: Competitor>(c: &C, p: Params, shared: bool) -> io::Result<[f64; 2]> {
     let n = p.waiters;
     let words = padded_words(2, shared)?;
+    if p.register {
+        // The words' memfd mapping is never unmapped (`shm.rs`): the promise holds.
+        let bytes = std::mem::size_of_val(&*words);
+        ufutex::shared::register_mapping(words.as_ptr().cast(), bytes)
+            .map_err(|e| io::Error::other(format!("register_mapping: {e}")))?;
+    }
     let (from, to) = (&words[0], &words[1]);
     let waiters = Waiters::new(n);
     std::thread::scope(|s| {
@@ -187,7 +205,7 @@ mod tests {
     fn check(kind: Kind) {
         for (waiters, shared) in [(8, false), (8, true), (1, true)] {
             let m = Mock::default();
-            let [call, all] = once(&m, Params { waiters, kind }, shared).unwrap();
+            let [call, all] = once(&m, Params { waiters, kind, register: false }, shared).unwrap();
             // The last waiter may run before the waker returns from its call: no order between the two.
             assert!(call > 0.0 && all > 0.0, "{kind:?}: call {call} all {all}");
             assert_eq!(m.queued(), Some(0));
