@@ -69,7 +69,7 @@ fn random_kills_lose_no_wakeup_and_leave_nothing_queued() {
     }));
     assert_eq!(shared::wake(ws.token, 1), Ok(0)); // map the table before forking
 
-    let survivors = [0, 1].map(|mine| child(move || common::pass_token(ws.token, ws.stop, ws.rounds, mine)));
+    let survivors = [0, 1].map(|mine| child(move || common::pass_token(ws.token, ws.stop, ws.rounds, mine, false)));
     let mut workers: Vec<libc::pid_t> = (0..6).map(|_| child(|| worker(ws))).collect();
     let start = Instant::now();
     let mut kills = 0u32;

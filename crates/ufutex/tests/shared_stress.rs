@@ -10,8 +10,12 @@
 //! nobody wakes, so the sum of every wake's count equals the number of waits and waitvs that
 //! returned `Ok`. A lost wakeup (a counted wake whose waiter timed out instead) or a double
 //! wake (a waiter returning `Ok` that no waker counted) breaks the equality. Beside them two
-//! processes pass a token with waits whose 10 s deadline must never expire: a lost wakeup there
-//! stops them. At the end, with every worker gone, a wake of each word finds nobody queued.
+//! processes pass a token with waits whose 10 s deadline must never expire, not even the last
+//! one, which the test's final change and wake end: a lost wakeup there stops them. At the end, with every worker gone, a wake of each word finds nobody queued.
+//!
+//! Workers 0 and 2 and the first token holder register the mapping (`register_mapping`: their
+//! words' identities come from the noted list), the others ask the kernel for every operation:
+//! the two must give the same keys, or waits and wakes across them miss each other.
 #![cfg(not(ufutex_loom))]
 
 mod common;
@@ -27,6 +31,8 @@ const THREADS: usize = 2;
 
 /// What every process sees, in one shared anonymous mapping.
 struct Books {
+    /// The mapping's address and length (registered by some processes).
+    map: (usize, usize),
     /// The live words: three at the same offset of three pages, a fourth beside the first.
     w: [&'static AtomicU32; 4],
     /// Extra waitv entries: nobody changes, wakes or requeues to them.
@@ -81,8 +87,17 @@ fn worker(b: &Books, seed: u64) -> i32 {
     0
 }
 
+/// Register the mapping in this process: 0, or 50 + errno.
+fn register(b: &Books) -> i32 {
+    shared::register_mapping(b.map.0 as *const u8, b.map.1).map_or_else(|e| 50 + e.errno(), |()| 0)
+}
+
 /// A worker process: its threads' worst status.
 fn workers(b: &'static Books, k: usize) -> i32 {
+    let r = if k.is_multiple_of(2) { register(b) } else { 0 };
+    if r != 0 {
+        return r;
+    }
     std::thread::scope(|s| {
         let ts: Vec<_> = (0..THREADS).map(|t| s.spawn(move || worker(b, (k * THREADS + t) as u64 + 1))).collect();
         ts.into_iter().map(|t| t.join().unwrap_or(99)).max().unwrap_or(0)
@@ -98,6 +113,7 @@ fn every_shared_wake_is_counted_once_and_nothing_is_left_queued() {
     // SAFETY: a live mapping, never unmapped; every offset aligned for its type.
     let b: &'static Books = Box::leak(Box::new(unsafe {
         Books {
+            map: (p as usize, 4 * 4096),
             w: [at(p, 64), at(p, 4096 + 64), at(p, 8192 + 64), at(p, 72)],
             filler: at(p, 3 * 4096),
             ok: at(p, 3 * 4096 + 64),
@@ -109,7 +125,12 @@ fn every_shared_wake_is_counted_once_and_nothing_is_left_queued() {
     }));
     assert_eq!(shared::wake(b.token, 1), Ok(0)); // map the table before forking
 
-    let holders = [0, 1].map(|mine| child(move || common::pass_token(b.token, b.stop, b.rounds, mine)));
+    let holders = [0, 1].map(|mine| {
+        child(move || match if mine == 0 { register(b) } else { 0 } {
+            0 => common::pass_token(b.token, b.stop, b.rounds, mine, true),
+            failed => failed,
+        })
+    });
     let procs: Vec<libc::pid_t> = (0..PROCESSES).map(|k| child(move || workers(b, k))).collect();
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(secs) {

@@ -257,9 +257,17 @@ pub fn await_value(w: &AtomicU32, v: u32) {
 
 /// Two processes pass a token through a shared word: each takes it when it is `mine` (mod 2),
 /// counts a round and passes it on, until `stop`. Its waits have a 10 s deadline that must
-/// never expire: 3 if one did (a lost wakeup), 10 + errno on an unexpected error, else 0.
+/// never expire: 3 if one did (a lost wakeup), 10 + errno on an unexpected error, else 0. A wait
+/// that expires once `stop` is set counts as ended by it, unless `strict` (then the stopper must
+/// change the token and wake, and a holder that misses that wake fails too).
 #[allow(dead_code)]
-pub fn pass_token(token: &AtomicU32, stop: &AtomicU32, rounds: &std::sync::atomic::AtomicU64, mine: u32) -> i32 {
+pub fn pass_token(
+    token: &AtomicU32,
+    stop: &AtomicU32,
+    rounds: &std::sync::atomic::AtomicU64,
+    mine: u32,
+    strict: bool,
+) -> i32 {
     use ufutex::shared::{self, SharedError};
     loop {
         let t = token.load(Ordering::Acquire);
@@ -269,7 +277,7 @@ pub fn pass_token(token: &AtomicU32, stop: &AtomicU32, rounds: &std::sync::atomi
         if t % 2 != mine {
             match shared::wait(token, t, deadline(Duration::from_secs(10))) {
                 Ok(()) | Err(SharedError::WouldBlock) => continue,
-                Err(SharedError::TimedOut) if stop.load(Ordering::Relaxed) != 0 => return 0,
+                Err(SharedError::TimedOut) if !strict && stop.load(Ordering::Relaxed) != 0 => return 0,
                 Err(SharedError::TimedOut) => return 3,
                 Err(e) => return 10 + e.errno(),
             }
