@@ -15,12 +15,13 @@
 //! take a mutex. A mapping that cannot be noted (the list is full, the query fails, it is not
 //! a shared object's) is asked of the kernel each time, which is always correct.
 
-use super::identity::{self, Class, SharedKey};
-use super::SharedError;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use super::identity::{Class, SharedKey};
+use crate::primitive::{fence, spin_hint, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(ufutex_loom))]
+use {super::identity, super::SharedError, std::sync::Mutex};
 
 /// Mappings at most: a namespace takes one, and one per level it grew (at most 16).
+#[cfg(not(ufutex_loom))]
 const CAPACITY: usize = 256;
 
 /// One mapping: the bytes `[start, start + len)` are the object `(class, dev, ino)` from byte
@@ -36,6 +37,7 @@ struct Known {
     off: AtomicU64,
 }
 
+#[cfg(not(ufutex_loom))]
 #[allow(clippy::declare_interior_mutable_const)] // a template for the array, each copy its own
 const EMPTY: Known = Known {
     seq: AtomicU32::new(0),
@@ -47,13 +49,30 @@ const EMPTY: Known = Known {
     off: AtomicU64::new(0),
 };
 
+#[cfg(not(ufutex_loom))]
 static LIST: [Known; CAPACITY] = [EMPTY; CAPACITY];
 /// Entries ever used (`LIST[..USED]`); entries below may be free again.
+#[cfg(not(ufutex_loom))]
 static USED: AtomicUsize = AtomicUsize::new(0);
 /// Writers, one at a time.
+#[cfg(not(ufutex_loom))]
 static WRITER: Mutex<()> = Mutex::new(());
 
 impl Known {
+    /// A free entry (the loom model's; the list's are `EMPTY`).
+    #[cfg(ufutex_loom)]
+    fn new() -> Known {
+        Known {
+            seq: AtomicU32::new(0),
+            start: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
+            class: AtomicU32::new(0),
+            dev: AtomicU64::new(0),
+            ino: AtomicU64::new(0),
+            off: AtomicU64::new(0),
+        }
+    }
+
     /// Change the entry (the writer's mutex held): readers retry across it.
     fn write(&self, start: usize, len: usize, key: Option<&SharedKey>) {
         let s = self.seq.load(Ordering::Relaxed);
@@ -90,11 +109,12 @@ impl Known {
             if s & 1 == 0 && self.seq.load(Ordering::Relaxed) == s {
                 return covers.then_some(key);
             }
-            std::hint::spin_loop();
+            spin_hint();
         }
     }
 }
 
+#[cfg(not(ufutex_loom))]
 /// Note the mapping `[start, start + len)`, which stays mapped to the same object until
 /// [`forget`] (the library's own: for good). Its identity is asked of the kernel now:
 /// `Fault` if nothing is mapped at `start`; `Invalid` if the range is not one shared object's
@@ -125,6 +145,7 @@ pub(crate) fn note(start: usize, len: usize) -> Result<(), SharedError> {
     Ok(())
 }
 
+#[cfg(not(ufutex_loom))]
 /// Forget the noted mapping that starts at `start`: `Invalid` if there is none.
 pub(crate) fn forget(start: usize) -> Result<(), SharedError> {
     let _w = WRITER.lock().unwrap_or_else(|e| e.into_inner());
@@ -137,6 +158,7 @@ pub(crate) fn forget(start: usize) -> Result<(), SharedError> {
     Ok(())
 }
 
+#[cfg(not(ufutex_loom))]
 /// The key of the byte at `start`, asked of the kernel, if `[start, end)` is one mapping of a
 /// shared object.
 fn ask(start: usize, end: usize) -> Result<SharedKey, SharedError> {
@@ -160,6 +182,7 @@ fn ask(start: usize, end: usize) -> Result<SharedKey, SharedError> {
     key
 }
 
+#[cfg(not(ufutex_loom))]
 /// The key of the word at `addr` if it lies in a noted mapping.
 #[inline]
 pub(crate) fn key_of(addr: usize) -> Option<SharedKey> {
@@ -167,7 +190,7 @@ pub(crate) fn key_of(addr: usize) -> Option<SharedKey> {
     LIST[..used.min(CAPACITY)].iter().find_map(|k| k.key_of(addr))
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(ufutex_loom)))]
 mod tests {
     use super::*;
     use crate::shared;
@@ -280,5 +303,41 @@ mod tests {
                 assert_eq!(t.join().unwrap(), Ok(()));
             });
         }
+    }
+}
+
+/// The seqlock under loom: a reader racing a writer that forgets one mapping and notes another
+/// in the same entry finds, for each address, nothing or that mapping's own key — never one
+/// mapping's range with the other's identity.
+#[cfg(all(test, ufutex_loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    fn key(ino: u64) -> SharedKey {
+        SharedKey { class: Class::Object, dev: 7, ino, off: 0 }
+    }
+
+    #[test]
+    fn a_reader_never_mixes_two_versions_of_an_entry() {
+        loom::model(|| {
+            let k = Arc::new(Known::new());
+            k.write(0x1000, 0x1000, Some(&key(1)));
+            let w = {
+                let k = k.clone();
+                loom::thread::spawn(move || {
+                    k.write(0, 0, None);
+                    k.write(0x8000, 0x1000, Some(&key(2)));
+                })
+            };
+            for (addr, ino) in [(0x1008, 1), (0x8008, 2)] {
+                if let Some(got) = k.key_of(addr) {
+                    assert_eq!(got, SharedKey { off: 8, ..key(ino) });
+                }
+            }
+            w.join().unwrap();
+            assert_eq!(k.key_of(0x1008), None);
+            assert_eq!(k.key_of(0x8008), Some(SharedKey { off: 8, ..key(2) }));
+        });
     }
 }

@@ -10,7 +10,6 @@
 mod engine;
 pub(crate) mod fault;
 mod identity;
-#[cfg(not(ufutex_loom))]
 pub(crate) mod known;
 pub(crate) mod lock;
 #[cfg(all(test, ufutex_loom))]
