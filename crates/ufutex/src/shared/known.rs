@@ -38,19 +38,7 @@ struct Known {
 }
 
 #[cfg(not(ufutex_loom))]
-#[allow(clippy::declare_interior_mutable_const)] // a template for the array, each copy its own
-const EMPTY: Known = Known {
-    seq: AtomicU32::new(0),
-    start: AtomicUsize::new(0),
-    len: AtomicUsize::new(0),
-    class: AtomicU32::new(0),
-    dev: AtomicU64::new(0),
-    ino: AtomicU64::new(0),
-    off: AtomicU64::new(0),
-};
-
-#[cfg(not(ufutex_loom))]
-static LIST: [Known; CAPACITY] = [EMPTY; CAPACITY];
+static LIST: [Known; CAPACITY] = [const { Known::new() }; CAPACITY];
 /// Entries ever used (`LIST[..USED]`); entries below may be free again.
 #[cfg(not(ufutex_loom))]
 static USED: AtomicUsize = AtomicUsize::new(0);
@@ -59,17 +47,18 @@ static USED: AtomicUsize = AtomicUsize::new(0);
 static WRITER: Mutex<()> = Mutex::new(());
 
 impl Known {
-    /// A free entry (the loom model's; the list's are `EMPTY`).
-    #[cfg(ufutex_loom)]
-    fn new() -> Known {
-        Known {
-            seq: AtomicU32::new(0),
-            start: AtomicUsize::new(0),
-            len: AtomicUsize::new(0),
-            class: AtomicU32::new(0),
-            dev: AtomicU64::new(0),
-            ino: AtomicU64::new(0),
-            off: AtomicU64::new(0),
+    crate::primitive::const_unless_loom! {
+        /// A free entry.
+        fn new() -> Known {
+            Known {
+                seq: AtomicU32::new(0),
+                start: AtomicUsize::new(0),
+                len: AtomicUsize::new(0),
+                class: AtomicU32::new(0),
+                dev: AtomicU64::new(0),
+                ino: AtomicU64::new(0),
+                off: AtomicU64::new(0),
+            }
         }
     }
 
@@ -125,10 +114,9 @@ pub(crate) fn note(start: usize, len: usize) -> Result<(), SharedError> {
     let key = ask(start, end)?;
     let _w = WRITER.lock().unwrap_or_else(|e| e.into_inner());
     let used = USED.load(Ordering::Relaxed);
-    let live = || LIST[..used].iter().filter(|k| k.len.load(Ordering::Relaxed) > 0);
-    if live().any(|k| {
-        let s = k.start.load(Ordering::Relaxed);
-        s < end && start < s + k.len.load(Ordering::Relaxed)
+    if LIST[..used].iter().any(|k| {
+        let (s, n) = (k.start.load(Ordering::Relaxed), k.len.load(Ordering::Relaxed));
+        n > 0 && s < end && start < s + n
     }) {
         return Err(SharedError::Invalid);
     }
