@@ -1,7 +1,7 @@
 //! The identity of a process-shared word: what object backs its page, found afresh for each
 //! operation that queues or dequeues (never cached: an address can be unmapped and something
-//! else mapped there between two operations, and nothing would tell us; the one exception is
-//! the library's own mappings, `known.rs`).
+//! else mapped there between two operations, and nothing would tell us; the exception is a
+//! mapping promised to stay — the library's own, or one the user registered: `known.rs`).
 //!
 //! The kernel's rule (`get_futex_key`, see `shared/notes/shared-futex.md` §1) copied with what
 //! userspace can see through `PROCMAP_QUERY` (Linux ≥ 6.11; the text of `/proc/self/maps`
