@@ -171,6 +171,12 @@ impl Kid {
 #[inline]
 fn round<S: Sems>(s: &S, sl: &mut Slices, kid: &mut Kid) -> io::Result<()> {
     post_ping(s)?;
+    take_pong(s, sl, kid)
+}
+
+/// Wait for pong, looking at the child at each slice's end (and once more on an error).
+#[inline]
+fn take_pong<S: Sems>(s: &S, sl: &mut Slices, kid: &mut Kid) -> io::Result<()> {
     take(s, Side::Pong, sl, || kid.check()).inspect_err(|_| {
         let _ = kid.check();
     })
@@ -219,9 +225,7 @@ pub fn once<C: SemCompetitor>(c: &C, p: Params) -> io::Result<Vec<f64>> {
                 let start = Instant::now();
                 post_ping(&sems)?;
                 posts += start.elapsed();
-                take(&sems, Side::Pong, &mut sl, || kid.check()).inspect_err(|_| {
-                    let _ = kid.check();
-                })?;
+                take_pong(&sems, &mut sl, &mut kid)?;
                 trips += start.elapsed();
             }
         }
