@@ -72,7 +72,7 @@ pub fn once<C: Competitor>(c: &C, p: Params, shared: bool) -> io::Result<[f64; 2
     }
     let (from, to) = (&words[0], &words[1]);
     let waiters = Waiters::new(n);
-    std::thread::scope(|s| {
+    let result = std::thread::scope(|s| {
         for i in 0..n {
             let waiters = &waiters;
             std::thread::Builder::new().stack_size(STACK).spawn_scoped(s, move || {
@@ -88,7 +88,14 @@ pub fn once<C: Competitor>(c: &C, p: Params, shared: bool) -> io::Result<[f64; 2
         c.wake(&from.0, usize::MAX, ANY);
         c.wake(&to.0, usize::MAX, ANY);
         result
-    })
+    });
+    if p.register {
+        // Every wait and wake on the words has returned (the scope joined): give the entry
+        // back, or a run of more than ~250 repetitions would find the list full.
+        ufutex::shared::unregister_mapping(words.as_ptr().cast())
+            .map_err(|e| io::Error::other(format!("unregister_mapping: {e}")))?;
+    }
+    result
 }
 
 fn timed<C: Competitor>(c: &C, p: Params, from: &AtomicU32, to: &AtomicU32, waiters: &Waiters) -> io::Result<[f64; 2]> {
