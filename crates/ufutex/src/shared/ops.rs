@@ -26,8 +26,9 @@
 //! same key (both asked the kernel what backs the address *now*), and the bucket lock, held by
 //! the waiter from its load to its enqueue, makes the waker find it queued. Keys are never
 //! cached: each operation that queues or dequeues asks afresh — except for a word in a mapping
-//! the library made and never unmaps (a namespace's, `known.rs`), whose identity was asked
-//! once, by the same rule, when it was made: what backs it cannot change.
+//! promised to stay (the library's own, a namespace's, which it never unmaps, or one the user
+//! registered: `known.rs`), whose identity was asked once, by the same rule, when it was
+//! noted: what backs it cannot change while the promise holds.
 //!
 //! The spin comes before any of it (`park::spin_before_queueing`): a waiter that has not
 //! queued may look at its words later, linearisable at the load that saw the change, and a
@@ -67,7 +68,7 @@ impl Operator for Here {
 
     fn key_of(&self, h: &dyn Host, addr: usize) -> Result<SharedKey, SharedError> {
         if let Some(key) = known::key_of(addr) {
-            return Ok(key); // a mapping of the library's own, never unmapped (`known.rs`)
+            return Ok(key); // a mapping promised to stay: the library's own or registered (`known.rs`)
         }
         let p = proc()?;
         debug_assert!(std::ptr::addr_eq(p, h), "one process operates here");
