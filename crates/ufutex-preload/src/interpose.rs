@@ -10,29 +10,24 @@
 //! call with fewer arguments looks at).
 //!
 //! Re-entry: the library's own kernel calls (its parker, its bucket lock) are futex calls made
-//! through libc's `syscall()`, which resolves to this one. A thread-local flag marks "inside
-//! the dispatcher": calls made from there go straight to libc's `syscall()`.
+//! through libc's `syscall()`, which resolves to this one. A thread-local flag (`reentry.rs`)
+//! marks "inside the dispatcher": calls made from there go straight to libc's `syscall()`.
 
+use crate::reentry;
 use libc::{c_int, c_long, c_ulong, c_void};
-use std::cell::Cell;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 #[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
 compile_error!("the fixed-argument interposers are sound only where variadic calls pass integers like fixed ones");
 
-std::thread_local! {
-    static INSIDE: Cell<bool> = const { Cell::new(false) };
-}
-
 /// Run `f` as the dispatcher, unless this thread is inside it already (`None` then).
+#[inline(always)]
 fn outermost<R>(f: impl FnOnce() -> Option<R>) -> Option<R> {
-    // A thread whose thread-locals are gone (exiting) passes its calls through.
-    let entered = INSIDE.try_with(|inside| !inside.replace(true)).unwrap_or(false);
-    if !entered {
+    if reentry::replace(true) {
         return None;
     }
     let r = f();
-    let _ = INSIDE.try_with(|inside| inside.set(false));
+    reentry::replace(false);
     r
 }
 

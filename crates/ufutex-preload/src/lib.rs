@@ -1,7 +1,7 @@
 //! `libufutex_preload.so`: run an unmodified program's futex calls on ufutex.
 //!
 //! `LD_PRELOAD=libufutex_preload.so program` interposes `syscall()` and `prctl()`
-//! (`interpose.c`). Futex calls made through them go to ufutex:
+//! (`interpose.rs`). Futex calls made through them go to ufutex:
 //! - the legacy `SYS_futex` operations WAIT, WAKE, WAIT_BITSET, WAKE_BITSET, REQUEUE,
 //!   CMP_REQUEUE and WAKE_OP on private words (`FUTEX_PRIVATE_FLAG`), with the legacy
 //!   semantics (`legacy.rs`);
@@ -30,6 +30,7 @@ mod stats;
 use libc::{c_long, c_ulong};
 
 mod interpose;
+mod reentry;
 
 /// What ufutex does with a `syscall()`: the result if it takes the call (with `errno` set as
 /// `syscall()` would), `None` for the kernel.
