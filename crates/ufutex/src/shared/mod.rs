@@ -81,7 +81,8 @@ pub enum SharedError {
     /// one process).
     NoSpace,
     /// `ENOMEM`: the segment could not be created or mapped (no memory, or its directory is
-    /// missing or read-only).
+    /// missing or read-only), memory for a call's entries could not be had, or every one of
+    /// the 256 registrations of [`register_mapping`] is in use.
     NoMemory,
     /// `EOPNOTSUPP`: this combination is not available in this mode.
     Unsupported,
@@ -150,7 +151,8 @@ impl fmt::Display for SharedError {
             SharedError::NotRecoverable => "the shared futex table is corrupt",
             SharedError::NoSpace => "a capacity of the shared futex table is reached",
             SharedError::NoMemory => {
-                "the shared futex table cannot be created or mapped (no memory, or its directory is missing or read-only)"
+                "out of memory for shared futexes: the shared table cannot be created or mapped (no memory, or its \
+                 directory is missing or read-only), or all 256 mapping registrations are in use"
             }
             SharedError::Unsupported => "not supported in this shared mode",
         })
