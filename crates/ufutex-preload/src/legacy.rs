@@ -22,6 +22,41 @@ const CLOCK_REALTIME_FLAG: c_int = 256;
 const U32_PRIVATE: c_uint = 0x02 | 0x80;
 const MATCH_ANY: c_ulong = 0xffff_ffff;
 
+/// The operations taken, as a bit per command, and their kinds: a run-time command tested
+/// against bit masks and at most two compares, not a `match`, which would make a jump table
+/// (and a table of kinds) in read-only data, a page to bring back on a call made after a while
+/// asleep (BENCHMARKS.md, nineteenth session).
+const fn bit(cmd: c_int) -> u32 {
+    1 << cmd
+}
+const WAITS: u32 = bit(WAIT) | bit(WAIT_BITSET);
+const WAKES: u32 = bit(WAKE) | bit(WAKE_BITSET);
+const REQUEUES: u32 = bit(REQUEUE) | bit(CMP_REQUEUE);
+const TAKEN: u32 = WAITS | WAKES | REQUEUES | bit(WAKE_OP);
+
+/// `cmd`'s bit among [`TAKEN`]'s, 0 for every other command.
+fn bit_of(cmd: c_int) -> u32 {
+    match u32::try_from(cmd) {
+        Ok(c @ 0..32) => (1 << c) & TAKEN,
+        _ => 0,
+    }
+}
+
+/// The statistics' name of a command (only with `UFUTEX_PRELOAD_STATS=1`).
+#[cold]
+fn kind_of(cmd: c_int) -> Kind {
+    match cmd {
+        WAIT => Kind::Wait,
+        WAKE => Kind::Wake,
+        REQUEUE => Kind::Requeue,
+        CMP_REQUEUE => Kind::CmpRequeue,
+        WAKE_OP => Kind::WakeOp,
+        WAIT_BITSET => Kind::WaitBitset,
+        WAKE_BITSET => Kind::WakeBitset,
+        _ => Kind::OtherFutex,
+    }
+}
+
 /// `syscall(SYS_futex, uaddr, op, val, timeout or val2, uaddr2, val3)`: the result if ufutex
 /// takes it (a private word and one of the operations above), else `None`.
 ///
@@ -31,19 +66,12 @@ pub(crate) unsafe fn call(a: [c_long; 6]) -> Option<c_long> {
     let (uaddr, op, val, utime, uaddr2, val3) =
         (a[0] as *mut c_void, a[1] as c_int, a[2] as u32, a[3], a[4] as *mut c_void, a[5] as u32);
     let cmd = op & !(PRIVATE_FLAG | CLOCK_REALTIME_FLAG);
-    let kind = match cmd {
-        WAIT => Kind::Wait,
-        WAKE => Kind::Wake,
-        REQUEUE => Kind::Requeue,
-        CMP_REQUEUE => Kind::CmpRequeue,
-        WAKE_OP => Kind::WakeOp,
-        WAIT_BITSET => Kind::WaitBitset,
-        WAKE_BITSET => Kind::WakeBitset,
-        _ => Kind::OtherFutex,
-    };
+    let b = bit_of(cmd);
     // Process-shared words go to the kernel (see `config::init`).
-    let ours = op & PRIVATE_FLAG != 0 && !matches!(kind, Kind::OtherFutex);
-    stats::count(kind, true, ours);
+    let ours = op & PRIVATE_FLAG != 0 && b != 0;
+    if crate::config::stats() {
+        stats::count(kind_of(cmd), true, ours);
+    }
     if !ours {
         return None;
     }
@@ -56,19 +84,18 @@ pub(crate) unsafe fn call(a: [c_long; 6]) -> Option<c_long> {
     // kernel would check them; the C ABI's contract (memory found mapped stays mapped for the
     // call) is the caller's, as it is for the system call.
     Some(unsafe {
-        match cmd {
-            WAIT => abi::preload_wait_relative(uaddr, val.into(), MATCH_ANY, U32_PRIVATE, utime as *const timespec),
-            WAIT_BITSET => {
-                abi::preload_wait(uaddr, val.into(), val3.into(), U32_PRIVATE, utime as *const timespec, clock)
-            }
-            WAKE => abi::ufutex_wake(uaddr, MATCH_ANY, at_least_one(val as c_int), U32_PRIVATE),
-            WAKE_BITSET => abi::ufutex_wake(uaddr, val3.into(), at_least_one(val as c_int), U32_PRIVATE),
-            REQUEUE => abi::preload_requeue(uaddr, uaddr2, val as c_int, val2, None),
-            CMP_REQUEUE => abi::preload_requeue(uaddr, uaddr2, val as c_int, val2, Some(val3)),
-            WAKE_OP => {
-                abi::ufutex_wake_op(uaddr, uaddr2, at_least_one(val as c_int), at_least_one(val2), val3, U32_PRIVATE)
-            }
-            _ => unreachable!("only the operations above are taken"),
+        if b & WAKES != 0 {
+            let mask = if cmd == WAKE_BITSET { val3.into() } else { MATCH_ANY };
+            abi::ufutex_wake(uaddr, mask, at_least_one(val as c_int), U32_PRIVATE)
+        } else if b & REQUEUES != 0 {
+            // REQUEUE compares nothing; CMP_REQUEUE compares the source with val3.
+            abi::preload_requeue(uaddr, uaddr2, val as c_int, val2, (cmd == CMP_REQUEUE).then_some(val3))
+        } else if b & WAITS == 0 {
+            abi::ufutex_wake_op(uaddr, uaddr2, at_least_one(val as c_int), at_least_one(val2), val3, U32_PRIVATE)
+        } else if cmd == WAIT {
+            abi::preload_wait_relative(uaddr, val.into(), MATCH_ANY, U32_PRIVATE, utime as *const timespec)
+        } else {
+            abi::preload_wait(uaddr, val.into(), val3.into(), U32_PRIVATE, utime as *const timespec, clock)
         }
     })
 }
