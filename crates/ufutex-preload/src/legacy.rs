@@ -22,10 +22,12 @@ const CLOCK_REALTIME_FLAG: c_int = 256;
 const U32_PRIVATE: c_uint = 0x02 | 0x80;
 const MATCH_ANY: c_ulong = 0xffff_ffff;
 
-/// The operations taken, as a bit per command, and their kinds: a run-time command tested
-/// against bit masks and at most two compares, not a `match`, which would make a jump table
-/// (and a table of kinds) in read-only data, a page to bring back on a call made after a while
-/// asleep (BENCHMARKS.md, nineteenth session).
+// The operations taken, a bit per command: `call` tests a command against these masks and at
+// most two compares, not with a `match`, which made a jump table (and a table of statistics
+// kinds) in read-only data, a page to bring back on a call made after a while asleep
+// (BENCHMARKS.md, nineteenth session).
+
+/// A command's bit.
 const fn bit(cmd: c_int) -> u32 {
     1 << cmd
 }
