@@ -92,7 +92,7 @@ pub(crate) unsafe fn call(a: [c_long; 6]) -> Option<c_long> {
         } else if b & REQUEUES != 0 {
             // REQUEUE compares nothing; CMP_REQUEUE compares the source with val3.
             abi::preload_requeue(uaddr, uaddr2, val as c_int, val2, (cmd == CMP_REQUEUE).then_some(val3))
-        } else if b & WAITS == 0 {
+        } else if b == bit(WAKE_OP) {
             abi::ufutex_wake_op(uaddr, uaddr2, at_least_one(val as c_int), at_least_one(val2), val3, U32_PRIVATE)
         } else if cmd == WAIT {
             abi::preload_wait_relative(uaddr, val.into(), MATCH_ANY, U32_PRIVATE, utime as *const timespec)

@@ -184,7 +184,13 @@ mod tests {
         let w32 = AtomicU32::new(u32::MAX);
         assert_eq!(word_of(&w32).load(), u64::from(u32::MAX));
         // A size known only at run time, as the C ABI has it.
-        for (w, size) in [(w8.as_ptr() as usize, 0), (w16.as_ptr() as usize, 1), (w32.as_ptr() as usize, 2)] {
+        let dynamic = [
+            (w8.as_ptr() as usize, 0),
+            (w16.as_ptr() as usize, 1),
+            (w32.as_ptr() as usize, 2),
+            (w64.as_ptr() as usize, 3),
+        ];
+        for (w, size) in dynamic {
             // SAFETY: each address is a live, aligned atomic of that size.
             let r = unsafe { WordRef::from_raw(w, Size::from_code(std::hint::black_box(size))) };
             assert_eq!(r.load(), r.size().max(), "code {size}");
