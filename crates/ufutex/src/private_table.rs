@@ -118,6 +118,26 @@ impl Locked for PrivateLocked<'_> {
     }
 }
 
+impl Tables {
+    /// [`WaitTable::look`] after the waker's (B) point; `LIGHT`: it left out its fence.
+    #[inline(always)]
+    fn look_after<const LIGHT: bool>(&self, key: &Key) -> Look<NonNull<Table>> {
+        let Some(table) = self.table_if_any(key) else {
+            return Look::Nobody; // no table yet: nobody ever queued in this slot
+        };
+        let bucket = table.bucket(key);
+        let at = NonNull::from(table);
+        if LIGHT && !bucket.fence().free() {
+            return Look::Lock { decay: look_fenced(bucket), at }; // (B)
+        }
+        // (B): Relaxed after the point; 0 means no waiter and a current table (table.rs invariant).
+        if bucket.waiters().load(Ordering::Relaxed) == 0 {
+            return Look::Nobody;
+        }
+        Look::Lock { decay: false, at }
+    }
+}
+
 impl WaitTable for Tables {
     type Key = Key;
     type Waiter<'w> = &'w Node;
@@ -130,20 +150,14 @@ impl WaitTable for Tables {
 
     #[inline(always)]
     fn look(&self, key: &Key, pays: Pays) -> Look<NonNull<Table>> {
-        let light = membarrier::waker_start(pays); // (B)
-        let Some(table) = self.table_if_any(key) else {
-            return Look::Nobody; // no table yet: nobody ever queued in this slot
-        };
-        let bucket = table.bucket(key);
-        let at = NonNull::from(table);
-        if light && !bucket.fence().free() {
-            return Look::Lock { decay: look_fenced(bucket), at }; // (B)
+        // (B). The rest is compiled once for each answer, so that the fence-free wake does not
+        // carry the answer in a register and test it again after the table's lookup (3
+        // instructions of the wake's ~30).
+        if membarrier::waker_start(pays) {
+            self.look_after::<true>(key)
+        } else {
+            self.look_after::<false>(key)
         }
-        // (B): Relaxed after the point; 0 means no waiter and a current table (table.rs invariant).
-        if bucket.waiters().load(Ordering::Relaxed) == 0 {
-            return Look::Nobody;
-        }
-        Look::Lock { decay: false, at }
     }
 
     #[inline]
