@@ -72,7 +72,7 @@ pub(crate) unsafe fn call(a: [c_long; 6]) -> Option<c_long> {
     // Process-shared words go to the kernel (see `config::init`).
     let ours = op & PRIVATE_FLAG != 0 && b != 0;
     if crate::config::stats() {
-        stats::count(kind_of(cmd), true, ours);
+        stats::record(kind_of(cmd), ours);
     }
     if !ours {
         return None;

@@ -40,12 +40,18 @@ const NAMES: [&str; 13] = [
 /// [op][0]: to ufutex, [op][1]: to the kernel.
 static COUNTS: [[AtomicU64; 2]; 13] = [const { [const { AtomicU64::new(0) }; 2] }; 13];
 
-/// Count one call of `op` (if `relevant`), taken by ufutex or passed to the kernel.
+/// Count one call of `op` (if `relevant`, and statistics are on), taken by ufutex or passed to
+/// the kernel.
 pub(crate) fn count(op: Kind, relevant: bool, to_ufutex: bool) {
     if relevant && crate::config::stats() {
-        // Relaxed: a statistic.
-        COUNTS[op as usize][usize::from(!to_ufutex)].fetch_add(1, Ordering::Relaxed);
+        record(op, to_ufutex);
     }
+}
+
+/// [`count`] where the caller has seen that statistics are on (and only then worked out `op`).
+pub(crate) fn record(op: Kind, to_ufutex: bool) {
+    // Relaxed: a statistic.
+    COUNTS[op as usize][usize::from(!to_ufutex)].fetch_add(1, Ordering::Relaxed);
 }
 
 /// Print the counts to stderr, one line per operation that was called.
