@@ -22,7 +22,7 @@ use {super::identity, super::SharedError, std::sync::Mutex};
 
 /// Mappings at most: a namespace takes one, and one per level it grew (at most 16).
 #[cfg(not(ufutex_loom))]
-const CAPACITY: usize = 256;
+pub(super) const CAPACITY: usize = 256;
 
 /// One mapping: the bytes `[start, start + len)` are the object `(class, dev, ino)` from byte
 /// `off` on; `len` 0 is a free entry.

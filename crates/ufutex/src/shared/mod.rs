@@ -139,6 +139,10 @@ impl From<crate::error::WaitError> for SharedError {
     }
 }
 
+// `NoMemory`'s doc and message name the registrations' capacity as a literal.
+#[cfg(not(ufutex_loom))]
+const _: () = assert!(known::CAPACITY == 256, "update NoMemory's doc and message");
+
 impl fmt::Display for SharedError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
