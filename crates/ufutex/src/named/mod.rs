@@ -49,7 +49,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 const MAGIC: u64 = 0x5546_5554_584e_5331; // "UFUTXNS1"
-const VERSION: u32 = 8;
+const VERSION: u32 = 9;
 const PAGE: usize = 4096;
 const KIND_SEMAPHORE: u32 = 1;
 const KIND_MUTEX: u32 = 3;

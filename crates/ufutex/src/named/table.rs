@@ -87,8 +87,8 @@ pub(crate) struct Slot {
     /// sequence, or a raw word (a raw word of 8 or 16 bits is its first bytes; one of 64 bits
     /// is it and `word_hi`, 8-aligned).
     pub(crate) word: AtomicU32,
-    /// The upper half of a 64-bit raw word; a semaphore's, an event's or a mutex's generation
-    /// (their operations change the word only while it is theirs: [`Slot::update_word`]); 0 for
+    /// The upper half of a 64-bit raw word; a semaphore's, an event's or a mutex's generation's
+    /// tag (their operations change the word only while it is theirs: [`Slot::update_word`]); 0 for
     /// other raw words.
     pub(crate) word_hi: AtomicU32,
     /// A mutex's owner: `(gen << 32) | (slot + 1)` of its process in the shared table, 0 free.
@@ -143,6 +143,17 @@ pub(crate) fn is_raw(kind: u32) -> bool {
     matches!(kind & !(NAMED | COUNTED), KIND_WORD | KIND_WORD8 | KIND_WORD16 | KIND_WORD64)
 }
 
+/// What `word_hi` holds beside a semaphore's, an event's or a mutex's word of generation `gen`:
+/// the generation with its top bit set, so that it is never a fresh raw word's 0 (a stale
+/// handle of generation 0 must not match a raw word made in its slot). Generations `2^31`
+/// apart share a tag; a stale operation would have to outlast 2^31 reuses of its slot.
+/// (A raw 64-bit word's upper half is the program's: a program that stores a removed
+/// object's tag there, while that object's stale handle is between its check and its
+/// compare-and-swap, is the one case the tag cannot tell apart.)
+pub(crate) fn word_tag(gen: u32) -> u32 {
+    gen | 1 << 31
+}
+
 /// Why [`Slot::update_word`] changed nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Unchanged {
@@ -154,7 +165,17 @@ pub(crate) enum Unchanged {
 
 #[cfg(not(ufutex_loom))]
 impl Slot {
-    /// `word` with `word_hi` (a semaphore's, an event's or a mutex's: the object's generation).
+    /// A new object's word and `word_hi`, in one store. A stale handle's
+    /// [`Slot::update_word`] sees either the removed object's pair (its mark, [`REMOVED`]) or
+    /// the new one's (another tag): never the new word beside the old tag, which it would take
+    /// for its own object's. (Two stores, word first, left that window open: a stale `set`
+    /// signaled the new event.)
+    pub(crate) fn start_word(&self, word: u32, hi: u32) {
+        self.word_and_gen().store(u64::from(hi) << 32 | u64::from(word), Ordering::Relaxed);
+    }
+
+    /// `word` with `word_hi` (a semaphore's, an event's or a mutex's: the object's generation's
+    /// tag, [`word_tag`]).
     fn word_and_gen(&self) -> &std::sync::atomic::AtomicU64 {
         // SAFETY: `word` is 8-aligned with `word_hi` right after it (asserted above), both
         // atomics of the same slot: their 8 bytes are one valid, aligned `AtomicU64`.
@@ -165,7 +186,7 @@ impl Slot {
     /// once it is not that object's (removed, or another one made in the slot).
     pub(crate) fn read_word(&self, gen: u32, order: Ordering) -> Option<u32> {
         let v = self.word_and_gen().load(order);
-        ((v >> 32) as u32 == gen && v as u32 != REMOVED).then_some(v as u32)
+        ((v >> 32) as u32 == word_tag(gen) && v as u32 != REMOVED).then_some(v as u32)
     }
 
     /// Change the word of the object of generation `gen` (not a raw word) from `w` to `f(w)`
@@ -185,7 +206,7 @@ impl Slot {
         let mut v = pair.load(seen);
         loop {
             let w = v as u32;
-            if (v >> 32) as u32 != gen || w == REMOVED {
+            if (v >> 32) as u32 != word_tag(gen) || w == REMOVED {
                 return Err(Unchanged::Gone);
             }
             let next = f(w).ok_or(Unchanged::Declined(w))?;
@@ -194,6 +215,17 @@ impl Slot {
                 Err(now) => v = now,
             }
         }
+    }
+}
+
+#[cfg(ufutex_loom)]
+impl Slot {
+    /// A new object's word and `word_hi` (the models' atomics are separate 32-bit objects, and
+    /// the models do not use `update_word`): the upper half first, while the word still holds a
+    /// removed object's mark.
+    pub(crate) fn start_word(&self, word: u32, hi: u32) {
+        self.word_hi.store(hi, Ordering::Relaxed);
+        self.word.store(word, Ordering::Relaxed);
     }
 }
 
@@ -1101,9 +1133,9 @@ impl<'a> Table<'a> {
         }
         s.key.store(key.hash(), Ordering::Relaxed);
         s.kind.store(if key.named() { kind | NAMED } else { kind }, Ordering::Relaxed);
-        s.word.store(word, Ordering::Relaxed);
-        // A raw word's upper half (of 64 bits) starts at 0; another object's is its generation.
-        s.word_hi.store(if is_raw(kind) { 0 } else { gen }, Ordering::Relaxed);
+        // A raw word's upper half (of 64 bits) starts at 0; another object's is its generation's
+        // tag. Both halves change at once: see `Slot::start_word`.
+        s.start_word(word, if is_raw(kind) { 0 } else { word_tag(gen) });
         s.owner.store(0, Ordering::Relaxed);
         s.tid.store(0, Ordering::Relaxed);
         s.aux.store(aux, Ordering::Relaxed);
@@ -1395,6 +1427,27 @@ mod tests {
         assert_eq!(declined, Err(Unchanged::Declined(0)));
         let (raw, _) = t.create(Key::Id(4), (KIND_WORD64, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
         assert_eq!(t.slot(raw.slot).unwrap().word_hi.load(Ordering::Relaxed), 0);
+    }
+
+    /// A stale handle of a generation-0 object does not take a raw word made in its slot for
+    /// its own: the raw word's upper half is 0, and objects' words carry a tag that never is.
+    #[test]
+    fn a_raw_word_in_a_reused_slot_is_not_a_stale_handles() {
+        let (h, l) = table(8);
+        let t = Table::new(&h, &l, &NoLedgers);
+        let nowake = |_: &AtomicU32| {};
+        let (old, _) = t.create(Key::Id(3), (1, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+        assert_eq!(old.gen, 0);
+        t.remove(Key::Id(3), ME, &Alive, &nowake).unwrap();
+        for kind in [KIND_WORD, KIND_WORD64] {
+            let (raw, _) = t.create(Key::Id(3), (kind, 0, 0), Open::CreateNew, ME, &Alive, &nowake).unwrap();
+            assert_eq!(raw.slot, old.slot, "the tombstone is reused");
+            let s = t.slot(raw.slot).unwrap();
+            let stale = s.update_word(old.gen, Ordering::Relaxed, Ordering::Relaxed, |w| Some(w | 1));
+            assert_eq!(stale, Err(Unchanged::Gone));
+            assert_eq!(s.word.load(Ordering::Relaxed), 0, "the raw word is untouched");
+            t.remove(Key::Id(3), ME, &Alive, &nowake).unwrap();
+        }
     }
 
     /// A removed object whose `owner` names a holder keeps its slot until the holder lets go
