@@ -5,7 +5,8 @@
 # time (sync_first_contention.rs), 4 s. Then the process-shared table: every wake counted once
 # across processes for 6 s (shared_stress.rs), random SIGKILLs under load for 15 s (thousands of
 # kills), and 300 segments scribbled over; and a
-# namespace of named objects under random SIGKILLs for 8 s. Budget ≤ 2.5 min on 2 cores.
+# namespace of named objects under random SIGKILLs for 8 s, and handles racing the reuse of
+# their objects' slots for 5 s. Budget ≤ 2.5 min on 2 cores.
 set -euo pipefail
 UFUTEX_STRESS_SECS=10 cargo test --release -p ufutex --test stress -- --test-threads=3
 UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test stress --features fallback-parker -- --test-threads=3
@@ -16,3 +17,4 @@ UFUTEX_STRESS_SECS=15 cargo test --release -p ufutex --test shared_kill
 UFUTEX_CORRUPT_TRIALS=300 cargo test --release -p ufutex --test shared_corrupt
 UFUTEX_STRESS_SECS=8 cargo test --release -p ufutex --test named_kill
 UFUTEX_STRESS_SECS=8 cargo test --release -p ufutex --test named_counted
+UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test named_stale
