@@ -5,4 +5,4 @@
 set -euo pipefail
 export UFUTEX_SHARED=kernel
 cargo test --release -p ufutex --doc
-cargo test --release -p ufutex --test named_counted --test named_thread_exit --test named_grow
+cargo test --release -p ufutex --test named_counted --test named_thread_exit --test named_grow --test named_stale

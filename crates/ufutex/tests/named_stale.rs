@@ -1,6 +1,7 @@
 //! Handles racing the removal of their object and a new object made under the same key, in the
 //! same slot: an operation that checked its handle just before the removal must fail
-//! (`Removed`), never change the new object — another semaphore, event or mutex, or a raw word.
+//! (`Removed`), never change the new object — another semaphore, event or mutex, or a raw word —
+//! and a waiter must return `Removed`, never sleep on the new object.
 //! Rounds go on for `UFUTEX_STRESS_SECS` (2 s when unset; CI's stress step runs longer), at
 //! least 300, in namespaces made fresh every 100 rounds, so that most first objects are their
 //! slot's generation 0 (a raw word's upper half is 0 too).
@@ -11,7 +12,7 @@ mod common;
 use common::stress_secs;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use ufutex::named::{Acquired, NamedError, Namespace, Open};
+use ufutex::named::{wait_any, Acquired, NamedError, Namespace, Open, Waitable};
 use ufutex::shared::SharedError;
 
 #[test]
@@ -29,6 +30,7 @@ fn stale_handles_never_change_a_new_object() {
         for i in 0..100 {
             remade_as_the_same_kinds(&ns);
             remade_as_raw_words(&ns, 1000 + 2 * i);
+            a_waiter_sees_the_removal_not_the_new_object(&ns);
         }
         rounds += 100;
         assert!(ns.is_empty(), "every round removes what it made: {}", ns.len());
@@ -103,4 +105,41 @@ fn remade_as_raw_words(ns: &Namespace, key: u64) {
     assert_eq!(words.1.get().unwrap().load(Ordering::SeqCst), 0, "a stale set landed on a raw word");
     ns.remove(sem_key).unwrap();
     ns.remove(ev_key).unwrap();
+}
+
+/// A thread waits on a semaphore, one on an event (unsignaled, count 0) and one on a second
+/// semaphore through `wait_any`, while this thread removes the three and makes them again,
+/// unsignaled at 0: each waiter returns `Removed` — whether it slept before the removal (which
+/// wakes it) or came to sleep after the new object was made (its sleep must not take the new
+/// object for its own, which nobody posts to). (`wait_any` in `UFUTEX_SHARED=kernel` mode
+/// sleeps on 32-bit words and cannot tell: there it is not asked.)
+fn a_waiter_sees_the_removal_not_the_new_object(ns: &Namespace) {
+    const LONG: Duration = Duration::from_secs(20);
+    let (sem_key, ev_key, any_key) = (51, 52, 53);
+    let any_too = std::env::var("UFUTEX_SHARED").map_or(true, |m| m != "kernel");
+    let (sem, _) = ns.semaphore(sem_key, Open::CreateNew, 0).unwrap();
+    let (ev, _) = ns.event(ev_key, Open::CreateNew, true, false).unwrap();
+    let (other, _) = ns.semaphore(any_key, Open::CreateNew, 0).unwrap();
+    let got = std::thread::scope(|s| {
+        let (sem, ev, other) = (&sem, &ev, &other);
+        let sem_waiter = s.spawn(move || sem.wait(Some(LONG.into())));
+        let ev_waiter = s.spawn(move || ev.wait(Some(LONG.into())));
+        let any_waiter = s.spawn(move || any_too.then(|| wait_any(&[Waitable::Semaphore(other)], Some(LONG.into()))));
+        std::thread::yield_now();
+        for key in [sem_key, ev_key, any_key] {
+            ns.remove(key).unwrap();
+        }
+        ns.semaphore(sem_key, Open::CreateNew, 0).unwrap();
+        ns.event(ev_key, Open::CreateNew, true, false).unwrap();
+        ns.semaphore(any_key, Open::CreateNew, 0).unwrap();
+        (sem_waiter.join().unwrap(), ev_waiter.join().unwrap(), any_waiter.join().unwrap())
+    });
+    assert_eq!(got.0, Err(NamedError::Removed), "a semaphore's waiter slept on its successor");
+    assert_eq!(got.1, Err(NamedError::Removed), "an event's waiter slept on its successor");
+    if let Some(any) = got.2 {
+        assert_eq!(any, Err(NamedError::Removed), "a wait_any slept on its object's successor");
+    }
+    for key in [sem_key, ev_key, any_key] {
+        ns.remove(key).unwrap();
+    }
 }

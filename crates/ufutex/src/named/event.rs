@@ -211,7 +211,9 @@ impl Event<'_> {
             if self.try_wait(began)? {
                 return Ok(());
             }
-            match shared::wait(&s.word, w, deadline) {
+            // `w` of this object, not of a successor in its slot (`Slot::watched`).
+            let (word, seen) = s.watched(self.gen, w);
+            match shared::wait(word, seen, deadline) {
                 Ok(()) | Err(SharedError::WouldBlock) => {}
                 Err(e) => return Err(e.into()),
             }

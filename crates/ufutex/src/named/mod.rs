@@ -1437,8 +1437,9 @@ impl Semaphore<'_> {
             if self.try_wait()? {
                 return Ok(());
             }
-            let word = &self.ns.live(self.slot, self.gen)?.word;
-            match shared::wait(word, 0, deadline) {
+            // Expecting 0 of this object (not of a successor in its slot: `Slot::watched`).
+            let (word, empty) = self.ns.live(self.slot, self.gen)?.watched(self.gen, 0);
+            match shared::wait(word, empty, deadline) {
                 Ok(()) | Err(SharedError::WouldBlock) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -1672,23 +1673,23 @@ pub fn wait_any_acquired(
             }
             let seen = match o {
                 Waitable::Semaphore(s) => {
-                    let w = &s.ns.live(s.slot, s.gen)?.word;
+                    let slot = s.ns.live(s.slot, s.gen)?;
                     let ready = s.try_wait()?;
-                    object(w, ready)
+                    object(slot, s.gen, ready)
                 }
                 Waitable::Event(e) => {
-                    let w = &e.ns.live(e.slot, e.gen)?.word;
-                    let start = *began[i].get_or_insert(w.load(Ordering::Acquire));
+                    let slot = e.ns.live(e.slot, e.gen)?;
+                    let start = *began[i].get_or_insert(slot.word.load(Ordering::Acquire));
                     let ready = e.try_wait(start)?;
-                    object(w, ready)
+                    object(slot, e.gen, ready)
                 }
                 Waitable::Mutex(m) => {
-                    let w = &m.ns.live(m.slot, m.gen)?.word;
+                    let slot = m.ns.live(m.slot, m.gen)?;
                     if let Some(how) = m.try_lock()? {
                         return Ok((i, how));
                     }
                     held = true;
-                    object(w, false)
+                    object(slot, m.gen, false)
                 }
                 // (One body for four word types: the atomics' loads are not a trait's.)
                 Waitable::Word(h, v) => raw_seen!(h, v),
@@ -1722,9 +1723,21 @@ struct Seen<'w> {
     removed: bool,
 }
 
-/// A semaphore's, event's or mutex's word (tried already: `ready`), seen now.
+/// The semaphore's, event's or mutex's word of generation `gen` in `s` (tried already:
+/// `ready`), seen now. The entry sleeps on the word with its generation (`Slot::watched`), so a
+/// successor made in the slot ends the sleep; the kernel's `futex_waitv` (`UFUTEX_SHARED=kernel`)
+/// takes 32-bit words only, and there it sleeps on the word alone: a waiter that lost the race
+/// to a removal and a new object made at once in the slot then sleeps until the new object's
+/// word changes or its deadline (its next look answers `Removed`).
 #[cfg(not(ufutex_loom))]
-fn object(w: &AtomicU32, ready: bool) -> Seen<'_> {
-    let now = w.load(Ordering::Acquire);
-    Seen { entry: crate::WaitEntry::new(w, now), ready, removed: now == REMOVED }
+fn object(s: &Slot, gen: u32, ready: bool) -> Seen<'_> {
+    let now = s.word.load(Ordering::Acquire);
+    let entry = match shared::mode() {
+        shared::Mode::Table => {
+            let (word, seen) = s.watched(gen, now);
+            crate::WaitEntry::new(word, seen)
+        }
+        shared::Mode::Kernel => crate::WaitEntry::new(&s.word, now),
+    };
+    Seen { entry, ready, removed: now == REMOVED }
 }

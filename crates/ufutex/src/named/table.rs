@@ -174,6 +174,17 @@ impl Slot {
         self.word_and_gen().store(u64::from(hi) << 32 | u64::from(word), Ordering::Relaxed);
     }
 
+    /// What a waiter on the object of generation `gen` whose word it saw hold `w` sleeps on: the
+    /// word and its generation's tag as one 64-bit futex word, and the value that expects. The
+    /// sleep ends when the word changes, and also when the object is removed (its mark) or
+    /// another is made in its slot (another tag) — so a waiter that checked its handle before a
+    /// removal, then lost the race to the removal's wake and to a new object in the slot, does
+    /// not sleep on the new object. The wakes of the 32-bit word reach it: wakes go by address,
+    /// where words of every size meet.
+    pub(crate) fn watched(&self, gen: u32, w: u32) -> (&std::sync::atomic::AtomicU64, u64) {
+        (self.word_and_gen(), u64::from(word_tag(gen)) << 32 | u64::from(w))
+    }
+
     /// `word` with `word_hi` (a semaphore's, an event's or a mutex's: the object's generation's
     /// tag, [`word_tag`]).
     fn word_and_gen(&self) -> &std::sync::atomic::AtomicU64 {
