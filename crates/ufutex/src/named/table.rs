@@ -154,6 +154,20 @@ pub(crate) fn word_tag(gen: u32) -> u32 {
     gen | 1 << 31
 }
 
+/// `word` and `word_hi` as the one 64-bit value they are read and written as (`word` is the low
+/// half: it comes first in memory, on a little-endian machine).
+#[cfg(not(ufutex_loom))]
+fn pair(word: u32, hi: u32) -> u64 {
+    u64::from(hi) << 32 | u64::from(word)
+}
+
+/// The word in the pair `v`, while it is the object of generation `gen`'s: its tag beside it and
+/// not the removed mark.
+#[cfg(not(ufutex_loom))]
+fn word_of(v: u64, gen: u32) -> Option<u32> {
+    ((v >> 32) as u32 == word_tag(gen) && v as u32 != REMOVED).then_some(v as u32)
+}
+
 /// Why [`Slot::update_word`] changed nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Unchanged {
@@ -171,7 +185,7 @@ impl Slot {
     /// for its own object's. (Two stores, word first, left that window open: a stale `set`
     /// signaled the new event.)
     pub(crate) fn start_word(&self, word: u32, hi: u32) {
-        self.word_and_gen().store(u64::from(hi) << 32 | u64::from(word), Ordering::Relaxed);
+        self.word_and_gen().store(pair(word, hi), Ordering::Relaxed);
     }
 
     /// What a waiter on the object of generation `gen` whose word it saw hold `w` sleeps on: the
@@ -182,7 +196,7 @@ impl Slot {
     /// not sleep on the new object. The wakes of the 32-bit word reach it: wakes go by address,
     /// where words of every size meet.
     pub(crate) fn watched(&self, gen: u32, w: u32) -> (&std::sync::atomic::AtomicU64, u64) {
-        (self.word_and_gen(), u64::from(word_tag(gen)) << 32 | u64::from(w))
+        (self.word_and_gen(), pair(w, word_tag(gen)))
     }
 
     /// `word` with `word_hi` (a semaphore's, an event's or a mutex's: the object's generation's
@@ -196,8 +210,7 @@ impl Slot {
     /// The word of the object of generation `gen` (not a raw word), read with `order`; `None`
     /// once it is not that object's (removed, or another one made in the slot).
     pub(crate) fn read_word(&self, gen: u32, order: Ordering) -> Option<u32> {
-        let v = self.word_and_gen().load(order);
-        ((v >> 32) as u32 == word_tag(gen) && v as u32 != REMOVED).then_some(v as u32)
+        word_of(self.word_and_gen().load(order), gen)
     }
 
     /// Change the word of the object of generation `gen` (not a raw word) from `w` to `f(w)`
@@ -213,15 +226,12 @@ impl Slot {
         seen: Ordering,
         mut f: impl FnMut(u32) -> Option<u32>,
     ) -> Result<u32, Unchanged> {
-        let pair = self.word_and_gen();
-        let mut v = pair.load(seen);
+        let both = self.word_and_gen();
+        let mut v = both.load(seen);
         loop {
-            let w = v as u32;
-            if (v >> 32) as u32 != word_tag(gen) || w == REMOVED {
-                return Err(Unchanged::Gone);
-            }
+            let w = word_of(v, gen).ok_or(Unchanged::Gone)?;
             let next = f(w).ok_or(Unchanged::Declined(w))?;
-            match pair.compare_exchange_weak(v, (v & !u64::from(u32::MAX)) | u64::from(next), set, seen) {
+            match both.compare_exchange_weak(v, pair(next, word_tag(gen)), set, seen) {
                 Ok(_) => return Ok(w),
                 Err(now) => v = now,
             }
@@ -1443,7 +1453,7 @@ mod tests {
     /// A stale handle of a generation-0 object does not take a raw word made in its slot for
     /// its own: the raw word's upper half is 0, and objects' words carry a tag that never is.
     #[test]
-    fn a_raw_word_in_a_reused_slot_is_not_a_stale_handles() {
+    fn a_stale_handle_does_not_take_a_raw_word_in_its_slot_for_its_object() {
         let (h, l) = table(8);
         let t = Table::new(&h, &l, &NoLedgers);
         let nowake = |_: &AtomicU32| {};
