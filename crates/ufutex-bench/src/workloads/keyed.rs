@@ -13,7 +13,8 @@
 //! call). Per KEYS value too, the seed's "in a new process per key" ([`process`]): a population,
 //! then for up to `--processes` of its keys a new process (this binary executed again) that
 //! reaches the object. Then concurrent lookups: with the largest KEYS present, T threads open
-//! random keys for `--runtime`.
+//! random keys for `--runtime`; at T > 1 one thread too, the two in turn in quarter slices,
+//! and T threads' rate over one's is the phase's scaling, paired in time.
 //!
 //! Keys: `[base, base + KEYS)` hold the objects; `[base + max, base + max + KEYS)` (max = the
 //! largest KEYS) are the misses. The whole `[base, base + 2 max)` must be empty when the run
@@ -388,15 +389,52 @@ fn split(all: Bench, keys: usize) -> Vec<Bench> {
 }
 
 /// T threads opening random keys of a population of `n` for `runtime`: total lookups/s and
-/// lookups/s per thread.
+/// lookups/s per thread (for T > 1 over the runtime's T-thread slices); for T > 1 also the total
+/// against one thread's, both in this repetition on this population ([`SCALING`]).
 fn lookups_once<K: Keyed>(k: &K, first: u64, n: usize, threads: usize, runtime: Duration) -> io::Result<Vec<f64>> {
     let mut pop = Population::new(k, first, n)?;
     pop.create(None)?;
     let expect: Vec<K::Handle> = pop.handles.iter().flatten().copied().collect();
+    let rate = |t: usize, d: Duration| lookup_rate(k, first, &expect, t, d);
+    if threads == 1 {
+        let total = rate(1, runtime)?;
+        return Ok(vec![total, total]);
+    }
+    // One thread and T threads in turn, in slices of a quarter of the runtime, one-T-T-one
+    // twice: a host whose speed drifts during the repetition moves both sides alike.
+    let slice = runtime / 4;
+    let (mut one, mut many) = (0.0, 0.0);
+    for _ in 0..2 {
+        one += rate(1, slice)?;
+        many += rate(threads, slice)? + rate(threads, slice)?;
+        one += rate(1, slice)?;
+    }
+    let total = many / 4.0;
+    Ok(vec![total, total / threads as f64, many / one])
+}
+
+/// What the concurrent phase at T > 1 threads adds to its two metrics: its total lookups/s over
+/// one thread's on the same population, the two timed in turn within the repetition (one, T,
+/// T, one, twice, a quarter of the runtime each). Paired in time: the hosts' speed moves up to
+/// 2× from one repetition to the next, even within one (BENCHMARKS.md), so medians of separate
+/// repetitions, one thread's against two's, were 0.94× in one report and 1.99× on the same
+/// build alone.
+pub const SCALING: &str = "vs 1 thread";
+
+/// `threads` threads opening random keys among `expect`'s for `runtime`: lookups/s in all.
+/// Every lookup must return the object's handle.
+fn lookup_rate<K: Keyed>(
+    k: &K,
+    first: u64,
+    expect: &[K::Handle],
+    threads: usize,
+    runtime: Duration,
+) -> io::Result<f64> {
+    let n = expect.len();
     let (gate, done, wrong) = (Gate::default(), AtomicU64::new(0), AtomicU64::new(0));
     let elapsed = std::thread::scope(|s| {
         let spawned = (0..threads).try_for_each(|t| {
-            let (gate, done, wrong, expect) = (&gate, &done, &wrong, &expect);
+            let (gate, done, wrong) = (&gate, &done, &wrong);
             std::thread::Builder::new().stack_size(STACK).spawn_scoped(s, move || {
                 let mut rng = Rng::new(t as u64 + 1);
                 let (mut ops, mut errs) = (0u64, 0u64);
@@ -429,8 +467,7 @@ fn lookups_once<K: Keyed>(k: &K, first: u64, n: usize, threads: usize, runtime: 
             wrong.load(Ordering::Relaxed)
         )));
     }
-    let total = done.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64();
-    Ok(vec![total, total / threads as f64])
+    Ok(done.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64())
 }
 
 /// The `keyed-child` process of the per-process phase.
@@ -490,7 +527,7 @@ pub fn run(common: &Common, p: &Params) -> io::Result<Vec<Bench>> {
                  for {:.2} s",
                 common.runtime.as_secs_f64()
             ),
-            metrics: vec![Metric::higher("lookups", "lookups/s"), Metric::higher("per thread", "lookups/s")],
+            metrics: concurrent_metrics(threads),
             baseline: BASELINE,
         };
         let runtime = common.runtime;
@@ -503,6 +540,15 @@ pub fn run(common: &Common, p: &Params) -> io::Result<Vec<Bench>> {
         )?);
     }
     Ok(out)
+}
+
+/// The concurrent phase's metrics at `threads` threads (see [`lookups_once`]).
+fn concurrent_metrics(threads: usize) -> Vec<Metric> {
+    let mut m = vec![Metric::higher("lookups", "lookups/s"), Metric::higher("per thread", "lookups/s")];
+    if threads > 1 {
+        m.push(Metric::higher(SCALING, "×"));
+    }
+    m
 }
 
 fn all_metrics() -> Vec<Metric> {
