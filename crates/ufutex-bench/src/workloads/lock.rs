@@ -57,43 +57,20 @@ impl Section {
     }
 }
 
-/// The critical section's body: one read of the shared counter, `k` increments of it in a
-/// register that the optimiser cannot fold into one add, one write back. Not inlined, so the
-/// calibration times exactly the code the lock holders run.
+/// The critical section's body: `k` increments the optimiser cannot fold into one add. Not
+/// inlined, so the calibration times exactly the code the lock holders run.
 ///
-/// Why in a register: done in memory (a volatile read and write per increment, as until the
-/// twenty-second session), an increment's cost depended on whether the CPU renamed the store to
-/// the next load (AMD's memory renaming) or forwarded it. The one-thread cells were bimodal for
-/// every lock alike (9.5 or 33 ns at 15 increments, 30 or 62 ns at 30), the mode following the
-/// code's addresses, so a cell's verdict depended on the build; a volatile store per increment
-/// without the loads was still bimodal. A chain of register adds costs one cycle an add. The
-/// price: a waiter spinning on the lock's line now disturbs the holder at its one read and its
-/// one write, not at every increment (BENCHMARKS.md, eighteenth and twenty-second sessions).
+/// Volatile reads and writes of the counter, and nothing else. The body before stored the
+/// pointer to the stack and loaded it back on every increment (`black_box(&mut *d)`): with this
+/// very function unchanged, two builds ran ufutex's one-thread cells up to 15% apart, the time
+/// piling up on the increment (`perf annotate`), so a cell's verdict depended on the build.
 #[inline(never)]
 fn critical(d: &mut u64, k: usize) {
     let p: *mut u64 = d;
-    // SAFETY: `p` comes from `d`, a live, aligned, exclusive reference for the whole call.
-    let mut x = unsafe { p.read_volatile() };
     for _ in 0..k {
-        x = increment(x);
+        // SAFETY: `p` comes from `d`, a live, aligned, exclusive reference for the whole call.
+        unsafe { p.write_volatile(p.read_volatile() + 1) };
     }
-    // SAFETY: as above.
-    unsafe { p.write_volatile(x) };
-}
-
-/// `x + 1`, as an instruction the optimiser cannot see through (so `k` of them stay `k` adds).
-#[inline(always)]
-fn increment(mut x: u64) -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: one `add` on a register operand: no memory, no stack, only the flags clobbered.
-    unsafe {
-        std::arch::asm!("add {x}, 1", x = inout(reg) x, options(nomem, nostack));
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        x = std::hint::black_box(x) + 1;
-    }
-    x
 }
 
 /// How many increments take one microsecond here (best of a few timings of [`critical`]).
