@@ -415,10 +415,11 @@ fn lookups_once<K: Keyed>(k: &K, first: u64, n: usize, threads: usize, runtime: 
 
 /// What the concurrent phase at T > 1 threads adds to its two metrics: its total lookups/s over
 /// one thread's on the same population, the two timed in turn within the repetition (one, T,
-/// T, one, twice, a quarter of the runtime each). Paired in time: the hosts' speed moves up to
-/// 2× from one repetition to the next, even within one (BENCHMARKS.md), so medians of separate
-/// repetitions, one thread's against two's, were 0.94× in one report and 1.99× on the same
-/// build alone.
+/// T, one, twice, a quarter of the runtime each). Paired in time: on the project's hosts the
+/// L3 the process gets comes and goes within tenths of a second, and one thread's lookups over
+/// a few MiB of slots moved 3× with it, so medians of separate repetitions, one thread's against
+/// two's, read 0.94× in one report and 1.99× on the same build alone (BENCHMARKS.md,
+/// twenty-second session).
 pub const SCALING: &str = "vs 1 thread";
 
 /// `threads` threads opening random keys among `expect`'s for `runtime`: lookups/s in all.
