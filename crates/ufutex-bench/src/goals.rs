@@ -482,7 +482,7 @@ mod tests {
         // Two threads' rate over one thread's, per repetition: 1.7, 1.9, 2.0.
         let scaling = {
             let case = "concurrent lookups: keys=3 present, threads=2, random keys";
-            let metric = Metric::higher(crate::workloads::keyed::SCALING, "×");
+            let metric = Metric::own_ratio(crate::workloads::keyed::SCALING);
             let mut b = bench("keyed", case, metric.clone(), &[]);
             let rows = [("kernel-semget", vec![1.5, 1.6, 1.4]), ("ufutex-keyed", vec![1.7, 2.0, 1.9])];
             let samples = rows.iter().map(|(c, v)| (c.to_string(), v.clone())).collect();

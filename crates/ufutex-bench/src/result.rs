@@ -17,14 +17,27 @@ pub struct Metric {
     pub name: String,
     pub unit: String,
     pub better: Better,
+    /// Whether competitors are compared on it (a ratio to the baseline). Not for a metric that
+    /// is a ratio already, of one competitor's own numbers (e.g. its rate at T threads over its
+    /// rate at one): a ratio of two such ratios says nothing of either competitor.
+    #[serde(default = "compared")]
+    pub compared: bool,
+}
+
+fn compared() -> bool {
+    true
 }
 
 impl Metric {
     pub fn lower(name: &str, unit: &str) -> Self {
-        Metric { name: name.into(), unit: unit.into(), better: Better::Lower }
+        Metric { name: name.into(), unit: unit.into(), better: Better::Lower, compared: true }
     }
     pub fn higher(name: &str, unit: &str) -> Self {
-        Metric { name: name.into(), unit: unit.into(), better: Better::Higher }
+        Metric { name: name.into(), unit: unit.into(), better: Better::Higher, compared: true }
+    }
+    /// A ratio within each competitor, higher better, not compared across competitors.
+    pub fn own_ratio(name: &str) -> Self {
+        Metric { compared: false, ..Metric::higher(name, "×") }
     }
 }
 
@@ -55,6 +68,7 @@ impl MetricResult {
             .into_iter()
             .map(|(competitor, s)| {
                 let median = stats::median(&s);
+                let base = base.filter(|_| metric.compared);
                 let ratio = base.filter(|b| b.is_finite() && *b > 0.0 && median > 0.0).map(|b| match metric.better {
                     Better::Lower => b / median,
                     Better::Higher => median / b,

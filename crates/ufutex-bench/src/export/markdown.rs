@@ -18,8 +18,12 @@ pub fn bench_table(b: &Bench) -> String {
     let mut head = String::from("| competitor |");
     let mut rule = String::from("|---|");
     for m in &b.metrics {
-        let _ = write!(head, " {} ({}) median [min .. max] | × {} |", m.metric.name, m.metric.unit, m.baseline);
-        rule.push_str("---:|---:|");
+        let _ = write!(head, " {} ({}) median [min .. max] |", m.metric.name, m.metric.unit);
+        rule.push_str("---:|");
+        if m.metric.compared {
+            let _ = write!(head, " × {} |", m.baseline);
+            rule.push_str("---:|");
+        }
     }
     let _ = writeln!(s, "{head}\n{rule}");
     let names: Vec<&str> =
@@ -29,10 +33,12 @@ pub fn bench_table(b: &Bench) -> String {
         for m in &b.metrics {
             match m.row(name) {
                 Some(r) => {
-                    let _ =
-                        write!(line, " {} [{} .. {}] | {} |", num(r.median), num(r.min), num(r.max), ratio(r.ratio));
+                    let _ = write!(line, " {} [{} .. {}] |", num(r.median), num(r.min), num(r.max));
                 }
-                None => line.push_str(" – | – |"),
+                None => line.push_str(" – |"),
+            }
+            if m.metric.compared {
+                let _ = write!(line, " {} |", ratio(m.row(name).and_then(|r| r.ratio)));
             }
         }
         let _ = writeln!(s, "{line}");
@@ -159,5 +165,29 @@ mod tests {
         let s = skipped_summary(&doc);
         assert_eq!(s.lines().count(), 1, "{s}");
         assert!(s.contains("(2 case(s): c=1; c=2)"), "{s}");
+    }
+
+    #[test]
+    fn a_ratio_within_each_competitor_gets_no_baseline_column() {
+        let samples = || vec![("kernel".to_string(), vec![1.0, 1.2]), ("ufutex".to_string(), vec![1.8, 2.0])];
+        let b = Bench {
+            workload: "w".into(),
+            case: "threads=2".into(),
+            repetitions: 2,
+            metrics: vec![
+                MetricResult::new(Metric::higher("rate", "ops/s"), "kernel", samples()),
+                MetricResult::new(Metric::own_ratio("vs 1 thread"), "kernel", samples()),
+            ],
+            skipped: vec![],
+            notes: vec![],
+        };
+        assert_eq!(b.metrics[1].row("ufutex").unwrap().ratio, None);
+        let t = bench_table(&b);
+        assert!(
+            t.contains("| rate (ops/s) median [min .. max] | × kernel | vs 1 thread (×) median [min .. max] |\n"),
+            "{t}"
+        );
+        assert!(t.contains("|---|---:|---:|---:|\n"), "{t}");
+        assert!(t.contains("| ufutex | 1.90 [1.80 .. 2.00] | 1.73× | 1.90 [1.80 .. 2.00] |\n"), "{t}");
     }
 }

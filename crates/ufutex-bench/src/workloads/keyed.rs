@@ -547,7 +547,7 @@ pub fn run(common: &Common, p: &Params) -> io::Result<Vec<Bench>> {
 fn concurrent_metrics(threads: usize) -> Vec<Metric> {
     let mut m = vec![Metric::higher("lookups", "lookups/s"), Metric::higher("per thread", "lookups/s")];
     if threads > 1 {
-        m.push(Metric::higher(SCALING, "×"));
+        m.push(Metric::own_ratio(SCALING));
     }
     m
 }
