@@ -26,9 +26,19 @@ pub struct Mock {
     state: Mutex<State>,
     cv: Condvar,
     waits: AtomicU64,
+    /// How many of the next waits first sleep 20 ms elsewhere (asleep, but not yet queued: like
+    /// a waiter held up on a lock on its way to the queue).
+    pub late: AtomicU64,
+    /// Whether `queued` says it cannot count (as the kernel cannot).
+    uncounted: bool,
 }
 
 impl Mock {
+    /// A mock whose `queued` cannot count, as the kernel's.
+    pub fn uncounted() -> Mock {
+        Mock { uncounted: true, ..Mock::default() }
+    }
+
     pub fn waits(&self) -> u64 {
         self.waits.load(Ordering::Relaxed)
     }
@@ -76,6 +86,9 @@ impl Competitor for Mock {
     }
     fn wait<W: Word>(&self, w: &W, expected: u64, mask: u64) -> Wait {
         self.waits.fetch_add(1, Ordering::Relaxed);
+        if self.late.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         let st = self.lock();
         if w.get() != expected {
             return Wait::Mismatch;
@@ -127,6 +140,6 @@ impl Competitor for Mock {
     }
     fn queued(&self) -> Option<usize> {
         // Like ufutex, count queued entries (a waitv queues one per word).
-        Some(self.lock().queue.len())
+        (!self.uncounted).then(|| self.lock().queue.len())
     }
 }
