@@ -9,6 +9,7 @@ use crate::result::{Bench, Document};
 use std::io;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// One child run: a label and its arguments.
 struct Step {
@@ -144,14 +145,19 @@ pub fn run(
     let tmp = out_dir.join(".step.json");
     let mut benches = Vec::new();
     let mut failures = Vec::new();
+    let mut times = Vec::new();
+    let started = Instant::now();
     for (i, s) in plan.iter().enumerate() {
         progress.show(s.label, i, plan.len());
+        let t = Instant::now();
         match run_child(&exe, s, &tmp, warmup) {
             Ok(b) => benches.extend(b),
             Err(e) => failures.push(format!("step {:?} failed: {e}", s.label)),
         }
+        times.push((s.label, t.elapsed()));
     }
     progress.clear();
+    benches.push(step_times(&times, started.elapsed()));
     let _ = std::fs::remove_file(&tmp);
     let mut doc = Document::new(benches);
     doc.goals = crate::goals::judge(&doc.benches);
@@ -189,6 +195,23 @@ pub fn run(
     Ok(doc)
 }
 
+/// Where the report's time went: each step's wall time (the child process whole: start-up,
+/// warm-up and repetitions), longest first, and the total.
+fn step_times(times: &[(&str, Duration)], total: Duration) -> Bench {
+    let mut sorted = times.to_vec();
+    sorted.sort_by_key(|s| std::cmp::Reverse(s.1));
+    let mut notes = vec![format!("{} steps in {:.1} s, longest first", times.len(), total.as_secs_f64())];
+    notes.extend(sorted.iter().map(|(label, d)| format!("{label}: {:.1} s", d.as_secs_f64())));
+    Bench {
+        workload: "report".into(),
+        case: "wall time per step".into(),
+        repetitions: 0,
+        metrics: Vec::new(),
+        skipped: Vec::new(),
+        notes,
+    }
+}
+
 pub fn headline(doc: &Document) -> String {
     let mut s = String::from("| goal | ratio (per repetition) | target | status |\n|---|---:|---:|---|\n");
     for g in &doc.goals {
@@ -196,4 +219,17 @@ pub fn headline(doc: &Document) -> String {
         s.push_str(&format!("| {} | {} | {} | {} |\n", g.goal, crate::export::goal_ratio(g), g.target, status));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_times_list_the_longest_first_after_the_total() {
+        let ms = Duration::from_millis;
+        let b = step_times(&[("hash", ms(1200)), ("lock", ms(9000)), ("fast paths", ms(300))], ms(10_600));
+        assert_eq!(b.workload, "report");
+        assert_eq!(b.notes, ["3 steps in 10.6 s, longest first", "lock: 9.0 s", "hash: 1.2 s", "fast paths: 0.3 s"]);
+    }
 }

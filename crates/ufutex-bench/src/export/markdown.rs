@@ -15,6 +15,22 @@ pub struct Markdown {
 pub fn bench_table(b: &Bench) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "### {} — {}\n", b.workload, b.case);
+    if !b.metrics.is_empty() {
+        measured_table(&mut s, b);
+    }
+    for k in &b.skipped {
+        let _ = writeln!(s, "- skipped **{}**: {}", k.competitor, k.reason);
+    }
+    for n in &b.notes {
+        let _ = writeln!(s, "- {n}");
+    }
+    s.push('\n');
+    s
+}
+
+/// The medians, spreads and ratios of a bench that measured something, and how many
+/// repetitions.
+fn measured_table(s: &mut String, b: &Bench) {
     let mut head = String::from("| competitor |");
     let mut rule = String::from("|---|");
     for m in &b.metrics {
@@ -48,14 +64,6 @@ pub fn bench_table(b: &Bench) -> String {
         "\n{} repetitions per competitor, interleaved; ratio > 1 means better than the baseline.",
         b.repetitions
     );
-    for k in &b.skipped {
-        let _ = writeln!(s, "- skipped **{}**: {}", k.competitor, k.reason);
-    }
-    for n in &b.notes {
-        let _ = writeln!(s, "- {n}");
-    }
-    s.push('\n');
-    s
 }
 
 fn goals(doc: &Document) -> String {
@@ -189,5 +197,18 @@ mod tests {
         );
         assert!(t.contains("|---|---:|---:|---:|\n"), "{t}");
         assert!(t.contains("| ufutex | 1.90 [1.80 .. 2.00] | 1.73× | 1.90 [1.80 .. 2.00] |\n"), "{t}");
+    }
+
+    #[test]
+    fn a_bench_that_measured_nothing_is_its_notes_alone() {
+        let b = Bench {
+            workload: "report".into(),
+            case: "wall time per step".into(),
+            repetitions: 0,
+            metrics: vec![],
+            skipped: vec![],
+            notes: vec!["2 steps in 1.0 s, longest first".into()],
+        };
+        assert_eq!(bench_table(&b), "### report — wall time per step\n\n- 2 steps in 1.0 s, longest first\n\n");
     }
 }
