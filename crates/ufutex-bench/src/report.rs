@@ -162,14 +162,7 @@ pub fn run(
     let mut doc = Document::new(benches);
     doc.goals = crate::goals::judge(&doc.benches);
     if !failures.is_empty() {
-        doc.benches.push(Bench {
-            workload: "report".into(),
-            case: "failed steps".into(),
-            repetitions: 0,
-            metrics: Vec::new(),
-            skipped: Vec::new(),
-            notes: failures.clone(),
-        });
+        doc.benches.push(Bench::notes_only("report", "failed steps", failures.clone()));
     }
     let title = if quick { "ufutex-bench report (quick scale)" } else { "ufutex-bench report" };
     let exporters: Vec<Box<dyn Exporter>> = vec![
@@ -202,14 +195,7 @@ fn step_times(times: &[(&str, Duration)], total: Duration) -> Bench {
     sorted.sort_by_key(|s| std::cmp::Reverse(s.1));
     let mut notes = vec![format!("{} steps in {:.1} s, longest first", times.len(), total.as_secs_f64())];
     notes.extend(sorted.iter().map(|(label, d)| format!("{label}: {:.1} s", d.as_secs_f64())));
-    Bench {
-        workload: "report".into(),
-        case: "wall time per step".into(),
-        repetitions: 0,
-        metrics: Vec::new(),
-        skipped: Vec::new(),
-        notes,
-    }
+    Bench::notes_only("report", "wall time per step", notes)
 }
 
 pub fn headline(doc: &Document) -> String {

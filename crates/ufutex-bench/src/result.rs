@@ -63,12 +63,12 @@ pub struct MetricResult {
 
 impl MetricResult {
     pub fn new(metric: Metric, baseline: &str, samples: Vec<(String, Vec<f64>)>) -> Self {
-        let base = samples.iter().find(|(c, _)| c == baseline).map(|(_, s)| stats::median(s));
+        // No baseline for a metric competitors are not compared on: its rows carry no ratio.
+        let base = samples.iter().find(|(c, _)| c == baseline && metric.compared).map(|(_, s)| stats::median(s));
         let rows = samples
             .into_iter()
             .map(|(competitor, s)| {
                 let median = stats::median(&s);
-                let base = base.filter(|_| metric.compared);
                 let ratio = base.filter(|b| b.is_finite() && *b > 0.0 && median > 0.0).map(|b| match metric.better {
                     Better::Lower => b / median,
                     Better::Higher => median / b,
@@ -104,6 +104,18 @@ pub struct Bench {
 }
 
 impl Bench {
+    /// A bench of the report's own that measured nothing: its notes alone.
+    pub fn notes_only(workload: &str, case: &str, notes: Vec<String>) -> Bench {
+        Bench {
+            workload: workload.into(),
+            case: case.into(),
+            repetitions: 0,
+            metrics: Vec::new(),
+            skipped: Vec::new(),
+            notes,
+        }
+    }
+
     pub fn metric(&self, name: &str) -> Option<&MetricResult> {
         self.metrics.iter().find(|m| m.metric.name == name)
     }

@@ -47,14 +47,15 @@ fn measured_table(s: &mut String, b: &Bench) {
     for name in names {
         let mut line = format!("| {name} |");
         for m in &b.metrics {
-            match m.row(name) {
+            let row = m.row(name);
+            match row {
                 Some(r) => {
                     let _ = write!(line, " {} [{} .. {}] |", num(r.median), num(r.min), num(r.max));
                 }
                 None => line.push_str(" – |"),
             }
             if m.metric.compared {
-                let _ = write!(line, " {} |", ratio(m.row(name).and_then(|r| r.ratio)));
+                let _ = write!(line, " {} |", ratio(row.and_then(|r| r.ratio)));
             }
         }
         let _ = writeln!(s, "{line}");
