@@ -208,16 +208,18 @@ impl Fence {
         }
     }
 
-    /// The waker's (B) point, second part, before it reads the bucket's count: whether the
+    /// The waker's (B) point, second part, before it reads the bucket's count: 0 if the
     /// bucket is FREE (no fence needed); else the waker takes the bucket's lock
-    /// ([`Fence::waker_looks`]).
+    /// ([`Fence::waker_looks`]). A number rather than a `bool`, so that the waker can test it
+    /// and the count with one branch (`private_table.rs`, `look_after`).
     #[inline(always)]
-    pub(crate) fn free(&self) -> bool {
+    pub(crate) fn busy(&self) -> u32 {
         // Acquire: pairs with `Fence::decay`'s Release (see `Fence`).
         let mode = self.mode.load(Ordering::Acquire);
         #[cfg(ufutex_loom)]
         loom_model::ipi_point();
-        mode == FREE
+        const { assert!(FREE == 0) };
+        mode
     }
 
     /// A waker in a bucket that is not FREE, which pays for the order with the bucket's lock
@@ -296,6 +298,20 @@ pub(crate) fn waker_start(pays: Pays) -> bool {
     false
 }
 
+/// [`waker_start`] for [`Pays::Waiter`] where `membarrier` is already known to work: the
+/// point, and `true`; else `false`, with nothing done (not even deciding, so that a caller's
+/// frame needs no call: `private_table.rs`, `look_if_fence_free`).
+#[cfg(not(ufutex_loom))]
+#[inline(always)]
+pub(crate) fn waker_start_if_ready() -> bool {
+    // Relaxed: see `decide`.
+    if STATE.load(Ordering::Relaxed) != READY {
+        return false;
+    }
+    fence_free_point();
+    true
+}
+
 /// The point, in a thread that leaves out its fence where [`fence_free`] holds (the caller
 /// checked it), between its store and a read that a [`waiter_barrier`] on another thread is
 /// ordered against: a fence-free wake's (B) ([`waker_start`]), `sync`'s quiet unlock
@@ -347,11 +363,12 @@ pub fn fence_free() -> bool {
     #[cfg(not(ufutex_loom))]
     {
         // Relaxed: see `decide`; READY and UNAVAILABLE never change.
-        match STATE.load(Ordering::Relaxed) {
-            READY => true,
-            UNKNOWN => decide() == READY,
-            _ => false,
+        let state = STATE.load(Ordering::Relaxed);
+        if state == READY {
+            return true; // laid out as the straight path: every fence-free wake takes it
         }
+        std::hint::cold_path();
+        state == UNKNOWN && decide() == READY
     }
     #[cfg(ufutex_loom)]
     !loom_model::symmetric()

@@ -122,20 +122,55 @@ impl Tables {
     /// [`WaitTable::look`] after the waker's (B) point; `LIGHT`: it left out its fence.
     #[inline(always)]
     fn look_after<const LIGHT: bool>(&self, key: &Key) -> Look<NonNull<Table>> {
+        match self.see::<LIGHT>(key) {
+            Seen::Nobody => Look::Nobody,
+            Seen::Lock { table, busy: false } => Look::Lock { decay: false, at: NonNull::from(table) },
+            // Not FREE: the lock orders this wake with the bucket's waiters.
+            Seen::Lock { table, busy: true } => {
+                Look::Lock { decay: look_fenced(table.bucket(key)), at: NonNull::from(table) }
+            }
+        }
+    }
+
+    /// What the waker's reads after its (B) point say, with one test for the common answer
+    /// (FREE, or fenced, and nobody counted), so that a wake that finds nobody runs straight
+    /// through; the rest locks, which dwarfs a taken branch.
+    #[inline(always)]
+    fn see<const LIGHT: bool>(&self, key: &Key) -> Seen<'_> {
         let Some(table) = self.table_if_any(key) else {
-            return Look::Nobody; // no table yet: nobody ever queued in this slot
+            return Seen::Nobody; // no table yet: nobody ever queued in this slot
         };
         let bucket = table.bucket(key);
-        let at = NonNull::from(table);
-        if LIGHT && !bucket.fence().free() {
-            return Look::Lock { decay: look_fenced(bucket), at }; // (B)
+        let busy = if LIGHT { bucket.fence().busy() } else { 0 }; // (B)
+                                                                  // (B): Relaxed after the point; 0 means no waiter and a current table (table.rs invariant).
+        let waiters = bucket.waiters().load(Ordering::Relaxed);
+        if busy | waiters == 0 {
+            return Seen::Nobody;
         }
-        // (B): Relaxed after the point; 0 means no waiter and a current table (table.rs invariant).
-        if bucket.waiters().load(Ordering::Relaxed) == 0 {
-            return Look::Nobody;
-        }
-        Look::Lock { decay: false, at }
+        std::hint::cold_path();
+        Seen::Lock { table, busy: busy != 0 }
     }
+
+    /// Whether a fence-free wake ([`Pays::Waiter`]) on `key` finds nobody, asked only where
+    /// `membarrier` is already known to work (else `false`, with nothing done). "Nobody" is the
+    /// whole wake, as [`crate::wake::wake`] would have made it; on `false` the caller makes the
+    /// whole wake, which looks again. For the C ABI's wake, whose frame then makes no call.
+    #[cfg(not(ufutex_loom))]
+    #[inline(always)]
+    pub(crate) fn nobody_if_fence_free(&self, key: &Key) -> bool {
+        membarrier::waker_start_if_ready() && matches!(self.see::<true>(key), Seen::Nobody)
+        // (B)
+    }
+}
+
+/// What [`Tables::see`] found.
+enum Seen<'t> {
+    Nobody,
+    /// Lock `table`'s bucket; `busy`: it is not FREE ([`membarrier::Fence::busy`]).
+    Lock {
+        table: &'t Table,
+        busy: bool,
+    },
 }
 
 impl WaitTable for Tables {

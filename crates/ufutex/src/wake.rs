@@ -111,10 +111,26 @@ fn wake_locked<T: WaitTable>(
     Ok(Woken { count: woken.wake_all(), more: pick.more })
 }
 
-/// [`wake`] in a domain's tables, which cannot fail.
+/// [`wake`] in a domain's tables, which cannot fail. A fence-free wake ([`Pays::Waiter`]) that
+/// finds nobody runs inlined, with no call and no frame; the rest of it is out of line, so that
+/// the inlined part stays small wherever it is inlined. ([`Pays::Waker`]'s wakes, `sync`'s,
+/// are inlined whole: their fence dwarfs a frame.)
 #[inline(always)]
 pub(crate) fn wake_private(tables: &Tables, key: Key, n: usize, mask: u64, report: Report, pays: Pays) -> Woken {
+    if pays == Pays::Waiter {
+        #[cfg(not(ufutex_loom))]
+        if tables.nobody_if_fence_free(&key) {
+            return NONE; // the whole wake (with `n` 0 too: it wakes nobody either way)
+        }
+        return wake_private_whole(tables, key, n, mask, report);
+    }
     infallible(wake(tables, key, n, mask, report, pays))
+}
+
+/// [`wake_private`] of [`Pays::Waiter`] the whole way (it looks again).
+#[inline(never)]
+fn wake_private_whole(tables: &Tables, key: Key, n: usize, mask: u64, report: Report) -> Woken {
+    infallible(wake(tables, key, n, mask, report, Pays::Waiter))
 }
 
 /// [`wake`] of a private word, reporting the count.
