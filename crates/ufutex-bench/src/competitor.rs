@@ -5,6 +5,7 @@
 use crate::sys;
 use std::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
 use std::hint::black_box;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 use ufutex::preload::UfutexWaitv;
@@ -100,13 +101,35 @@ pub trait Competitor: Sync {
 
 /// ufutex, through the process default domain or a domain of its own.
 pub struct Ufutex {
-    domain: Option<Domain>,
+    /// The domain its calls go to: the process default, or one of its own (`owned`). A pointer
+    /// rather than an `Option` to look into at every call, so that a fast path's figure is
+    /// ufutex's call and not also this choice (a compare and a branch that a caller of
+    /// `ufutex::wake` does not run).
+    domain: NonNull<Domain>,
+    /// `domain` came from `Box::leak`, and is freed with `self`.
+    owned: bool,
     label: String,
+}
+
+// SAFETY: `domain` points at a `Domain` (`Send` and `Sync`) that lives as long as `self`: the
+// static default one, or one this value owns alone and frees only when it is dropped.
+unsafe impl Send for Ufutex {}
+// SAFETY: as for `Send`; `&Ufutex` only hands out `&Domain`.
+unsafe impl Sync for Ufutex {}
+
+impl Drop for Ufutex {
+    fn drop(&mut self) {
+        if self.owned {
+            // SAFETY: `domain` came from `Box::leak` in `with_slots`, and this is its one
+            // free: nothing else frees it, and `self` is not used after.
+            drop(unsafe { Box::from_raw(self.domain.as_ptr()) });
+        }
+    }
 }
 
 impl Ufutex {
     pub fn default_domain() -> Self {
-        Ufutex { domain: None, label: "ufutex".into() }
+        Ufutex { domain: NonNull::from(Domain::default_domain()), owned: false, label: "ufutex".into() }
     }
 
     pub fn with_slots(slots: Slots) -> std::io::Result<Self> {
@@ -115,7 +138,8 @@ impl Ufutex {
             Slots::Large => "ufutex[large]".to_string(),
             Slots::Fixed(n) => format!("ufutex[{n}]"),
         };
-        Ok(Ufutex { domain: Some(Domain::new(DomainConfig::new().slots(slots))?), label })
+        let domain = Box::new(Domain::new(DomainConfig::new().slots(slots))?);
+        Ok(Ufutex { domain: NonNull::from(Box::leak(domain)), owned: true, label })
     }
 
     pub fn labelled(mut self, label: &str) -> Self {
@@ -123,8 +147,11 @@ impl Ufutex {
         self
     }
 
+    #[inline]
     pub fn domain(&self) -> &Domain {
-        self.domain.as_ref().unwrap_or_else(|| Domain::default_domain())
+        // SAFETY: `domain` points at a live `Domain` for as long as `self` lives (see the
+        // `Send` impl); it is only ever read through, and freed only by `Drop`.
+        unsafe { self.domain.as_ref() }
     }
 }
 
