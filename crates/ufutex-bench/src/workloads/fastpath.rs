@@ -64,18 +64,21 @@ macro_rules! with_path {
     };
 }
 
-/// One repetition: ns per call, for at least `runtime` (with `AfterStore`, then the same time
-/// of a store and a load).
+/// One repetition: ns per call, for at least `runtime` (with `AfterStore`, also of a store and
+/// a load, batches of the two taken in turn for twice that: see [`per_call_beside`]).
 pub fn once<C: Competitor>(c: &C, path: Path, runtime: Duration, shared: bool) -> io::Result<Vec<f64>> {
     let words = padded_words(WORDS, shared)?;
     let words: &[Padded<AtomicU32>] = &words;
     check(c, path, &words[0])?;
-    let call = with_path!(path, P => per_call(runtime, |i| one(c, P, black_box(&*words[i % WORDS]), i)));
     if path != Path::AfterStore {
-        return Ok(vec![call]);
+        return Ok(vec![with_path!(path, P => per_call(runtime, |i| one(c, P, black_box(&*words[i % WORDS]), i)))]);
     }
     let other = AtomicU32::new(0);
-    let plain = per_call(runtime, |i| store_load(black_box(&*words[i % WORDS]), &other, i));
+    let (call, plain) = per_call_beside(
+        2 * runtime,
+        |i| one(c, Path::AfterStore, black_box(&*words[i % WORDS]), i),
+        |i| store_load(black_box(&*words[i % WORDS]), &other, i),
+    );
     Ok(vec![call, plain])
 }
 
@@ -186,6 +189,34 @@ fn per_call(runtime: Duration, mut f: impl FnMut(usize)) -> f64 {
         }
     }
     start.elapsed().as_nanos() as f64 / calls as f64
+}
+
+/// [`per_call`] of `f` and of `g`, a batch of each in turn, each batch timed on its own: ns per
+/// call of each, for at least `runtime` in all. Taken in turn because this host's speed changes
+/// from one second to the next (another guest on the core's other hardware thread slows a loop
+/// that is bound by how many instructions it runs, as a wake is, by up to 2×, and a loop bound
+/// by one dependent chain, as a store and a load are, hardly at all: BENCHMARKS.md, twenty-fourth
+/// session): run one after the other, the two would meet different hosts.
+fn per_call_beside(runtime: Duration, mut f: impl FnMut(usize), mut g: impl FnMut(usize)) -> (f64, f64) {
+    const BATCH: usize = 4096;
+    let start = Instant::now();
+    let (mut in_f, mut in_g) = (Duration::ZERO, Duration::ZERO);
+    let mut batches = 0u64;
+    while start.elapsed() < runtime {
+        let t = Instant::now();
+        for i in 0..BATCH {
+            f(i);
+        }
+        let u = Instant::now();
+        for i in 0..BATCH {
+            g(i);
+        }
+        in_g += u.elapsed();
+        in_f += u - t;
+        batches += 1;
+    }
+    let calls = (batches * BATCH as u64) as f64;
+    (in_f.as_nanos() as f64 / calls, in_g.as_nanos() as f64 / calls)
 }
 
 pub fn run(common: &Common, paths: &[Path]) -> io::Result<Vec<Bench>> {
