@@ -193,10 +193,11 @@ fn per_call(runtime: Duration, mut f: impl FnMut(usize)) -> f64 {
 
 /// [`per_call`] of `f` and of `g`, a batch of each in turn, each batch timed on its own: ns per
 /// call of each, for at least `runtime` in all. Taken in turn because this host's speed changes
-/// from one second to the next (another guest on the core's other hardware thread slows a loop
-/// that is bound by how many instructions it runs, as a wake is, by up to 2×, and a loop bound
-/// by one dependent chain, as a store and a load are, hardly at all: BENCHMARKS.md, twenty-fourth
-/// session): run one after the other, the two would meet different hosts.
+/// from one second to the next, and not for every loop alike: in the slow spells a loop bound
+/// by how many instructions it runs (a wake) takes up to 2× as long, one bound by a chain of
+/// dependent instructions (a store and a load) hardly longer (BENCHMARKS.md, twenty-fourth
+/// session: what a busy other hardware thread of the host's core would do). Run one after the
+/// other, the two would meet different hosts.
 fn per_call_beside(runtime: Duration, mut f: impl FnMut(usize), mut g: impl FnMut(usize)) -> (f64, f64) {
     const BATCH: usize = 4096;
     let start = Instant::now();
