@@ -211,7 +211,7 @@ impl Fence {
     /// The waker's (B) point, second part, before it reads the bucket's count: 0 if the
     /// bucket is FREE (no fence needed); else the waker takes the bucket's lock
     /// ([`Fence::waker_looks`]). A number rather than a `bool`, so that the waker can test it
-    /// and the count with one branch (`private_table.rs`, `look_after`).
+    /// and the count with one branch (`private_table.rs`, `see`).
     #[inline(always)]
     pub(crate) fn busy(&self) -> u32 {
         // Acquire: pairs with `Fence::decay`'s Release (see `Fence`).
@@ -287,7 +287,7 @@ pub(crate) enum Waker {
 
 /// The waker's (B) point, first part, after the caller's store and before the wake reads the
 /// tables: `fence(SeqCst)` (returns `false`), unless the wake may leave it out — [`Pays::Waiter`]
-/// with `membarrier` working — in which case [`Fence::free`] decides once the bucket is known.
+/// with `membarrier` working — in which case [`Fence::busy`] decides once the bucket is known.
 #[inline(always)]
 pub(crate) fn waker_start(pays: Pays) -> bool {
     if pays == Pays::Waiter && fence_free() {
@@ -300,7 +300,7 @@ pub(crate) fn waker_start(pays: Pays) -> bool {
 
 /// [`waker_start`] for [`Pays::Waiter`] where `membarrier` is already known to work: the
 /// point, and `true`; else `false`, with nothing done (not even deciding, so that a caller's
-/// frame needs no call: `private_table.rs`, `look_if_fence_free`).
+/// frame needs no call: `private_table.rs`, `nobody_if_fence_free`).
 #[cfg(not(ufutex_loom))]
 #[inline(always)]
 pub(crate) fn waker_start_if_ready() -> bool {

@@ -141,8 +141,9 @@ impl Tables {
             return Seen::Nobody; // no table yet: nobody ever queued in this slot
         };
         let bucket = table.bucket(key);
-        let busy = if LIGHT { bucket.fence().busy() } else { 0 }; // (B)
-                                                                  // (B): Relaxed after the point; 0 means no waiter and a current table (table.rs invariant).
+        // (B): the mode, then the count (Relaxed after the point; 0 means no waiter and a
+        // current table: table.rs invariant).
+        let busy = if LIGHT { bucket.fence().busy() } else { 0 };
         let waiters = bucket.waiters().load(Ordering::Relaxed);
         if busy | waiters == 0 {
             return Seen::Nobody;
@@ -154,12 +155,13 @@ impl Tables {
     /// Whether a fence-free wake ([`Pays::Waiter`]) on `key` finds nobody, asked only where
     /// `membarrier` is already known to work (else `false`, with nothing done). "Nobody" is the
     /// whole wake, as [`crate::wake::wake`] would have made it; on `false` the caller makes the
-    /// whole wake, which looks again. For the C ABI's wake, whose frame then makes no call.
+    /// whole wake, which looks again. For a caller that inlines this and keeps the whole wake
+    /// out of line, so that its own frame makes no call (`wake::wake_private`, the C ABI's wake).
     #[cfg(not(ufutex_loom))]
     #[inline(always)]
     pub(crate) fn nobody_if_fence_free(&self, key: &Key) -> bool {
+        // (B): the point, then the look.
         membarrier::waker_start_if_ready() && matches!(self.see::<true>(key), Seen::Nobody)
-        // (B)
     }
 }
 
