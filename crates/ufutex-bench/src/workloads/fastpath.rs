@@ -174,15 +174,23 @@ pub fn exact<C: Competitor>(c: &C, counts: &[(Body, usize)], shared: bool) -> io
     Ok(())
 }
 
-/// ns per `f(i)`, over batches of 4096 calls for at least `runtime`.
+/// Calls per timed batch: long enough that reading the clock is lost in it.
+const BATCH: usize = 4096;
+
+/// One batch of `f(0)` .. `f(BATCH - 1)`, inlined into the caller's timing loop.
+#[inline(always)]
+fn batch(f: &mut impl FnMut(usize)) {
+    for i in 0..BATCH {
+        f(i);
+    }
+}
+
+/// ns per `f(i)`, over batches of [`BATCH`] calls for at least `runtime`.
 fn per_call(runtime: Duration, mut f: impl FnMut(usize)) -> f64 {
-    const BATCH: usize = 4096;
     let start = Instant::now();
     let mut calls = 0u64;
     loop {
-        for i in 0..BATCH {
-            f(i);
-        }
+        batch(&mut f);
         calls += BATCH as u64;
         if start.elapsed() >= runtime {
             break;
@@ -199,19 +207,14 @@ fn per_call(runtime: Duration, mut f: impl FnMut(usize)) -> f64 {
 /// session: what a busy other hardware thread of the host's core would do). Run one after the
 /// other, the two would meet different hosts.
 fn per_call_beside(runtime: Duration, mut f: impl FnMut(usize), mut g: impl FnMut(usize)) -> (f64, f64) {
-    const BATCH: usize = 4096;
     let start = Instant::now();
     let (mut in_f, mut in_g) = (Duration::ZERO, Duration::ZERO);
     let mut batches = 0u64;
     while start.elapsed() < runtime {
         let t = Instant::now();
-        for i in 0..BATCH {
-            f(i);
-        }
+        batch(&mut f);
         let u = Instant::now();
-        for i in 0..BATCH {
-            g(i);
-        }
+        batch(&mut g);
         in_g += u.elapsed();
         in_f += u - t;
         batches += 1;
