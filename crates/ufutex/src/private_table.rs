@@ -37,7 +37,7 @@ impl Woken for WakeList {
         WakeList::len(self)
     }
 
-    #[inline]
+    #[inline(always)] // the empty list's check in its caller, with no call (`unpark_all` is not)
     fn wake_all(self) -> usize {
         let n = self.len();
         if n != 0 {
@@ -221,6 +221,7 @@ impl WaitTable for Tables {
         self.lock(key) // resized since the look
     }
 
+    #[inline(always)] // its two callers (requeue, wake-op) are its only ones: no frame, no pair through memory
     fn lock_pair(&self, from: &Key, to: &Key) -> Result<Pair<PrivateLocked<'_>>, Infallible> {
         let (k1, k2) = (*from, *to);
         loop {

@@ -155,6 +155,7 @@ pub(crate) enum PairGuard<'a> {
 /// held) when one is not: the caller reloads its tables and retries. `a`'s guard is `first`.
 /// The check after the first lock is what keeps this deadlock-free against a resize (module
 /// docs); the check after the second completes the usual "re-check under the lock".
+#[inline(always)] // into `Tables::lock_pair`: the guards stay in registers
 pub(crate) fn lock_pair_current<'a>(
     (ta, a): (&Table, &'a Bucket),
     (tb, b): (&Table, &'a Bucket),

@@ -49,6 +49,7 @@ unsafe fn loadable(addr: usize, f: WordFlags) -> WordRef {
 /// # Safety
 /// - `addr` is aligned to the size; the caller of the C function keeps it mapped until the call
 ///   returns (this module's contract).
+#[inline(always)] // a fault-safe load and a compare: no frame of its own
 unsafe fn holding(addr: usize, f: WordFlags, val: u64) -> Result<WordRef, Errno> {
     if validate::current(addr, f.size)? != val {
         return Err(Errno::EAGAIN);
