@@ -58,7 +58,7 @@ impl Locked for PrivateLocked<'_> {
     type Woken = WakeList;
     type Moved = MoveList;
 
-    #[inline]
+    #[inline(always)] // into the wake, requeue and wake-op that hold the lock: no frame
     fn take(&mut self, pick: &mut impl Pick, woken: &mut WakeList, moved: &mut MoveList) -> Result<(), Infallible> {
         let (key, before) = (self.key, woken.len());
         let fate = Cell::new(Fate::Skip);
@@ -88,6 +88,7 @@ impl Locked for PrivateLocked<'_> {
         Ok(())
     }
 
+    #[inline(always)] // its one caller, the requeue
     fn accept(&mut self, moved: MoveList, from: Option<&mut Self>) -> Result<(), Infallible> {
         let n = moved.len() as u32;
         let bucket = self.g.bucket();

@@ -247,6 +247,7 @@ impl<H: Home> Queue<H> {
     ///
     /// # Safety
     /// The caller holds this queue's bucket lock.
+    #[inline(always)] // into the locked take of each table: no frame
     pub(crate) unsafe fn take(
         &mut self,
         mut f: impl FnMut(&Key, u64) -> Step,
@@ -404,6 +405,7 @@ impl<H: Home> MoveList<H> {
     ///
     /// # Safety
     /// `queue` belongs to `bucket`, and the caller holds its lock and the source's lock.
+    #[inline(always)] // into the requeue's accept
     pub(crate) unsafe fn append_to(mut self, queue: &mut Queue<H>, key: Key, bucket: &H) {
         let mut cur = std::mem::replace(&mut self.head, ptr::null());
         while !cur.is_null() {

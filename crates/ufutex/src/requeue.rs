@@ -57,6 +57,7 @@ impl<E> From<E> for Refused<E> {
 /// were woken and moved. `check`: whether the source word holds the value it must (`None` for
 /// the legacy `FUTEX_REQUEUE`, which compares nothing), asked first (linearisable at that load)
 /// and again with both buckets locked.
+#[inline(always)] // into `requeue_keys` (and the shared table's caller): one frame for the whole requeue
 pub(crate) fn requeue<T: WaitTable>(
     t: &T,
     from: T::Key,
@@ -105,6 +106,7 @@ pub(crate) fn requeue_words(
 /// [`requeue`] in a domain's tables, with the keys given: each key's node picks its table, so a
 /// requeue may move waiters between two NUMA nodes' tables (`numa.rs`; lock order in
 /// `table.rs`). `check`: the source word and the value it must hold.
+#[inline(always)] // into its four entry points, each then one frame (perf's cold requeue: BENCHMARKS.md)
 pub(crate) fn requeue_keys(
     tables: &Tables,
     k1: Key,

@@ -283,7 +283,7 @@ unsafe fn wait_shared(
 /// [`ufutex_requeue`], would take the same call through a caller's waitv pair, parsed and
 /// checked entry by entry: work a legacy call, whose words are plain by its op, need not do.)
 #[doc(hidden)]
-#[inline] // into the preload library's dispatch: one frame for the legacy call
+#[inline(never)] // its own frame: the dispatch's wait and wake paths stay as lean as they were
 pub fn preload_requeue(
     uaddr: *mut c_void,
     uaddr2: *mut c_void,
