@@ -342,7 +342,7 @@ impl<H> WakeList<H> {
     /// taken (`Bell::worth_ringing`): the ring wakes every thread asleep on that bell, and those
     /// we did not take sleep again (`parker::Bell`). Nodes of another home get a wake of their
     /// own.
-    #[inline(never)]
+    #[inline(never)] // only a wake that took nodes calls it (`wake_all`): kept out of the wakes' frames
     pub(crate) fn unpark_all(mut self) {
         // SAFETY: the home is the bell of a bucket of the domain, which outlives this call.
         let home = unsafe { self.home.as_ref() };
