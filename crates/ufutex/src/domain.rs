@@ -430,6 +430,7 @@ impl Domain {
             word_of(to),
             nr_wake,
             nr_requeue,
+            Pays::Waiter, // as this domain's waits
         )
     }
 }

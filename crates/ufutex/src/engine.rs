@@ -136,6 +136,13 @@ pub(crate) trait WaitTable {
 
     /// (B): the waker's order after its store, then whether a waiter of `key` may be queued.
     fn look(&self, key: &Self::Key, pays: Pays) -> Look<Self::At>;
+    /// [`WaitTable::look`] for a waker that only asks whether to lock (a requeue, which locks
+    /// two buckets its own way): the same (B) and the same "nobody", without what a wake does
+    /// besides (the private table samples a FENCED bucket's age for its decay).
+    #[inline(always)]
+    fn anyone(&self, key: &Self::Key, pays: Pays) -> bool {
+        !matches!(self.look(key, pays), Look::Nobody)
+    }
     /// Lock `key`'s bucket (of the current table).
     fn lock(&self, key: &Self::Key) -> Result<Self::Locked<'_>, Self::Error>;
     /// [`WaitTable::lock`], for a waker whose look found the bucket `at` (by default found again).

@@ -408,6 +408,7 @@ impl Domain {
             Some((word, F::value_bits(expected))),
             nr_wake,
             nr_requeue,
+            Pays::Waiter, // as this domain's waits
         )?)
     }
 

@@ -198,6 +198,17 @@ impl WaitTable for Tables {
         }
     }
 
+    #[inline(always)]
+    fn anyone(&self, key: &Key, pays: Pays) -> bool {
+        // (B), then the count and the mode; no sample of a FENCED bucket's age (`look`'s decay
+        // hint), which a requeue would not use.
+        if membarrier::waker_start(pays) {
+            !matches!(self.see::<true>(key), Seen::Nobody)
+        } else {
+            !matches!(self.see::<false>(key), Seen::Nobody)
+        }
+    }
+
     #[inline]
     fn lock(&self, key: &Key) -> Result<PrivateLocked<'_>, Infallible> {
         loop {

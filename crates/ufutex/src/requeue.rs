@@ -1,7 +1,7 @@
 //! Requeue: wake some waiters of one word and move others to another word's queue, written
 //! once for every table (`engine.rs`).
 
-use crate::engine::{Fate, Locked, Look, Pair, Pick, WaitTable, Woken};
+use crate::engine::{Fate, Locked, Pair, Pick, WaitTable, Woken};
 use crate::error::WaitError;
 use crate::key::Key;
 use crate::membarrier::Pays;
@@ -56,7 +56,9 @@ impl<E> From<E> for Refused<E> {
 /// Wake up to `nr_wake` waiters of `from` and move up to `nr_requeue` more to `to`: how many
 /// were woken and moved. `check`: whether the source word holds the value it must (`None` for
 /// the legacy `FUTEX_REQUEUE`, which compares nothing), asked first (linearisable at that load)
-/// and again with both buckets locked.
+/// and again with both buckets locked. `pays`: who pays for the (A)/(B) order on `from`, as
+/// its waiters do (`wait.rs`): a requeue is a waker of its source word, and looks at its bucket
+/// as a wake does — with [`Pays::Waiter`] where `membarrier` works, with no fence.
 #[inline(always)] // into `requeue_keys` (and the shared table's caller): one frame for the whole requeue
 pub(crate) fn requeue<T: WaitTable>(
     t: &T,
@@ -65,13 +67,14 @@ pub(crate) fn requeue<T: WaitTable>(
     check: Option<impl Fn() -> bool>,
     nr_wake: usize,
     nr_requeue: usize,
+    pays: Pays,
 ) -> Result<usize, Refused<T::Error>> {
     let holds = || check.as_ref().is_none_or(|c| c());
     if !holds() {
         return Err(Refused::WouldBlock);
     }
-    // (B), as a wake of the source paying its own fence: nobody queued, nothing to move.
-    if matches!(t.look(&from, Pays::Waker), Look::Nobody) {
+    // (B), as a wake of the source: nobody queued, nothing to move.
+    if !t.anyone(&from, pays) {
         return Ok(0);
     }
     let mut pair = t.lock_pair(&from, &to)?;
@@ -98,14 +101,15 @@ pub(crate) fn requeue_words(
     to: WordRef,
     nr_wake: usize,
     nr_requeue: usize,
+    pays: Pays,
 ) -> Result<usize, WaitError> {
     let (k1, k2) = (Key::private(from.addr()), Key::private(to.addr()));
-    requeue_keys(tables, k1, k2, Some((from, expected)), nr_wake, nr_requeue)
+    requeue_keys(tables, k1, k2, Some((from, expected)), nr_wake, nr_requeue, pays)
 }
 
 /// [`requeue`] in a domain's tables, with the keys given: each key's node picks its table, so a
 /// requeue may move waiters between two NUMA nodes' tables (`numa.rs`; lock order in
-/// `table.rs`). `check`: the source word and the value it must hold.
+/// `table.rs`). `check`: the source word and the value it must hold; `pays`: as for [`requeue`].
 #[inline(always)] // into its four entry points, each then one frame (perf's cold requeue: BENCHMARKS.md)
 pub(crate) fn requeue_keys(
     tables: &Tables,
@@ -114,9 +118,10 @@ pub(crate) fn requeue_keys(
     check: Option<(WordRef, u64)>,
     nr_wake: usize,
     nr_requeue: usize,
+    pays: Pays,
 ) -> Result<usize, WaitError> {
     let check = check.map(|(from, expected)| move || from.load() == expected);
-    requeue(tables, k1, k2, check, nr_wake, nr_requeue).map_err(|e| match e {
+    requeue(tables, k1, k2, check, nr_wake, nr_requeue, pays).map_err(|e| match e {
         Refused::WouldBlock => WaitError::WouldBlock,
         Refused::Table(never) => match never {},
     })

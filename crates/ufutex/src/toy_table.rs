@@ -294,7 +294,7 @@ mod tests {
             }
             let w = AtomicU32::new(7);
             let holds = Some(|| word_of(&w).load() == 7);
-            assert_eq!(requeue(&t, A, target, holds, 1, 2), Ok(3), "same bucket: {same_bucket}");
+            assert_eq!(requeue(&t, A, target, holds, 1, 2, Pays::Waker), Ok(3), "same bucket: {same_bucket}");
             assert_eq!(woken(&t, &[1, 2, 3, 4, 5, 9]), [1]);
             assert_eq!(t.queued(A), [4, 5]);
             assert_eq!(t.queued(target), [9, 2, 3]);
@@ -309,19 +309,19 @@ mod tests {
         for id in 1..=3 {
             queue(&t, id, A, !0);
         }
-        assert_eq!(requeue(&t, A, A, None::<fn() -> bool>, 0, 1), Ok(1));
+        assert_eq!(requeue(&t, A, A, None::<fn() -> bool>, 0, 1, Pays::Waker), Ok(1));
         assert_eq!(t.queued(A), [2, 3, 1]);
-        assert_eq!(requeue(&t, A, A, None::<fn() -> bool>, 1, usize::MAX), Ok(3));
+        assert_eq!(requeue(&t, A, A, None::<fn() -> bool>, 1, usize::MAX, Pays::Waker), Ok(3));
         assert_eq!(t.queued(A), [3, 1]);
     }
 
     #[test]
     fn a_requeue_refuses_when_the_word_changed_and_finds_nobody_when_none_waits() {
         let t = Toy::new(4);
-        assert_eq!(requeue(&t, A, B, Some(|| false), 1, 1), Err(Refused::WouldBlock));
-        assert_eq!(requeue(&t, A, B, Some(|| true), 1, 1), Ok(0));
+        assert_eq!(requeue(&t, A, B, Some(|| false), 1, 1, Pays::Waker), Err(Refused::WouldBlock));
+        assert_eq!(requeue(&t, A, B, Some(|| true), 1, 1, Pays::Waker), Ok(0));
         queue(&t, 1, A, !0);
-        assert_eq!(requeue(&t, A, B, Some(|| false), 1, 1), Err(Refused::WouldBlock));
+        assert_eq!(requeue(&t, A, B, Some(|| false), 1, 1, Pays::Waker), Err(Refused::WouldBlock));
         assert_eq!(t.queued(A), [1], "nothing taken");
     }
 

@@ -142,6 +142,37 @@ fn the_bucket_turns_free_under_a_waiter() {
     });
 }
 
+/// A requeue is a waker of its source word and looks at its bucket as a wake does (fence-free
+/// where `membarrier` works, `requeue.rs`): one that wakes after the change never misses a waiter
+/// that saw the old value, and counts it once.
+#[test]
+fn a_requeue_wakes_like_a_wake() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let waiter = wait_until_changed(&d, &w);
+        w.a.store(1, Ordering::Release);
+        let woken = d.requeue(&w.a, 1, &w.b, 1, 0).unwrap();
+        assert_eq!(waiter.join().unwrap(), woken, "a wait returns Ok exactly when the requeue counted it");
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
+
+/// [`the_bucket_turns_fenced_under_a_waker`] with a requeue as the waker: it reads the bucket's
+/// mode at any point of the switch, and finds the waiter or leaves it to see the change.
+#[test]
+fn the_bucket_turns_fenced_under_a_requeue() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let waiter = wait_on_c_then_until_a_changed(&d, &w);
+        w.a.store(1, Ordering::Release);
+        let woken = d.requeue(&w.a, 1, &w.b, 1, 0).unwrap();
+        assert_eq!(waiter.join().unwrap(), (0, woken));
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
+
 /// A timeout racing a wake: the wait returns Ok iff the wake counted it, never both lost.
 #[test]
 fn timeout_races_wake() {

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{await_queued, await_until, default_domain_lock, fixed, watchdog};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8};
 use std::sync::Mutex;
 use std::time::Duration;
 use ufutex::{Domain, WaitError};
@@ -235,4 +235,65 @@ fn free_function_requeue_in_the_default_domain() {
         }
     });
     assert_eq!(dd.queued_waiters(), 0);
+}
+
+/// A requeue that wakes, racing a waiter on its way to the queue: a requeue looks at the source
+/// bucket as a wake does, with no fence where `membarrier` works (`requeue.rs`). Each round the
+/// waiter either sees the change or is woken by the requeue and counted once; one left asleep
+/// (a lost wakeup) would time out. Varying spins before the change move the race over the
+/// waiter's whole path (its spin, its count, its barrier, its compare, its sleep).
+#[test]
+fn a_waking_requeue_racing_a_waiter_loses_no_wakeup() {
+    use std::sync::atomic::Ordering::{Acquire, Release};
+    watchdog();
+    let d = fixed(4);
+    let (from, to) = (AtomicU32::new(0), AtomicU32::new(0));
+    // `go`: the round the waiter may start; `done`: 1 + the rounds it finished, with its Oks.
+    let (go, done) = (AtomicU32::new(0), AtomicU64::new(0));
+    let end = std::time::Instant::now() + Duration::from_secs(common::stress_secs().div_ceil(2));
+    let quit = AtomicBool::new(false);
+    let (mut rounds, mut woken_rounds) = (0u32, 0u64);
+    std::thread::scope(|s| {
+        let _quit = common::StopOnDrop(&quit); // also if an assertion below fails
+        s.spawn(|| {
+            for round in 0.. {
+                while go.load(Acquire) < round + 1 {
+                    if quit.load(Acquire) {
+                        return;
+                    }
+                    std::hint::spin_loop();
+                }
+                let mut oks = 0u64;
+                while from.load(Acquire) == round {
+                    match d.wait(&from, round, Some(Duration::from_secs(30).into())) {
+                        Ok(()) => oks += 1,
+                        Err(WaitError::WouldBlock) => {}
+                        Err(e) => panic!("round {round}: the wait ended {e:?}: a lost wakeup"),
+                    }
+                }
+                done.store((u64::from(round) + 1) << 8 | oks, Release);
+            }
+        });
+        while std::time::Instant::now() < end || rounds < 2000 {
+            let round = rounds;
+            go.store(round + 1, Release);
+            for _ in 0..(round % 128) * 8 {
+                std::hint::spin_loop();
+            }
+            from.store(round + 1, Release);
+            let woken = d.requeue(&from, round + 1, &to, 1, 0).expect("the source holds the new value");
+            let report = loop {
+                let r = done.load(Acquire);
+                if r >> 8 == u64::from(round) + 1 {
+                    break r;
+                }
+                std::hint::spin_loop();
+            };
+            assert_eq!(report & 0xff, woken as u64, "round {round}: a wait is Ok exactly when the requeue counted it");
+            woken_rounds += report & 0xff;
+            rounds += 1;
+        }
+    });
+    assert_eq!(d.queued_waiters(), 0);
+    eprintln!("{rounds} rounds, {woken_rounds} of them woken by the requeue");
 }

@@ -302,7 +302,7 @@ pub fn preload_requeue(
             // SAFETY: `from` is aligned; the caller keeps it mapped (the C ABI's contract).
             Some(val) => Some((unsafe { holding(from, f, val.into()) }?, val.into())),
         };
-        Ok(requeue_keys(default_domain().tables(), k1, k2, check, nr_wake, nr_requeue)? as c_long)
+        Ok(requeue_keys(default_domain().tables(), k1, k2, check, nr_wake, nr_requeue, Pays::Waiter)? as c_long)
     })
 }
 
@@ -514,7 +514,8 @@ pub unsafe extern "C" fn ufutex_requeue(
         let (k1, k2) = (key_of(from, fs, Purpose::Queue)?, key_of(to, fd, Purpose::Queue)?);
         // SAFETY: `from` is aligned; the caller keeps it mapped (the C ABI's contract).
         let from = unsafe { holding(from, fs, src.val) }?;
-        Ok(requeue_keys(default_domain().tables(), k1, k2, Some((from, src.val)), nr_wake, nr_requeue)? as c_long)
+        Ok(requeue_keys(default_domain().tables(), k1, k2, Some((from, src.val)), nr_wake, nr_requeue, Pays::Waiter)?
+            as c_long)
     })
 }
 

@@ -304,7 +304,8 @@ fn a_shared_requeue_moves_the_waiter_it_finds() {
         let (m, waiter) = waiter_on_a_then_a_changed();
         let (a, b) = (word_of(&m.a).addr(), word_of(&m.b).addr());
         let t = m.table(1);
-        let moved = crate::requeue::requeue(&t, a, b, Some(|| m.a.load(Ordering::Relaxed) == 1), 0, 1).unwrap();
+        let moved =
+            crate::requeue::requeue(&t, a, b, Some(|| m.a.load(Ordering::Relaxed) == 1), 0, 1, Pays::Waker).unwrap();
         let woken = crate::wake::wake(&t, b, 1, u64::MAX, Report::Count, Pays::Waker).unwrap().count;
         match waiter.join().unwrap() {
             Ok(()) => assert_eq!((moved, woken), (1, 1)),

@@ -283,7 +283,7 @@ pub(crate) fn requeue(
     if holds.as_ref().is_some_and(|h| !h()) {
         return Err(SharedError::WouldBlock); // before the segment is opened
     }
-    crate::requeue::requeue(&here()?, from.addr(), to, holds, nr_wake, nr_requeue).map_err(|e| match e {
+    crate::requeue::requeue(&here()?, from.addr(), to, holds, nr_wake, nr_requeue, Pays::Waker).map_err(|e| match e {
         Refused::WouldBlock => SharedError::WouldBlock,
         Refused::Table(e) => e,
     })

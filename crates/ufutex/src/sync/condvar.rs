@@ -214,7 +214,7 @@ impl Condvar {
         //   it relocks it; with no waiter queued the requeue moves nobody, and the core uses the
         //   target's address only as a key — it never loads the target word.
         let to = unsafe { WordRef::from_raw(m, Size::U8) };
-        match requeue_words(domain.tables(), self.seq_word(), u64::from(seq), to, 1, usize::MAX) {
+        match requeue_words(domain.tables(), self.seq_word(), u64::from(seq), to, 1, usize::MAX, Pays::Waker) {
             Ok(n) => n,
             // The sequence moved on (a registration or another notify): wake everyone.
             Err(_) => wake_word(domain.tables(), self.seq_word(), usize::MAX, MATCH_ANY, Pays::Waker),
