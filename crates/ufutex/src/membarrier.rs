@@ -17,7 +17,8 @@
 //! and sleep, after its spin on the word found no change, and only in a bucket where nobody has
 //! slept lately: each bucket chooses ([`Fence`]), and one where threads keep sleeping has its
 //! wakes fence instead. `ufutex::sync` keeps the symmetric protocol ([`Pays::Waker`]): its
-//! wakers have just made an RMW on the word, and its waiters sleep often.
+//! wakers have just made an RMW on the word, and its waiters sleep often. A requeue is a waker
+//! of its source word and pays as that word's wakes do (`requeue.rs`).
 //!
 //! The barrier needs a one-time registration per process. Whether it worked is decided once
 //! ([`fence_free`], by the first wake or wait that asks) and never changes: where it failed
