@@ -74,19 +74,47 @@ fn check_timed(r: Result<(), WaitError>, woken: usize) {
     }
 }
 
+/// How a model's waker wakes `a` once it changed it: a wake, or a requeue that wakes — a waker
+/// of its source word too, which looks at its bucket as a wake does (fence-free where
+/// `membarrier` works, `requeue.rs`).
+#[derive(Clone, Copy)]
+enum Waker {
+    Wake,
+    Requeue,
+}
+
+impl Waker {
+    /// Change `a`, then wake one of its waiters: how many were woken.
+    fn change_and_wake(self, d: &Domain, w: &Words) -> usize {
+        w.a.store(1, Ordering::Release);
+        match self {
+            Waker::Wake => d.wake(&w.a, 1),
+            Waker::Requeue => d.requeue(&w.a, 1, &w.b, 1, 0).unwrap(),
+        }
+    }
+}
+
 /// (A)/(B): a waiter that saw the old value is either woken or sees the new value.
-#[test]
-fn no_lost_wakeup() {
-    model(|| {
+fn no_lost_wakeup_by(waker: Waker) {
+    model(move || {
         let d = domain(2);
         let w = words();
         let waiter = wait_until_changed(&d, &w);
-        w.a.store(1, Ordering::Release);
-        let woken = d.wake(&w.a, 1);
+        let woken = waker.change_and_wake(&d, &w);
         let oks = waiter.join().unwrap();
-        assert_eq!(oks, woken, "a wait returns Ok exactly when a wake counted it");
+        assert_eq!(oks, woken, "a wait returns Ok exactly when the waker counted it");
         assert_eq!(d.queued_waiters(), 0);
     });
+}
+
+#[test]
+fn no_lost_wakeup() {
+    no_lost_wakeup_by(Waker::Wake);
+}
+
+#[test]
+fn a_requeue_wakes_like_a_wake() {
+    no_lost_wakeup_by(Waker::Requeue);
 }
 
 /// A thread that first waits on `c` (a's bucket) with a deadline — a sleeper there turns the
@@ -108,17 +136,26 @@ fn wait_on_c_then_until_a_changed(d: &Arc<Domain>, w: &Arc<Words>) -> thread::Jo
 /// bucket), times out and turns the bucket FENCED; its wait on `a` then skips the barrier,
 /// while the waker stores and wakes `a` having read the bucket's mode at any point of the
 /// switch. Never lost, counted once.
-#[test]
-fn the_bucket_turns_fenced_under_a_waker() {
-    model(|| {
+fn the_bucket_turns_fenced_under(waker: Waker) {
+    model(move || {
         let d = domain(2);
         let w = words();
         let waiter = wait_on_c_then_until_a_changed(&d, &w);
-        w.a.store(1, Ordering::Release);
-        let woken = d.wake(&w.a, 1);
+        let woken = waker.change_and_wake(&d, &w);
         assert_eq!(waiter.join().unwrap(), (0, woken));
         assert_eq!(d.queued_waiters(), 0);
     });
+}
+
+#[test]
+fn the_bucket_turns_fenced_under_a_waker() {
+    the_bucket_turns_fenced_under(Waker::Wake);
+}
+
+/// The same with a requeue as the waker.
+#[test]
+fn the_bucket_turns_fenced_under_a_requeue() {
+    the_bucket_turns_fenced_under(Waker::Requeue);
 }
 
 /// A FENCED bucket going back to FREE (a wake of `c`, nobody waiting on it, under loom always
@@ -138,37 +175,6 @@ fn the_bucket_turns_free_under_a_waiter() {
         let (first, oks) = waiter.join().unwrap();
         assert_eq!(decayer.join().unwrap(), first, "the wake of c counted the wait on c iff it ended Ok");
         assert_eq!(oks, woken);
-        assert_eq!(d.queued_waiters(), 0);
-    });
-}
-
-/// A requeue is a waker of its source word and looks at its bucket as a wake does (fence-free
-/// where `membarrier` works, `requeue.rs`): one that wakes after the change never misses a waiter
-/// that saw the old value, and counts it once.
-#[test]
-fn a_requeue_wakes_like_a_wake() {
-    model(|| {
-        let d = domain(2);
-        let w = words();
-        let waiter = wait_until_changed(&d, &w);
-        w.a.store(1, Ordering::Release);
-        let woken = d.requeue(&w.a, 1, &w.b, 1, 0).unwrap();
-        assert_eq!(waiter.join().unwrap(), woken, "a wait returns Ok exactly when the requeue counted it");
-        assert_eq!(d.queued_waiters(), 0);
-    });
-}
-
-/// [`the_bucket_turns_fenced_under_a_waker`] with a requeue as the waker: it reads the bucket's
-/// mode at any point of the switch, and finds the waiter or leaves it to see the change.
-#[test]
-fn the_bucket_turns_fenced_under_a_requeue() {
-    model(|| {
-        let d = domain(2);
-        let w = words();
-        let waiter = wait_on_c_then_until_a_changed(&d, &w);
-        w.a.store(1, Ordering::Release);
-        let woken = d.requeue(&w.a, 1, &w.b, 1, 0).unwrap();
-        assert_eq!(waiter.join().unwrap(), (0, woken));
         assert_eq!(d.queued_waiters(), 0);
     });
 }
