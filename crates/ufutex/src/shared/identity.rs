@@ -328,22 +328,34 @@ mod tests {
         assert_ne!(key(anon).unwrap(), key(anon2).unwrap(), "each shared anonymous mapping is its own object");
     }
 
-    #[test]
-    fn sysv_segments_are_their_own_class() {
-        // SAFETY: plain SysV calls on a fresh private segment, removed at once (it lives on
-        // while attached).
+    /// A fresh private SysV segment of one page, attached `n` times and removed at once (it
+    /// lives on while attached): the addresses, to give to [`detach`].
+    fn sysv_attached(n: usize) -> Vec<usize> {
+        // SAFETY: plain SysV calls on a segment of our own.
         unsafe {
             let id = libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o600);
             assert!(id >= 0);
-            let a = libc::shmat(id, std::ptr::null(), 0) as usize;
-            let b = libc::shmat(id, std::ptr::null(), 0) as usize;
+            let at: Vec<usize> = (0..n).map(|_| libc::shmat(id, std::ptr::null(), 0) as usize).collect();
+            assert!(at.iter().all(|&a| a != usize::MAX), "shmat");
             libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
-            let (ka, kb) = (key(a + 8).unwrap(), key(b + 8).unwrap());
-            assert_eq!(ka, kb, "one segment attached twice is one object");
-            assert_eq!(ka.class, Class::SysV);
-            libc::shmdt(a as *const libc::c_void);
-            libc::shmdt(b as *const libc::c_void);
+            at
         }
+    }
+
+    fn detach(at: Vec<usize>) {
+        for a in at {
+            // SAFETY: `a` is an attachment made by `sysv_attached`, no longer used.
+            unsafe { libc::shmdt(a as *const libc::c_void) };
+        }
+    }
+
+    #[test]
+    fn sysv_segments_are_their_own_class() {
+        let at = sysv_attached(2);
+        let (ka, kb) = (key(at[0] + 8).unwrap(), key(at[1] + 8).unwrap());
+        assert_eq!(ka, kb, "one segment attached twice is one object");
+        assert_eq!(ka.class, Class::SysV);
+        detach(at);
     }
 
     #[test]
@@ -383,24 +395,21 @@ mod tests {
 
     #[test]
     fn a_memfd_and_a_sysv_segment_keep_their_classes_whatever_the_hint() {
-        // SAFETY: as in `sysv_segments_are_their_own_class`; the memfd as in the first test.
-        unsafe {
-            let id = libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o600);
-            assert!(id >= 0);
-            let s = libc::shmat(id, std::ptr::null(), 0) as usize;
-            libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
-            let fd = libc::memfd_create(c"ufx-hint".as_ptr(), libc::MFD_CLOEXEC);
-            assert_eq!(libc::ftruncate(fd, 4096), 0);
-            let m = map(4096, RW, libc::MAP_SHARED, fd, 0);
-            // Each query finds the hint on the other's range, or on its own (asked again).
-            for _ in 0..3 {
-                assert_eq!(key(s + 8).unwrap().class, Class::SysV);
-                assert_eq!(key(m + 8).unwrap().class, Class::Object);
-                assert_eq!(key(m + 16).unwrap().class, Class::Object);
-                assert_eq!(key(s + 16).unwrap().class, Class::SysV);
-            }
-            libc::shmdt(s as *const libc::c_void);
+        let at = sysv_attached(1);
+        let s = at[0];
+        // SAFETY: a NUL-terminated literal name; `fd` is a fresh memfd.
+        let fd = unsafe { libc::memfd_create(c"ufx-hint".as_ptr(), libc::MFD_CLOEXEC) };
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::ftruncate(fd, 4096) }, 0);
+        let m = map(4096, RW, libc::MAP_SHARED, fd, 0);
+        // Each query finds the hint on the other's range, or on its own (asked again).
+        for _ in 0..3 {
+            assert_eq!(key(s + 8).unwrap().class, Class::SysV);
+            assert_eq!(key(m + 8).unwrap().class, Class::Object);
+            assert_eq!(key(m + 16).unwrap().class, Class::Object);
+            assert_eq!(key(s + 16).unwrap().class, Class::SysV);
         }
+        detach(at);
     }
 
     #[test]
