@@ -18,6 +18,7 @@
 //! - read-only private anonymous memory: `Fault`, as the kernel's.
 
 use super::SharedError;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// What kind of object a key names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -114,8 +115,8 @@ const _: () = assert!(std::mem::size_of::<ProcmapQuery>() == 104);
 /// The mapping's name is asked for only where it can change the key ([`needs_name`]): making
 /// it is a third of the query's cost (0.66 µs without, 0.97–1.14 µs with, on the project's
 /// hosts). So the query goes without it first, and again with it for a shared mapping on a
-/// mount where a SysV segment may live; an address in the last range that needed the name
-/// (a hint, [`NAMED`]) is asked with it at once. Either way the answer is the kernel's for the
+/// mount where a SysV segment may live; an address in one of the last ranges that needed the
+/// name (a hint, [`NAMED`]) is asked with it at once. Either way the answer is the kernel's for the
 /// query that produced it.
 pub(crate) fn query(maps_fd: libc::c_int, addr: usize) -> Result<Vma, SharedError> {
     if !NAMED.covers(addr) {
@@ -218,28 +219,35 @@ fn shm_dev() -> Option<u64> {
     })
 }
 
-/// The last mapping whose query needed the name ([`query`]): a query in it asks for the name at
-/// once instead of asking twice. Only a hint: a stale or torn range costs one query more or one
-/// name made for nothing, never a wrong answer.
+/// The last few mappings whose query needed the name ([`query`]), so that a process working on
+/// several memfd or shared anonymous regions does not ask twice for each: a query in one of them
+/// asks for the name at once. Only a hint: a stale or torn range costs one query more or one name
+/// made for nothing, never a wrong answer.
 struct Named {
-    start: std::sync::atomic::AtomicU64,
-    end: std::sync::atomic::AtomicU64,
+    ranges: [(AtomicU64, AtomicU64); NAMED_RANGES],
+    /// The next entry [`Named::set`] replaces (round robin).
+    next: AtomicUsize,
 }
 
-static NAMED: Named = Named { start: std::sync::atomic::AtomicU64::new(0), end: std::sync::atomic::AtomicU64::new(0) };
+const NAMED_RANGES: usize = 8;
+
+static NAMED: Named =
+    Named { ranges: [const { (AtomicU64::new(0), AtomicU64::new(0)) }; NAMED_RANGES], next: AtomicUsize::new(0) };
 
 impl Named {
     fn covers(&self, addr: usize) -> bool {
         // Relaxed: a hint (see the type).
         let addr = addr as u64;
-        self.start.load(std::sync::atomic::Ordering::Relaxed) <= addr
-            && addr < self.end.load(std::sync::atomic::Ordering::Relaxed)
+        self.ranges
+            .iter()
+            .any(|(start, end)| start.load(Ordering::Relaxed) <= addr && addr < end.load(Ordering::Relaxed))
     }
 
     fn set(&self, start: u64, end: u64) {
         // Relaxed: a hint (see the type); a reader between the two stores sees an odd range.
-        self.start.store(start, std::sync::atomic::Ordering::Relaxed);
-        self.end.store(end, std::sync::atomic::Ordering::Relaxed);
+        let (s, e) = &self.ranges[self.next.fetch_add(1, Ordering::Relaxed) % NAMED_RANGES];
+        s.store(start, Ordering::Relaxed);
+        e.store(end, Ordering::Relaxed);
     }
 }
 
@@ -410,6 +418,23 @@ mod tests {
             assert_eq!(key(s + 16).unwrap().class, Class::SysV);
         }
         detach(at);
+    }
+
+    #[test]
+    fn the_hint_keeps_the_last_ranges_that_needed_the_name() {
+        let named = Named {
+            ranges: [const { (AtomicU64::new(0), AtomicU64::new(0)) }; NAMED_RANGES],
+            next: AtomicUsize::new(0),
+        };
+        assert!(!named.covers(0) && !named.covers(4096));
+        for r in 1..=NAMED_RANGES as u64 {
+            named.set(r << 20, (r << 20) + 8192);
+        }
+        assert!((1..=NAMED_RANGES as u64).all(|r| named.covers((r << 20) as usize + 8191)));
+        assert!(!named.covers((1 << 20) + 8192), "the end is outside");
+        named.set(1 << 40, (1 << 40) + 4096);
+        assert!(!named.covers((1 << 20) + 8), "the oldest range made room");
+        assert!(named.covers((1 << 40) + 8) && named.covers((2 << 20) + 8));
     }
 
     #[test]
