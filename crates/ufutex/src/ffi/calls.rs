@@ -51,13 +51,7 @@ unsafe fn loadable(addr: usize, f: WordFlags) -> WordRef {
 ///   returns (this module's contract).
 #[inline(always)] // a fault-safe load and a compare: no frame of its own
 unsafe fn holding(addr: usize, f: WordFlags, val: u64) -> Result<WordRef, Errno> {
-    // The fault-safe load inline once its handler is ready (the failing wait's: ~10 instructions
-    // and a call fewer on perf's requeue), else through `current`.
-    let now = match fault::read_word_at_once(addr, f.size) {
-        Some(read) => read?,
-        None => validate::current(addr, f.size)?,
-    };
-    if now != val {
+    if validate::current(addr, f.size)? != val {
         return Err(Errno::EAGAIN);
     }
     // SAFETY: `addr` is aligned and was just read; the caller keeps it mapped.

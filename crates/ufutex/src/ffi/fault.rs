@@ -35,7 +35,7 @@ pub(crate) struct Fault;
 
 /// Read the word at `addr` at `size`, zero-extended; `Err(Fault)` if it is not readable.
 /// `addr` must be aligned to the size (validated before).
-#[inline]
+#[inline(always)] // the load in its caller, the first read's set-up out of line: a hint left it a call
 pub(crate) fn read_word(addr: usize, size: Size) -> Result<u64, Fault> {
     debug_assert_eq!(addr % size.bytes(), 0);
     match read_word_at_once(addr, size) {
