@@ -119,16 +119,16 @@ const _: () = assert!(std::mem::size_of::<ProcmapQuery>() == 104);
 /// name (a hint, [`NAMED`]) is asked with it at once. Either way the answer is the kernel's for the
 /// query that produced it.
 pub(crate) fn query(maps_fd: libc::c_int, addr: usize) -> Result<Vma, SharedError> {
-    if !NAMED.covers(addr) {
-        let (vma, page_size) = ask(maps_fd, addr, false)?;
-        if !needs_name(&vma, page_size, shm_dev()) {
-            return Ok(vma);
-        }
+    if NAMED.covers(addr) {
+        return ask(maps_fd, addr, true).map(|(vma, _)| vma);
     }
-    let (vma, page_size) = ask(maps_fd, addr, true)?;
-    if needs_name(&vma, page_size, shm_dev()) {
-        NAMED.set(vma.start, vma.end);
+    let (vma, page_size) = ask(maps_fd, addr, false)?;
+    if !needs_name(&vma, page_size, shm_dev()) {
+        return Ok(vma);
     }
+    // Remembered here only, where the hint missed: a hit writes nothing shared.
+    let (vma, _) = ask(maps_fd, addr, true)?;
+    NAMED.set(vma.start, vma.end);
     Ok(vma)
 }
 
