@@ -46,16 +46,23 @@ const COUNT: u32 = BELLED - 1;
 /// The budgets are times, turned into spin-hint counts once per process by [`budgets`]: a
 /// PAUSE costs ~70 ns on the AMD hosts and ~10 ns on the Intel ones, so a count tuned on one
 /// is seven times too short or too long on the other. BENCHMARKS.md has the numbers.
+///
+/// Then, once the thread has slept in a wait before, give the CPU away once before sleeping:
+/// when the machine is oversubscribed the partner may be runnable on this very CPU, and a yield
+/// lets it run and answer without a sleep/wake round trip (on an idle CPU the yield returns at
+/// once): our schbench's workers make 1.2–1.35× the kernel's requests/s with the yield,
+/// 0.8–0.9× never yielding. But a thread that yields and then sleeps is woken later: the
+/// scheduler (EEVDF) moves a yielding thread's deadline a slice on. That costs the waits that
+/// threads make right after they start, at a gate that a whole group reaches together and
+/// leaves at once: 128 new threads that each yielded before sleeping were woken all at once 25%
+/// slower than threads that slept at once (BENCHMARKS.md). So a thread yields only once it has
+/// slept in the kernel before: its first sleep comes without a yield.
 const SPIN_SHORT_NS: u64 = 600;
 const SPIN_LONG_NS: u64 = 8_000;
 const EXPLORE: u32 = 16;
 const SCORE_WIN: u32 = 3;
 const SCORE_MAX: u32 = 32;
 const SCORE_START: u32 = 8;
-/// Then give the CPU away once before sleeping: when the machine is oversubscribed the partner
-/// may be runnable on this very CPU, and a yield lets it run without a sleep/wake round trip;
-/// on an idle CPU the yield returns at once.
-const YIELDS: u32 = 1;
 
 pub(crate) struct Parker {
     word: AtomicU32,
@@ -63,6 +70,10 @@ pub(crate) struct Parker {
     score: AtomicU32,
     /// Parks made at score zero, for the exploring long spin; own thread only (Relaxed).
     idle_parks: AtomicU32,
+    /// The thread has slept in the kernel before: it yields before sleeping (see
+    /// `SPIN_SHORT_NS`). Own thread only (Relaxed), and std's atomic even under loom: it only
+    /// chooses whether to yield, which no model's outcome may depend on.
+    slept: std::sync::atomic::AtomicBool,
 }
 
 /// (short, long) spin budgets in spin hints for this host (`primitive::hint_ns`). Under loom,
@@ -77,16 +88,27 @@ impl Parker {
         // Acquire: pairs with the unpark's Release, so the waker's queue surgery is visible.
         self.word.load(Ordering::Acquire) & COUNT >= need
     }
+
+    /// Whether to yield before sleeping: once the thread has slept before.
+    fn yield_worth_trying(&self) -> bool {
+        // Relaxed: this thread's own flag.
+        self.slept.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl Park for Parker {
     type Handle = UnparkHandle;
 
     fn new() -> Parker {
-        Parker { word: AtomicU32::new(0), score: AtomicU32::new(SCORE_START), idle_parks: AtomicU32::new(0) }
+        Parker {
+            word: AtomicU32::new(0),
+            score: AtomicU32::new(SCORE_START),
+            idle_parks: AtomicU32::new(0),
+            slept: std::sync::atomic::AtomicBool::new(false),
+        }
     }
 
-    /// The adaptive spin (see `SPIN_SHORT_NS`), then one yield.
+    /// The adaptive spin (see `SPIN_SHORT_NS`), then one yield if the thread has slept before.
     fn spin(&self, need: u32) -> bool {
         self.spin_for(|| self.reached(need))
     }
@@ -113,12 +135,13 @@ impl Park for Parker {
             spin_hint();
         }
         self.score.store(score.saturating_sub(1), Ordering::Relaxed);
-        for _ in 0..YIELDS {
-            if done() {
-                return true;
-            }
-            yield_now();
+        if done() {
+            return true;
         }
+        if !self.yield_worth_trying() {
+            return false;
+        }
+        yield_now();
         done()
     }
 
@@ -131,6 +154,10 @@ impl Park for Parker {
         bell: Option<&Bell>,
         watch: Option<Watch<'_>>,
     ) -> Result<(), ParkTimeout> {
+        // Relaxed: this thread's own flag (read first: the line is also the wakers').
+        if !self.slept.load(std::sync::atomic::Ordering::Relaxed) {
+            self.slept.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let waitv = futex::has_waitv();
         let (bell, watch) = (bell.filter(|_| waitv), watch.filter(|_| waitv));
         let flags = SLEEPING | if bell.is_some() { BELLED } else { 0 };
@@ -390,5 +417,24 @@ mod loom_models {
                 other => panic!("only the watched word could end this park, got {other:?}"),
             }
         });
+    }
+}
+
+#[cfg(all(test, not(ufutex_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_yields_before_sleeping_once_it_has_slept() {
+        let p = Parker::new();
+        assert!(!p.yield_worth_trying(), "a new thread sleeps at once");
+        // A sleep that finds its unpark already there (no kernel wait needed) counts too: the
+        // thread went the whole way.
+        let mut batch = WakeBatch::new(None);
+        batch.unpark(p.handle(), false);
+        batch.finish();
+        assert_eq!(p.sleep(1, None, None, None), Ok(()));
+        p.reset();
+        assert!(p.yield_worth_trying());
     }
 }
