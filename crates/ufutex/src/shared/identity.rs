@@ -170,10 +170,16 @@ fn ask(maps_fd: libc::c_int, addr: usize, named: bool) -> Result<(Vma, u64), Sha
         flags: q.vma_flags,
         offset: q.vma_offset,
         inode: q.inode,
-        dev: (u64::from(q.dev_major) << 32) | u64::from(q.dev_minor),
+        dev: device(q.dev_major.into(), q.dev_minor.into()),
         sysv: written.starts_with(b"/SYSV"),
     };
     Ok((vma, q.vma_page_size))
+}
+
+/// A device number as [`Vma::dev`] holds it, whichever source gave it (the query, `fstat`, the
+/// maps text): they must agree, or [`needs_name`] would not find the shm mount.
+fn device(major: u64, minor: u64) -> u64 {
+    (major << 32) | minor
 }
 
 /// Whether a mapping's key depends on its name: a SysV segment (always a shared mapping) lives
@@ -215,7 +221,7 @@ fn shm_dev() -> Option<u64> {
         unsafe { libc::close(fd) };
         // SAFETY: fstat succeeded, so it wrote the whole struct.
         let dev = ok.then(|| unsafe { st.assume_init() }.st_dev)?;
-        Some((u64::from(libc::major(dev)) << 32) | u64::from(libc::minor(dev)))
+        Some(device(libc::major(dev).into(), libc::minor(dev).into()))
     })
 }
 
@@ -231,10 +237,13 @@ struct Named {
 
 const NAMED_RANGES: usize = 8;
 
-static NAMED: Named =
-    Named { ranges: [const { (AtomicU64::new(0), AtomicU64::new(0)) }; NAMED_RANGES], next: AtomicUsize::new(0) };
+static NAMED: Named = Named::new();
 
 impl Named {
+    const fn new() -> Named {
+        Named { ranges: [const { (AtomicU64::new(0), AtomicU64::new(0)) }; NAMED_RANGES], next: AtomicUsize::new(0) }
+    }
+
     fn covers(&self, addr: usize) -> bool {
         // Relaxed: a hint (see the type).
         let addr = addr as u64;
@@ -269,7 +278,7 @@ fn parse_maps_line(line: &str, addr: u64) -> Option<Vma> {
     let perms = f.next()?.as_bytes();
     let offset = u64::from_str_radix(f.next()?, 16).ok()?;
     let (major, minor) = f.next()?.split_once(':')?;
-    let dev = (u64::from_str_radix(major, 16).ok()? << 32) | u64::from_str_radix(minor, 16).ok()?;
+    let dev = device(u64::from_str_radix(major, 16).ok()?, u64::from_str_radix(minor, 16).ok()?);
     let inode = f.next()?.parse().ok()?;
     let path = f.next().unwrap_or("");
     let mut flags = 0;
@@ -422,10 +431,7 @@ mod tests {
 
     #[test]
     fn the_hint_keeps_the_last_ranges_that_needed_the_name() {
-        let named = Named {
-            ranges: [const { (AtomicU64::new(0), AtomicU64::new(0)) }; NAMED_RANGES],
-            next: AtomicUsize::new(0),
-        };
+        let named = Named::new();
         assert!(!named.covers(0) && !named.covers(4096));
         for r in 1..=NAMED_RANGES as u64 {
             named.set(r << 20, (r << 20) + 8192);
