@@ -149,11 +149,14 @@
 //! - The contended unlock subtracts rather than compares and swaps (`LOCKED → 0`): 0.5 ns less
 //!   on the AMD hosts, where a subtraction is also cheaper than std's swap. The price is the
 //!   in-flight state of (6), where a CAS unlock kept `LOCKED` through the grant.
-//! - Starvation threshold: a waiter that has tried for 1 ms (from its first failed CAS:
-//!   spinning, yielding or parked) asks for a handoff (see [`super::Starvation`]). Shorter
-//!   thresholds were no fairer and spread more; a time threshold also bounds how often the lock
-//!   stays held through a handoff. Under loom, where there is no time, the threshold is one
-//!   lost wakeup.
+//! - Starvation threshold: a waiter that has tried for 1 ms (from the end of its spin, when it
+//!   first gets ready to park: its clock starts there, not at its first failed CAS) asks for a
+//!   handoff (see [`super::Starvation`]). Shorter thresholds were no fairer and spread more; a
+//!   time threshold also bounds how often the lock stays held through a handoff. Until the
+//!   twenty-eighth session the clock was read on entry to the slow path; starting it at the
+//!   first look instead took 8 threads × 5 increments from 133–257 M to 241–310 M locks/s
+//!   (medians of ten interleaved runs, BENCHMARKS.md), though the read is 0.3% of the samples
+//!   there. Under loom, where there is no time, the threshold is one lost wakeup.
 //! - The spin: busy rounds from ~1 µs, doubling to ~35 µs in all (about one sleep/wake hop),
 //!   then `sched_yield` rounds (see `spin.rs`).
 //! - (5b), keeping `PARKED` when the unlock's wake leaves more waiters queued (parking_lot

@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 pub enum Starvation {
     /// Never: a plain barging lock (the "unfair variant" the benchmarks compare against).
     Never,
-    /// After it has been trying this long (spinning, yielding or parked) without getting the
-    /// lock (Go's starvation mode uses 1 ms).
+    /// After it has been trying this long without getting the lock, counted from the end of
+    /// its spin: its first look at whether it is starving, when it gets ready to park (Go's
+    /// starvation mode uses 1 ms).
     After(Duration),
     /// After this many wakeups that ended with someone else holding the lock (the kernel's TP
     /// futex handoff counts spins and sleeps the same way).
@@ -53,17 +54,18 @@ pub fn set_starvation_policy(policy: Option<Starvation>) {
 /// One waiter's patience: how long, or how often, it has been passed over.
 pub(crate) struct Patience {
     policy: u64,
+    /// When the waiter first asked [`Patience::starving`]: the clock is read there, after the
+    /// spin, not on entry to the slow path (`raw_mutex.rs`, "Choices").
     since: Option<Instant>,
     wakeups: u32,
 }
 
 impl Patience {
-    /// The waiter starts trying (the clock of `After` starts now).
+    /// The waiter starts trying (the clock of `After` starts at its first look).
     pub(crate) fn new() -> Patience {
         // Relaxed: see `set_starvation_policy`.
         let policy = POLICY.load(Ordering::Relaxed);
-        let since = (policy & !VALUE == AFTER).then(Instant::now);
-        Patience { policy, since, wakeups: 0 }
+        Patience { policy, since: None, wakeups: 0 }
     }
 
     /// The waiter was woken and found the lock taken.
@@ -71,13 +73,47 @@ impl Patience {
         self.wakeups = self.wakeups.saturating_add(1);
     }
 
-    /// Whether the waiter should ask for a handoff now.
-    pub(crate) fn starving(&self) -> bool {
+    /// Whether the waiter should ask for a handoff now. The first call starts the clock of
+    /// `After` (so only `After(0)` is starving at once).
+    pub(crate) fn starving(&mut self) -> bool {
         let value = self.policy & VALUE;
         match self.policy & !VALUE {
-            AFTER => self.since.is_some_and(|t| t.elapsed().as_nanos() >= u128::from(value)),
+            AFTER => match self.since {
+                Some(t) => t.elapsed().as_nanos() >= u128::from(value),
+                None => {
+                    self.since = Some(Instant::now());
+                    value == 0
+                }
+            },
             WAKEUPS => u64::from(self.wakeups) >= value,
             _ => false,
         }
+    }
+}
+
+#[cfg(all(test, not(ufutex_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_starts_at_the_first_look() {
+        let mut p = Patience { policy: AFTER | 5_000_000, since: None, wakeups: 0 }; // 5 ms
+        std::thread::sleep(Duration::from_millis(10)); // before the first look: not counted
+        assert!(!p.starving());
+        std::thread::sleep(Duration::from_millis(10));
+        assert!(p.starving());
+    }
+
+    #[test]
+    fn zero_is_starving_at_once_and_never_is_never() {
+        let mut zero = Patience { policy: AFTER, since: None, wakeups: 0 };
+        assert!(zero.starving());
+        let mut never = Patience { policy: NEVER, since: None, wakeups: 0 };
+        assert!(!never.starving());
+        let mut twice = Patience { policy: WAKEUPS | 2, since: None, wakeups: 0 };
+        twice.passed_over();
+        assert!(!twice.starving());
+        twice.passed_over();
+        assert!(twice.starving());
     }
 }
