@@ -373,8 +373,9 @@ mod tests {
         m.lock_in(&d);
         assert_eq!(cv.notify_all_in(&d), N, "one woken + N-1 requeued");
         // The woken one parks on the held mutex next to the requeued ones, with PARKED — or,
-        // if this thread took over the starvation threshold (1 ms) to get here, it asks for a
-        // handoff instead; either way the unlock reaches it.
+        // if a spurious return made it look again once the starvation threshold (1 ms, counted
+        // from its first look, after its spin) had passed, it asks for a handoff instead;
+        // either way the unlock reaches it.
         settle(&d, N);
         let st = m.state();
         assert!(st == LOCKED | PARKED || st & (LOCKED | HANDOFF) == LOCKED | HANDOFF, "state {st:#b}");
