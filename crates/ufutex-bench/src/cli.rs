@@ -108,6 +108,10 @@ pub enum Command {
         /// so that ufutex-shared skips the identity query; the kernel is unaffected
         #[arg(long, requires = "shared")]
         register: bool,
+        /// Pin the waker to the first allowed CPU and waiter i to the (i+1)-th, round robin (as
+        /// perf bench futex pins its waiters), so every competitor has the same placement
+        #[arg(long)]
+        pin: bool,
     },
     /// perf's futex-wake-parallel: N sleepers, W wakers at once
     WakeParallel {
@@ -121,6 +125,10 @@ pub enum Command {
         waiters: usize,
         #[arg(long, short = 'w', default_value_t = 2)]
         wakers: usize,
+        /// Pin the waker to the first allowed CPU and waiter i to the (i+1)-th, round robin (as
+        /// perf bench futex pins its waiters), so every competitor has the same placement
+        #[arg(long)]
+        pin: bool,
     },
     /// perf's futex-requeue: N sleepers moved to a second word in one call
     Requeue {
@@ -135,6 +143,10 @@ pub enum Command {
         /// Waiters woken by the requeue (the rest are moved)
         #[arg(long, default_value_t = 0)]
         nr_wake: usize,
+        /// Pin the waker to the first allowed CPU and waiter i to the (i+1)-th, round robin (as
+        /// perf bench futex pins its waiters), so every competitor has the same placement
+        #[arg(long)]
+        pin: bool,
     },
     /// Wait on many words: failing waitv (mismatch first / last) and wake-up latency
     Waitv {

@@ -259,7 +259,7 @@ fn shared_goals(benches: &[Bench]) -> Vec<Goal> {
     let hash = shared(benches, "hash", "wait mismatch");
     g.push(goal("#12", "hash, shared (perf's -S)", "≥ 10×", versus(hash, "ops/s/thread", u), |r| r >= 10.0));
     // The default path (the mapping not registered: each side asks what backs the word).
-    let wk1 = shared(benches, "wake", "waiters=1 nwake=all, shared");
+    let wk1 = shared(benches, "wake", "waiters=1 nwake=all, pinned, shared");
     g.push(goal(
         "#12",
         "shared wake with one waiter present (the call)",
@@ -615,7 +615,7 @@ mod tests {
             ),
             shared_bench(
                 "wake",
-                "waiters=1 nwake=all, shared",
+                "waiters=1 nwake=all, pinned, shared",
                 Metric::lower("wake call(s)", "µs"),
                 &[("ufutex-shared", 3.0), ("kernel-shared", 2.1)],
             ),

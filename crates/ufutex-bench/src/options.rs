@@ -227,27 +227,27 @@ pub fn validate(cli: Cli) -> R<Options> {
             }
             (common, Job::Hash { params, slots }, 0.5, shared)
         }
-        Command::Wake { common, shared, waiters, nwake, register } => {
+        Command::Wake { common, shared, waiters, nwake, register, pin } => {
             let waiters = range("--waiters", waiters, 1, 4096)?;
             let nwake = range("--nwake", nwake.unwrap_or(waiters), 1, usize::MAX)?;
-            (common, Job::Wake(WakeParams { waiters, kind: WakeKind::Wake { nwake }, register }), 0.1, shared)
+            (common, Job::Wake(WakeParams { waiters, kind: WakeKind::Wake { nwake }, register, pin }), 0.1, shared)
         }
-        Command::WakeParallel { common, shared, waiters, wakers } => {
+        Command::WakeParallel { common, shared, waiters, wakers, pin } => {
             let waiters = range("--waiters", waiters, 1, 4096)?;
             let wakers = range("--wakers", wakers, 1, waiters)?;
             (
                 common,
-                Job::Wake(WakeParams { waiters, kind: WakeKind::Parallel { wakers }, register: false }),
+                Job::Wake(WakeParams { waiters, kind: WakeKind::Parallel { wakers }, register: false, pin }),
                 0.1,
                 shared,
             )
         }
-        Command::Requeue { common, shared, waiters, nr_wake } => {
+        Command::Requeue { common, shared, waiters, nr_wake, pin } => {
             let waiters = range("--waiters", waiters, 1, 4096)?;
             let nr_wake = range("--nr-wake", nr_wake, 0, waiters)?;
             (
                 common,
-                Job::Wake(WakeParams { waiters, kind: WakeKind::Requeue { nr_wake }, register: false }),
+                Job::Wake(WakeParams { waiters, kind: WakeKind::Requeue { nr_wake }, register: false, pin }),
                 0.1,
                 shared,
             )

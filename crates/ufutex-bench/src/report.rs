@@ -75,8 +75,9 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
         step("fast paths, shared", &format!("fastpath --shared --reps {} --runtime {}", r(7), t(0.1, 0.03))),
         step("fast paths, shared, instructions", "instructions --shared --reps 1"),
         step("hash, shared", &format!("hash --shared --reps {} --runtime {}", r(5), t(0.5, 0.1))),
-        step("wake 1 waiter, shared", &format!("wake -n 1 --shared --reps {}", r(15))),
-        step("wake 1 waiter, shared, registered", &format!("wake -n 1 --shared --register --reps {}", r(15))),
+        // Pinned: the waker on one CPU, the waiter on the other, for every competitor alike.
+        step("wake 1 waiter, shared", &format!("wake -n 1 --shared --pin --reps {}", r(15))),
+        step("wake 1 waiter, shared, registered", &format!("wake -n 1 --shared --pin --register --reps {}", r(15))),
         step(
             "ping-pong pinned, shared",
             &format!("ping-pong -p 1 --shared --iters {} --reps {}", n(20_000, 2_000), r(5)),

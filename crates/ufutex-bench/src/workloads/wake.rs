@@ -8,8 +8,9 @@ use super::{padded_words, skip_reason, wait_while, Common, Waiters, STACK};
 use crate::competitor::{dispatch, Competitor, Op, ANY};
 use crate::result::{Bench, Metric};
 use crate::sched::Plan;
+use crate::sys;
 use std::io;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// Which of the three.
@@ -30,6 +31,12 @@ pub struct Params {
     /// With `--shared`: register the words' mapping with ufutex (`shared::register_mapping`),
     /// so that ufutex-shared's waits and wakes skip the identity query (the kernel is unaffected).
     pub register: bool,
+    /// Pin the waker to the first CPU this process may use and waiter `i` to the `i + 1`-th
+    /// (round robin, as perf bench futex pins its waiters), for the repetition. Unpinned, the
+    /// scheduler puts a lone waiter on the waker's CPU in some processes and on the other CPU
+    /// in others, and the two cost a wake 3 µs and 9 µs here: competitors in one run can land
+    /// in different placements, and the ratio then says nothing about them.
+    pub pin: bool,
 }
 
 impl Params {
@@ -42,12 +49,14 @@ impl Params {
     }
 
     pub fn case(&self) -> String {
-        let case = self.case_alone();
-        if self.register {
-            format!("{case}, mapping registered")
-        } else {
-            case
+        let mut case = self.case_alone();
+        if self.pin {
+            case.push_str(", pinned");
         }
+        if self.register {
+            case.push_str(", mapping registered");
+        }
+        case
     }
 
     fn case_alone(&self) -> String {
@@ -106,6 +115,8 @@ pub fn once<C: Competitor>(c: &C, p: Params, shared: bool) -> io::Result<[f64; 2
 
 fn attempt_once<C: Competitor>(c: &C, p: Params, shared: bool) -> io::Result<[f64; 2]> {
     let n = p.waiters;
+    let cpus = sys::allowed_cpus();
+    let _pinned = if p.pin { Some(sys::Pinned::to(cpus[0])?) } else { None };
     let words = padded_words(2, shared)?;
     if p.register {
         // The words' memfd mapping is never unmapped (`shm.rs`): the promise holds.
@@ -114,17 +125,26 @@ fn attempt_once<C: Competitor>(c: &C, p: Params, shared: bool) -> io::Result<[f6
             .map_err(|e| io::Error::other(format!("register_mapping: {e}")))?;
     }
     let (from, to) = (&words[0], &words[1]);
+    let pin_failed = AtomicBool::new(false);
     let waiters = Waiters::new(n);
     let result = std::thread::scope(|s| {
         for i in 0..n {
-            let waiters = &waiters;
+            let (waiters, cpus, pin_failed) = (&waiters, &cpus, &pin_failed);
             std::thread::Builder::new().stack_size(STACK).spawn_scoped(s, move || {
+                if p.pin && sys::pin_to_cpu(cpus[(i + 1) % cpus.len()]).is_err() {
+                    pin_failed.store(true, Ordering::SeqCst);
+                }
                 waiters.arrive();
                 wait_while(c, &from.0, 0, ANY);
                 waiters.done(i);
             })?;
         }
-        let result = waiters.settle(c, n).and_then(|()| timed(c, p, &from.0, &to.0, &waiters));
+        let result = waiters.settle(c, n).and_then(|()| {
+            if pin_failed.load(Ordering::SeqCst) {
+                return Err(io::Error::other("sched_setaffinity failed: cannot pin a waiter"));
+            }
+            timed(c, p, &from.0, &to.0, &waiters)
+        });
         // Release everybody whatever happened, so the scope can join.
         from.0.store(1, Ordering::SeqCst);
         to.0.store(1, Ordering::SeqCst);
@@ -254,13 +274,27 @@ mod tests {
     use crate::mock::Mock;
 
     fn check(kind: Kind) {
-        for (waiters, shared) in [(8, false), (8, true), (1, true)] {
+        for (waiters, shared, pin) in
+            [(8, false, false), (8, true, false), (1, true, false), (1, true, true), (8, false, true)]
+        {
             let m = Mock::default();
-            let [call, all] = once(&m, Params { waiters, kind, register: false }, shared).unwrap();
+            let [call, all] = once(&m, Params { waiters, kind, register: false, pin }, shared).unwrap();
             // The last waiter may run before the waker returns from its call: no order between the two.
             assert!(call > 0.0 && all > 0.0, "{kind:?}: call {call} all {all}");
             assert_eq!(m.queued(), Some(0));
         }
+    }
+
+    /// A pinned repetition gives the waker its CPUs back, and says so in its case.
+    #[test]
+    fn pinning_lasts_for_the_repetition_and_is_named() {
+        let before = sys::allowed_cpus();
+        let p = Params { waiters: 2, kind: Kind::Wake { nwake: 1 }, register: false, pin: true };
+        once(&Mock::default(), p, false).unwrap();
+        assert_eq!(sys::allowed_cpus(), before);
+        assert_eq!(p.case(), "waiters=2 nwake=1, pinned");
+        let registered = Params { waiters: 1, kind: Kind::Wake { nwake: 1 }, register: true, pin: true };
+        assert_eq!(registered.case(), "waiters=1 nwake=all, pinned, mapping registered");
     }
 
     #[test]
@@ -285,7 +319,7 @@ mod tests {
     #[test]
     fn a_waiter_not_yet_queued_makes_the_repetition_run_again() {
         for kind in [Kind::Wake { nwake: usize::MAX }, Kind::Parallel { wakers: 2 }, Kind::Requeue { nr_wake: 0 }] {
-            let p = Params { waiters: 4, kind, register: false };
+            let p = Params { waiters: 4, kind, register: false, pin: false };
             let m = Mock::uncounted();
             m.late.store(1, Ordering::SeqCst);
             let [call, all] = once(&m, p, false).unwrap();
