@@ -7,6 +7,14 @@
 //! machine a two-dimensional page walk — on top of the cache miss: ~1 µs a node here. Nodes in
 //! one chunk share pages (32 to a page).
 //!
+//! A chunk is 64 KiB, 512 nodes, and starts on a page, so a walk of the nodes of a few hundred
+//! threads crosses a page every 32 nodes and no chunk boundary. The CPU's prefetcher stops at
+//! a page boundary, so each crossing still costs a page walk, 250–500 ns here with cold caches;
+//! a walk starts the next one a page early (`queue::prefetch_page_ahead`). In perf's `futex
+//! requeue` (128 calls of one waiter each, after a 100 ms sleep) 8 KiB chunks wherever the
+//! allocator put them cost 11.5 µs a round, these chunks 10.7 µs, and with the prefetch 9.8 µs
+//! (medians of six, BENCHMARKS.md).
+//!
 //! A slot is a thread's for the thread's life ([`Slot`]): it writes a fresh node into it when it
 //! takes it, and gives it back when it exits, between episodes (no waker references an idle
 //! node). Chunks are never freed, so a slot's address stays valid for the process.
@@ -30,8 +38,11 @@ use std::collections::{BinaryHeap, TryReserveError};
 use std::mem::MaybeUninit;
 use std::sync::Mutex;
 
-/// Nodes per chunk: 8 KiB.
-const CHUNK: usize = 64;
+/// Nodes per chunk: 64 KiB (only the pages of slots handed out are ever touched).
+const CHUNK: usize = 512;
+
+/// The alignment of a chunk: a page.
+const CHUNK_ALIGN: usize = 4096;
 
 type Cell = UnsafeCell<MaybeUninit<Node>>;
 
@@ -147,9 +158,10 @@ fn locked() -> Option<std::sync::MutexGuard<'static, Pool>> {
     None
 }
 
-/// A chunk of uninitialised slots, leaked (chunks live as long as the process).
+/// A chunk of uninitialised slots, starting on a page, leaked (chunks live as long as the
+/// process).
 fn new_chunk() -> Option<&'static [Cell; CHUNK]> {
-    let layout = std::alloc::Layout::new::<[Cell; CHUNK]>();
+    let layout = std::alloc::Layout::new::<[Cell; CHUNK]>().align_to(CHUNK_ALIGN).ok()?;
     // SAFETY: a non-zero-sized layout; the memory is uninitialised, which `MaybeUninit` cells
     // allow, and `UnsafeCell<MaybeUninit<_>>` has no invariant to break.
     let p = unsafe { std::alloc::alloc(layout) }.cast::<[Cell; CHUNK]>();
@@ -171,6 +183,7 @@ mod tests {
         at.dedup();
         assert_eq!(at.len(), 3 * CHUNK, "no slot handed out twice");
         assert!(at.iter().all(|a| a % 64 == 0), "nodes keep their alignment");
+        assert_eq!(new_chunk().unwrap().as_ptr() as usize % CHUNK_ALIGN, 0, "a chunk starts on a page");
         drop(held);
         let free = POOL.lock().unwrap().free.len();
         assert!(free >= 3 * CHUNK, "every slot given back ({free} free)");
