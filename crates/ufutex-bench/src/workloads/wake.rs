@@ -1,7 +1,8 @@
 //! `wake`, `wake-parallel` and `requeue`: perf bench futex-wake / -wake-parallel / -requeue.
 //! N waiters sleep on one word, verified asleep (every waiter thread in state 'S' in /proc, and
 //! for ufutex exactly N queued); then the timed call(s), and the time until every waiter has
-//! returned from its wait. `--shared`: the process-shared competitors on words in a `MAP_SHARED`
+//! returned from its wait (each then sleeps in the kernel until the repetition is over, so no
+//! thread's exit falls in the times). `--shared`: the process-shared competitors on words in a `MAP_SHARED`
 //! memfd mapping; `wake -n 1 --shared` is the cost of a shared wake that finds one waiter.
 
 use super::{padded_words, skip_reason, wait_while, Common, Waiters, STACK};
@@ -126,10 +127,12 @@ fn attempt_once<C: Competitor>(c: &C, p: Params, shared: bool) -> io::Result<[f6
     }
     let (from, to) = (&words[0], &words[1]);
     let pin_failed = AtomicBool::new(false);
+    // Set once the repetition is over: the waiters may exit (below).
+    let release = AtomicU32::new(0);
     let waiters = Waiters::new(n);
     let result = std::thread::scope(|s| {
         for i in 0..n {
-            let (waiters, cpus, pin_failed) = (&waiters, &cpus, &pin_failed);
+            let (waiters, cpus, pin_failed, release) = (&waiters, &cpus, &pin_failed, &release);
             std::thread::Builder::new().stack_size(STACK).spawn_scoped(s, move || {
                 if p.pin && sys::pin_to_cpu(cpus[(i + 1) % cpus.len()]).is_err() {
                     pin_failed.store(true, Ordering::SeqCst);
@@ -137,6 +140,12 @@ fn attempt_once<C: Competitor>(c: &C, p: Params, shared: bool) -> io::Result<[f6
                 waiters.arrive();
                 wait_while(c, &from.0, 0, ANY);
                 waiters.done(i);
+                // Stay, asleep in the kernel, until the repetition is over: a thread that
+                // exits unmaps its stack, and the TLB shootdowns that costs (IPIs to the other
+                // CPU) were most of "until all ran" for every competitor (BENCHMARKS.md).
+                while release.load(Ordering::SeqCst) == 0 {
+                    let _ = sys::legacy_wait(release, 0);
+                }
             })?;
         }
         let result = waiters.settle(c, n).and_then(|()| {
@@ -150,6 +159,8 @@ fn attempt_once<C: Competitor>(c: &C, p: Params, shared: bool) -> io::Result<[f6
         to.0.store(1, Ordering::SeqCst);
         c.wake(&from.0, usize::MAX, ANY);
         c.wake(&to.0, usize::MAX, ANY);
+        release.store(1, Ordering::SeqCst);
+        let _ = sys::legacy_wake(&release, usize::MAX);
         result
     });
     if p.register {
