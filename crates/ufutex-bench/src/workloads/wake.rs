@@ -2,8 +2,9 @@
 //! N waiters sleep on one word, verified asleep (every waiter thread in state 'S' in /proc, and
 //! for ufutex exactly N queued); then the timed call(s), and the time until every waiter has
 //! returned from its wait (each then sleeps in the kernel until the repetition is over, so no
-//! thread's exit falls in the times). `--shared`: the process-shared competitors on words in a `MAP_SHARED`
-//! memfd mapping; `wake -n 1 --shared` is the cost of a shared wake that finds one waiter.
+//! thread's exit falls in the times). `--shared`: the process-shared competitors on words in a
+//! `MAP_SHARED` memfd mapping; `wake -n 1 --shared` is the cost of a shared wake that finds one
+//! waiter. `--pin`: every competitor's threads on the same CPUs ([`Params::pin`]).
 
 use super::{padded_words, skip_reason, wait_while, Common, Waiters, STACK};
 use crate::competitor::{dispatch, Competitor, Op, ANY};
