@@ -225,24 +225,62 @@ fn parallel<C: Competitor>(
     let ready = AtomicUsize::new(0);
     let call_ns = AtomicU64::new(0);
     let woken = AtomicUsize::new(0);
-    let start = waiters.base.elapsed().as_nanos() as u64;
+    // When the first waker left the starting line (ns since `waiters.base`): no wake before.
+    let start = AtomicU64::new(u64::MAX);
+    // Wakers whose call returned; the creator sleeps on it until all have.
+    let called = AtomicU32::new(0);
+    // Set when the repetition is over. Until then the wakers stay, asleep, as the waiters do
+    // (`attempt_once`): their starts and exits fall outside the times.
+    let release = AtomicU32::new(0);
     word.store(1, Ordering::SeqCst);
     std::thread::scope(|s| {
         for k in 0..wakers {
             let share = n / wakers + usize::from(k < n % wakers);
-            let (ready, call_ns, woken) = (&ready, &call_ns, &woken);
+            let (ready, call_ns, woken, start, called, release) = (&ready, &call_ns, &woken, &start, &called, &release);
             s.spawn(move || {
                 ready.fetch_add(1, Ordering::SeqCst);
                 while ready.load(Ordering::SeqCst) < wakers {
                     std::hint::spin_loop();
                 }
+                start.fetch_min(waiters.base.elapsed().as_nanos() as u64, Ordering::SeqCst);
                 let t = Instant::now();
                 woken.fetch_add(c.wake(word, share, ANY), Ordering::SeqCst);
                 call_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::SeqCst);
+                called.fetch_add(1, Ordering::SeqCst);
+                let _ = sys::legacy_wake(called, 1);
+                while release.load(Ordering::SeqCst) == 0 {
+                    let _ = sys::legacy_wait(release, 0);
+                }
             });
         }
-    });
-    // Shares can miss when waiters race back; sweep up the rest (not timed as a call).
+        let result = sweep_and_wait(c, n, wakers, word, waiters, &woken, &called);
+        release.store(1, Ordering::SeqCst);
+        let _ = sys::legacy_wake(&release, usize::MAX);
+        result
+    })?;
+    let avg_call = call_ns.load(Ordering::SeqCst) as f64 / wakers as f64;
+    let start = start.load(Ordering::SeqCst);
+    Ok([avg_call / 1e3, waiters.last_done_ns().saturating_sub(start) as f64 / 1e3])
+}
+
+/// The creator's part of [`parallel`]: once every waker's call returned, wake whom the shares
+/// missed (waiters race back; not timed as a call), then wait for every waiter to have run.
+fn sweep_and_wait<C: Competitor>(
+    c: &C,
+    n: usize,
+    wakers: usize,
+    word: &AtomicU32,
+    waiters: &Waiters,
+    woken: &AtomicUsize,
+    called: &AtomicU32,
+) -> io::Result<()> {
+    loop {
+        let k = called.load(Ordering::SeqCst);
+        if k as usize >= wakers {
+            break;
+        }
+        let _ = sys::legacy_wait(called, k);
+    }
     let mut total = woken.load(Ordering::SeqCst);
     while total < n {
         let k = c.wake(word, n - total, ANY);
@@ -252,8 +290,7 @@ fn parallel<C: Competitor>(
         total += k;
     }
     waiters.wait_finished();
-    let avg_call = call_ns.load(Ordering::SeqCst) as f64 / wakers as f64;
-    Ok([avg_call / 1e3, waiters.last_done_ns().saturating_sub(start) as f64 / 1e3])
+    Ok(())
 }
 
 pub fn run(common: &Common, p: Params) -> io::Result<Bench> {
