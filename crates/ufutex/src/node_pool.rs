@@ -42,7 +42,7 @@ use std::sync::Mutex;
 const CHUNK: usize = 512;
 
 /// The alignment of a chunk: a page.
-const CHUNK_ALIGN: usize = 4096;
+const CHUNK_ALIGN: usize = crate::queue::PAGE;
 
 type Cell = UnsafeCell<MaybeUninit<Node>>;
 

@@ -45,6 +45,21 @@ pub(crate) fn spin_hint() {
     std::hint::spin_loop();
 }
 
+/// Start reading the cache line at `addr` (`prefetcht0`): a hint to the CPU, nothing else. It
+/// neither faults nor changes what the program sees, whatever the address, so `addr` need not
+/// point at anything live. A no-op under loom and off x86-64.
+#[inline(always)]
+pub(crate) fn prefetch(addr: *const u8) {
+    #[cfg(all(target_arch = "x86_64", not(ufutex_loom)))]
+    // SAFETY: `prefetcht0` only hints the cache; it reads nothing the program sees and cannot
+    // fault on any address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr.cast::<i8>());
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(ufutex_loom))))]
+    let _ = addr;
+}
+
 /// What one `spin_hint` (a `pause`) costs on this host, in ns (at least 1): measured once per process, the
 /// fastest of three timings of 256 hints (so that a preemption during the measurement cannot
 /// make spins longer). A `pause` costs ~70 ns on the project's AMD hosts and ~10 ns on its Intel

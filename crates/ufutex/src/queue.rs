@@ -16,7 +16,7 @@
 
 use crate::key::Key;
 use crate::parker::{Bell, Park, Parker, UnparkHandle, WakeBatch};
-use crate::primitive::{AtomicPtr, Ordering};
+use crate::primitive::{prefetch, AtomicPtr, Ordering};
 use std::cell::UnsafeCell;
 use std::ptr;
 
@@ -294,24 +294,19 @@ impl<H: Home> Queue<H> {
     }
 }
 
+/// A page: how far ahead of a taken node a queue walk prefetches, and what the node pool's
+/// chunks start on (`node_pool.rs`).
+pub(crate) const PAGE: usize = 4096;
+
 /// Start the CPU on the address one page above `node` — the node it will most likely take a
 /// page's worth of nodes later — so that the page walk a cold TLB needs there is done before
 /// the walk gets there. Threads' nodes sit side by side in the node pool, in the order the
 /// threads first waited, which is mostly the order they queue (`node_pool.rs`); the CPU's own
-/// prefetcher follows such a walk but stops at each page. A hint only: `prefetcht0` neither
-/// faults nor changes what the program sees, whatever the address; one that turns out
-/// useless costs a line of cache.
+/// prefetcher follows such a walk but stops at each page. A hint only (`primitive::prefetch`):
+/// one that turns out useless costs a line of cache.
 #[inline(always)]
 fn prefetch_page_ahead<H>(node: *const Node<H>) {
-    #[cfg(all(target_arch = "x86_64", not(ufutex_loom)))]
-    // SAFETY: `prefetcht0` only hints the cache and cannot fault on any address; the address
-    // is computed as an integer and never dereferenced.
-    unsafe {
-        let ahead = (node as usize).wrapping_add(4096);
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(ahead as *const i8);
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(ufutex_loom))))]
-    let _ = node;
+    prefetch((node as usize).wrapping_add(PAGE) as *const u8);
 }
 
 /// Nodes a waker has dequeued, to unpark once the bucket lock is dropped (the kernel's wake_q).

@@ -25,7 +25,7 @@
 //! A handle is (slot, generation): an operation checks the slot is still `Live` with that
 //! generation, so a handle to a removed object fails (`Removed`) even after its key was reused.
 
-use crate::primitive::{fence, AtomicU16, AtomicU32, AtomicU64, Ordering};
+use crate::primitive::{fence, prefetch, AtomicU16, AtomicU32, AtomicU64, Ordering};
 use crate::shared::fault::{point, Point};
 use crate::shared::lock::{self, Life, Liveness, Owner, Taken};
 use crate::shared::SharedError;
@@ -695,19 +695,6 @@ pub(crate) struct Table<'a> {
     pub(crate) hints: &'a [AtomicU16],
 }
 
-/// Start reading `slot`'s cache line (a hint to the CPU; nothing else happens).
-#[inline(always)]
-fn prefetch(slot: &Slot) {
-    #[cfg(all(target_arch = "x86_64", not(ufutex_loom)))]
-    // SAFETY: `prefetcht0` only hints the cache; it reads nothing the program sees, and cannot
-    // fault (the address is a live reference besides).
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(std::ptr::from_ref(slot).cast::<i8>());
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(ufutex_loom))))]
-    let _ = slot;
-}
-
 /// A key's entry in the level hints (`len`: theirs, a power of two; 0: none).
 fn hint_of(hash: u64, len: usize) -> usize {
     if len <= 1 {
@@ -854,7 +841,7 @@ impl<'a> Table<'a> {
         // is read, so that for those keys the two memory reads overlap instead of adding up.
         let top = self.header.levels() - 1;
         if let Some((slots, _)) = self.levels.level(top) {
-            prefetch(&slots[home(want.hash, slots.len())]);
+            prefetch(std::ptr::from_ref(&slots[home(want.hash, slots.len())]).cast());
         }
         let mut bits = match self.hints.get(hint_of(want.hash, self.hints.len())) {
             // Relaxed: see `hints`.
