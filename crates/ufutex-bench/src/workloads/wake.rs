@@ -95,6 +95,31 @@ fn shortfall(msg: String) -> io::Error {
     io::Error::other(Shortfall(msg))
 }
 
+/// The end of a repetition, which its threads wait for asleep in a kernel futex (the same for
+/// every competitor) instead of exiting as soon as their part is done: a thread that exits
+/// unmaps its stack, and the TLB shootdowns that costs (IPIs to the other CPU) were most of
+/// "until all ran" for every competitor (BENCHMARKS.md, twenty-ninth session).
+struct Release(AtomicU32);
+
+impl Release {
+    fn new() -> Release {
+        Release(AtomicU32::new(0))
+    }
+
+    /// Sleep until [`Release::open`] (tolerates spurious returns).
+    fn wait(&self) {
+        while self.0.load(Ordering::SeqCst) == 0 {
+            let _ = sys::legacy_wait(&self.0, 0);
+        }
+    }
+
+    /// The repetition is over: let every thread go.
+    fn open(&self) {
+        self.0.store(1, Ordering::SeqCst);
+        let _ = sys::legacy_wake(&self.0, usize::MAX);
+    }
+}
+
 /// One repetition: [time of the call(s) in µs, time until all waiters ran in µs]. Run again
 /// (up to [`ATTEMPTS`] in all) when its calls found a waiter not yet queued ([`Shortfall`]).
 pub fn once<C: Competitor>(c: &C, p: Params, shared: bool) -> io::Result<[f64; 2]> {
@@ -128,8 +153,7 @@ fn attempt_once<C: Competitor>(c: &C, p: Params, shared: bool) -> io::Result<[f6
     }
     let (from, to) = (&words[0], &words[1]);
     let pin_failed = AtomicBool::new(false);
-    // Set once the repetition is over: the waiters may exit (below).
-    let release = AtomicU32::new(0);
+    let release = Release::new();
     let waiters = Waiters::new(n);
     let result = std::thread::scope(|s| {
         for i in 0..n {
@@ -141,12 +165,7 @@ fn attempt_once<C: Competitor>(c: &C, p: Params, shared: bool) -> io::Result<[f6
                 waiters.arrive();
                 wait_while(c, &from.0, 0, ANY);
                 waiters.done(i);
-                // Stay, asleep in the kernel, until the repetition is over: a thread that
-                // exits unmaps its stack, and the TLB shootdowns that costs (IPIs to the other
-                // CPU) were most of "until all ran" for every competitor (BENCHMARKS.md).
-                while release.load(Ordering::SeqCst) == 0 {
-                    let _ = sys::legacy_wait(release, 0);
-                }
+                release.wait();
             })?;
         }
         let result = waiters.settle(c, n).and_then(|()| {
@@ -160,8 +179,7 @@ fn attempt_once<C: Competitor>(c: &C, p: Params, shared: bool) -> io::Result<[f6
         to.0.store(1, Ordering::SeqCst);
         c.wake(&from.0, usize::MAX, ANY);
         c.wake(&to.0, usize::MAX, ANY);
-        release.store(1, Ordering::SeqCst);
-        let _ = sys::legacy_wake(&release, usize::MAX);
+        release.open();
         result
     });
     if p.register {
@@ -229,9 +247,8 @@ fn parallel<C: Competitor>(
     let start = AtomicU64::new(u64::MAX);
     // Wakers whose call returned; the creator sleeps on it until all have.
     let called = AtomicU32::new(0);
-    // Set when the repetition is over. Until then the wakers stay, asleep, as the waiters do
-    // (`attempt_once`): their starts and exits fall outside the times.
-    let release = AtomicU32::new(0);
+    // The wakers stay too, as the waiters do: their starts and exits fall outside the times.
+    let release = Release::new();
     word.store(1, Ordering::SeqCst);
     std::thread::scope(|s| {
         for k in 0..wakers {
@@ -248,14 +265,11 @@ fn parallel<C: Competitor>(
                 call_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::SeqCst);
                 called.fetch_add(1, Ordering::SeqCst);
                 let _ = sys::legacy_wake(called, 1);
-                while release.load(Ordering::SeqCst) == 0 {
-                    let _ = sys::legacy_wait(release, 0);
-                }
+                release.wait();
             });
         }
         let result = sweep_and_wait(c, n, wakers, word, waiters, &woken, &called);
-        release.store(1, Ordering::SeqCst);
-        let _ = sys::legacy_wake(&release, usize::MAX);
+        release.open();
         result
     })?;
     let avg_call = call_ns.load(Ordering::SeqCst) as f64 / wakers as f64;
