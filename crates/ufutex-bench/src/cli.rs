@@ -14,16 +14,34 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `--shared`, for the futex workloads that have a process-shared form.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct SharedArg {
+    /// Process-shared futexes (like perf bench futex -S): ufutex → ufutex-shared, kernel →
+    /// kernel-shared (the baseline), words in a MAP_SHARED memfd; other competitors left out
+    #[arg(long)]
+    pub shared: bool,
+}
+
+/// `--pin`, for the workloads that wake sleepers.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct PinArg {
+    /// Pin the waker to the first allowed CPU and waiter i to the (i+1)-th, round robin (as
+    /// perf bench futex pins its waiters), so every competitor has the same placement
+    #[arg(long)]
+    pub pin: bool,
+}
+
 /// Options every subcommand takes.
 #[derive(Debug, Clone, Args)]
 pub struct CommonArgs {
     /// Competitors, comma-separated (futex workloads: ufutex, ufutex-domain, kernel, atomic-wait,
     /// parking_lot_core, only when named ufutex-c (ufutex through its C ABI), and with --shared
-    /// also ufutex-shared, kernel-shared; keyed:
-    /// kernel-semget, ufutex-keyed; sem-pingpong: ufutex-named, sysv-semop, posix-sem; lock: ufutex, pthread, std, parking_lot, and, only when
-    /// named, the ufutex variants ufutex-nohandoff, ufutex-handoff-<T> (T: 50us, 1ms, … or
-    /// <N>wakeups) and ufutex-spin-<B>x<F>-<Y>y (B busy rounds from F hints, then Y yields;
-    /// default 5x16-7y))
+    /// also ufutex-shared, kernel-shared; keyed: kernel-semget, ufutex-keyed; sem-pingpong:
+    /// ufutex-named, sysv-semop, posix-sem; lock: ufutex, pthread, std, parking_lot, and, only
+    /// when named, the ufutex variants ufutex-nohandoff, ufutex-handoff-T (T: 50us, 1ms, … or
+    /// Nwakeups) and ufutex-spin-BxF-Yy (B busy rounds from F hints, then Y yields; default
+    /// 5x16-7y))
     #[arg(long = "impl", value_name = "LIST")]
     pub impls: Option<String>,
     /// Timed repetitions per competitor, interleaved round-robin [default: 5; report --quick: 2]
@@ -52,10 +70,8 @@ pub enum Command {
     Fastpath {
         #[command(flatten)]
         common: CommonArgs,
-        /// Process-shared futexes (like perf bench futex -S): ufutex → ufutex-shared, kernel →
-        /// kernel-shared (the baseline), words in a MAP_SHARED memfd; other competitors left out
-        #[arg(long)]
-        shared: bool,
+        #[command(flatten)]
+        shared: SharedArg,
     },
     /// The kernel's own perf bench futex (hash, wake, wake-parallel, requeue), as it is and
     /// through the preload library, interleaved
@@ -67,10 +83,8 @@ pub enum Command {
     Hash {
         #[command(flatten)]
         common: CommonArgs,
-        /// Process-shared futexes (like perf bench futex -S): ufutex → ufutex-shared, kernel →
-        /// kernel-shared (the baseline), words in a MAP_SHARED memfd; other competitors left out
-        #[arg(long)]
-        shared: bool,
+        #[command(flatten)]
+        shared: SharedArg,
         /// Threads
         #[arg(long, short = 't', default_value_t = 2)]
         threads: usize,
@@ -95,10 +109,8 @@ pub enum Command {
     Wake {
         #[command(flatten)]
         common: CommonArgs,
-        /// Process-shared futexes (like perf bench futex -S): ufutex → ufutex-shared, kernel →
-        /// kernel-shared (the baseline), words in a MAP_SHARED memfd; other competitors left out
-        #[arg(long)]
-        shared: bool,
+        #[command(flatten)]
+        shared: SharedArg,
         #[arg(long, short = 'n', default_value_t = 128)]
         waiters: usize,
         /// Waiters woken per call (default: all in one call)
@@ -108,54 +120,42 @@ pub enum Command {
         /// so that ufutex-shared skips the identity query; the kernel is unaffected
         #[arg(long, requires = "shared")]
         register: bool,
-        /// Pin the waker to the first allowed CPU and waiter i to the (i+1)-th, round robin (as
-        /// perf bench futex pins its waiters), so every competitor has the same placement
-        #[arg(long)]
-        pin: bool,
+        #[command(flatten)]
+        pin: PinArg,
     },
     /// perf's futex-wake-parallel: N sleepers, W wakers at once
     WakeParallel {
         #[command(flatten)]
         common: CommonArgs,
-        /// Process-shared futexes (like perf bench futex -S): ufutex → ufutex-shared, kernel →
-        /// kernel-shared (the baseline), words in a MAP_SHARED memfd; other competitors left out
-        #[arg(long)]
-        shared: bool,
+        #[command(flatten)]
+        shared: SharedArg,
         #[arg(long, short = 'n', default_value_t = 128)]
         waiters: usize,
         #[arg(long, short = 'w', default_value_t = 2)]
         wakers: usize,
-        /// Pin the waker to the first allowed CPU and waiter i to the (i+1)-th, round robin (as
-        /// perf bench futex pins its waiters), so every competitor has the same placement
-        #[arg(long)]
-        pin: bool,
+        #[command(flatten)]
+        pin: PinArg,
     },
     /// perf's futex-requeue: N sleepers moved to a second word in one call
     Requeue {
         #[command(flatten)]
         common: CommonArgs,
-        /// Process-shared futexes (like perf bench futex -S): ufutex → ufutex-shared, kernel →
-        /// kernel-shared (the baseline), words in a MAP_SHARED memfd; other competitors left out
-        #[arg(long)]
-        shared: bool,
+        #[command(flatten)]
+        shared: SharedArg,
         #[arg(long, short = 'n', default_value_t = 128)]
         waiters: usize,
         /// Waiters woken by the requeue (the rest are moved)
         #[arg(long, default_value_t = 0)]
         nr_wake: usize,
-        /// Pin the waker to the first allowed CPU and waiter i to the (i+1)-th, round robin (as
-        /// perf bench futex pins its waiters), so every competitor has the same placement
-        #[arg(long)]
-        pin: bool,
+        #[command(flatten)]
+        pin: PinArg,
     },
     /// Wait on many words: failing waitv (mismatch first / last) and wake-up latency
     Waitv {
         #[command(flatten)]
         common: CommonArgs,
-        /// Process-shared futexes (like perf bench futex -S): ufutex → ufutex-shared, kernel →
-        /// kernel-shared (the baseline), words in a MAP_SHARED memfd; other competitors left out
-        #[arg(long)]
-        shared: bool,
+        #[command(flatten)]
+        shared: SharedArg,
         /// Entry counts, comma-separated (1 … 1024)
         #[arg(long, default_value = "1,8,32,128,1024")]
         entries: String,
@@ -167,10 +167,8 @@ pub enum Command {
     PingPong {
         #[command(flatten)]
         common: CommonArgs,
-        /// Process-shared futexes (like perf bench futex -S): ufutex → ufutex-shared, kernel →
-        /// kernel-shared (the baseline), words in a MAP_SHARED memfd; other competitors left out
-        #[arg(long)]
-        shared: bool,
+        #[command(flatten)]
+        shared: SharedArg,
         #[arg(long, short = 'p', default_value_t = 1)]
         pairs: usize,
         /// Round trips per repetition
@@ -287,10 +285,8 @@ pub enum Command {
     Instructions {
         #[command(flatten)]
         common: CommonArgs,
-        /// Process-shared futexes (like perf bench futex -S): ufutex → ufutex-shared, kernel →
-        /// kernel-shared (the baseline), words in a MAP_SHARED memfd; other competitors left out
-        #[arg(long)]
-        shared: bool,
+        #[command(flatten)]
+        shared: SharedArg,
         /// Calls of each path in the shorter run (N)
         #[arg(long, default_value_t = 4096, value_name = "N")]
         calls: usize,
@@ -301,8 +297,8 @@ pub enum Command {
     CountCalls {
         #[command(flatten)]
         common: CommonArgs,
-        #[arg(long)]
-        shared: bool,
+        #[command(flatten)]
+        shared: SharedArg,
         /// BODY=N pairs, comma-separated; BODY: wake, after-store, wait-mismatch, store-load
         #[arg(long, value_name = "LIST")]
         calls: String,

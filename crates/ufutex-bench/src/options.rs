@@ -1,7 +1,7 @@
 //! Typed, validated options: every value the CLI accepts is checked here once, with an error
 //! that names the option, before anything runs.
 
-use crate::cli::{Cli, Command, CommonArgs};
+use crate::cli::{Cli, Command, CommonArgs, PinArg, SharedArg};
 use crate::competitor::{shared_variant, EXPLICIT_NAMES, NAMES, SHARED_NAMES};
 use crate::keyed_competitor;
 use crate::lock_competitor::{self, LockEntry};
@@ -209,9 +209,9 @@ fn hash_slots(s: &str) -> R<Vec<SlotPoint>> {
 /// Check everything; the error names the offending option.
 pub fn validate(cli: Cli) -> R<Options> {
     let (c, job, default_runtime, shared) = match cli.command {
-        Command::Fastpath { common, shared } => (common, Job::Fastpath, 0.1, shared),
+        Command::Fastpath { common, shared: SharedArg { shared } } => (common, Job::Fastpath, 0.1, shared),
         Command::PerfBench { common } => (common, Job::PerfBench, 1.0, false),
-        Command::Hash { common, shared, threads, futexes, contend, sleepers, size, slots } => {
+        Command::Hash { common, shared: SharedArg { shared }, threads, futexes, contend, sleepers, size, slots } => {
             if ![8, 16, 32, 64].contains(&size) {
                 return Err(format!("--size {size}: must be 8, 16, 32 or 64"));
             }
@@ -227,12 +227,12 @@ pub fn validate(cli: Cli) -> R<Options> {
             }
             (common, Job::Hash { params, slots }, 0.5, shared)
         }
-        Command::Wake { common, shared, waiters, nwake, register, pin } => {
+        Command::Wake { common, shared: SharedArg { shared }, waiters, nwake, register, pin: PinArg { pin } } => {
             let waiters = range("--waiters", waiters, 1, 4096)?;
             let nwake = range("--nwake", nwake.unwrap_or(waiters), 1, usize::MAX)?;
             (common, Job::Wake(WakeParams { waiters, kind: WakeKind::Wake { nwake }, register, pin }), 0.1, shared)
         }
-        Command::WakeParallel { common, shared, waiters, wakers, pin } => {
+        Command::WakeParallel { common, shared: SharedArg { shared }, waiters, wakers, pin: PinArg { pin } } => {
             let waiters = range("--waiters", waiters, 1, 4096)?;
             let wakers = range("--wakers", wakers, 1, waiters)?;
             (
@@ -242,7 +242,7 @@ pub fn validate(cli: Cli) -> R<Options> {
                 shared,
             )
         }
-        Command::Requeue { common, shared, waiters, nr_wake, pin } => {
+        Command::Requeue { common, shared: SharedArg { shared }, waiters, nr_wake, pin: PinArg { pin } } => {
             let waiters = range("--waiters", waiters, 1, 4096)?;
             let nr_wake = range("--nr-wake", nr_wake, 0, waiters)?;
             (
@@ -252,7 +252,7 @@ pub fn validate(cli: Cli) -> R<Options> {
                 shared,
             )
         }
-        Command::Waitv { common, shared, entries, modes } => {
+        Command::Waitv { common, shared: SharedArg { shared }, entries, modes } => {
             let entries = list("--entries", &entries, 1, ufutex::WAITV_MAX)?;
             let modes = modes
                 .split(',')
@@ -265,7 +265,7 @@ pub fn validate(cli: Cli) -> R<Options> {
                 .collect::<R<Vec<_>>>()?;
             (common, Job::Waitv { entries, modes }, 0.05, shared)
         }
-        Command::PingPong { common, shared, pairs, iters, no_pin } => {
+        Command::PingPong { common, shared: SharedArg { shared }, pairs, iters, no_pin } => {
             let p = pingpong::Params {
                 pairs: range("--pairs", pairs, 1, 512)?,
                 iters: range("--iters", iters, 1, 100_000_000)?,
@@ -327,11 +327,11 @@ pub fn validate(cli: Cli) -> R<Options> {
             let json = common.json.clone();
             return Ok(Options { common: self::common(&common, 0.1, Kind::Sem)?, job: Job::SemPingPong(p), json });
         }
-        Command::Instructions { mut common, shared, calls } => {
+        Command::Instructions { mut common, shared: SharedArg { shared }, calls } => {
             common.reps.get_or_insert(1);
             (common, Job::Instructions { calls: range("--calls", calls, 1, 10_000_000)? }, 0.1, shared)
         }
-        Command::CountCalls { common, shared, calls } => {
+        Command::CountCalls { common, shared: SharedArg { shared }, calls } => {
             if common.impls.as_deref().is_none_or(|l| l.contains(',')) {
                 return Err("--impl: count-calls runs exactly one competitor".into());
             }
