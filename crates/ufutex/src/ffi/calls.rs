@@ -117,6 +117,39 @@ pub unsafe extern "C" fn ufutex_wait(
     timeout: *const timespec,
     clockid: clockid_t,
 ) -> c_long {
+    // The most common failing wait — a private 32-bit word, no timeout — in this frame, told
+    // with constants; it needs no register kept across a call, so the frame is none. Any other
+    // call goes on with the same arguments (tail calls).
+    if timeout.is_null()
+        && flags == validate::PLAIN_U32
+        && validate::plain_private_u32(uaddr as usize, ulong(val), ulong(mask))
+    {
+        match fault::read_word_at_once(uaddr as usize, Size::U32) {
+            Some(Ok(v)) if v != ulong(val) => return super::failed(Errno::EAGAIN),
+            Some(Err(fault::Fault)) => return super::failed(Errno::EFAULT),
+            // SAFETY: forwarded contract.
+            Some(Ok(_)) => return unsafe { wait_whole(uaddr, val, mask, flags, timeout, clockid) },
+            None => {} // reads are not ready: the general way
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { wait_general(uaddr, val, mask, flags, timeout, clockid) }
+}
+
+/// [`ufutex_wait`] for every call but a plain private 32-bit one: the failing wait of other
+/// sizes told at once, else the whole way.
+///
+/// # Safety
+/// As [`ufutex_wait`].
+#[inline(never)]
+pub(super) unsafe extern "C" fn wait_general(
+    uaddr: *mut c_void,
+    val: c_ulong,
+    mask: c_ulong,
+    flags: c_uint,
+    timeout: *const timespec,
+    clockid: clockid_t,
+) -> c_long {
     if let Some(r) = wait_fails_at_once(uaddr, val, mask, flags, timeout) {
         return r;
     }

@@ -584,6 +584,56 @@ fn waitv_plain_pass_agrees_with_the_whole_validation() {
     assert!(tally.values().all(|&c| c > 500), "{tally:?}");
 }
 
+/// `ufutex_wait`'s own answer for a plain private 32-bit word is the general way's, whatever
+/// the address, value, mask and flags: random calls near that case, none of which may sleep
+/// (every value that fits differs from its word), told both ways.
+#[test]
+fn wait_u32_fast_path_agrees_with_the_general_way() {
+    isolated_shared_table();
+    let [page, hole, after] = super::fault::pages_around_a_hole();
+    let words = [page + 4096 - 8, page + 4096 - 4, hole, after, after + 4, 0, 0xffff_8000_0000_0000];
+    for (i, &w) in words
+        .iter()
+        .enumerate()
+        .filter(|&(_, &w)| w == page + 4096 - 8 || w == page + 4096 - 4 || w >= after && w < after + 8)
+    {
+        // SAFETY: our own writable pages.
+        unsafe { *(w as *mut u32) = i as u32 };
+    }
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |below: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % below
+    };
+    let mut tally = std::collections::BTreeMap::new();
+    for _ in 0..20_000 {
+        let i = next(words.len() as u64) as usize;
+        let (mut uaddr, mut val, mut mask, mut flags) = (words[i], i as u64 + 1 + next(3), u64::from(u32::MAX), P32);
+        match next(12) {
+            0 => val |= 1 << 32,
+            1 => mask = 0,
+            2 => mask = 1 << 32,
+            3 => uaddr += 2,
+            4 => flags = UFUTEX_PRIVATE | UFUTEX_SIZE_U16,
+            5 => flags = P32 | 0x40,
+            6 => flags = UFUTEX_SIZE_U32, // process-shared
+            7 => mask = 1 + next(0xffff),
+            _ => {}
+        }
+        let (a, ts) = (uaddr as *mut libc::c_void, null());
+        // SAFETY: every address is ours, NULL, unmapped or in the kernel's half; no call sleeps.
+        let (fast, general) = unsafe {
+            (ufutex_wait(a, val, mask, flags, ts, 0), super::calls::wait_general(a, val, mask, flags, ts, 0))
+        };
+        assert_eq!((fast, errno_of(fast)), (general, errno_of(general)), "{uaddr:#x} {val:#x} {mask:#x} {flags:#x}");
+        *tally.entry(errno_of(fast)).or_insert(0) += 1;
+    }
+    assert_eq!(tally.keys().copied().collect::<Vec<_>>(), [EAGAIN, EFAULT, EINVAL], "{tally:?}");
+    assert!(tally.values().all(|&c| c > 500), "{tally:?}");
+}
+
 /// The most entries, on words over two pages, through the plain pass: no size limit there.
 #[test]
 fn waitv_the_most_entries() {

@@ -115,12 +115,26 @@ fn read_timespec(ts: usize) -> Result<Timespec, Errno> {
 const USER_END: usize = (1 << 56) - 4096;
 const _: () = assert!(USER_END.is_multiple_of(4096)); // `plain_waitv` counts on it
 
+/// The flags of the most common word of all (and the kernel's only size): private, 32 bits.
+pub(crate) const PLAIN_U32: u32 = UFUTEX_PRIVATE | UFUTEX_SIZE_U32;
+
+/// [`plain_private`] for flags that are [`PLAIN_U32`], told with constants (the general test
+/// looks the size's maximum and alignment up in tables, which costs registers as well as loads).
+#[inline(always)]
+pub(crate) fn plain_private_u32(addr: usize, a: u64, mask: u64) -> bool {
+    let placed = addr.wrapping_sub(1) < USER_END - 1 && addr & 3 == 0;
+    (a | mask) <= u64::from(u32::MAX) && mask != 0 && placed
+}
+
 /// The common case, told in a few instructions: `flags` name a private word of some size with
 /// no NUMA or MPOL bit, at a non-null `addr` aligned to that size, in user space, and `a` and
 /// `b` (a value and a mask, or a mask twice) fit the size, the mask not 0. Its size then; `None`
 /// for everything else, which the whole validation answers (for these it finds nothing wrong).
 #[inline(always)]
 pub(crate) fn plain_private(flags: u32, addr: usize, a: u64, mask: u64) -> Option<Size> {
+    if flags == PLAIN_U32 {
+        return plain_private_u32(addr, a, mask).then_some(Size::U32);
+    }
     if flags & !UFUTEX_SIZE_MASK != UFUTEX_PRIVATE {
         return None;
     }
