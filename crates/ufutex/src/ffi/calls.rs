@@ -142,7 +142,7 @@ pub unsafe extern "C" fn ufutex_wait(
 /// # Safety
 /// As [`ufutex_wait`].
 #[inline(never)]
-pub(super) unsafe extern "C" fn wait_general(
+unsafe extern "C" fn wait_general(
     uaddr: *mut c_void,
     val: c_ulong,
     mask: c_ulong,
@@ -172,6 +172,17 @@ unsafe extern "C" fn wait_whole(
 ) -> c_long {
     // SAFETY: forwarded contract.
     unsafe { wait_with(uaddr, val, mask, flags, Due::Absolute(timeout, clockid), Wakers::Ufutex) }
+}
+
+/// [`ufutex_wait`] with no timeout and no shortcut at all: every check, then the wait (for
+/// tests that hold the shortcuts to it).
+///
+/// # Safety
+/// As [`ufutex_wait`].
+#[cfg(test)]
+pub(super) unsafe fn wait_every_check(uaddr: *mut c_void, val: c_ulong, mask: c_ulong, flags: c_uint) -> c_long {
+    // SAFETY: forwarded contract.
+    unsafe { wait_with(uaddr, val, mask, flags, Due::Absolute(std::ptr::null(), 0), Wakers::Ufutex) }
 }
 
 /// The common failing wait, told before anything else: a plain private word with no timeout,

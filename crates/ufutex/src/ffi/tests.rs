@@ -533,22 +533,33 @@ mod named {
     }
 }
 
-#[test]
-fn waitv_plain_pass_agrees_with_the_whole_validation() {
+/// Six 32-bit word addresses for random calls: the last two of a page and the first two after
+/// the unmapped page that follows it (holding their index), the unmapped page, and NULL.
+fn words_around_a_hole() -> [usize; 6] {
     let [page, hole, after] = super::fault::pages_around_a_hole();
     let words = [page + 4096 - 8, page + 4096 - 4, hole, after, after + 4, 0];
     for (i, &w) in words.iter().enumerate().filter(|&(_, &w)| w != hole && w != 0) {
         // SAFETY: our own writable pages.
         unsafe { *(w as *mut u32) = i as u32 };
     }
-    let past = timespec { tv_sec: 0, tv_nsec: 0 };
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = |below: u64| {
+    words
+}
+
+/// A xorshift generator: `next(below)` is in `0..below`.
+fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |below| {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
         seed % below
-    };
+    }
+}
+
+#[test]
+fn waitv_plain_pass_agrees_with_the_whole_validation() {
+    let words = words_around_a_hole();
+    let past = timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
     let mut tally = std::collections::BTreeMap::new();
     for _ in 0..20_000 {
         let n = 1 + next(6) as usize;
@@ -584,29 +595,15 @@ fn waitv_plain_pass_agrees_with_the_whole_validation() {
     assert!(tally.values().all(|&c| c > 500), "{tally:?}");
 }
 
-/// `ufutex_wait`'s own answer for a plain private 32-bit word is the general way's, whatever
-/// the address, value, mask and flags: random calls near that case, none of which may sleep
-/// (every value that fits differs from its word), told both ways.
+/// `ufutex_wait`'s shortcuts answer as every check would, whatever the address, value, mask
+/// and flags: random calls near the plain private 32-bit word, none of which may sleep (every
+/// value that fits differs from its word), told both ways.
 #[test]
 fn wait_u32_fast_path_agrees_with_the_general_way() {
     isolated_shared_table();
-    let [page, hole, after] = super::fault::pages_around_a_hole();
-    let words = [page + 4096 - 8, page + 4096 - 4, hole, after, after + 4, 0, 0xffff_8000_0000_0000];
-    for (i, &w) in words
-        .iter()
-        .enumerate()
-        .filter(|&(_, &w)| w == page + 4096 - 8 || w == page + 4096 - 4 || w >= after && w < after + 8)
-    {
-        // SAFETY: our own writable pages.
-        unsafe { *(w as *mut u32) = i as u32 };
-    }
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut next = |below: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % below
-    };
+    let mut words = words_around_a_hole().to_vec();
+    words.push(0xffff_8000_0000_0000); // the kernel's half
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     let mut tally = std::collections::BTreeMap::new();
     for _ in 0..20_000 {
         let i = next(words.len() as u64) as usize;
@@ -624,9 +621,8 @@ fn wait_u32_fast_path_agrees_with_the_general_way() {
         }
         let (a, ts) = (uaddr as *mut libc::c_void, null());
         // SAFETY: every address is ours, NULL, unmapped or in the kernel's half; no call sleeps.
-        let (fast, general) = unsafe {
-            (ufutex_wait(a, val, mask, flags, ts, 0), super::calls::wait_general(a, val, mask, flags, ts, 0))
-        };
+        let (fast, general) =
+            unsafe { (ufutex_wait(a, val, mask, flags, ts, 0), super::calls::wait_every_check(a, val, mask, flags)) };
         assert_eq!((fast, errno_of(fast)), (general, errno_of(general)), "{uaddr:#x} {val:#x} {mask:#x} {flags:#x}");
         *tally.entry(errno_of(fast)).or_insert(0) += 1;
     }
