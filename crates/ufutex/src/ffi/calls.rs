@@ -118,7 +118,7 @@ pub unsafe extern "C" fn ufutex_wait(
     clockid: clockid_t,
 ) -> c_long {
     // The most common failing wait — a private 32-bit word, no timeout — in this frame, told
-    // with constants; it needs no register kept across a call, so the frame is none. Any other
+    // with constants; it keeps no register across a call, so it saves none. Any other
     // call goes on with the same arguments (tail calls).
     if timeout.is_null()
         && flags == validate::PLAIN_U32
