@@ -124,12 +124,13 @@ pub unsafe extern "C" fn ufutex_wait(
         && flags == validate::PLAIN_U32
         && validate::plain_private_u32(uaddr as usize, ulong(val), ulong(mask))
     {
-        match fault::read_word_at_once(uaddr as usize, Size::U32) {
-            Some(Ok(v)) if v != ulong(val) => return super::failed(Errno::EAGAIN),
-            Some(Err(fault::Fault)) => return super::failed(Errno::EFAULT),
-            // SAFETY: forwarded contract.
-            Some(Ok(_)) => return unsafe { wait_whole(uaddr, val, mask, flags, timeout, clockid) },
-            None => {} // reads are not ready: the general way
+        // (Reads not ready yet: the general way.)
+        if let Some(read) = fault::read_word_at_once(uaddr as usize, Size::U32) {
+            return match answer_read(read, val) {
+                Some(r) => r,
+                // SAFETY: forwarded contract.
+                None => unsafe { wait_whole(uaddr, val, mask, flags, timeout, clockid) },
+            };
         }
     }
     // SAFETY: forwarded contract.
@@ -202,8 +203,16 @@ fn wait_fails_at_once(
         return None;
     }
     let size = validate::plain_private(flags, uaddr as usize, ulong(val), ulong(mask))?;
-    match fault::read_word_at_once(uaddr as usize, size)? {
-        Ok(v) if v == ulong(val) => None, // it goes on to sleep: the whole way
+    answer_read(fault::read_word_at_once(uaddr as usize, size)?, val)
+}
+
+/// What a plain private wait answers from the read of its word: a value other than `val` is
+/// `EAGAIN`, a word that does not read `EFAULT`; `None` when the value is `val` (it goes on to
+/// sleep: the whole way).
+#[inline(always)]
+fn answer_read(read: Result<u64, fault::Fault>, val: c_ulong) -> Option<c_long> {
+    match read {
+        Ok(v) if v == ulong(val) => None,
         Ok(_) => Some(super::failed(Errno::EAGAIN)),
         Err(fault::Fault) => Some(super::failed(Errno::EFAULT)),
     }
