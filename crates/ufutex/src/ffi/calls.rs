@@ -158,12 +158,13 @@ unsafe extern "C" fn wait_general(
     unsafe { wait_whole(uaddr, val, mask, flags, timeout, clockid) }
 }
 
-/// [`ufutex_wait`] the whole way: every check, then the wait.
+/// [`ufutex_wait`] the whole way: every check, then the wait, with no shortcut (the tests hold
+/// the shortcuts to it).
 ///
 /// # Safety
 /// As [`ufutex_wait`].
 #[inline(never)]
-unsafe extern "C" fn wait_whole(
+pub(super) unsafe extern "C" fn wait_whole(
     uaddr: *mut c_void,
     val: c_ulong,
     mask: c_ulong,
@@ -173,17 +174,6 @@ unsafe extern "C" fn wait_whole(
 ) -> c_long {
     // SAFETY: forwarded contract.
     unsafe { wait_with(uaddr, val, mask, flags, Due::Absolute(timeout, clockid), Wakers::Ufutex) }
-}
-
-/// [`ufutex_wait`] with no timeout and no shortcut at all: every check, then the wait (for
-/// tests that hold the shortcuts to it).
-///
-/// # Safety
-/// As [`ufutex_wait`].
-#[cfg(test)]
-pub(super) unsafe fn wait_every_check(uaddr: *mut c_void, val: c_ulong, mask: c_ulong, flags: c_uint) -> c_long {
-    // SAFETY: forwarded contract.
-    unsafe { wait_with(uaddr, val, mask, flags, Due::Absolute(std::ptr::null(), 0), Wakers::Ufutex) }
 }
 
 /// The common failing wait, told before anything else: a plain private word with no timeout,

@@ -595,9 +595,9 @@ fn waitv_plain_pass_agrees_with_the_whole_validation() {
     assert!(tally.values().all(|&c| c > 500), "{tally:?}");
 }
 
-/// `ufutex_wait`'s shortcuts answer as every check would, whatever the address, value, mask
-/// and flags: random calls near the plain private 32-bit word, none of which may sleep (every
-/// value that fits differs from its word), told both ways.
+/// `ufutex_wait`'s shortcuts answer as every check would (`wait_whole`), whatever the address,
+/// value, mask and flags: random calls near the plain private 32-bit word, none of which may
+/// sleep (every value that fits differs from its word), told both ways.
 #[test]
 fn wait_u32_fast_path_agrees_with_the_general_way() {
     isolated_shared_table();
@@ -622,7 +622,7 @@ fn wait_u32_fast_path_agrees_with_the_general_way() {
         let (a, ts) = (uaddr as *mut libc::c_void, null());
         // SAFETY: every address is ours, NULL, unmapped or in the kernel's half; no call sleeps.
         let (fast, general) =
-            unsafe { (ufutex_wait(a, val, mask, flags, ts, 0), super::calls::wait_every_check(a, val, mask, flags)) };
+            unsafe { (ufutex_wait(a, val, mask, flags, ts, 0), super::calls::wait_whole(a, val, mask, flags, ts, 0)) };
         assert_eq!((fast, errno_of(fast)), (general, errno_of(general)), "{uaddr:#x} {val:#x} {mask:#x} {flags:#x}");
         *tally.entry(errno_of(fast)).or_insert(0) += 1;
     }
