@@ -40,6 +40,20 @@ pub(crate) trait Pick {
     /// A waiter with wake mask `mask`; `ours`: it waits on the operation's key (else another
     /// key that shares the bucket).
     fn pick(&mut self, ours: bool, mask: u64) -> Fate;
+    /// Whether the next `n` waiters of the key, none looked at, are all moved (a requeue whose
+    /// count covers them): then a table may move them as one piece (`queue::Ask::Whole`), and
+    /// the pick counts them as moved. No by default.
+    #[inline(always)]
+    fn whole(&mut self, n: usize) -> bool {
+        let _ = n;
+        false
+    }
+    /// Whether it says [`Fate::Stop`] to the next waiter whatever that is: a table may then
+    /// stop without a look at it (its line is likely in another CPU's cache). No by default.
+    #[inline(always)]
+    fn done(&self) -> bool {
+        false
+    }
     /// The waiter just given [`Fate::Wake`] could not be woken (its process died): it does not
     /// count. (Only the shared table, which loom builds leave out, says so.)
     #[cfg_attr(ufutex_loom, allow(dead_code))]
@@ -171,8 +185,9 @@ pub(crate) trait WaitTable {
     /// Take our own queued waiter out of whatever bucket it is in now: `true` if a waker had
     /// already taken it (it owes the thread a wake).
     fn dequeue_self(&self, w: Self::Waiter<'_>) -> Result<bool, Self::Error>;
-    /// The index a wake of `w` reports (its entry in the caller's vector).
-    fn index(w: Self::Waiter<'_>) -> usize;
+    /// The index a wake of `w` reports (its entry in the caller's vector), `w` being the
+    /// `position`-th waiter the caller settles (`waiter::take_back`).
+    fn index(w: Self::Waiter<'_>, position: usize) -> usize;
 }
 
 /// A locked bucket of a [`WaitTable`]; unlocked when dropped.

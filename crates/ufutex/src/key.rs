@@ -33,6 +33,18 @@ impl Key {
         Key { node: node as u64, ..self }
     }
 
+    /// The key as two words, as a queue's group record keeps it (`group.rs`).
+    #[inline(always)]
+    pub(crate) const fn words(&self) -> (u64, u64) {
+        (self.word, self.node)
+    }
+
+    /// The key of [`Key::words`].
+    #[inline(always)]
+    pub(crate) const fn from_words((word, node): (u64, u64)) -> Key {
+        Key { word, node }
+    }
+
     /// The NUMA node whose table holds the key ([`NO_NODE`]: the plain table).
     pub(crate) const fn node(&self) -> u32 {
         self.node as u32

@@ -24,6 +24,7 @@ mod engine;
 mod error;
 #[cfg(not(ufutex_loom))] // the C ABI reads real memory; loom models only the core
 mod ffi;
+mod group;
 mod key;
 mod lock;
 mod membarrier;

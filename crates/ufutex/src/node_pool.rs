@@ -30,21 +30,41 @@
 //! held it would wait forever. A thread that finds it busy keeps its node in its own memory
 //! instead (`thread.rs`), and a slot that cannot be given back is left unused.
 
+use crate::group::Group;
 use crate::parker::Parker;
 use crate::table::Node;
 use std::cell::UnsafeCell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, TryReserveError};
 use std::mem::MaybeUninit;
+use std::ptr::NonNull;
 use std::sync::Mutex;
 
-/// Nodes per chunk: 64 KiB (only the pages of slots handed out are ever touched).
+/// Slots per chunk: 64 KiB (only the pages of slots handed out are ever touched).
 const CHUNK: usize = 512;
 
 /// The alignment of a chunk: a page.
 const CHUNK_ALIGN: usize = crate::queue::PAGE;
 
-type Cell = UnsafeCell<MaybeUninit<Node>>;
+/// A slot: a node (one line) and a group record beside it (`group.rs`), which the slot's first
+/// node takes as its own. A group is made of the record of the node that starts it, so a walk
+/// of a queue finds a group's record on a page it walks anyway: after perf's 100 ms sleep, a
+/// record on a page of its own cost a requeue of 128 waiters one at a time ~2 µs more
+/// (page walks; BENCHMARKS.md).
+#[repr(C)]
+struct Cell {
+    node: UnsafeCell<MaybeUninit<Node>>,
+    /// Written when the slot is first handed out; never written again nor freed after (its
+    /// node may give it away and get another back: records are fungible).
+    record: UnsafeCell<MaybeUninit<Group>>,
+}
+
+const _: () = assert!(std::mem::size_of::<Cell>() == 128);
+
+// SAFETY: a slot's node is touched only by the thread that holds the slot (or under the bucket
+// locks, as any node); its record is written once, by the thread that first takes the slot,
+// before any other thread can know of it, and is shared as a `Group` (which is `Sync`) after.
+unsafe impl Sync for Cell {}
 
 struct Pool {
     /// How many chunks there are (each leaked: never freed).
@@ -99,12 +119,12 @@ pub(crate) struct Slot {
 
 impl Slot {
     /// A slot holding a fresh idle node for `parker`'s thread; `None` if memory for a new chunk
-    /// cannot be had or the pool stays busy (the caller then keeps its node elsewhere).
+    /// or the node's record cannot be had, or the pool stays busy (the caller then keeps its node elsewhere).
     pub(crate) fn take(parker: &Parker) -> Option<Slot> {
-        let cell = {
+        let (cell, fresh) = {
             let mut pool = locked()?;
             match pool.free.take() {
-                Some(cell) => cell,
+                Some(cell) => (cell, false),
                 None => {
                     let chunk = match pool.newest {
                         Some(chunk) if pool.used < CHUNK => chunk,
@@ -120,25 +140,42 @@ impl Slot {
                     };
                     let cell = &chunk[pool.used];
                     pool.used += 1;
-                    cell
+                    (cell, true)
                 }
             }
         };
+        let node = if fresh {
+            // SAFETY: a slot never handed out before: its record is unwritten and nobody else
+            // knows of it; once written it is never written again, and never freed (chunks
+            // are leaked).
+            let record = unsafe { NonNull::from((*cell.record.get()).write(Group::new())) };
+            Node::with_spare(parker, record)
+        } else if let Some(node) = Node::new(parker) {
+            node
+        } else {
+            if let Some(mut pool) = locked() {
+                pool.free.give(cell);
+            }
+            return None;
+        };
         // SAFETY: the slot is ours alone (taken from the pool under its lock; its previous
         // holder gave it back between episodes, so no other thread references its node).
-        unsafe { (*cell.get()).write(Node::new(parker, 0)) };
+        unsafe { (*cell.node.get()).write(node) };
         Some(Slot { cell })
     }
 
     /// The node.
     pub(crate) fn node(&self) -> &Node {
         // SAFETY: written by `take`, and the slot stays ours until `drop`.
-        unsafe { (*self.cell.get()).assume_init_ref() }
+        unsafe { (*self.cell.node.get()).assume_init_ref() }
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        // SAFETY: written by `take`; the thread gives the slot back between episodes, so no
+        // other thread references the node (and it is dropped once: the slot goes now).
+        unsafe { (*self.cell.node.get()).assume_init_drop() };
         if let Some(mut pool) = locked() {
             // (Capacity reserved when the chunk was made: a push here never allocates.)
             pool.free.give(self.cell);

@@ -10,11 +10,10 @@ use crate::key::Key;
 use crate::membarrier::{self, Need, Pays};
 use crate::parker::{Park, Parker};
 use crate::primitive::{fence, Ordering};
-use crate::queue::{NodeState, Step};
+use crate::queue::{Ask, NodeState, Step};
 use crate::table::{lock_pair_current, Bucket, BucketGuard, MoveList, Node, PairGuard, Table, WakeList};
 use crate::tables::Tables;
 use crate::thread::ThreadData;
-use std::cell::Cell;
 use std::convert::Infallible;
 use std::ptr::NonNull;
 
@@ -61,24 +60,21 @@ impl Locked for PrivateLocked<'_> {
     #[inline(always)] // into the wake, requeue and wake-op that hold the lock: no frame
     fn take(&mut self, pick: &mut impl Pick, woken: &mut WakeList, moved: &mut MoveList) -> Result<(), Infallible> {
         let (key, before) = (self.key, woken.len());
-        let fate = Cell::new(Fate::Skip);
-        let step = |k: &Key, mask: u64| {
-            fate.set(pick.pick(*k == key, mask));
-            match fate.get() {
-                Fate::Wake | Fate::Move => Step::Take,
+        let step = |ask: Ask| match ask {
+            Ask::Whole(n) if pick.whole(n) => Step::Move,
+            Ask::Whole(_) if pick.done() => Step::Stop,
+            Ask::Whole(_) => Step::Skip,
+            Ask::Node(mask) => match pick.pick(true, mask) {
+                Fate::Wake => Step::Take,
+                Fate::Move => Step::Move,
                 Fate::Skip => Step::Skip,
                 Fate::Stop => Step::Stop,
-            }
+            },
         };
         // SAFETY: `self.g` holds the bucket lock; each taken node goes straight into `woken`
-        // (marked Woken, unparked after the unlock) or `moved` (appended before the unlock:
-        // `accept`).
-        unsafe {
-            self.g.queue().take(step, |node| match fate.get() {
-                Fate::Wake => woken.push(node),
-                _ => moved.push(node),
-            })
-        };
+        // (marked Woken, unparked after the unlock), and `moved` is appended before the unlock
+        // (`accept`).
+        unsafe { self.g.queue().take(&key, step, |node| woken.push(node), moved) };
         let n = woken.len() - before;
         if n > 0 {
             // Relaxed under the lock: the dequeuer drops the count for the nodes it took. (Not
@@ -320,7 +316,9 @@ impl WaitTable for Tables {
     }
 
     fn dequeue_self(&self, node: &Node) -> Result<bool, Infallible> {
-        let mut g = lock_home(node);
+        let Some(mut g) = lock_home(self, node) else {
+            return Ok(true); // a waker took it
+        };
         // SAFETY: we hold the lock of the bucket the node is in (confirmed by `lock_home`).
         Ok(match unsafe { g.queue().state_of(node) } {
             NodeState::Queued => {
@@ -335,8 +333,9 @@ impl WaitTable for Tables {
         })
     }
 
-    fn index(node: &Node) -> usize {
-        node.index()
+    /// A waitv's node `i` is its entry `i`'s, and comes `i`-th (`waitv.rs`).
+    fn index(_: &Node, position: usize) -> usize {
+        position
     }
 }
 
@@ -365,18 +364,24 @@ fn lock_current<'b>(tables: &Tables, table: &Table, bucket: &'b Bucket) -> Optio
     None
 }
 
-/// The lock of the bucket `node` is in now (it may move until we hold that bucket's lock).
-fn lock_home(node: &Node) -> BucketGuard<'_> {
+/// The lock of the bucket `node` is in now (it may move until we hold that bucket's lock), or
+/// `None` once a waker has taken it. The node's group names its key, whose bucket in the
+/// current table is where the group is unless a requeue or resize is moving it; the group
+/// record may even serve another group by the time we read it (`group.rs`). So the bucket is
+/// derived from the key, in this domain's tables (valid memory whatever the key), and trusted
+/// only once its lock is held and the node and group are found where they were said to be.
+fn lock_home<'t>(tables: &'t Tables, node: &Node) -> Option<BucketGuard<'t>> {
     loop {
-        let hint = node.bucket_hint();
-        // SAFETY: `hint` names a bucket of a table of the domain the caller is operating on;
-        // tables are never freed while their domain lives, and the domain is borrowed.
-        let bucket: &Bucket = unsafe { &*hint };
+        let (group, key) = node.whereabouts()?;
+        let Some(table) = tables.table_of_hint(&key) else {
+            continue; // a key read stale or torn, of no slot here
+        };
+        let bucket = table.bucket(&key);
         let g = bucket.lock();
-        if node.bucket_hint() == hint {
-            return g;
+        if node.still_in(group, bucket) {
+            return Some(g);
         }
-        // moved by a requeue or resize after we read the hint
+        // moved by a requeue or resize after we looked
     }
 }
 

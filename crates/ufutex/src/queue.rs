@@ -2,6 +2,20 @@
 //! push, remove, take matching nodes (for wakes and requeues), and the wake list that carries
 //! taken nodes past the bucket unlock.
 //!
+//! A bucket's queue is a list of *groups* (`group.rs`), oldest first; a group is a FIFO of
+//! nodes of one key. A key may have several groups in one bucket (a requeue appends the
+//! groups it moves whole, behind the target key's own); its waiters, in order, are its groups'
+//! nodes in list order, and a new waiter joins the key's last group. A node points to its
+//! group, and the group holds the key and the bucket, so a requeue of every waiter of a key
+//! moves its groups and touches no node: O(groups), not O(waiters).
+//!
+//! Records: every node owns one record (its spare) except each group's tail, the group's
+//! *debtor*: a node that starts a group gives its record to it, and a node that joins gives
+//! its record to the old tail, whose line the join writes anyway. A node leaving a group takes
+//! the group's record if it was the last node; if it was the tail, the record of the new tail.
+//! A wake or a requeue takes nodes from the head, so it settles nothing but a group's last
+//! node. Each group has exactly one debtor, records are conserved, and nothing here allocates.
+//!
 //! A waiter node's states and their legal transitions (all made under the lock of the bucket
 //! that holds the node):
 //! - `Idle → Queued`: its own thread enqueues it (wait, waitv setup);
@@ -14,11 +28,13 @@
 //! Lifetime rule: a node is alive while `Queued`, and after `Woken` until its waker has
 //! unparked its thread — the thread waits for that unpark before it reuses or frees the node.
 
+use crate::group::{self, Group};
 use crate::key::Key;
 use crate::parker::{Bell, Park, Parker, UnparkHandle, WakeBatch};
 use crate::primitive::{prefetch, AtomicPtr, Ordering};
 use std::cell::UnsafeCell;
-use std::ptr;
+use std::marker::PhantomData;
+use std::ptr::{self, NonNull};
 
 /// What holds a queue: the place a node records as where it is now (a table's bucket), whose
 /// bell is the node's home bell when the node is first queued there. The queue never looks
@@ -40,34 +56,32 @@ pub(crate) enum NodeState {
 #[repr(C)]
 struct Locked<H> {
     prev: *const Node<H>,
-    /// The next node in the queue; after a requeue took the node, the next in its `MoveList`.
+    /// The next node in its group; after a requeue took the node, the next in its `MoveList`;
+    /// after a waker took it (`Queued → Woken`), the next in the waker's `WakeList`.
     next: *const Node<H>,
-    key: Key,
     mask: u64,
-    state: NodeState,
-    /// The waker's chain of nodes to unpark, used only after `Queued → Woken`.
-    wake_next: *const Node<H>,
+    /// The record the node owns (`group.rs`); null while the node is its group's debtor.
+    spare: *const Group,
     /// The bell of the bucket the node was first queued in (`Idle → Queued`), which a plain
     /// wait sleeps on too (`parker::Bell`); a requeue or resize that moves the node keeps it.
     bell: *const Bell,
+    state: NodeState,
 }
 
-/// One thread waiting on one word.
-///
-/// Laid out so that what a requeue reads and writes of a node (`bucket`, then the links, key,
-/// mask and state) is its first cache line: a requeue walks nodes that sit on other threads'
-/// stacks, mostly in another CPU's cache, one miss after another.
+/// One thread waiting on one word: one cache line, all of which a wake or a requeue may touch
+/// (a walk of a queue meets nodes that sit in other threads' caches, one miss after another),
+/// and which leaves the other half of a node pool slot to a group record (`node_pool.rs`).
 #[repr(C, align(64))]
 pub(crate) struct Node<H> {
-    /// The bucket the node is in now. Changed only with that bucket's lock held (and the new
-    /// one's); read without a lock only by the node's own thread, which then locks the bucket
-    /// and reads it again to confirm (tables are never freed while their domain lives).
-    bucket: AtomicPtr<H>,
+    /// The group the node is in; null while it is in none (idle, or taken by a waker).
+    /// Changed only with the lock of the bucket holding the group; read without a lock only by
+    /// the node's own thread, which then confirms it under that lock ([`Node::still_in`]).
+    group: AtomicPtr<Group>,
     locked: UnsafeCell<Locked<H>>,
     parker: *const Parker,
-    /// Position in a waitv vector (0 for a plain wait).
-    index: usize,
 }
+
+const _: () = assert!(std::mem::size_of::<Node<()>>() == 64);
 
 // SAFETY:
 // - the `UnsafeCell` fields are only touched under the lock of the bucket holding the node, or
@@ -78,25 +92,25 @@ unsafe impl<H> Sync for Node<H> {}
 unsafe impl<H> Send for Node<H> {}
 
 impl<H> Node<H> {
-    pub(crate) fn new(parker: &Parker, index: usize) -> Node<H> {
+    /// An idle node with a record of its own; `None` if memory for the record cannot be had.
+    pub(crate) fn new(parker: &Parker) -> Option<Node<H>> {
+        Some(Node::with_spare(parker, group::take()?))
+    }
+
+    /// An idle node owning `spare`: a record nobody else owns, never freed (`group.rs`).
+    pub(crate) fn with_spare(parker: &Parker, spare: NonNull<Group>) -> Node<H> {
         Node {
             locked: UnsafeCell::new(Locked {
                 prev: ptr::null(),
                 next: ptr::null(),
-                key: Key::private(0),
                 mask: 0,
-                state: NodeState::Idle,
-                wake_next: ptr::null(),
+                spare: spare.as_ptr(),
                 bell: ptr::null(),
+                state: NodeState::Idle,
             }),
-            bucket: AtomicPtr::new(ptr::null_mut()),
+            group: AtomicPtr::new(ptr::null_mut()),
             parker,
-            index,
         }
-    }
-
-    pub(crate) fn index(&self) -> usize {
-        self.index
     }
 
     /// `Woken → Idle`, by the node's own thread, once the waker's unpark has arrived: from
@@ -111,11 +125,35 @@ impl<H> Node<H> {
         l.state = NodeState::Idle;
     }
 
-    /// The bucket the node was last placed in (confirm under that bucket's lock).
-    pub(crate) fn bucket_hint(&self) -> *const H {
-        // Acquire: pairs with the Release store of a requeue/resize that moved the node, so the
-        // bucket it names is initialised.
-        self.bucket.load(Ordering::Acquire)
+    /// Where the node's own thread looks for it: its group and that group's key, read without
+    /// a lock (stale or torn at worst: confirm with [`Node::still_in`] under the lock of the
+    /// key's bucket). `None` when the node is in no group: a waker has taken it.
+    pub(crate) fn whereabouts(&self) -> Option<(*const Group, Key)> {
+        // Acquire: pairs with the Release of the waker that emptied it, so `None` comes after
+        // the node was marked Woken.
+        let g = self.group.load(Ordering::Acquire);
+        // SAFETY: records are never freed (`group.rs`); a stale one is valid memory whose
+        // atomics we read.
+        let words = unsafe { g.as_ref() }?.key_words();
+        Some((g, Key::from_words(words)))
+    }
+
+    /// Whether the node is in group `g` and `g` in `bucket`: call with `bucket`'s lock held.
+    /// (Moving a group out of or into a bucket takes its lock, and so does moving a node out
+    /// of a group of that bucket; a record's stale bucket is never the node's group.)
+    pub(crate) fn still_in(&self, g: *const Group, bucket: &H) -> bool {
+        // Relaxed: the lock held orders every write that makes these true.
+        ptr::eq(self.group.load(Ordering::Relaxed), g)
+            // SAFETY: as in `whereabouts`: a record is always valid memory.
+            && ptr::eq(unsafe { (*g).bucket() }, ptr::from_ref(bucket).cast())
+    }
+
+    /// The bucket of the group the node is in (tests: one thread, nothing moves).
+    #[cfg(all(test, not(ufutex_loom)))]
+    pub(crate) fn bucket_now(&self) -> *const H {
+        let g = self.group.load(Ordering::Relaxed);
+        // SAFETY: records are never freed.
+        unsafe { g.as_ref() }.map_or(ptr::null(), |g| g.bucket().cast())
     }
 
     /// # Safety
@@ -128,10 +166,38 @@ impl<H> Node<H> {
     }
 }
 
-/// A FIFO of nodes; lives inside a bucket and is reachable only through its lock guard.
+impl<H> Drop for Node<H> {
+    fn drop(&mut self) {
+        let l = self.locked.get_mut();
+        debug_assert!(l.state != NodeState::Queued || std::thread::panicking(), "a queued node cannot go");
+        if let Some(spare) = NonNull::new(l.spare.cast_mut()) {
+            // SAFETY: the node owns its spare, and goes: no pointer to the record remains here.
+            unsafe { group::give(spare) };
+        }
+    }
+}
+
+/// A group taken out of a queue whole, to be given to another ([`Queue::drain`],
+/// [`Queue::adopt`]): its nodes stay linked to it.
+pub(crate) struct Detached {
+    group: NonNull<Group>,
+}
+
+impl Detached {
+    /// Nodes in the group.
+    pub(crate) fn len(&self) -> usize {
+        // SAFETY: a detached group is reachable only through this handle, held by the caller
+        // of `drain`, which holds the locks of both buckets.
+        unsafe { self.group.as_ref().locked().len }
+    }
+}
+
+/// A list of groups, oldest first; lives inside a bucket and is reachable only through its
+/// lock guard.
 pub(crate) struct Queue<H> {
-    head: *const Node<H>,
-    tail: *const Node<H>,
+    head: *const Group,
+    tail: *const Group,
+    _nodes: PhantomData<*const Node<H>>,
 }
 
 // SAFETY: the raw pointers are only followed under the bucket lock (see `Node`).
@@ -141,27 +207,89 @@ unsafe impl<H> Send for Queue<H> {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Step {
     Skip,
+    /// Unlink it and hand it to the sink (a wake).
     Take,
+    /// Unlink it into the move list, still `Queued` (a requeue).
+    Move,
     Stop,
+}
+
+/// Link group `g` at the end of the chain `head ..= tail` (a queue's groups, or a move list's).
+///
+/// # Safety
+/// The caller owns `g`, out of every chain, and the chain (its lock held, or its list's).
+#[inline(always)]
+unsafe fn chain_group(head: &mut *const Group, tail: &mut *const Group, g: &Group) {
+    // SAFETY: per the contract; the old tail is a group of the chain.
+    unsafe {
+        let gl = g.locked();
+        gl.prev = *tail;
+        gl.next = ptr::null();
+        if tail.is_null() {
+            *head = g;
+        } else {
+            (**tail).locked().next = g;
+        }
+    }
+    *tail = g;
+}
+
+/// What `Queue::take` asks its pick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ask {
+    /// The next node, whose mask this is: [`Step::Skip`], `Take`, `Move` or `Stop`?
+    Node(u64),
+    /// A group of this many nodes, none looked at yet: [`Step::Move`] to move it whole,
+    /// [`Step::Stop`] to end the walk without a look at its first node (whose line may be
+    /// cold), anything else to walk its nodes.
+    Whole(usize),
+}
+
+/// The key a group was given (read under its bucket's lock).
+#[inline(always)]
+fn key_of(g: &Group) -> Key {
+    Key::from_words(g.key_words())
 }
 
 impl<H: Home> Queue<H> {
     pub(crate) const fn new() -> Queue<H> {
-        Queue { head: ptr::null(), tail: ptr::null() }
+        Queue { head: ptr::null(), tail: ptr::null(), _nodes: PhantomData }
     }
 
-    /// Nodes in the queue (a walk; for tests and debug checks).
+    /// Nodes in the queue (for tests and debug checks).
     pub(crate) fn len(&self) -> usize {
-        let (mut n, mut cur) = (0, self.head);
-        while !cur.is_null() {
-            n += 1;
-            // SAFETY: the caller reached this queue through its bucket guard: nodes are alive.
-            cur = unsafe { (*cur).locked().next };
+        let (mut n, mut g) = (0, self.head);
+        while !g.is_null() {
+            // SAFETY: the caller reached this queue through its bucket guard: its groups are
+            // its, guarded by that lock.
+            let gl = unsafe { (*g).locked() };
+            n += gl.len;
+            g = gl.next;
         }
         n
     }
 
-    /// Append `node` with `key` and `mask`, recording `bucket` as its home.
+    /// `(key, mask)` of every node in queue order (tests).
+    #[cfg(all(test, not(ufutex_loom)))]
+    pub(crate) fn entries(&self) -> Vec<(Key, u64)> {
+        let (mut out, mut g) = (Vec::new(), self.head);
+        while !g.is_null() {
+            // SAFETY: the caller reached this queue through its bucket guard: its groups and
+            // nodes are alive and guarded by that lock.
+            unsafe {
+                let mut cur: *const Node<H> = (*g).locked().head.cast();
+                while !cur.is_null() {
+                    out.push((key_of(&*g), (*cur).locked().mask));
+                    cur = (*cur).locked().next;
+                }
+                g = (*g).locked().next;
+            }
+        }
+        out
+    }
+
+    /// Append `node` with `key` and `mask`, recording `bucket` as its home: to `key`'s last
+    /// group, or to a new group made of the node's spare record.
     ///
     /// # Safety
     /// - `node` is `Idle` and owned by the calling thread, or was just taken from another queue
@@ -176,52 +304,156 @@ impl<H: Home> Queue<H> {
             l.bell = bucket.bell();
             bucket.bell().homed_arrived();
         }
-        l.key = key;
         l.mask = mask;
         l.state = NodeState::Queued;
-        l.prev = self.tail;
-        l.next = ptr::null();
-        if self.tail.is_null() {
-            self.head = node;
-        } else {
-            // SAFETY: `tail` is a queued node of this locked queue, hence alive.
-            unsafe { (*self.tail).locked().next = node };
+        let g = match self.last_of(&key) {
+            Some(g) => g,
+            None => {
+                let g = std::mem::replace(&mut l.spare, ptr::null());
+                debug_assert!(!g.is_null(), "a node out of every group owns a record");
+                // SAFETY: the node owned the record (its spare), which it now gives to the group;
+                // we hold the lock of the bucket the group goes into.
+                unsafe {
+                    let g = &*g;
+                    g.place(key.words(), ptr::from_ref(bucket).cast());
+                    let gl = g.locked();
+                    (gl.head, gl.tail, gl.len) = (ptr::null(), ptr::null(), 0);
+                    self.link(g);
+                    g
+                }
+            }
+        };
+        // SAFETY: `g` is a group of this locked queue; its tail node is queued here, alive.
+        unsafe {
+            let gl = g.locked();
+            l.prev = gl.tail.cast();
+            l.next = ptr::null();
+            if gl.tail.is_null() {
+                gl.head = ptr::from_ref(node).cast();
+            } else {
+                // The new tail takes on the group's debt: the old tail, whose line this writes
+                // anyway, gets our record.
+                let old = (*gl.tail.cast::<Node<H>>()).locked();
+                old.next = node;
+                debug_assert!(old.spare.is_null(), "a group's tail is its debtor");
+                old.spare = std::mem::replace(&mut l.spare, ptr::null());
+            }
+            gl.tail = ptr::from_ref(node).cast();
+            gl.len += 1;
         }
-        self.tail = node;
-        // Release: the node's new home is published before the lock is dropped; its own thread
-        // reads it with Acquire (`bucket_hint`).
-        node.bucket.store(ptr::from_ref(bucket).cast_mut(), Ordering::Release);
+        // Release: the node's group is published before the lock is dropped; its own thread
+        // reads it with Acquire (`whereabouts`).
+        node.group.store(ptr::from_ref(g).cast_mut(), Ordering::Release);
     }
 
-    /// Unlink `node`, which is queued here.
+    /// The last group of `key`, if any.
+    #[inline(always)]
+    fn last_of(&self, key: &Key) -> Option<&Group> {
+        let mut g = self.tail;
+        while !g.is_null() {
+            // SAFETY: a group of this locked queue.
+            let gr = unsafe { &*g };
+            if key_of(gr) == *key {
+                return Some(gr);
+            }
+            // SAFETY: as above.
+            g = unsafe { gr.locked().prev };
+        }
+        None
+    }
+
+    /// Link group `g` (out of every queue) at the tail.
     ///
     /// # Safety
-    /// `node` is in this queue and the caller holds the bucket lock.
+    /// The caller holds this queue's lock and owns `g` (a detached group or a fresh record).
+    unsafe fn link(&mut self, g: &Group) {
+        // SAFETY: per the contract; the queue's groups are guarded by its lock.
+        unsafe { chain_group(&mut self.head, &mut self.tail, g) };
+    }
+
+    /// Unlink group `g` from this queue (its nodes stay with it).
+    ///
+    /// # Safety
+    /// `g` is in this queue; the caller holds its lock.
+    unsafe fn unlink_group(&mut self, g: &Group) {
+        // SAFETY: groups of this locked queue and their neighbours are guarded by the lock.
+        unsafe {
+            let gl = g.locked();
+            if gl.prev.is_null() {
+                self.head = gl.next;
+            } else {
+                (*gl.prev).locked().next = gl.next;
+            }
+            if gl.next.is_null() {
+                self.tail = gl.prev;
+            } else {
+                (*gl.next).locked().prev = gl.prev;
+            }
+            gl.prev = ptr::null();
+            gl.next = ptr::null();
+        }
+    }
+
+    /// Take `node` out of its group (and the group out of the queue if it empties), settling
+    /// the records: the node leaves owning one. It still points to the group it left
+    /// ([`Queue::leave`] clears that).
+    ///
+    /// # Safety
+    /// `node` is in a group of this queue and the caller holds the bucket lock.
     unsafe fn unlink(&mut self, node: &Node<H>) {
-        // SAFETY: queued nodes and their neighbours are alive and guarded by the held lock.
+        // SAFETY: queued nodes, their neighbours and their group are alive and guarded by the
+        // held lock.
         unsafe {
             let l = node.locked();
             debug_assert_eq!(l.state, NodeState::Queued);
+            let g = &*node.group.load(Ordering::Relaxed);
+            let gl = g.locked();
+            let was_tail = l.next.is_null();
             if l.prev.is_null() {
-                self.head = l.next;
+                gl.head = l.next.cast();
             } else {
                 (*l.prev).locked().next = l.next;
             }
             if l.next.is_null() {
-                self.tail = l.prev;
+                gl.tail = l.prev.cast();
             } else {
                 (*l.next).locked().prev = l.prev;
+            }
+            gl.len -= 1;
+            if gl.len == 0 {
+                self.unlink_group(g);
+                debug_assert!(l.spare.is_null(), "the last node of a group is its debtor");
+                l.spare = g;
+            } else if was_tail {
+                // The debtor leaves (not in FIFO order, or a wake would pay for it): the new
+                // tail, whose line the unlink just wrote, takes on the debt and gives its record.
+                debug_assert!(l.spare.is_null(), "a group's tail is its debtor");
+                l.spare = std::mem::replace(&mut (*l.prev).locked().spare, ptr::null());
             }
             l.prev = ptr::null();
             l.next = ptr::null();
         }
+        // The node keeps pointing to the group it left: a requeue moving it gives it its new
+        // one before it unlocks, and its own thread must not take it for woken meanwhile.
+    }
+
+    /// [`Queue::unlink`], for good: the node is in no group from now on.
+    ///
+    /// # Safety
+    /// As `unlink`.
+    unsafe fn leave(&mut self, node: &Node<H>) {
+        // SAFETY: forwarded contract.
+        unsafe { self.unlink(node) };
+        // Release: see `push_back`; a null group tells the node's own thread a waker took it
+        // (or, to itself, that it left).
+        node.group.store(ptr::null_mut(), Ordering::Release);
     }
 
     /// Whether `node` is still queued (in this queue, whose lock the caller holds).
     ///
     /// # Safety
     /// The caller holds this queue's bucket lock and has confirmed `node` lives in this bucket
-    /// (`bucket_hint` read again under the lock), or the node is `Woken` and awaits its unpark.
+    /// ([`Node::still_in`]), or the node is `Woken` and awaits its unpark.
     pub(crate) unsafe fn state_of(&self, node: &Node<H>) -> NodeState {
         // SAFETY: per the contract, the lock held orders every write of the state.
         unsafe { node.locked().state }
@@ -235,65 +467,133 @@ impl<H: Home> Queue<H> {
         // SAFETY: forwarded contract; a queued node's home bell is set and lives in a bucket
         // of the domain (never freed while it lives).
         unsafe {
-            self.unlink(node);
+            self.leave(node);
             let l = node.locked();
             l.state = NodeState::Idle;
             (*l.bell).homed_left();
         }
     }
 
-    /// Walk the queue from the head; `f` sees each node's key and mask and decides. Taken nodes
-    /// are unlinked and handed to `sink` in queue order. Returns how many were taken.
+    /// Walk `key`'s waiters oldest first; `f` sees each node's mask and decides
+    /// ([`Ask::Node`]). Taken nodes are unlinked and handed to `sink` in queue order; moved
+    /// ones go to `moved`, in order. Before each node that heads its group, `f` is asked
+    /// whether the group's nodes move without a look ([`Ask::Whole`]); if so the group goes to
+    /// `moved` whole, its nodes untouched. Returns how many were taken (not moved).
     ///
     /// # Safety
-    /// The caller holds this queue's bucket lock.
+    /// The caller holds this queue's bucket lock, and appends `moved` somewhere before it
+    /// drops it.
     #[inline(always)] // into the locked take of each table: no frame
     pub(crate) unsafe fn take(
         &mut self,
-        mut f: impl FnMut(&Key, u64) -> Step,
+        key: &Key,
+        mut f: impl FnMut(Ask) -> Step,
         mut sink: impl FnMut(&Node<H>),
+        moved: &mut MoveList<H>,
     ) -> usize {
         let mut taken = 0;
-        let mut cur = self.head;
-        while !cur.is_null() {
-            // SAFETY: `cur` is a queued node of this locked queue.
-            let node = unsafe { &*cur };
-            // SAFETY: as above; the lock guards the node's fields.
-            let l = unsafe { node.locked() };
-            let next = l.next;
-            match f(&l.key, l.mask) {
-                Step::Stop => break,
-                Step::Skip => {}
-                Step::Take => {
-                    prefetch_page_ahead(cur);
-                    // SAFETY: `node` is in this queue, lock held.
-                    unsafe { self.unlink(node) };
-                    taken += 1;
-                    sink(node);
-                }
+        let mut g = self.head;
+        'groups: while !g.is_null() {
+            // SAFETY: a group of this locked queue.
+            let gr = unsafe { &*g };
+            // SAFETY: as above. (Read first: the walk may take the group out of the queue.)
+            g = unsafe { gr.locked().next };
+            if key_of(gr) != *key {
+                continue;
             }
-            cur = next;
+            // SAFETY: as above.
+            let mut cur: *const Node<H> = unsafe { gr.locked().head.cast() };
+            while !cur.is_null() {
+                // SAFETY: as above: `cur` heads the group exactly when it is the group's head.
+                if ptr::eq(cur, unsafe { gr.locked().head.cast() }) {
+                    // SAFETY: as above.
+                    match f(Ask::Whole(unsafe { gr.locked().len })) {
+                        Step::Move => {
+                            // SAFETY: `gr` is in this locked queue; `moved` keeps it until
+                            // appended.
+                            unsafe { self.move_whole(gr, moved) };
+                            break;
+                        }
+                        Step::Stop => break 'groups,
+                        _ => {}
+                    }
+                }
+                // SAFETY: `cur` is a queued node of this locked queue.
+                let node = unsafe { &*cur };
+                // SAFETY: as above; the lock guards the node's fields.
+                let l = unsafe { node.locked() };
+                let next = l.next;
+                match f(Ask::Node(l.mask)) {
+                    Step::Stop => break 'groups,
+                    Step::Skip => {}
+                    Step::Take => {
+                        prefetch_page_ahead(cur);
+                        // SAFETY: `node` is in this queue, lock held.
+                        unsafe { self.leave(node) };
+                        taken += 1;
+                        sink(node);
+                    }
+                    Step::Move => {
+                        prefetch_page_ahead(cur);
+                        // SAFETY: `node` is in this queue, lock held; `moved` is appended (the
+                        // node given a group) before the unlock.
+                        unsafe {
+                            self.unlink(node);
+                            moved.push_node(node);
+                        }
+                    }
+                }
+                cur = next;
+            }
         }
         taken
     }
 
-    /// Every node, for migration by a resize: unlinked in FIFO order.
+    /// Take group `g` out whole into `moved`. (Inlined: out of line, perf's cold requeue of
+    /// one waiter a call, which never takes this path but at its last call, ran ~9% slower.)
     ///
     /// # Safety
-    /// The caller holds this queue's bucket lock and re-queues each node before unlocking.
-    pub(crate) unsafe fn drain(&mut self, mut sink: impl FnMut(&Node<H>, Key, u64)) {
+    /// `g` is in this queue, whose lock the caller holds until `moved` is appended.
+    #[inline(always)]
+    unsafe fn move_whole(&mut self, g: &Group, moved: &mut MoveList<H>) {
         // SAFETY: forwarded contract.
         unsafe {
-            while !self.head.is_null() {
-                let node = &*self.head;
-                self.unlink(node);
-                let (key, mask) = (node.locked().key, node.locked().mask);
-                sink(node, key, mask);
-            }
+            self.unlink_group(g);
+            moved.push_group(g);
+        }
+    }
+
+    /// Every group, for migration by a resize: taken out oldest first, with its key.
+    ///
+    /// # Safety
+    /// The caller holds this queue's bucket lock and adopts each group elsewhere ([`adopt`])
+    /// before unlocking.
+    ///
+    /// [`adopt`]: Queue::adopt
+    pub(crate) unsafe fn drain(&mut self, mut sink: impl FnMut(Detached, Key)) {
+        while let Some(g) = NonNull::new(self.head.cast_mut()) {
+            // SAFETY: the head group of this locked queue.
+            unsafe { self.unlink_group(g.as_ref()) };
+            // SAFETY: as above.
+            let key = key_of(unsafe { g.as_ref() });
+            sink(Detached { group: g }, key);
+        }
+    }
+
+    /// Append a group taken out of another queue whole, under `key`, with `bucket` (which owns
+    /// this queue) as where it is now.
+    ///
+    /// # Safety
+    /// The caller holds this queue's lock and the lock of the queue `d` came from.
+    pub(crate) unsafe fn adopt(&mut self, d: Detached, key: Key, bucket: &H) {
+        // SAFETY: `d` is out of every queue and ours to place; both locks are held.
+        unsafe {
+            let g = d.group.as_ref();
+            g.place(key.words(), ptr::from_ref(bucket).cast());
+            self.link(g);
         }
     }
 }
-
 /// A page: how far ahead of a taken node a queue walk prefetches, and what the node pool's
 /// chunks start on (`node_pool.rs`).
 pub(crate) const PAGE: usize = 4096;
@@ -340,12 +640,13 @@ impl<H> WakeList<H> {
         if self.head.is_null() {
             self.home = l.bell;
         }
-        l.wake_next = ptr::null();
+        // (The node is in no queue now: its `next` is ours to chain it by.)
+        l.next = ptr::null();
         if self.tail.is_null() {
             self.head = node;
         } else {
             // SAFETY: `tail` was pushed here and is Woken, awaiting our unpark: alive.
-            unsafe { (*self.tail).locked().wake_next = node };
+            unsafe { (*self.tail).locked().next = node };
         }
         self.tail = node;
         self.len += 1;
@@ -369,10 +670,10 @@ impl<H> WakeList<H> {
             // SAFETY:
             // - a Woken node stays alive until its thread receives our unpark, which has not
             //   happened yet for `cur`;
-            // - nobody else writes `wake_next` or `bell` of a Woken node.
+            // - nobody else writes `next` or `bell` of a Woken node (it is in no queue).
             let (next, handle, node_home): (*const Node<H>, UnparkHandle, *const Bell) = unsafe {
                 let node = &*cur;
-                (node.locked().wake_next, (*node.parker).handle(), node.locked().bell)
+                (node.locked().next, (*node.parker).handle(), node.locked().bell)
             };
             batch.unpark(handle, bell.is_some_and(|b| ptr::eq(b, node_home))); // `cur` may be freed from here on
             cur = next;
@@ -381,9 +682,13 @@ impl<H> WakeList<H> {
     }
 }
 
-/// Nodes a requeue has taken from the source queue, still `Queued`, to append to the target;
-/// chained through their `next` (out of any queue, it is free until they are appended).
+/// What a requeue has taken from the source queue, still `Queued`, to append to the target:
+/// whole groups first (chained through their own links, out of any queue), then single nodes
+/// (chained through their `next`). A walk moves whole groups while its count lasts and single
+/// nodes after, so this order is queue order.
 pub(crate) struct MoveList<H> {
+    groups: *const Group,
+    groups_tail: *const Group,
     head: *const Node<H>,
     tail: *const Node<H>,
     len: usize,
@@ -391,20 +696,35 @@ pub(crate) struct MoveList<H> {
 
 impl<H: Home> MoveList<H> {
     pub(crate) fn new() -> MoveList<H> {
-        MoveList { head: ptr::null(), tail: ptr::null(), len: 0 }
+        MoveList { groups: ptr::null(), groups_tail: ptr::null(), head: ptr::null(), tail: ptr::null(), len: 0 }
     }
 
+    /// Nodes moved, in groups and alone.
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    /// Chain a node just taken from a queue.
+    /// Chain a group just taken out of a queue whole.
+    ///
+    /// # Safety
+    /// The caller just took `g` out of a queue whose lock it holds until `append_to`.
+    unsafe fn push_group(&mut self, g: &Group) {
+        debug_assert!(self.head.is_null(), "whole groups come before single nodes");
+        // SAFETY: the group is out of every queue: only we reach it, under the source's lock,
+        // and so are the groups chained here before it.
+        unsafe {
+            self.len += g.locked().len;
+            chain_group(&mut self.groups, &mut self.groups_tail, g);
+        }
+    }
+
+    /// Chain a node just taken out of its group.
     ///
     /// # Safety
     /// The caller just took `node` out of a queue whose lock it holds until `append_to`.
-    pub(crate) unsafe fn push(&mut self, node: &Node<H>) {
-        // SAFETY: lock held; the node is in no queue, so only we reach it (its `next` is ours
-        // to chain it by, until `append_to` links it into the target).
+    unsafe fn push_node(&mut self, node: &Node<H>) {
+        // SAFETY: lock held; the node is in no group, so only we reach it (its `next` is ours
+        // to chain it by, until `append_to` queues it in the target).
         unsafe {
             node.locked().next = ptr::null();
             if self.tail.is_null() {
@@ -417,12 +737,18 @@ impl<H: Home> MoveList<H> {
         self.len += 1;
     }
 
-    /// Append every node, in order, to `queue` under `key` (masks kept).
+    /// Append everything, in order, to `queue` under `key` (masks kept): whole groups with
+    /// their key and bucket changed, touching no node, then single nodes.
     ///
     /// # Safety
     /// `queue` belongs to `bucket`, and the caller holds its lock and the source's lock.
     #[inline(always)] // into the requeue's accept
     pub(crate) unsafe fn append_to(mut self, queue: &mut Queue<H>, key: Key, bucket: &H) {
+        let groups = std::mem::replace(&mut self.groups, ptr::null());
+        if !groups.is_null() {
+            // SAFETY: forwarded contract.
+            unsafe { adopt_all(groups, queue, key, bucket) };
+        }
         let mut cur = std::mem::replace(&mut self.head, ptr::null());
         while !cur.is_null() {
             // SAFETY: taken nodes stay alive (they are still logically Queued: their threads
@@ -437,9 +763,27 @@ impl<H: Home> MoveList<H> {
     }
 }
 
+/// Append the chain of whole groups starting at `g` to `queue`, under `key`, in `bucket`.
+///
+/// # Safety
+/// As [`MoveList::append_to`]; the chain is out of every queue, the caller's to place.
+#[inline(always)] // as `Queue::move_whole`
+unsafe fn adopt_all<H: Home>(mut g: *const Group, queue: &mut Queue<H>, key: Key, bucket: &H) {
+    while let Some(d) = NonNull::new(g.cast_mut()) {
+        // SAFETY: chained groups are out of every queue, ours until adopted; both locks held.
+        unsafe {
+            g = d.as_ref().locked().next;
+            queue.adopt(Detached { group: d }, key, bucket);
+        }
+    }
+}
+
 impl<H> Drop for MoveList<H> {
     fn drop(&mut self) {
-        debug_assert!(self.head.is_null() || std::thread::panicking(), "a MoveList must be appended");
+        debug_assert!(
+            (self.head.is_null() && self.groups.is_null()) || std::thread::panicking(),
+            "a MoveList must be appended"
+        );
     }
 }
 
@@ -475,6 +819,16 @@ mod tests {
     const B: Key = Key::private(0x2000);
     const C: Key = Key::private(0x3000);
 
+    std::thread_local! {
+        /// Where this test's rig keeps its nodes (one rig per test thread).
+        static NODES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// Node `i` of this test's rig is `nodes[i]`.
+    fn index_of(node: &TestNode) -> usize {
+        (ptr::from_ref(node) as usize - NODES.get()) / std::mem::size_of::<TestNode>()
+    }
+
     /// Two queues with their homes, and nodes with their parkers (node `i` has index `i`).
     struct Rig {
         queues: [Queue<Spot>; 2],
@@ -497,62 +851,101 @@ mod tests {
             let parkers: Box<[Parker]> = (0..p).map(|_| Parker::new()).collect();
             let owner: Box<[usize]> = (0..n).map(|i| i % p).collect();
             // The boxes never move their contents, so the nodes' parker pointers stay valid.
-            let nodes = (0..n).map(|i| Node::new(&parkers[owner[i]], i)).collect();
+            let nodes: Box<[TestNode]> = (0..n).map(|i| Node::new(&parkers[owner[i]]).expect("a record")).collect();
+            NODES.set(nodes.as_ptr() as usize);
             let homes = Box::new([Spot { bell: Bell::new() }, Spot { bell: Bell::new() }]);
             Rig { queues: [Queue::new(), Queue::new()], homes, nodes, parkers, owner }
         }
 
-        /// Indices of queue `q`'s nodes from the head by the forward links, without checks.
-        fn linked(&self, q: usize) -> Vec<usize> {
+        /// Queue `q`'s groups, head to tail, each as its key and node indices, by the forward
+        /// links and without checks.
+        fn groups(&self, q: usize) -> Vec<(Key, Vec<usize>)> {
             let mut out = Vec::new();
-            let mut cur = self.queues[q].head;
-            while !cur.is_null() && out.len() <= self.nodes.len() {
+            let mut g = self.queues[q].head;
+            while !g.is_null() && out.len() <= self.nodes.len() {
                 // SAFETY:
-                // - `cur` is linked into a queue of this rig, so it is one of `self.nodes`;
-                // - `&self` excludes every writer, and no other `&mut` to the node is live.
-                let node = unsafe { &*cur };
-                out.push(node.index());
+                // - `g` is linked into a queue of this rig: a live record;
+                // - `&self` excludes every writer, and no other `&mut` to it is live.
+                let gr = unsafe { &*g };
+                let mut nodes = Vec::new();
                 // SAFETY: as above.
-                cur = unsafe { node.locked().next };
+                let mut cur: *const TestNode = unsafe { gr.locked().head.cast() };
+                while !cur.is_null() && nodes.len() <= self.nodes.len() {
+                    // SAFETY: `cur` is linked into a group of this rig: one of `self.nodes`.
+                    let node = unsafe { &*cur };
+                    nodes.push(index_of(node));
+                    // SAFETY: as above.
+                    cur = unsafe { node.locked().next };
+                }
+                out.push((key_of(gr), nodes));
+                // SAFETY: as above.
+                g = unsafe { gr.locked().next };
             }
             out
         }
 
-        /// Indices of queue `q`'s nodes, head to tail, after checking the links both ways,
-        /// the tail, `len`, and that each node is `Queued` with queue `q`'s home as its bucket.
+        /// Indices of queue `q`'s nodes in queue order, after checking every link both ways,
+        /// each group's tail, length, key, bucket and one debtor, and that each node is
+        /// `Queued` in its group with queue `q`'s home as its bucket.
         fn order(&self, q: usize) -> Vec<usize> {
-            let order = self.linked(q);
-            assert!(order.len() <= self.nodes.len(), "queue {q} has a cycle: {order:?}");
-            let mut prev: *const TestNode = ptr::null();
-            for &i in &order {
-                let node = &self.nodes[i];
-                // SAFETY: the node is linked into queue `q` of this rig; `&self` excludes writers.
-                let l = unsafe { node.locked() };
-                assert_eq!(l.prev, prev, "node {i}'s back link in queue {q}");
-                assert_eq!(l.state, NodeState::Queued, "node {i} in queue {q}");
-                assert!(ptr::eq(node.bucket_hint(), &self.homes[q]), "node {i}'s bucket is queue {q}'s home");
-                prev = node;
+            let groups = self.groups(q);
+            assert!(groups.len() <= self.nodes.len(), "queue {q} has a cycle of groups");
+            let (mut prev_g, mut g): (*const Group, *const Group) = (ptr::null(), self.queues[q].head);
+            let mut order = Vec::new();
+            for (key, nodes) in &groups {
+                assert!(nodes.len() <= self.nodes.len(), "a group of queue {q} has a cycle");
+                assert!(!nodes.is_empty(), "queue {q} holds an empty group");
+                // SAFETY: `g` walks the same list `groups` did; `&self` excludes writers.
+                let gr = unsafe { &*g };
+                // SAFETY: as above.
+                let gl = unsafe { gr.locked() };
+                assert_eq!(gl.prev, prev_g, "a group's back link in queue {q}");
+                assert_eq!(gl.len, nodes.len(), "a group's length in queue {q}");
+                assert!(ptr::eq(gr.bucket().cast::<Spot>(), &self.homes[q]), "a group's bucket is queue {q}'s home");
+                let mut prev: *const TestNode = ptr::null();
+                let mut debtors = 0;
+                for &i in nodes {
+                    let node = &self.nodes[i];
+                    // SAFETY: the node is linked into a group of queue `q`; `&self` excludes writers.
+                    let l = unsafe { node.locked() };
+                    assert_eq!(l.prev, prev, "node {i}'s back link in queue {q}");
+                    assert_eq!(l.state, NodeState::Queued, "node {i} in queue {q}");
+                    assert!(ptr::eq(node.group.load(Ordering::Relaxed), g), "node {i} points to its group");
+                    assert!(ptr::eq(node.bucket_now(), &self.homes[q]), "node {i}'s bucket is queue {q}'s home");
+                    debtors += usize::from(l.spare.is_null());
+                    assert_eq!(l.spare.is_null(), l.next.is_null(), "node {i}: a group's tail is its debtor");
+                    prev = node;
+                }
+                assert_eq!(gl.tail, prev.cast(), "a group's tail in queue {q}");
+                assert_eq!(debtors, 1, "group {key:?} of queue {q} has one debtor");
+                order.extend(nodes);
+                (prev_g, g) = (g, gl.next);
             }
-            assert_eq!(self.queues[q].tail, prev, "queue {q}'s tail");
+            assert_eq!(self.queues[q].tail, prev_g, "queue {q}'s tail");
             assert_eq!(self.queues[q].len(), order.len());
             order
         }
 
-        /// `(index, key, mask)` of queue `q`'s nodes, head to tail (checked as in `order`).
+        /// `(index, key, mask)` of queue `q`'s nodes in queue order (checked as in `order`).
         fn entries(&self, q: usize) -> Vec<(usize, Key, u64)> {
-            let order = self.order(q);
-            order
-                .into_iter()
-                .map(|i| {
+            self.order(q);
+            let mut out = Vec::new();
+            for (key, nodes) in self.groups(q) {
+                for i in nodes {
                     // SAFETY: the node is linked into queue `q`; `&self` excludes writers.
-                    let l = unsafe { self.nodes[i].locked() };
-                    (i, l.key, l.mask)
-                })
-                .collect()
+                    out.push((i, key, unsafe { self.nodes[i].locked() }.mask));
+                }
+            }
+            out
+        }
+
+        /// The keys of queue `q`'s groups, head to tail.
+        fn keys(&self, q: usize) -> Vec<Key> {
+            self.groups(q).into_iter().map(|(k, _)| k).collect()
         }
 
         fn queue_of(&self, i: usize) -> Option<usize> {
-            (0..2).find(|&q| self.linked(q).contains(&i))
+            (0..2).find(|&q| self.groups(q).iter().any(|(_, nodes)| nodes.contains(&i)))
         }
 
         /// Node `i`'s state, read through `state_of` of the queue it is in (or of queue 0 when
@@ -567,13 +960,28 @@ mod tests {
             unsafe { self.queues[q].state_of(&self.nodes[i]) }
         }
 
+        /// Records are conserved: every node in no group owns one, and (`order`) every group
+        /// has exactly one debtor.
+        fn check_records(&self) {
+            for q in 0..2 {
+                self.order(q);
+            }
+            for i in 0..self.nodes.len() {
+                if self.queue_of(i).is_none() {
+                    // SAFETY: a node in no queue is this test's alone.
+                    assert!(!unsafe { self.nodes[i].locked() }.spare.is_null(), "node {i} owns a record");
+                    assert!(self.nodes[i].group.load(Ordering::Relaxed).is_null(), "node {i} is in no group");
+                }
+            }
+        }
+
         /// Queue node `i` at the tail of queue `q` under `key` and `mask`.
         fn push(&mut self, q: usize, i: usize, key: Key, mask: u64) {
             assert_eq!(self.queue_of(i), None, "node {i} is already queued");
             assert_ne!(self.state(i), NodeState::Woken, "node {i} awaits its unpark");
             // SAFETY:
             // - node `i` is in no queue and not Woken (checked): Idle and owned by this test,
-            //   or Queued and just taken out of a queue of this rig (as a drain does);
+            //   or Queued and just taken out of a queue of this rig (as a requeue does);
             // - `homes[q]` is the home of queue `q`, and `&mut self` is its lock;
             // - the node stays alive while queued: the rig owns it, and `Drop` empties the
             //   queues before anything of the rig is freed.
@@ -587,33 +995,66 @@ mod tests {
             unsafe { self.queues[q].cancel(&self.nodes[i]) }
         }
 
-        /// `Queue::take` on queue `q`, every taken node handed on to `sink`; the indices taken,
-        /// in the order `sink` saw them.
+        /// `Queue::take` of `key` on queue `q` with a pick of nodes by mask that moves nothing,
+        /// every taken node handed on to `sink`; the indices taken, in the order `sink` saw.
         fn take(
             &mut self,
             q: usize,
-            pick: impl FnMut(&Key, u64) -> Step,
+            key: Key,
+            mut pick: impl FnMut(u64) -> Step,
+            sink: impl FnMut(&TestNode),
+        ) -> Vec<usize> {
+            let mut list = MoveList::new();
+            let taken = self.take_moving(
+                q,
+                key,
+                |ask| match ask {
+                    Ask::Node(mask) => pick(mask),
+                    Ask::Whole(_) => Step::Skip,
+                },
+                sink,
+                &mut list,
+            );
+            assert_eq!(list.len(), 0, "this pick moves nothing");
+            taken
+        }
+
+        /// `Queue::take` of `key` on queue `q`: taken nodes handed on to `sink`, moved ones
+        /// into `list`; the indices taken, in the order `sink` saw them.
+        fn take_moving(
+            &mut self,
+            q: usize,
+            key: Key,
+            pick: impl FnMut(Ask) -> Step,
             mut sink: impl FnMut(&TestNode),
+            list: &mut MoveList<Spot>,
         ) -> Vec<usize> {
             let mut taken = Vec::new();
-            // SAFETY: `&mut self` is queue `q`'s lock.
+            // SAFETY: `&mut self` is queue `q`'s lock; the tests append `list` before they let
+            // go of the rig.
             let n = unsafe {
-                self.queues[q].take(pick, |node| {
-                    taken.push(node.index());
-                    sink(node);
-                })
+                self.queues[q].take(
+                    &key,
+                    pick,
+                    |node| {
+                        taken.push(index_of(node));
+                        sink(node);
+                    },
+                    list,
+                )
             };
             assert_eq!(n, taken.len(), "take counts what it hands over");
             taken
         }
 
-        /// The wake path end to end: take from queue `q` what `pick` says into a wake list,
-        /// unpark it, check each taken node's parker got exactly one unpark per node, then
-        /// reclaim the nodes and end their parkers' episodes. The indices taken, oldest first.
-        fn wake(&mut self, q: usize, pick: impl FnMut(&Key, u64) -> Step) -> Vec<usize> {
+        /// The wake path end to end: take from queue `q` what `pick` says of `key`'s nodes into
+        /// a wake list, unpark it, check each taken node's parker got exactly one unpark per
+        /// node, then reclaim the nodes and end their parkers' episodes. The indices taken,
+        /// oldest first.
+        fn wake(&mut self, q: usize, key: Key, pick: impl FnMut(u64) -> Step) -> Vec<usize> {
             let mut list = WakeList::new();
             // SAFETY: each node was just taken from queue `q`, whose lock `take` still holds.
-            let taken = self.take(q, pick, |node| unsafe { list.push(node) });
+            let taken = self.take(q, key, pick, |node| unsafe { list.push(node) });
             assert_eq!(list.len(), taken.len());
             assert_eq!(chain(&list), taken, "the wake list keeps the order taken");
             list.unpark_all();
@@ -627,6 +1068,7 @@ mod tests {
             for &i in &taken {
                 self.end_episode(i);
             }
+            self.check_records();
             taken
         }
 
@@ -657,9 +1099,9 @@ mod tests {
             self.parkers[p].reset();
         }
 
-        /// Drain queue `from` into queue `to` as a resize migrates a bucket; what the drain
-        /// handed over, in order.
-        fn drain_into(&mut self, from: usize, to: usize) -> Vec<(usize, Key, u64)> {
+        /// Drain queue `from` into queue `to` as a resize migrates a bucket; the groups the
+        /// drain handed over, as key and length, in order.
+        fn drain_into(&mut self, from: usize, to: usize) -> Vec<(Key, usize)> {
             assert_ne!(from, to, "a drain into its own queue would never end");
             let mut seen = Vec::new();
             let [q0, q1] = &mut self.queues;
@@ -667,12 +1109,12 @@ mod tests {
             let home = &self.homes[to];
             // SAFETY:
             // - `&mut self` is the lock of both queues;
-            // - every drained node is re-queued (into `dst`, with `to`'s home) before the
+            // - every drained group is adopted (into `dst`, with `to`'s home) before the
             //   drain returns; the nodes are the rig's and outlive their time queued.
             unsafe {
-                src.drain(|node, key, mask| {
-                    seen.push((node.index(), key, mask));
-                    dst.push_back(node, key, mask, home);
+                src.drain(|group, key| {
+                    seen.push((key, group.len()));
+                    dst.adopt(group, key, home);
                 })
             };
             seen
@@ -682,7 +1124,8 @@ mod tests {
         fn append(&mut self, list: MoveList<Spot>, q: usize, key: Key) {
             // SAFETY: `homes[q]` owns queue `q`; `&mut self` is the lock of the target and of
             // the queue the list was taken from (both are this rig's).
-            unsafe { list.append_to(&mut self.queues[q], key, &self.homes[q]) }
+            unsafe { list.append_to(&mut self.queues[q], key, &self.homes[q]) };
+            self.check_records();
         }
 
         /// Queued nodes whose home is queue `q`'s, wherever they are now (`Bell::homed`).
@@ -696,13 +1139,16 @@ mod tests {
             // The lifetime rule: no node may go while a queue links it. Take out what a test
             // left queued (its waiters' own exit path), so no queue points at freed nodes.
             for q in 0..2 {
-                for i in self.linked(q) {
-                    // SAFETY: node `i` is linked into queue `q` (just walked); `&mut self` is
-                    // its lock.
-                    unsafe { self.queues[q].cancel(&self.nodes[i]) };
+                for (_, nodes) in self.groups(q) {
+                    for i in nodes {
+                        // SAFETY: node `i` is linked into queue `q` (just walked); `&mut self`
+                        // is its lock.
+                        unsafe { self.queues[q].cancel(&self.nodes[i]) };
+                    }
                 }
             }
             if !std::thread::panicking() {
+                self.check_records();
                 for i in 0..self.nodes.len() {
                     assert_eq!(self.state(i), NodeState::Idle, "node {i} must be reclaimed before it goes");
                 }
@@ -718,63 +1164,109 @@ mod tests {
             // SAFETY: `cur` was pushed onto the list and is Woken, awaiting the list's unpark:
             // alive, and only this thread touches it.
             let node = unsafe { &*cur };
-            out.push(node.index());
-            // SAFETY: as above.
-            cur = unsafe { node.locked().wake_next };
-        }
-        out
-    }
-
-    /// The indices chained in a move list, first to last.
-    fn moves(list: &MoveList<Spot>) -> Vec<usize> {
-        let mut out = Vec::new();
-        let mut cur = list.head;
-        while !cur.is_null() {
-            // SAFETY: `cur` was taken into the list and is still logically Queued: alive, and
-            // only this thread touches it.
-            let node = unsafe { &*cur };
-            out.push(node.index());
+            out.push(index_of(node));
             // SAFETY: as above.
             cur = unsafe { node.locked().next };
         }
         out
     }
 
-    fn key_is(want: Key) -> impl FnMut(&Key, u64) -> Step {
-        move |k, _| if *k == want { Step::Take } else { Step::Skip }
+    /// A move list's whole groups (their node indices) and single nodes, first to last.
+    fn moves(list: &MoveList<Spot>) -> (Vec<Vec<usize>>, Vec<usize>) {
+        let mut groups = Vec::new();
+        let mut g = list.groups;
+        while !g.is_null() {
+            // SAFETY: chained groups are out of every queue, reachable only through the list.
+            let gr = unsafe { &*g };
+            let mut nodes = Vec::new();
+            // SAFETY: as above; the group's nodes are alive (still logically Queued).
+            let mut cur: *const TestNode = unsafe { gr.locked().head.cast() };
+            while !cur.is_null() {
+                // SAFETY: as above.
+                let node = unsafe { &*cur };
+                nodes.push(index_of(node));
+                // SAFETY: as above.
+                cur = unsafe { node.locked().next };
+            }
+            groups.push(nodes);
+            // SAFETY: as above.
+            g = unsafe { gr.locked().next };
+        }
+        let mut single = Vec::new();
+        let mut cur = list.head;
+        while !cur.is_null() {
+            // SAFETY: `cur` was taken into the list and is still logically Queued: alive, and
+            // only this thread touches it.
+            let node = unsafe { &*cur };
+            // SAFETY: as above.
+            assert_eq!(unsafe { node.locked() }.state, NodeState::Queued, "a moving node stays Queued");
+            single.push(index_of(node));
+            // SAFETY: as above.
+            cur = unsafe { node.locked().next };
+        }
+        assert_eq!(list.len(), groups.iter().map(Vec::len).sum::<usize>() + single.len());
+        (groups, single)
     }
 
-    /// The pick of a wake: up to `n` nodes on `key`, then stop.
-    fn up_to(n: usize, key: Key) -> impl FnMut(&Key, u64) -> Step {
+    fn every(_: u64) -> Step {
+        Step::Take
+    }
+
+    /// The pick of a wake: up to `n` nodes, then stop.
+    fn up_to(n: usize) -> impl FnMut(u64) -> Step {
         let mut left = n;
-        move |k, _| match (*k == key, left) {
-            (_, 0) => Step::Stop,
-            (true, _) => {
+        move |_| match left {
+            0 => Step::Stop,
+            _ => {
                 left -= 1;
                 Step::Take
             }
-            (false, _) => Step::Skip,
         }
     }
 
-    fn never(_: &Key, _: u64) -> Step {
-        panic!("the pick is never asked about an empty queue")
+    /// The pick of a requeue: wake `wake` nodes, then move `moves`, whole groups where they
+    /// fit, then stop.
+    fn requeue(wake: usize, moves: usize) -> impl FnMut(Ask) -> Step {
+        let (mut wake, mut moves) = (wake, moves);
+        move |ask| match ask {
+            Ask::Whole(n) if wake == 0 && moves >= n => {
+                moves -= n;
+                Step::Move
+            }
+            Ask::Whole(_) if wake == 0 && moves == 0 => Step::Stop,
+            Ask::Whole(_) => Step::Skip,
+            Ask::Node(_) if wake > 0 => {
+                wake -= 1;
+                Step::Take
+            }
+            Ask::Node(_) if moves > 0 => {
+                moves -= 1;
+                Step::Move
+            }
+            Ask::Node(_) => Step::Stop,
+        }
+    }
+
+    fn never(_: u64) -> Step {
+        panic!("the pick is never asked about a key with no waiters")
     }
 
     #[test]
-    fn push_back_appends_in_fifo_order_and_records_the_home() {
+    fn push_back_groups_by_key_in_fifo_order_and_records_the_home() {
         let mut rig = Rig::new(4);
         assert_eq!(rig.state(0), NodeState::Idle);
         rig.push(0, 0, A, 1);
         assert_eq!(rig.order(0), [0]);
-        assert_eq!(rig.queues[0].head, rig.queues[0].tail, "one node is head and tail");
+        assert_eq!(rig.queues[0].head, rig.queues[0].tail, "one group is head and tail");
         rig.push(0, 1, B, 2);
         rig.push(0, 2, A, u64::MAX);
         rig.push(0, 3, C, 8);
-        assert_eq!(rig.entries(0), [(0, A, 1), (1, B, 2), (2, A, u64::MAX), (3, C, 8)]);
+        assert_eq!(rig.entries(0), [(0, A, 1), (2, A, u64::MAX), (1, B, 2), (3, C, 8)]);
+        assert_eq!(rig.keys(0), [A, B, C], "a new waiter joins its key's group");
         assert!((0..4).all(|i| rig.state(i) == NodeState::Queued));
         assert_eq!((rig.homed(0), rig.homed(1)), (4, 0));
         assert_eq!(rig.order(1), []);
+        rig.check_records();
     }
 
     #[test]
@@ -782,12 +1274,12 @@ mod tests {
         let mut rig = Rig::new(1);
         assert_eq!(rig.queues[0].len(), 0);
         assert!(rig.queues[0].head.is_null() && rig.queues[0].tail.is_null());
-        assert_eq!(rig.take(0, never, |_| unreachable!()), []);
+        assert_eq!(rig.take(0, A, never, |_| unreachable!()), []);
         assert_eq!(rig.drain_into(0, 1), []);
         assert_eq!((rig.order(0), rig.order(1)), (vec![], vec![]));
         let mut list = WakeList::new();
         // SAFETY: the pick is never called (the queue is empty), so nothing reaches `list`.
-        assert_eq!(rig.take(0, never, |node| unsafe { list.push(node) }), []);
+        assert_eq!(rig.take(0, A, never, |node| unsafe { list.push(node) }), []);
         assert_eq!(list.len(), 0);
         list.unpark_all();
     }
@@ -803,7 +1295,7 @@ mod tests {
         assert_eq!(rig.queues[0].len(), 3);
         rig.cancel(0, 1);
         assert_eq!(rig.queues[0].len(), 2);
-        assert_eq!(rig.wake(0, key_is(B)), [2]);
+        assert_eq!(rig.wake(0, B, every), [2]);
         assert_eq!(rig.queues[0].len(), 1);
         rig.cancel(0, 0);
         assert_eq!(rig.queues[0].len(), 0);
@@ -818,6 +1310,7 @@ mod tests {
         assert!(rig.queues[0].head.is_null() && rig.queues[0].tail.is_null());
         assert_eq!(rig.state(0), NodeState::Idle);
         assert_eq!(rig.homed(0), 0, "the node left its home");
+        rig.check_records();
         // The queue and the node are both usable again.
         rig.push(0, 0, B, 2);
         assert_eq!(rig.entries(0), [(0, B, 2)]);
@@ -825,24 +1318,26 @@ mod tests {
     }
 
     #[test]
-    fn cancel_from_head_middle_and_tail_keeps_the_links() {
+    fn cancel_from_head_middle_and_tail_keeps_the_links_and_the_records() {
         let mut rig = Rig::new(5);
         for i in 0..5 {
             rig.push(0, i, A, 1);
         }
-        rig.cancel(0, 0); // the head
+        rig.cancel(0, 0); // the head, and the group's debtor
         assert_eq!(rig.order(0), [1, 2, 3, 4]);
+        rig.check_records();
         rig.cancel(0, 2); // the middle
         assert_eq!(rig.order(0), [1, 3, 4]);
         rig.cancel(0, 4); // the tail
         assert_eq!(rig.order(0), [1, 3]);
         assert!([0, 2, 4].iter().all(|&i| rig.state(i) == NodeState::Idle));
         assert_eq!(rig.homed(0), 2);
+        rig.check_records();
         // The tail moved back correctly: a push lands after node 3.
-        rig.push(0, 4, B, 1);
+        rig.push(0, 4, A, 2);
         assert_eq!(rig.order(0), [1, 3, 4]);
         rig.push(0, 0, B, 1);
-        assert_eq!(rig.entries(0), [(1, A, 1), (3, A, 1), (4, B, 1), (0, B, 1)]);
+        assert_eq!(rig.entries(0), [(1, A, 1), (3, A, 1), (4, A, 2), (0, B, 1)]);
     }
 
     #[test]
@@ -862,7 +1357,7 @@ mod tests {
         for (i, k) in [A, B, A, C, A].into_iter().enumerate() {
             rig.push(0, i, k, 1);
         }
-        assert_eq!(rig.wake(0, key_is(A)), [0, 2, 4]);
+        assert_eq!(rig.wake(0, A, every), [0, 2, 4]);
         assert_eq!(rig.entries(0), [(1, B, 1), (3, C, 1)]);
         assert_eq!(rig.homed(0), 2);
     }
@@ -873,26 +1368,27 @@ mod tests {
         for (i, m) in [0b001, 0b010, 0b011, 0b100].into_iter().enumerate() {
             rig.push(0, i, A, m);
         }
-        let pick = |_: &Key, m: u64| if m & 0b010 != 0 { Step::Take } else { Step::Skip };
-        assert_eq!(rig.wake(0, pick), [1, 2]);
+        let pick = |m: u64| if m & 0b010 != 0 { Step::Take } else { Step::Skip };
+        assert_eq!(rig.wake(0, A, pick), [1, 2]);
         assert_eq!(rig.entries(0), [(0, A, 0b001), (3, A, 0b100)]);
     }
 
     #[test]
     fn take_follows_take_skip_and_stop() {
-        let mut rig = Rig::new(6);
+        let mut rig = Rig::new(7);
         for i in 0..6 {
             rig.push(0, i, A, 1 << i);
         }
+        rig.push(0, 6, B, 1);
         let script = [Step::Skip, Step::Take, Step::Skip, Step::Take, Step::Stop];
         let mut asked = Vec::new();
-        let pick = |_: &Key, m: u64| {
+        let pick = |m: u64| {
             asked.push(m);
             script[asked.len() - 1]
         };
-        assert_eq!(rig.wake(0, pick), [1, 3]);
+        assert_eq!(rig.wake(0, A, pick), [1, 3]);
         assert_eq!(asked, [1, 2, 4, 8, 16], "the walk ends at the Stop, in queue order");
-        assert_eq!(rig.order(0), [0, 2, 4, 5]);
+        assert_eq!(rig.order(0), [0, 2, 4, 5, 6]);
     }
 
     #[test]
@@ -901,11 +1397,11 @@ mod tests {
         rig.push(0, 0, A, 1);
         rig.push(0, 1, A, 1);
         let mut asked = 0;
-        let pick = |_: &Key, _| {
+        let pick = |_| {
             asked += 1;
             Step::Stop
         };
-        assert_eq!(rig.wake(0, pick), []);
+        assert_eq!(rig.wake(0, A, pick), []);
         assert_eq!(asked, 1);
         assert_eq!(rig.order(0), [0, 1]);
     }
@@ -916,11 +1412,11 @@ mod tests {
         for (i, k) in [A, B, A, A, A].into_iter().enumerate() {
             rig.push(0, i, k, 1);
         }
-        assert_eq!(rig.wake(0, up_to(2, A)), [0, 2]);
-        assert_eq!(rig.order(0), [1, 3, 4]);
-        assert_eq!(rig.wake(0, up_to(10, A)), [3, 4], "n beyond the matches takes them all");
+        assert_eq!(rig.wake(0, A, up_to(2)), [0, 2]);
+        assert_eq!(rig.order(0), [3, 4, 1]);
+        assert_eq!(rig.wake(0, A, up_to(10)), [3, 4], "n beyond the matches takes them all");
         assert_eq!(rig.order(0), [1]);
-        assert_eq!(rig.wake(0, up_to(0, B)), [], "n = 0 takes nothing");
+        assert_eq!(rig.wake(0, B, up_to(0)), [], "n = 0 takes nothing");
         assert_eq!(rig.order(0), [1]);
     }
 
@@ -930,7 +1426,7 @@ mod tests {
         for i in 0..4 {
             rig.push(0, i, A, 1);
         }
-        assert_eq!(rig.wake(0, key_is(A)), [0, 1, 2, 3]);
+        assert_eq!(rig.wake(0, A, every), [0, 1, 2, 3]);
         assert_eq!(rig.order(0), []);
         assert!(rig.queues[0].head.is_null() && rig.queues[0].tail.is_null());
         assert_eq!(rig.homed(0), 0);
@@ -942,22 +1438,12 @@ mod tests {
     }
 
     #[test]
-    fn take_none_matching_changes_nothing() {
+    fn a_key_without_waiters_asks_nothing() {
         let mut rig = Rig::new(3);
         for i in 0..3 {
             rig.push(0, i, A, 1);
         }
-        let mut asked = 0;
-        let pick = |k: &Key, _| {
-            asked += 1;
-            if *k == B {
-                Step::Take
-            } else {
-                Step::Skip
-            }
-        };
-        assert_eq!(rig.wake(0, pick), []);
-        assert_eq!(asked, 3, "every node was looked at");
+        assert_eq!(rig.wake(0, B, never), []);
         assert_eq!(rig.entries(0), [(0, A, 1), (1, A, 1), (2, A, 1)]);
         assert_eq!(rig.homed(0), 3);
     }
@@ -966,13 +1452,29 @@ mod tests {
     fn take_the_only_node_then_the_tail() {
         let mut rig = Rig::new(3);
         rig.push(0, 0, A, 1);
-        assert_eq!(rig.wake(0, key_is(A)), [0]);
+        assert_eq!(rig.wake(0, A, every), [0]);
         assert_eq!(rig.order(0), []);
         rig.push(0, 1, A, 1);
         rig.push(0, 2, B, 1);
-        assert_eq!(rig.wake(0, key_is(B)), [2]);
-        rig.push(0, 0, C, 1); // lands after node 1: the tail moved back
+        assert_eq!(rig.wake(0, B, every), [2]);
+        rig.push(0, 0, C, 1); // lands after node 1's group: the tail moved back
         assert_eq!(rig.entries(0), [(1, A, 1), (0, C, 1)]);
+    }
+
+    #[test]
+    fn the_debt_follows_the_tail() {
+        let mut rig = Rig::new(4);
+        for i in 0..4 {
+            rig.push(0, i, A, 1); // each join hands the debt to the newcomer (checked in `order`)
+            rig.check_records();
+        }
+        rig.cancel(0, 3); // the tail leaves: node 2 takes the debt on
+        rig.check_records();
+        rig.cancel(0, 1); // a middle node leaves: nothing to settle
+        rig.check_records();
+        assert_eq!(rig.wake(0, A, up_to(1)), [0], "the head leaves: nothing to settle");
+        assert_eq!(rig.wake(0, A, up_to(1)), [2], "the last node takes the group's record");
+        assert_eq!(rig.order(0), []);
     }
 
     #[test]
@@ -983,8 +1485,9 @@ mod tests {
         assert_eq!(rig.state(0), NodeState::Queued);
         let mut list = WakeList::new();
         // SAFETY: the node was just taken from queue 0, whose lock `take` holds.
-        rig.take(0, key_is(A), |node| unsafe { list.push(node) });
+        rig.take(0, A, every, |node| unsafe { list.push(node) });
         assert_eq!(rig.state(0), NodeState::Woken);
+        assert!(rig.nodes[0].whereabouts().is_none(), "a taken node is in no group");
         list.unpark_all();
         assert_eq!(rig.state(0), NodeState::Woken, "woken until its own thread reclaims it");
         rig.reclaim(0);
@@ -997,20 +1500,46 @@ mod tests {
     }
 
     #[test]
-    fn drain_hands_over_every_node_in_order() {
+    fn whereabouts_and_still_in_name_the_group_and_its_bucket() {
+        let mut rig = Rig::new(2);
+        rig.push(0, 0, A, 1);
+        rig.push(1, 1, B, 1);
+        let (g0, k0) = rig.nodes[0].whereabouts().expect("queued");
+        let (g1, k1) = rig.nodes[1].whereabouts().expect("queued");
+        assert_eq!((k0, k1), (A, B));
+        assert!(rig.nodes[0].still_in(g0, &rig.homes[0]));
+        assert!(!rig.nodes[0].still_in(g0, &rig.homes[1]), "not in the other bucket");
+        assert!(!rig.nodes[0].still_in(g1, &rig.homes[1]), "not in the other group");
+        // A whole move keeps the node's group and changes the group's key and bucket.
+        let mut list = MoveList::new();
+        rig.take_moving(0, A, requeue(0, 1), |_| unreachable!(), &mut list);
+        rig.append(list, 1, C);
+        let (g, k) = rig.nodes[0].whereabouts().expect("queued");
+        assert_eq!((g, k), (g0, C));
+        assert!(rig.nodes[0].still_in(g0, &rig.homes[1]));
+        assert!(!rig.nodes[0].still_in(g0, &rig.homes[0]));
+    }
+
+    #[test]
+    fn drain_hands_over_every_group_in_order() {
         let mut rig = Rig::new(5);
         rig.push(1, 4, C, 16);
         for (i, k) in [A, B, A, C].into_iter().enumerate() {
             rig.push(0, i, k, 1 << i);
         }
         let seen = rig.drain_into(0, 1);
-        assert_eq!(seen, [(0, A, 1), (1, B, 2), (2, A, 4), (3, C, 8)]);
+        assert_eq!(seen, [(A, 2), (B, 1), (C, 1)]);
         assert_eq!(rig.order(0), []);
         assert!(rig.queues[0].head.is_null() && rig.queues[0].tail.is_null());
-        assert_eq!(rig.entries(1), [(4, C, 16), (0, A, 1), (1, B, 2), (2, A, 4), (3, C, 8)]);
+        assert_eq!(rig.entries(1), [(4, C, 16), (0, A, 1), (2, A, 4), (1, B, 2), (3, C, 8)]);
+        assert_eq!(rig.keys(1), [C, A, B, C], "drained groups stay groups");
         // Moved nodes keep their home (queue 0's bell), whose count stays with them.
         assert_eq!((rig.homed(0), rig.homed(1)), (4, 1));
-        for i in [2, 0, 4, 3, 1] {
+        // A C waiter joins C's last group; a wake of C takes both groups in order.
+        rig.cancel(1, 3);
+        rig.push(1, 3, C, 32);
+        assert_eq!(rig.wake(1, C, every), [4, 3]);
+        for i in [2, 0, 1] {
             rig.cancel(1, i);
         }
         assert_eq!((rig.homed(0), rig.homed(1)), (0, 0));
@@ -1024,7 +1553,7 @@ mod tests {
         }
         let mut list = WakeList::new();
         // SAFETY: each node was just taken from queue 0, whose lock `take` holds.
-        let taken = rig.take(0, |_, _| Step::Take, |node| unsafe { list.push(node) });
+        let taken = rig.take(0, A, every, |node| unsafe { list.push(node) });
         assert_eq!(taken, [0, 1, 2, 3]);
         assert_eq!((list.len(), chain(&list)), (4, taken.clone()));
         assert!(ptr::eq(list.home, &rig.homes[0].bell), "the first node's home is the list's");
@@ -1053,9 +1582,9 @@ mod tests {
         rig.push(0, 2, A, 1);
         let mut list = WakeList::new();
         // SAFETY: each node was just taken from queue 0 or 1, whose lock `take` holds.
-        let first = rig.take(1, key_is(B), |node| unsafe { list.push(node) });
+        let first = rig.take(1, B, every, |node| unsafe { list.push(node) });
         // SAFETY: as above.
-        let second = rig.take(0, up_to(2, A), |node| unsafe { list.push(node) });
+        let second = rig.take(0, A, up_to(2), |node| unsafe { list.push(node) });
         assert_eq!((first, second), (vec![3], vec![0, 1]));
         assert_eq!(chain(&list), [3, 0, 1]);
         assert!(ptr::eq(list.home, &rig.homes[1].bell), "the first node's home is the list's");
@@ -1073,56 +1602,121 @@ mod tests {
     }
 
     #[test]
-    fn what_a_requeue_touches_of_a_node_is_its_first_cache_line() {
-        use std::mem::{align_of, offset_of};
-        assert_eq!(align_of::<Node<Spot>>(), 64);
-        assert_eq!(offset_of!(Node<Spot>, bucket), 0);
-        let locked = offset_of!(Node<Spot>, locked);
-        for end in [
-            offset_of!(Locked<Spot>, prev) + 8,
-            offset_of!(Locked<Spot>, next) + 8,
-            offset_of!(Locked<Spot>, key) + std::mem::size_of::<Key>(),
-            offset_of!(Locked<Spot>, mask) + 8,
-            offset_of!(Locked<Spot>, state) + 1,
-        ] {
-            assert!(locked + end <= 64, "a field a requeue touches ends at byte {}", locked + end);
-        }
+    fn a_node_is_one_cache_line_and_a_record_another() {
+        use std::mem::{align_of, offset_of, size_of};
+        assert_eq!((size_of::<Node<Spot>>(), align_of::<Node<Spot>>()), (64, 64));
+        assert_eq!(offset_of!(Node<Spot>, group), 0);
+        assert_eq!((size_of::<Group>(), align_of::<Group>()), (64, 64));
     }
 
     #[test]
-    fn move_list_appends_in_order_under_the_new_key() {
-        let mut rig = Rig::new(5);
+    fn a_requeue_moves_whole_groups_touching_no_node() {
+        let mut rig = Rig::new(6);
         for (i, k) in [A, B, A, A].into_iter().enumerate() {
             rig.push(0, i, k, 1 << i);
         }
         rig.push(1, 4, C, 16);
         let mut list = MoveList::new();
-        // SAFETY: each node was just taken from queue 0, whose lock (`&mut rig`) is held
-        // until the list is appended.
-        let taken = rig.take(0, up_to(2, A), |node| unsafe { list.push(node) });
-        assert_eq!(taken, [0, 2]);
-        assert_eq!((list.len(), moves(&list)), (2, taken));
-        assert!([0, 2].iter().all(|&i| rig.state(i) == NodeState::Queued), "moving nodes stay Queued");
+        assert_eq!(rig.take_moving(0, A, requeue(0, 10), |_| unreachable!(), &mut list), []);
+        assert_eq!(moves(&list), (vec![vec![0, 2, 3]], vec![]), "one group, whole");
+        assert!([0, 2, 3].iter().all(|&i| rig.state(i) == NodeState::Queued), "moving nodes stay Queued");
         rig.append(list, 1, C);
-        assert_eq!(rig.entries(1), [(4, C, 16), (0, C, 1), (2, C, 4)], "keys replaced, masks kept");
-        assert_eq!(rig.entries(0), [(1, B, 2), (3, A, 8)]);
+        assert_eq!(rig.entries(1), [(4, C, 16), (0, C, 1), (2, C, 4), (3, C, 8)], "keys replaced, masks kept");
+        assert_eq!(rig.keys(1), [C, C], "the moved group stays a group, behind C's own");
+        assert_eq!(rig.entries(0), [(1, B, 2)]);
         // A moved node keeps its first home.
         assert_eq!((rig.homed(0), rig.homed(1)), (4, 1));
+        // A new C waiter joins the last C group; a wake of C takes every group in order.
+        rig.push(1, 5, C, 32);
+        assert_eq!(rig.wake(1, C, up_to(3)), [4, 0, 2]);
+        assert_eq!(rig.entries(1), [(3, C, 8), (5, C, 32)]);
     }
 
     #[test]
-    fn move_list_into_the_queue_it_came_from() {
+    fn a_requeue_wakes_then_moves_the_rest_whole() {
+        let mut rig = Rig::new(4);
+        for i in 0..4 {
+            rig.push(0, i, A, 1);
+        }
+        let (mut woken, mut list) = (WakeList::new(), MoveList::new());
+        // SAFETY: the node was just taken from queue 0, whose lock `take_moving` holds.
+        let taken = rig.take_moving(0, A, requeue(1, 10), |node| unsafe { woken.push(node) }, &mut list);
+        assert_eq!(taken, [0]);
+        assert_eq!(moves(&list), (vec![vec![1, 2, 3]], vec![]), "after the wake, the group moves whole");
+        rig.append(list, 1, B);
+        assert_eq!(rig.entries(1), [(1, B, 1), (2, B, 1), (3, B, 1)]);
+        woken.unpark_all();
+        rig.reclaim(0);
+        rig.end_episode(0);
+        rig.check_records();
+    }
+
+    #[test]
+    fn a_requeue_short_of_a_group_moves_single_nodes() {
+        let mut rig = Rig::new(6);
+        for i in 0..3 {
+            rig.push(0, i, A, 1);
+        }
+        rig.push(0, 3, B, 1);
+        rig.push(1, 4, A, 1);
+        rig.push(1, 5, C, 1);
+        let mut list = MoveList::new();
+        rig.take_moving(0, A, requeue(0, 2), |_| unreachable!(), &mut list);
+        assert_eq!(moves(&list), (vec![], vec![0, 1]));
+        assert!(
+            rig.nodes[0].whereabouts().is_some() && rig.nodes[1].whereabouts().is_some(),
+            "a node on its way to another group is never taken for woken by its own thread"
+        );
+        assert_eq!(rig.entries(0), [(2, A, 1), (3, B, 1)]);
+        rig.append(list, 1, A);
+        assert_eq!(
+            rig.entries(1),
+            [(4, A, 1), (0, A, 1), (1, A, 1), (5, C, 1)],
+            "single nodes join the key's last group"
+        );
+        assert_eq!(rig.keys(1), [A, C]);
+    }
+
+    #[test]
+    fn a_requeue_moves_groups_whole_then_nodes_of_the_last() {
+        // Two groups of A in queue 0 (the second moved in whole before), then a requeue of
+        // three: the first group whole, one node of the second.
+        let mut rig = Rig::new(5);
+        rig.push(0, 0, A, 1);
+        rig.push(0, 1, A, 1);
+        rig.push(1, 2, B, 1);
+        rig.push(1, 3, B, 1);
+        let mut list = MoveList::new();
+        rig.take_moving(1, B, requeue(0, 2), |_| unreachable!(), &mut list);
+        rig.append(list, 0, A);
+        assert_eq!(rig.keys(0), [A, A]);
+        let mut list = MoveList::new();
+        rig.take_moving(0, A, requeue(0, 3), |_| unreachable!(), &mut list);
+        assert_eq!(moves(&list), (vec![vec![0, 1]], vec![2]));
+        rig.push(1, 4, C, 1);
+        rig.append(list, 1, C);
+        assert_eq!(rig.entries(1), [(4, C, 1), (0, C, 1), (1, C, 1), (2, C, 1)]);
+        assert_eq!(rig.keys(1), [C, C]);
+        assert_eq!(rig.entries(0), [(3, A, 1)]);
+    }
+
+    #[test]
+    fn a_move_into_the_queue_it_came_from() {
         // A requeue whose two keys share a bucket: the moved nodes go to the tail.
         let mut rig = Rig::new(4);
         for (i, k) in [A, B, A, B].into_iter().enumerate() {
             rig.push(0, i, k, 1);
         }
         let mut list = MoveList::new();
-        // SAFETY: each node was just taken from queue 0, whose lock is held until the append.
-        rig.take(0, key_is(A), |node| unsafe { list.push(node) });
+        rig.take_moving(0, A, requeue(0, 10), |_| unreachable!(), &mut list);
         rig.append(list, 0, C);
         assert_eq!(rig.entries(0), [(1, B, 1), (3, B, 1), (0, C, 1), (2, C, 1)]);
         assert_eq!(rig.homed(0), 4);
+        // And of a key onto itself: the order stays.
+        let mut list = MoveList::new();
+        rig.take_moving(0, B, requeue(0, 10), |_| unreachable!(), &mut list);
+        rig.append(list, 0, B);
+        assert_eq!(rig.entries(0), [(0, C, 1), (2, C, 1), (1, B, 1), (3, B, 1)]);
     }
 
     #[test]

@@ -34,6 +34,21 @@ impl Pick for RequeuePick {
         }
     }
 
+    #[inline]
+    fn whole(&mut self, n: usize) -> bool {
+        let all = self.wake == 0 && self.moves >= n;
+        if all {
+            self.moves -= n;
+            self.moved += n;
+        }
+        all
+    }
+
+    #[inline]
+    fn done(&self) -> bool {
+        self.wake == 0 && self.moves == 0
+    }
+
     fn not_woken(&mut self) {
         self.wake += 1;
     }

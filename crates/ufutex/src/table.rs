@@ -47,7 +47,7 @@ use crate::key::{Key, NO_NODE};
 use crate::lock::RawLock;
 use crate::parker::Bell;
 use crate::primitive::{AtomicU32, Ordering};
-use crate::queue::{Home, Queue};
+use crate::queue::{Detached, Home, Queue};
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
 
@@ -305,8 +305,8 @@ impl Table {
     }
 
     /// Move every queued node of `self` (the current table) to `new` and make the caller's
-    /// `publish` the switch: with every bucket of both tables locked, nodes move in FIFO order
-    /// (so per-key order holds), counts move with them, `self` is marked retired and `new`
+    /// `publish` the switch: with every bucket of both tables locked, nodes move a group at a
+    /// time, groups in queue order (so per-key order holds), counts move with them, `self` is marked retired and `new`
     /// un-retired, then `publish` runs, then all locks drop.
     ///
     /// `new` is a retired table: fresh ones are allocated retired (counts RETIRED, unseen by
@@ -319,18 +319,19 @@ impl Table {
         for og in old_guards.iter_mut() {
             let ob = og.bucket();
             let mut moved = 0u32;
-            let requeue = |node: &Node, key: Key, mask: u64| {
+            let adopt = |group: Detached, key: Key| {
                 let ng = &mut new_guards[(key.hash() >> new.shift) as usize];
                 let nb = ng.bucket();
+                let n = group.len() as u32;
                 // Counts: new first, so a bucket never under-counts (module invariant).
-                nb.waiters.fetch_add(1, Ordering::SeqCst);
-                // SAFETY: `node` was just drained from a locked queue; `ng` locks `nb`.
-                unsafe { ng.queue().push_back(node, key, mask, nb) };
-                moved += 1;
+                nb.waiters.fetch_add(n, Ordering::SeqCst);
+                // SAFETY: `group` was just drained from a locked queue; `ng` locks `nb`.
+                unsafe { ng.queue().adopt(group, key, nb) };
+                moved += n;
             };
-            // SAFETY: `og` holds the old bucket's lock; `requeue` re-queues every drained node
-            // before any lock is released.
-            unsafe { og.queue().drain(requeue) };
+            // SAFETY: `og` holds the old bucket's lock; `adopt` gives every drained group to a
+            // new bucket before any lock is released.
+            unsafe { og.queue().drain(adopt) };
             // SeqCst: a waker whose (B) fence precedes this mark may have read the old count;
             // ordering the mark in S before any (A) of a waiter that then finds the new table
             // current makes that waiter see the waker's store (argued in wait.rs).
@@ -460,7 +461,7 @@ mod placement {
 mod tests {
     use super::*;
     use crate::parker::{Park, Parker};
-    use crate::queue::{NodeState, Step};
+    use crate::queue::NodeState;
     use std::cell::{Cell, RefCell};
     use std::marker::PhantomData;
 
@@ -481,21 +482,9 @@ mod tests {
             .expect("the hash reaches every bucket")
     }
 
-    /// What a bucket's queue holds, `(key, mask)` head to tail (masks name the nodes here).
+    /// What a bucket's queue holds, `(key, mask)` in queue order (masks name the nodes here).
     fn contents(b: &Bucket) -> Vec<(Key, u64)> {
-        let mut seen = Vec::new();
-        let mut g = b.lock();
-        // SAFETY: `g` holds the bucket's lock; nothing is taken.
-        unsafe {
-            g.queue().take(
-                |k, m| {
-                    seen.push((*k, m));
-                    Step::Skip
-                },
-                |_| unreachable!("nothing is taken"),
-            )
-        };
-        seen
+        b.lock().queue().entries()
     }
 
     /// The masks of `key`'s nodes in its bucket of `t`, head to tail.
@@ -526,7 +515,7 @@ mod tests {
         fn new(n: usize) -> Waiters<'t> {
             let parkers: Box<[Parker]> = (0..n).map(|_| Parker::new()).collect();
             // The box never moves its contents, so the nodes' parker pointers stay valid.
-            let nodes = (0..n).map(|i| Node::new(&parkers[i], i)).collect();
+            let nodes = (0..n).map(|i| Node::new(&parkers[i]).expect("a record")).collect();
             let queued = (0..n).map(|_| Cell::new(false)).collect();
             Waiters { nodes, queued, _parkers: parkers, tables: PhantomData }
         }
@@ -549,9 +538,9 @@ mod tests {
         fn dequeue(&self, i: usize) {
             assert!(self.queued[i].get(), "node {i} is not queued");
             let node = &self.nodes[i];
-            // SAFETY: the node is queued, so its hint names a bucket of a table borrowed for
+            // SAFETY: the node is queued, so its group is in a bucket of a table borrowed for
             // `'t`, alive while `self` is.
-            let b: &Bucket = unsafe { &*node.bucket_hint() };
+            let b: &Bucket = unsafe { &*node.bucket_now() };
             let mut g = b.lock();
             // SAFETY: `g` locks the bucket the hint names, which holds the node: this thread is
             // the only one, so nothing moved it since the hint was read.
@@ -565,7 +554,7 @@ mod tests {
 
         /// The bucket node `i` is in now.
         fn bucket_of(&self, i: usize) -> *const Bucket {
-            self.nodes[i].bucket_hint()
+            self.nodes[i].bucket_now()
         }
     }
 

@@ -375,6 +375,20 @@ impl Tables {
         unsafe { t.as_ref() }
     }
 
+    /// The current table of `key`'s slot for a key read without a lock, which may be stale
+    /// (`private_table::lock_home`): `None` when this domain has no such slot or table.
+    pub(crate) fn table_of_hint(&self, key: &Key) -> Option<&Table> {
+        let node = key.node();
+        let slot = match node {
+            NO_NODE => &self.current,
+            _ => self.nodes.get()?.current.get(node as usize)?,
+        };
+        // Acquire: as in `table_if_any`.
+        let t = slot.load(Ordering::Acquire);
+        // SAFETY: as in `table_if_any`.
+        unsafe { t.as_ref() }
+    }
+
     /// The current table of `key`'s slot, for an operation that queues. The plain table always
     /// exists (the default domain starts with a static one; `Domain::new` allocates one); a
     /// node's table exists once [`Self::ensure_table`] succeeded for it (NUMA resolution does

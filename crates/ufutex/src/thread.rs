@@ -60,7 +60,7 @@ impl ThreadData {
         Some(threads.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
-    /// `n` waiter nodes for a waitv, indexed 0..n; `None` if memory for them cannot be had
+    /// `n` waiter nodes for a waitv, node `i` for entry `i`; `None` if memory for them cannot be had
     /// (the C ABI's `ENOMEM`).
     ///
     /// # Safety
@@ -73,8 +73,7 @@ impl ThreadData {
         let v = unsafe { &mut *self.waitv_nodes.get() };
         v.try_reserve(n.saturating_sub(v.len())).ok()?;
         while v.len() < n {
-            let i = v.len();
-            v.push(Node::new(&self.parker, i)); // (within the capacity just reserved)
+            v.push(Node::new(&self.parker)?); // (within the capacity just reserved)
         }
         Some(&v[..n])
     }
@@ -95,7 +94,9 @@ impl Plain {
         if let Some(slot) = crate::node_pool::Slot::take(parker) {
             return Plain::Pooled(slot);
         }
-        Plain::Own(Box::new(Node::new(parker, 0)))
+        // A record's memory is as vital as the box's: out of it, abort as `Box::new` does.
+        let node = Node::new(parker).unwrap_or_else(|| std::alloc::handle_alloc_error(crate::group::LAYOUT));
+        Plain::Own(Box::new(node))
     }
 }
 

@@ -222,7 +222,7 @@ impl WaitTable for Toy {
         })
     }
 
-    fn index(w: Id) -> usize {
+    fn index(w: Id, _: usize) -> usize {
         w.index
     }
 }

@@ -127,11 +127,11 @@ pub(crate) struct Settled<E> {
 /// there; learn which ones a waker took.
 pub(crate) fn take_back<'w, T: WaitTable>(t: &T, waiters: impl Iterator<Item = T::Waiter<'w>>) -> Settled<T::Error> {
     let mut s = Settled { woken: 0, best: None, failed: None };
-    for w in waiters {
+    for (position, w) in waiters.enumerate() {
         match t.dequeue_self(w) {
             Ok(true) => {
                 s.woken += 1;
-                s.best = s.best.max(Some(T::index(w)));
+                s.best = s.best.max(Some(T::index(w, position)));
             }
             Ok(false) => {}
             Err(e) => s.failed = Some(e),

@@ -61,6 +61,11 @@ impl Pick for WakePick {
         }
     }
 
+    #[inline]
+    fn done(&self) -> bool {
+        self.left == 0 && self.report == Report::Count
+    }
+
     fn not_woken(&mut self) {
         self.left += 1;
     }

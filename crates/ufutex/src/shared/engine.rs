@@ -220,7 +220,7 @@ impl<O: Operator> WaitTable for SharedTable<'_, O> {
         }
     }
 
-    fn index(w: Rec) -> usize {
+    fn index(w: Rec, _: usize) -> usize {
         w.index as usize
     }
 }

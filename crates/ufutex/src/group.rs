@@ -1,0 +1,196 @@
+//! The records a queue keeps its per-key groups in (`queue.rs`), and where they come from.
+//!
+//! A bucket's queue is a list of *groups*, one run of waiters of one key each, so that a
+//! requeue can move every waiter of a key by moving its groups, without touching a node. A
+//! group lives in a record, and records are never freed: a queued node's own thread reads the
+//! record of the group its node is in without a lock (`private_table::lock_home`), and by then
+//! the node may have left that group and the record may serve another group, in another
+//! bucket or domain. A record that is read stale still holds a key and a bucket pointer, which
+//! the reader checks under a lock before it trusts them.
+//!
+//! Every node owns one record while it is idle (its *spare*; `queue::Node`). A node that
+//! starts a group gives its spare to the group; a node that leaves a group takes a record back
+//! (the group's, if it was the last node, else another node's spare; `queue.rs` says whose):
+//! records are conserved, and queueing never allocates. A node made in a fresh node pool slot
+//! takes the record beside it (`node_pool.rs`); any other node takes one from here when it is
+//! made, and every node gives its record back here when it is dropped. Given-back records are
+//! kept on a free list (whose lock is only tried, as the node pool's is: a record that cannot
+//! be given back is left unused, valid memory all the same), so records never outnumber the
+//! most nodes that lived at once.
+
+use crate::primitive::{AtomicPtr, AtomicU64, Ordering};
+use std::cell::UnsafeCell;
+use std::ptr::{self, NonNull};
+
+/// The fields of a group that only the holder of its bucket's lock touches.
+pub(crate) struct GroupLocked {
+    /// Neighbouring groups in the bucket's list (of any keys), oldest first.
+    pub(crate) prev: *const Group,
+    pub(crate) next: *const Group,
+    /// The group's first and last node (`queue::Node<H>`, of the bucket type `H`).
+    pub(crate) head: *const (),
+    pub(crate) tail: *const (),
+    /// Nodes in the group; 0 for a record that is nobody's group.
+    pub(crate) len: usize,
+}
+
+/// One record: a group of waiters of one key in one bucket, or a spare.
+#[repr(C, align(64))]
+pub(crate) struct Group {
+    /// The key's two words (`key::Key`), read without a lock by a node's own thread to find
+    /// the bucket; written under the lock of the bucket the group is in.
+    word: AtomicU64,
+    node: AtomicU64,
+    /// The bucket the group is in (`queue::Home`); the same rules.
+    bucket: AtomicPtr<()>,
+    locked: UnsafeCell<GroupLocked>,
+}
+
+// SAFETY:
+// - the atomics are shared as atomics;
+// - `locked` is only touched under the lock of the bucket that holds the group, or by the one
+//   owner of a spare record (a node's own thread while it is idle, or the pool under its lock).
+unsafe impl Sync for Group {}
+// SAFETY: as for `Sync`: plain data whose shared parts are guarded as above.
+unsafe impl Send for Group {}
+
+impl Group {
+    pub(crate) fn new() -> Group {
+        Group {
+            word: AtomicU64::new(0),
+            node: AtomicU64::new(0),
+            bucket: AtomicPtr::new(ptr::null_mut()),
+            locked: UnsafeCell::new(GroupLocked {
+                prev: ptr::null(),
+                next: ptr::null(),
+                head: ptr::null(),
+                tail: ptr::null(),
+                len: 0,
+            }),
+        }
+    }
+
+    /// # Safety
+    /// The caller holds the lock of the bucket that holds the group, or owns the spare record.
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    pub(crate) unsafe fn locked(&self) -> &mut GroupLocked {
+        // SAFETY: exclusive access is the caller's contract.
+        unsafe { &mut *self.locked.get() }
+    }
+
+    /// The key and bucket the group was last given. Without the lock they may be stale or torn:
+    /// a reader checks under the lock of the bucket it derives from them.
+    #[inline]
+    pub(crate) fn key_words(&self) -> (u64, u64) {
+        // Relaxed: a hint, checked under a lock (`private_table::lock_home`).
+        (self.word.load(Ordering::Relaxed), self.node.load(Ordering::Relaxed))
+    }
+
+    #[inline]
+    pub(crate) fn bucket(&self) -> *const () {
+        // Relaxed: read under the lock of the bucket it is compared with, which orders it.
+        self.bucket.load(Ordering::Relaxed)
+    }
+
+    /// Give the group its key and bucket. Call with the lock of that bucket held (and the old
+    /// one's, when it moves).
+    #[inline]
+    pub(crate) fn place(&self, (word, node): (u64, u64), bucket: *const ()) {
+        // Relaxed: readers without the lock only take them as hints; readers under the lock are
+        // ordered by it.
+        self.word.store(word, Ordering::Relaxed);
+        self.node.store(node, Ordering::Relaxed);
+        self.bucket.store(bucket.cast_mut(), Ordering::Relaxed);
+    }
+}
+
+/// A record's memory.
+pub(crate) const LAYOUT: std::alloc::Layout = std::alloc::Layout::new::<Group>();
+
+/// A record for a new node: from the free list, or new. `None` if memory cannot be had.
+pub(crate) fn take() -> Option<NonNull<Group>> {
+    #[cfg(not(ufutex_loom))]
+    return pool::pop().or_else(pool::refill);
+    #[cfg(ufutex_loom)]
+    {
+        // SAFETY: `Group` is not zero-sized.
+        let g = NonNull::new(unsafe { std::alloc::alloc(LAYOUT) }.cast::<Group>())?;
+        // SAFETY: fresh memory of `Group`'s layout, which nobody else knows of yet.
+        unsafe { g.as_ptr().write(Group::new()) };
+        Some(g)
+    }
+}
+
+/// Give back the record of a node that goes (never freed: see the module docs).
+///
+/// # Safety
+/// The caller owns the record (a spare), and drops every pointer to it it holds.
+pub(crate) unsafe fn give(g: NonNull<Group>) {
+    #[cfg(not(ufutex_loom))]
+    // SAFETY: forwarded contract.
+    unsafe {
+        pool::push(g)
+    };
+    // Under loom a model's atomics must not outlive its execution: left unused (a leak of a
+    // few records per model run).
+    #[cfg(ufutex_loom)]
+    let _ = g;
+}
+
+#[cfg(not(ufutex_loom))]
+mod pool {
+    use super::Group;
+    use std::ptr::{self, NonNull};
+    use std::sync::Mutex;
+
+    /// Records given back, chained through their `next` field.
+    struct Free(*const Group);
+
+    // SAFETY: the chain is only followed under the mutex; free records are nobody else's.
+    unsafe impl Send for Free {}
+
+    static FREE: Mutex<Free> = Mutex::new(Free(ptr::null()));
+
+    pub(super) fn pop() -> Option<NonNull<Group>> {
+        let mut free = FREE.try_lock().ok()?;
+        let g = NonNull::new(free.0.cast_mut())?;
+        // SAFETY: a record on the free list is owned by the list, whose lock we hold.
+        free.0 = unsafe { g.as_ref().locked().next };
+        Some(g)
+    }
+
+    /// Records made at once when the free list is empty: a page of them (4 KiB), so that the
+    /// records of nodes made together share a page (a requeue after a sleep pays a page walk
+    /// for each page it meets). Most nodes bring a record of their own, beside them in the
+    /// node pool (`node_pool.rs`); these serve the others (waitv nodes, nodes kept outside the
+    /// pool).
+    const BATCH: usize = 4096 / std::mem::size_of::<Group>();
+
+    /// A page of new records: one for the caller, the rest on the free list.
+    pub(super) fn refill() -> Option<NonNull<Group>> {
+        let layout = std::alloc::Layout::from_size_align(super::LAYOUT.size() * BATCH, 4096).ok()?;
+        // SAFETY: the layout is not zero-sized.
+        let first = NonNull::new(unsafe { std::alloc::alloc(layout) }.cast::<Group>())?;
+        for i in 0..BATCH {
+            // SAFETY: fresh memory for `BATCH` records, which nobody else knows of yet.
+            unsafe { first.as_ptr().add(i).write(Group::new()) };
+        }
+        for i in 1..BATCH {
+            // SAFETY: as above; the others go to the free list, which owns them from then on.
+            unsafe { push(NonNull::new_unchecked(first.as_ptr().add(i))) };
+        }
+        Some(first)
+    }
+
+    /// # Safety
+    /// As `super::give`.
+    pub(super) unsafe fn push(g: NonNull<Group>) {
+        // A busy lock (a fork while another thread held it, or a race): the record stays
+        // unused. It is valid memory all the same.
+        let Ok(mut free) = FREE.try_lock() else { return };
+        // SAFETY: the caller gives up the record: the list owns it now.
+        unsafe { g.as_ref().locked().next = free.0 };
+        free.0 = g.as_ptr();
+    }
+}
