@@ -6,6 +6,9 @@ export RUSTFLAGS="--cfg ufutex_loom"
 # others with two.
 LOOM_MAX_PREEMPTIONS=2 cargo test --release -p ufutex --test loom_core --target-dir target/loom -- --skip resize_races_requeue
 LOOM_MAX_PREEMPTIONS=1 cargo test --release -p ufutex --test loom_core --target-dir target/loom -- --exact resize_races_requeue
+# Its window (a node between two groups) takes three preemptions to reach: ~1 min.
+LOOM_MAX_PREEMPTIONS=3 cargo test --release -p ufutex --test loom_core --target-dir target/loom \
+  -- --exact a_timeout_races_a_requeue_of_part_of_a_group
 # The same protocol where membarrier is unavailable: both sides fence (membarrier.rs).
 UFUTEX_LOOM_FENCE=symmetric LOOM_MAX_PREEMPTIONS=2 cargo test --release -p ufutex --test loom_core \
   --target-dir target/loom -- --skip resize_races_requeue

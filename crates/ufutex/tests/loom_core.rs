@@ -211,6 +211,88 @@ fn timeout_races_requeue() {
     });
 }
 
+/// Oks among the results of timed waits (a timeout is the other legal answer).
+fn oks(results: impl IntoIterator<Item = Result<(), WaitError>>) -> usize {
+    results
+        .into_iter()
+        .map(|r| match r {
+            Ok(()) => 1,
+            Err(WaitError::TimedOut) => 0,
+            other => panic!("unexpected {other:?}"),
+        })
+        .sum()
+}
+
+/// Two timed waiters on `a`, their results.
+fn two_timed_waiters(d: &Arc<Domain>, w: &Arc<Words>) -> [thread::JoinHandle<Result<(), WaitError>>; 2] {
+    [0, 1].map(|_| {
+        let (d, w) = (d.clone(), w.clone());
+        thread::spawn(move || d.wait(&w.a, 0, soon()))
+    })
+}
+
+/// Two waiters of one word form one group, whose first node gave the group its record. A
+/// wake of one racing both timeouts: whichever leaves first (woken or timed out, the debtor
+/// or not), each wait is counted by at most the one wake, and the records come out even
+/// (a debtor leaving hands its debt on; a second record would be needed otherwise).
+#[test]
+fn timeouts_race_a_wake_of_one_of_a_group() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let waiters = two_timed_waiters(&d, &w);
+        let woken = d.wake(&w.a, 1);
+        let ok = oks(waiters.map(|h| h.join().unwrap()));
+        assert_eq!(ok, woken);
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
+
+/// A requeue of one of two waiters of a group (the group does not move whole: a single node
+/// does) racing the timeout of the one it moves: the timed waiter, queued first, is the one
+/// moved, and it must find its node wherever the requeue put it (one that took its node in
+/// flight for woken would wait for an unpark forever: a loom deadlock). The other waiter stays
+/// until the end, so that the group has two nodes when the requeue comes. (That window takes
+/// three preemptions to reach: CI runs this model with three.)
+#[test]
+fn a_timeout_races_a_requeue_of_part_of_a_group() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let other = wait_until_changed(&d, &w);
+        let (d2, w2) = (d.clone(), w.clone());
+        let requeuer = thread::spawn(move || match d2.requeue(&w2.a, 0, &w2.b, 0, 1) {
+            Err(WaitError::WouldBlock) => 0, // after the change below
+            r => r.unwrap(),
+        });
+        let mine = d.wait(&w.a, 0, soon());
+        w.a.store(1, Ordering::Release);
+        w.b.store(1, Ordering::Release);
+        let woken = d.wake(&w.a, 2) + d.wake(&w.b, 2);
+        let moved = requeuer.join().unwrap();
+        assert!(moved <= 1);
+        assert_eq!(oks([mine]) + other.join().unwrap(), woken);
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
+
+/// A requeue of a whole group (both waiters of `a` to `b`, in another bucket) racing both
+/// timeouts: a waiter whose group moved finds it through the group's new key and bucket.
+#[test]
+fn timeouts_race_a_requeue_of_a_whole_group() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let waiters = two_timed_waiters(&d, &w);
+        let moved = d.requeue(&w.a, 0, &w.b, 0, 2).unwrap();
+        let woken = d.wake(&w.b, 2);
+        assert!(woken <= moved && moved <= 2);
+        let ok = oks(waiters.map(|h| h.join().unwrap()));
+        assert_eq!(ok, woken);
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
+
 /// A waiter requeued from a word that changed waits for its new word's wake: the change makes
 /// it return WouldBlock only if it saw the change before it queued, and then nothing moved it.
 #[test]
