@@ -41,11 +41,18 @@ pub(crate) trait Pick {
     /// key that shares the bucket).
     fn pick(&mut self, ours: bool, mask: u64) -> Fate;
     /// Whether the next `n` waiters of the key, none looked at, are all moved (a requeue whose
-    /// count covers them): then a table may move them as one piece (`queue::Ask::Whole`), and
+    /// count covers them): then a table may move them as one piece (`queue::Ask::Group`), and
     /// the pick counts them as moved. No by default.
     #[inline(always)]
     fn whole(&mut self, n: usize) -> bool {
         let _ = n;
+        false
+    }
+    /// Whether it says [`Fate::Skip`] to every waiter of its key whose mask is within
+    /// `masks`: a table may then pass over them without a look. No by default.
+    #[inline(always)]
+    fn misses(&self, masks: u64) -> bool {
+        let _ = masks;
         false
     }
     /// Whether it says [`Fate::Stop`] to the next waiter whatever that is: a table may then

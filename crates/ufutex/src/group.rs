@@ -18,11 +18,11 @@
 //! be given back is left unused, valid memory all the same), so records never outnumber the
 //! most nodes that lived at once.
 
-use crate::primitive::{AtomicPtr, AtomicU64, Ordering};
+use crate::primitive::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::cell::UnsafeCell;
 use std::ptr::{self, NonNull};
 
-/// The fields of a group that only the holder of its bucket's lock touches.
+/// The fields of a group that only the holder of its bucket's lock touches (but its length).
 pub(crate) struct GroupLocked {
     /// Neighbouring groups in the bucket's list (of any keys), oldest first.
     pub(crate) prev: *const Group,
@@ -30,21 +30,27 @@ pub(crate) struct GroupLocked {
     /// The group's first and last node (`queue::Node<H>`, of the bucket type `H`).
     pub(crate) head: *const (),
     pub(crate) tail: *const (),
-    /// Nodes in the group; 0 for a record that is nobody's group.
-    pub(crate) len: usize,
+    /// The union of the masks its nodes joined with, since the group was made (never smaller
+    /// than the union of its nodes' masks): a wake whose mask misses it skips the group.
+    pub(crate) masks: u64,
 }
 
-/// One record: a group of waiters of one key in one bucket, or a spare.
+/// One record: a group of waiters of one key in one bucket, or a spare. One cache line.
 #[repr(C, align(64))]
 pub(crate) struct Group {
-    /// The key's two words (`key::Key`), read without a lock by a node's own thread to find
-    /// the bucket; written under the lock of the bucket the group is in.
+    /// The key (`key::Key`: the word's address, and the node as a `u32`), read without a lock
+    /// by a node's own thread to find the bucket; written under the lock of the bucket the
+    /// group is in.
     word: AtomicU64,
-    node: AtomicU64,
-    /// The bucket the group is in (`queue::Home`); the same rules.
+    node: AtomicU32,
+    /// Nodes in the group, under its bucket's lock; 0 for a record that is nobody's group.
+    len: UnsafeCell<u32>,
+    /// The bucket the group is in (`queue::Home`); the same rules as the key.
     bucket: AtomicPtr<()>,
     locked: UnsafeCell<GroupLocked>,
 }
+
+const _: () = assert!(std::mem::size_of::<Group>() == 64 || cfg!(ufutex_loom));
 
 // SAFETY:
 // - the atomics are shared as atomics;
@@ -58,14 +64,15 @@ impl Group {
     pub(crate) fn new() -> Group {
         Group {
             word: AtomicU64::new(0),
-            node: AtomicU64::new(0),
+            node: AtomicU32::new(0),
+            len: UnsafeCell::new(0),
             bucket: AtomicPtr::new(ptr::null_mut()),
             locked: UnsafeCell::new(GroupLocked {
                 prev: ptr::null(),
                 next: ptr::null(),
                 head: ptr::null(),
                 tail: ptr::null(),
-                len: 0,
+                masks: 0,
             }),
         }
     }
@@ -79,12 +86,23 @@ impl Group {
         unsafe { &mut *self.locked.get() }
     }
 
+    /// Nodes in the group.
+    ///
+    /// # Safety
+    /// As [`Group::locked`].
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    pub(crate) unsafe fn len(&self) -> &mut u32 {
+        // SAFETY: exclusive access is the caller's contract.
+        unsafe { &mut *self.len.get() }
+    }
+
     /// The key and bucket the group was last given. Without the lock they may be stale or torn:
     /// a reader checks under the lock of the bucket it derives from them.
     #[inline]
     pub(crate) fn key_words(&self) -> (u64, u64) {
         // Relaxed: a hint, checked under a lock (`private_table::lock_home`).
-        (self.word.load(Ordering::Relaxed), self.node.load(Ordering::Relaxed))
+        (self.word.load(Ordering::Relaxed), u64::from(self.node.load(Ordering::Relaxed)))
     }
 
     #[inline]
@@ -100,7 +118,8 @@ impl Group {
         // Relaxed: readers without the lock only take them as hints; readers under the lock are
         // ordered by it.
         self.word.store(word, Ordering::Relaxed);
-        self.node.store(node, Ordering::Relaxed);
+        // A key's node is a `u32` (`Key::node`), kept whole in the key's second word.
+        self.node.store(node as u32, Ordering::Relaxed);
         self.bucket.store(bucket.cast_mut(), Ordering::Relaxed);
     }
 }

@@ -61,9 +61,10 @@ impl Locked for PrivateLocked<'_> {
     fn take(&mut self, pick: &mut impl Pick, woken: &mut WakeList, moved: &mut MoveList) -> Result<(), Infallible> {
         let (key, before) = (self.key, woken.len());
         let step = |ask: Ask| match ask {
-            Ask::Whole(n) if pick.whole(n) => Step::Move,
-            Ask::Whole(_) if pick.done() => Step::Stop,
-            Ask::Whole(_) => Step::Skip,
+            Ask::Group { len, .. } if pick.whole(len) => Step::Move,
+            Ask::Group { .. } if pick.done() => Step::Stop,
+            Ask::Group { masks, .. } if pick.misses(masks) => Step::Skip,
+            Ask::Group { .. } => Step::Take,
             Ask::Node(mask) => match pick.pick(true, mask) {
                 Fate::Wake => Step::Take,
                 Fate::Move => Step::Move,

@@ -188,7 +188,7 @@ impl Detached {
     pub(crate) fn len(&self) -> usize {
         // SAFETY: a detached group is reachable only through this handle, held by the caller
         // of `drain`, which holds the locks of both buckets.
-        unsafe { self.group.as_ref().locked().len }
+        unsafe { *self.group.as_ref().len() as usize }
     }
 }
 
@@ -239,10 +239,11 @@ unsafe fn chain_group(head: &mut *const Group, tail: &mut *const Group, g: &Grou
 pub(crate) enum Ask {
     /// The next node, whose mask this is: [`Step::Skip`], `Take`, `Move` or `Stop`?
     Node(u64),
-    /// A group of this many nodes, none looked at yet: [`Step::Move`] to move it whole,
-    /// [`Step::Stop`] to end the walk without a look at its first node (whose line may be
-    /// cold), anything else to walk its nodes.
-    Whole(usize),
+    /// A group of `len` nodes, none looked at yet, whose masks are all within `masks`:
+    /// [`Step::Move`] to move it whole, [`Step::Stop`] to end the walk without a look at its
+    /// first node (whose line may be cold), [`Step::Skip`] to pass over every node of it (none
+    /// can be taken), [`Step::Take`] to walk its nodes.
+    Group { len: usize, masks: u64 },
 }
 
 /// The key a group was given (read under its bucket's lock).
@@ -263,7 +264,8 @@ impl<H: Home> Queue<H> {
             // SAFETY: the caller reached this queue through its bucket guard: its groups are
             // its, guarded by that lock.
             let gl = unsafe { (*g).locked() };
-            n += gl.len;
+            // SAFETY: as above.
+            n += unsafe { *(*g).len() } as usize;
             g = gl.next;
         }
         n
@@ -317,7 +319,8 @@ impl<H: Home> Queue<H> {
                     let g = &*g;
                     g.place(key.words(), ptr::from_ref(bucket).cast());
                     let gl = g.locked();
-                    (gl.head, gl.tail, gl.len) = (ptr::null(), ptr::null(), 0);
+                    (gl.head, gl.tail, gl.masks) = (ptr::null(), ptr::null(), 0);
+                    *g.len() = 0;
                     self.link(g);
                     g
                 }
@@ -339,7 +342,8 @@ impl<H: Home> Queue<H> {
                 old.spare = std::mem::replace(&mut l.spare, ptr::null());
             }
             gl.tail = ptr::from_ref(node).cast();
-            gl.len += 1;
+            gl.masks |= mask;
+            *g.len() += 1;
         }
         // Release: the node's group is published before the lock is dropped; its own thread
         // reads it with Acquire (`whereabouts`).
@@ -419,8 +423,9 @@ impl<H: Home> Queue<H> {
             } else {
                 (*l.next).locked().prev = l.prev;
             }
-            gl.len -= 1;
-            if gl.len == 0 {
+            let len = g.len();
+            *len -= 1;
+            if *len == 0 {
                 self.unlink_group(g);
                 debug_assert!(l.spare.is_null(), "the last node of a group is its debtor");
                 l.spare = g;
@@ -476,9 +481,9 @@ impl<H: Home> Queue<H> {
 
     /// Walk `key`'s waiters oldest first; `f` sees each node's mask and decides
     /// ([`Ask::Node`]). Taken nodes are unlinked and handed to `sink` in queue order; moved
-    /// ones go to `moved`, in order. Before each node that heads its group, `f` is asked
-    /// whether the group's nodes move without a look ([`Ask::Whole`]); if so the group goes to
-    /// `moved` whole, its nodes untouched. Returns how many were taken (not moved).
+    /// ones go to `moved`, in order. Before each node that heads its group, `f` is asked about
+    /// the group ([`Ask::Group`]): it may move whole (to `moved`, its nodes untouched), end the
+    /// walk, or be passed over. Returns how many were taken (not moved).
     ///
     /// # Safety
     /// The caller holds this queue's bucket lock, and appends `moved` somewhere before it
@@ -507,7 +512,8 @@ impl<H: Home> Queue<H> {
                 // SAFETY: as above: `cur` heads the group exactly when it is the group's head.
                 if ptr::eq(cur, unsafe { gr.locked().head.cast() }) {
                     // SAFETY: as above.
-                    match f(Ask::Whole(unsafe { gr.locked().len })) {
+                    let (len, masks) = unsafe { (*gr.len() as usize, gr.locked().masks) };
+                    match f(Ask::Group { len, masks }) {
                         Step::Move => {
                             // SAFETY: `gr` is in this locked queue; `moved` keeps it until
                             // appended.
@@ -515,7 +521,8 @@ impl<H: Home> Queue<H> {
                             break;
                         }
                         Step::Stop => break 'groups,
-                        _ => {}
+                        Step::Skip => break,
+                        Step::Take => {}
                     }
                 }
                 // SAFETY: `cur` is a queued node of this locked queue.
@@ -713,7 +720,7 @@ impl<H: Home> MoveList<H> {
         // SAFETY: the group is out of every queue: only we reach it, under the source's lock,
         // and so are the groups chained here before it.
         unsafe {
-            self.len += g.locked().len;
+            self.len += *g.len() as usize;
             chain_group(&mut self.groups, &mut self.groups_tail, g);
         }
     }
@@ -900,7 +907,8 @@ mod tests {
                 // SAFETY: as above.
                 let gl = unsafe { gr.locked() };
                 assert_eq!(gl.prev, prev_g, "a group's back link in queue {q}");
-                assert_eq!(gl.len, nodes.len(), "a group's length in queue {q}");
+                // SAFETY: as above.
+                assert_eq!(unsafe { *gr.len() } as usize, nodes.len(), "a group's length in queue {q}");
                 assert!(ptr::eq(gr.bucket().cast::<Spot>(), &self.homes[q]), "a group's bucket is queue {q}'s home");
                 let mut prev: *const TestNode = ptr::null();
                 let mut debtors = 0;
@@ -1010,7 +1018,7 @@ mod tests {
                 key,
                 |ask| match ask {
                     Ask::Node(mask) => pick(mask),
-                    Ask::Whole(_) => Step::Skip,
+                    Ask::Group { .. } => Step::Take,
                 },
                 sink,
                 &mut list,
@@ -1229,12 +1237,12 @@ mod tests {
     fn requeue(wake: usize, moves: usize) -> impl FnMut(Ask) -> Step {
         let (mut wake, mut moves) = (wake, moves);
         move |ask| match ask {
-            Ask::Whole(n) if wake == 0 && moves >= n => {
-                moves -= n;
+            Ask::Group { len, .. } if wake == 0 && moves >= len => {
+                moves -= len;
                 Step::Move
             }
-            Ask::Whole(_) if wake == 0 && moves == 0 => Step::Stop,
-            Ask::Whole(_) => Step::Skip,
+            Ask::Group { .. } if wake == 0 && moves == 0 => Step::Stop,
+            Ask::Group { .. } => Step::Take,
             Ask::Node(_) if wake > 0 => {
                 wake -= 1;
                 Step::Take
@@ -1717,6 +1725,35 @@ mod tests {
         rig.take_moving(0, B, requeue(0, 10), |_| unreachable!(), &mut list);
         rig.append(list, 0, B);
         assert_eq!(rig.entries(0), [(0, C, 1), (2, C, 1), (1, B, 1), (3, B, 1)]);
+    }
+
+    #[test]
+    fn a_group_whose_masks_miss_is_passed_over_unseen() {
+        let mut rig = Rig::new(4);
+        rig.push(0, 0, A, 0b001);
+        rig.push(0, 1, A, 0b001);
+        rig.push(0, 2, B, 0b010);
+        let mut asked = Vec::new();
+        let pick = |ask| match ask {
+            Ask::Group { masks, .. } => {
+                asked.push(masks);
+                if masks & 0b010 == 0 {
+                    Step::Skip
+                } else {
+                    Step::Take
+                }
+            }
+            Ask::Node(_) => panic!("no node of a group whose masks miss is looked at"),
+        };
+        assert_eq!(rig.take_moving(0, A, pick, |_| unreachable!(), &mut MoveList::new()), []);
+        assert_eq!(asked, [0b001], "asked once, about A's group");
+        assert_eq!(rig.order(0), [0, 1, 2]);
+        // The union only grows while the group lives: node 1 leaves, its bit stays.
+        rig.cancel(0, 1);
+        rig.push(0, 3, A, 0b100);
+        // SAFETY: `&rig` stands for the lock; the head group is A's.
+        let masks = unsafe { (*rig.queues[0].head).locked().masks };
+        assert_eq!(masks, 0b101);
     }
 
     #[test]

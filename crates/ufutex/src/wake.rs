@@ -66,6 +66,12 @@ impl Pick for WakePick {
         self.left == 0 && self.report == Report::Count
     }
 
+    /// A waiter whose mask shares no bit with ours is skipped, whatever `left` and the report.
+    #[inline]
+    fn misses(&self, masks: u64) -> bool {
+        masks & self.mask == 0
+    }
+
     fn not_woken(&mut self) {
         self.left += 1;
     }
