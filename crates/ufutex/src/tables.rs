@@ -243,11 +243,15 @@ impl Tables {
     /// The current-table pointer of the slot serving `node` ([`NO_NODE`]: the plain table).
     #[inline]
     fn slot(&self, node: u32) -> &AtomicPtr<Table> {
-        if node == NO_NODE {
-            &self.current
-        } else {
-            let nodes = self.nodes.get().expect("a node key comes from a NUMA domain's resolved node word");
-            &nodes.current[node as usize]
+        self.slot_if_any(node).expect("a node key comes from a NUMA domain's resolved node word")
+    }
+
+    /// The slot of `node`, if this domain has one.
+    #[inline]
+    fn slot_if_any(&self, node: u32) -> Option<&AtomicPtr<Table>> {
+        match node {
+            NO_NODE => Some(&self.current),
+            _ => self.nodes.get()?.current.get(node as usize),
         }
     }
 
@@ -378,13 +382,8 @@ impl Tables {
     /// The current table of `key`'s slot for a key read without a lock, which may be stale
     /// (`private_table::lock_home`): `None` when this domain has no such slot or table.
     pub(crate) fn table_of_hint(&self, key: &Key) -> Option<&Table> {
-        let node = key.node();
-        let slot = match node {
-            NO_NODE => &self.current,
-            _ => self.nodes.get()?.current.get(node as usize)?,
-        };
         // Acquire: as in `table_if_any`.
-        let t = slot.load(Ordering::Acquire);
+        let t = self.slot_if_any(key.node())?.load(Ordering::Acquire);
         // SAFETY: as in `table_if_any`.
         unsafe { t.as_ref() }
     }
