@@ -319,8 +319,10 @@ impl<H: Home> Queue<H> {
                     let g = &*g;
                     g.place(key.words(), ptr::from_ref(bucket).cast());
                     let gl = g.locked();
-                    (gl.head, gl.tail, gl.masks) = (ptr::null(), ptr::null(), 0);
-                    *g.len() = 0;
+                    // A spare is a new record or an emptied group: no nodes, but the masks of
+                    // its last life.
+                    debug_assert!(gl.head.is_null() && gl.tail.is_null() && *g.len() == 0);
+                    gl.masks = 0;
                     self.link(g);
                     g
                 }
@@ -517,7 +519,10 @@ impl<H: Home> Queue<H> {
                         Step::Move => {
                             // SAFETY: `gr` is in this locked queue; `moved` keeps it until
                             // appended.
-                            unsafe { self.move_whole(gr, moved) };
+                            unsafe {
+                                self.unlink_group(gr);
+                                moved.push_group(gr);
+                            }
                             break;
                         }
                         Step::Stop => break 'groups,
@@ -554,20 +559,6 @@ impl<H: Home> Queue<H> {
             }
         }
         taken
-    }
-
-    /// Take group `g` out whole into `moved`. (Inlined: out of line, perf's cold requeue of
-    /// one waiter a call, which never takes this path but at its last call, ran ~9% slower.)
-    ///
-    /// # Safety
-    /// `g` is in this queue, whose lock the caller holds until `moved` is appended.
-    #[inline(always)]
-    unsafe fn move_whole(&mut self, g: &Group, moved: &mut MoveList<H>) {
-        // SAFETY: forwarded contract.
-        unsafe {
-            self.unlink_group(g);
-            moved.push_group(g);
-        }
     }
 
     /// Every group, for migration by a resize: taken out oldest first, with its key.
@@ -751,10 +742,13 @@ impl<H: Home> MoveList<H> {
     /// `queue` belongs to `bucket`, and the caller holds its lock and the source's lock.
     #[inline(always)] // into the requeue's accept
     pub(crate) unsafe fn append_to(mut self, queue: &mut Queue<H>, key: Key, bucket: &H) {
-        let groups = std::mem::replace(&mut self.groups, ptr::null());
-        if !groups.is_null() {
-            // SAFETY: forwarded contract.
-            unsafe { adopt_all(groups, queue, key, bucket) };
+        let mut g = std::mem::replace(&mut self.groups, ptr::null());
+        while let Some(d) = NonNull::new(g.cast_mut()) {
+            // SAFETY: chained groups are out of every queue, ours until adopted; both locks held.
+            unsafe {
+                g = d.as_ref().locked().next;
+                queue.adopt(Detached { group: d }, key, bucket);
+            }
         }
         let mut cur = std::mem::replace(&mut self.head, ptr::null());
         while !cur.is_null() {
@@ -766,21 +760,6 @@ impl<H: Home> MoveList<H> {
                 let mask = node.locked().mask;
                 queue.push_back(node, key, mask, bucket);
             }
-        }
-    }
-}
-
-/// Append the chain of whole groups starting at `g` to `queue`, under `key`, in `bucket`.
-///
-/// # Safety
-/// As [`MoveList::append_to`]; the chain is out of every queue, the caller's to place.
-#[inline(always)] // as `Queue::move_whole`
-unsafe fn adopt_all<H: Home>(mut g: *const Group, queue: &mut Queue<H>, key: Key, bucket: &H) {
-    while let Some(d) = NonNull::new(g.cast_mut()) {
-        // SAFETY: chained groups are out of every queue, ours until adopted; both locks held.
-        unsafe {
-            g = d.as_ref().locked().next;
-            queue.adopt(Detached { group: d }, key, bucket);
         }
     }
 }
