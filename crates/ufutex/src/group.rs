@@ -195,21 +195,33 @@ mod pool {
             // SAFETY: fresh memory for `BATCH` records, which nobody else knows of yet.
             unsafe { first.as_ptr().add(i).write(Group::new()) };
         }
-        for i in 1..BATCH {
-            // SAFETY: as above; the others go to the free list, which owns them from then on.
-            unsafe { push(NonNull::new_unchecked(first.as_ptr().add(i))) };
+        // The others, chained, go to the free list at once.
+        for i in 1..BATCH - 1 {
+            // SAFETY: as above; nobody else knows of them yet.
+            unsafe { (*first.as_ptr().add(i)).locked().next = first.as_ptr().add(i + 1) };
         }
+        // SAFETY: `first + 1 ..= first + BATCH - 1` are chained above and ours to give.
+        unsafe { push_chain(NonNull::new_unchecked(first.as_ptr().add(1)), &*first.as_ptr().add(BATCH - 1)) };
         Some(first)
     }
 
     /// # Safety
     /// As `super::give`.
     pub(super) unsafe fn push(g: NonNull<Group>) {
-        // A busy lock (a fork while another thread held it, or a race): the record stays
-        // unused. It is valid memory all the same.
+        // SAFETY: forwarded contract; one record is a chain of one.
+        unsafe { push_chain(g, g.as_ref()) };
+    }
+
+    /// Put the chain `first ..= last` (linked by `next`) on the free list.
+    ///
+    /// # Safety
+    /// The caller gives up every record of the chain, and holds no pointer to them.
+    unsafe fn push_chain(first: NonNull<Group>, last: &Group) {
+        // A busy lock (a fork while another thread held it, or a race): the records stay
+        // unused. They are valid memory all the same.
         let Ok(mut free) = FREE.try_lock() else { return };
-        // SAFETY: the caller gives up the record: the list owns it now.
-        unsafe { g.as_ref().locked().next = free.0 };
-        free.0 = g.as_ptr();
+        // SAFETY: the caller gives up the chain: the list owns it now.
+        unsafe { last.locked().next = free.0 };
+        free.0 = first.as_ptr();
     }
 }
