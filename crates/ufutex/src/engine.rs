@@ -48,12 +48,12 @@ pub(crate) trait Pick {
         let _ = n;
         false
     }
-    /// Whether it says [`Fate::Skip`] to every waiter of its key whose mask is within
-    /// `masks`: a table may then pass over them without a look. No by default.
+    /// A mask it says [`Fate::Skip`] to every waiter outside of (a waiter whose mask shares no
+    /// bit with it): a table may pass over such waiters without a look, or over a group of
+    /// them by the union of their masks. Every bit by default (it may take any).
     #[inline(always)]
-    fn misses(&self, masks: u64) -> bool {
-        let _ = masks;
-        false
+    fn within(&self) -> u64 {
+        !0
     }
     /// Whether it says [`Fate::Stop`] to the next waiter whatever that is: a table may then
     /// stop without a look at it (its line is likely in another CPU's cache). No by default.

@@ -59,11 +59,10 @@ impl Locked for PrivateLocked<'_> {
 
     #[inline(always)] // into the wake, requeue and wake-op that hold the lock: no frame
     fn take(&mut self, pick: &mut impl Pick, woken: &mut WakeList, moved: &mut MoveList) -> Result<(), Infallible> {
-        let (key, before) = (self.key, woken.len());
+        let (key, within, before) = (self.key, pick.within(), woken.len());
         let step = |ask: Ask| match ask {
             Ask::Group { len, .. } if pick.whole(len) => Step::Move,
             Ask::Group { .. } if pick.done() => Step::Stop,
-            Ask::Group { masks, .. } if pick.misses(masks) => Step::Skip,
             Ask::Group { .. } => Step::Take,
             Ask::Node(mask) => match pick.pick(true, mask) {
                 Fate::Wake => Step::Take,
@@ -75,7 +74,7 @@ impl Locked for PrivateLocked<'_> {
         // SAFETY: `self.g` holds the bucket lock; each taken node goes straight into `woken`
         // (marked Woken, unparked after the unlock), and `moved` is appended before the unlock
         // (`accept`).
-        unsafe { self.g.queue().take(&key, step, |node| woken.push(node), moved) };
+        unsafe { self.g.queue().take(&key, within, step, |node| woken.push(node), moved) };
         let n = woken.len() - before;
         if n > 0 {
             // Relaxed under the lock: the dequeuer drops the count for the nodes it took. (Not

@@ -239,11 +239,10 @@ unsafe fn chain_group(head: &mut *const Group, tail: &mut *const Group, g: &Grou
 pub(crate) enum Ask {
     /// The next node, whose mask this is: [`Step::Skip`], `Take`, `Move` or `Stop`?
     Node(u64),
-    /// A group of `len` nodes, none looked at yet, whose masks are all within `masks`:
-    /// [`Step::Move`] to move it whole, [`Step::Stop`] to end the walk without a look at its
-    /// first node (whose line may be cold), [`Step::Skip`] to pass over every node of it (none
-    /// can be taken), [`Step::Take`] to walk its nodes.
-    Group { len: usize, masks: u64 },
+    /// A group of `len` nodes, none looked at yet: [`Step::Move`] to move it whole,
+    /// [`Step::Stop`] to end the walk without a look at its first node (whose line may be
+    /// cold), [`Step::Skip`] to pass over every node of it, [`Step::Take`] to walk its nodes.
+    Group { len: usize },
 }
 
 /// The key a group was given (read under its bucket's lock).
@@ -485,7 +484,9 @@ impl<H: Home> Queue<H> {
     /// ([`Ask::Node`]). Taken nodes are unlinked and handed to `sink` in queue order; moved
     /// ones go to `moved`, in order. Before each node that heads its group, `f` is asked about
     /// the group ([`Ask::Group`]): it may move whole (to `moved`, its nodes untouched), end the
-    /// walk, or be passed over. Returns how many were taken (not moved).
+    /// walk, or be passed over. A group whose masks share no bit with `within` is passed over
+    /// before its key is even compared: `f` is to skip every node whose mask misses `within`.
+    /// Returns how many were taken (not moved).
     ///
     /// # Safety
     /// The caller holds this queue's bucket lock, and appends `moved` somewhere before it
@@ -494,6 +495,7 @@ impl<H: Home> Queue<H> {
     pub(crate) unsafe fn take(
         &mut self,
         key: &Key,
+        within: u64,
         mut f: impl FnMut(Ask) -> Step,
         mut sink: impl FnMut(&Node<H>),
         moved: &mut MoveList<H>,
@@ -504,18 +506,21 @@ impl<H: Home> Queue<H> {
             // SAFETY: a group of this locked queue.
             let gr = unsafe { &*g };
             // SAFETY: as above. (Read first: the walk may take the group out of the queue.)
-            g = unsafe { gr.locked().next };
-            if key_of(gr) != *key {
+            let gl = unsafe { gr.locked() };
+            g = gl.next;
+            // The masks first: a wake whose mask misses (the common skip of a bucket's other
+            // sleepers) then needs no more of the record.
+            if gl.masks & within == 0 || key_of(gr) != *key {
                 continue;
             }
-            // SAFETY: as above.
-            let mut cur: *const Node<H> = unsafe { gr.locked().head.cast() };
-            while !cur.is_null() {
-                // SAFETY: as above: `cur` heads the group exactly when it is the group's head.
-                if ptr::eq(cur, unsafe { gr.locked().head.cast() }) {
+            // A queued group has a node; the first is its head.
+            let mut cur: *const Node<H> = gl.head.cast();
+            let mut heads = true;
+            loop {
+                if heads {
                     // SAFETY: as above.
-                    let (len, masks) = unsafe { (*gr.len() as usize, gr.locked().masks) };
-                    match f(Ask::Group { len, masks }) {
+                    let len = unsafe { *gr.len() } as usize;
+                    match f(Ask::Group { len }) {
                         Step::Move => {
                             // SAFETY: `gr` is in this locked queue; `moved` keeps it until
                             // appended.
@@ -537,7 +542,8 @@ impl<H: Home> Queue<H> {
                 let next = l.next;
                 match f(Ask::Node(l.mask)) {
                     Step::Stop => break 'groups,
-                    Step::Skip => {}
+                    // The head stays where it was: `next` does not head the group.
+                    Step::Skip => heads = false,
                     Step::Take => {
                         prefetch_page_ahead(cur);
                         // SAFETY: `node` is in this queue, lock held.
@@ -554,6 +560,10 @@ impl<H: Home> Queue<H> {
                             moved.push_node(node);
                         }
                     }
+                }
+                // (Taken or moved, the head's place passes to `next`, if any.)
+                if next.is_null() {
+                    break;
                 }
                 cur = next;
             }
@@ -995,6 +1005,7 @@ mod tests {
             let taken = self.take_moving(
                 q,
                 key,
+                !0,
                 |ask| match ask {
                     Ask::Node(mask) => pick(mask),
                     Ask::Group { .. } => Step::Take,
@@ -1006,12 +1017,14 @@ mod tests {
             taken
         }
 
-        /// `Queue::take` of `key` on queue `q`: taken nodes handed on to `sink`, moved ones
-        /// into `list`; the indices taken, in the order `sink` saw them.
+        /// `Queue::take` of `key` on queue `q` for a pick that skips nodes whose mask misses
+        /// `within`: taken nodes handed on to `sink`, moved ones into `list`; the indices
+        /// taken, in the order `sink` saw them.
         fn take_moving(
             &mut self,
             q: usize,
             key: Key,
+            within: u64,
             pick: impl FnMut(Ask) -> Step,
             mut sink: impl FnMut(&TestNode),
             list: &mut MoveList<Spot>,
@@ -1022,6 +1035,7 @@ mod tests {
             let n = unsafe {
                 self.queues[q].take(
                     &key,
+                    within,
                     pick,
                     |node| {
                         taken.push(index_of(node));
@@ -1216,7 +1230,7 @@ mod tests {
     fn requeue(wake: usize, moves: usize) -> impl FnMut(Ask) -> Step {
         let (mut wake, mut moves) = (wake, moves);
         move |ask| match ask {
-            Ask::Group { len, .. } if wake == 0 && moves >= len => {
+            Ask::Group { len } if wake == 0 && moves >= len => {
                 moves -= len;
                 Step::Move
             }
@@ -1499,7 +1513,7 @@ mod tests {
         assert!(!rig.nodes[0].still_in(g1, &rig.homes[1]), "not in the other group");
         // A whole move keeps the node's group and changes the group's key and bucket.
         let mut list = MoveList::new();
-        rig.take_moving(0, A, requeue(0, 1), |_| unreachable!(), &mut list);
+        rig.take_moving(0, A, !0, requeue(0, 1), |_| unreachable!(), &mut list);
         rig.append(list, 1, C);
         let (g, k) = rig.nodes[0].whereabouts().expect("queued");
         assert_eq!((g, k), (g0, C));
@@ -1604,7 +1618,7 @@ mod tests {
         }
         rig.push(1, 4, C, 16);
         let mut list = MoveList::new();
-        assert_eq!(rig.take_moving(0, A, requeue(0, 10), |_| unreachable!(), &mut list), []);
+        assert_eq!(rig.take_moving(0, A, !0, requeue(0, 10), |_| unreachable!(), &mut list), []);
         assert_eq!(moves(&list), (vec![vec![0, 2, 3]], vec![]), "one group, whole");
         assert!([0, 2, 3].iter().all(|&i| rig.state(i) == NodeState::Queued), "moving nodes stay Queued");
         rig.append(list, 1, C);
@@ -1627,7 +1641,7 @@ mod tests {
         }
         let (mut woken, mut list) = (WakeList::new(), MoveList::new());
         // SAFETY: the node was just taken from queue 0, whose lock `take_moving` holds.
-        let taken = rig.take_moving(0, A, requeue(1, 10), |node| unsafe { woken.push(node) }, &mut list);
+        let taken = rig.take_moving(0, A, !0, requeue(1, 10), |node| unsafe { woken.push(node) }, &mut list);
         assert_eq!(taken, [0]);
         assert_eq!(moves(&list), (vec![vec![1, 2, 3]], vec![]), "after the wake, the group moves whole");
         rig.append(list, 1, B);
@@ -1648,7 +1662,7 @@ mod tests {
         rig.push(1, 4, A, 1);
         rig.push(1, 5, C, 1);
         let mut list = MoveList::new();
-        rig.take_moving(0, A, requeue(0, 2), |_| unreachable!(), &mut list);
+        rig.take_moving(0, A, !0, requeue(0, 2), |_| unreachable!(), &mut list);
         assert_eq!(moves(&list), (vec![], vec![0, 1]));
         assert!(
             rig.nodes[0].whereabouts().is_some() && rig.nodes[1].whereabouts().is_some(),
@@ -1674,11 +1688,11 @@ mod tests {
         rig.push(1, 2, B, 1);
         rig.push(1, 3, B, 1);
         let mut list = MoveList::new();
-        rig.take_moving(1, B, requeue(0, 2), |_| unreachable!(), &mut list);
+        rig.take_moving(1, B, !0, requeue(0, 2), |_| unreachable!(), &mut list);
         rig.append(list, 0, A);
         assert_eq!(rig.keys(0), [A, A]);
         let mut list = MoveList::new();
-        rig.take_moving(0, A, requeue(0, 3), |_| unreachable!(), &mut list);
+        rig.take_moving(0, A, !0, requeue(0, 3), |_| unreachable!(), &mut list);
         assert_eq!(moves(&list), (vec![vec![0, 1]], vec![2]));
         rig.push(1, 4, C, 1);
         rig.append(list, 1, C);
@@ -1695,13 +1709,13 @@ mod tests {
             rig.push(0, i, k, 1);
         }
         let mut list = MoveList::new();
-        rig.take_moving(0, A, requeue(0, 10), |_| unreachable!(), &mut list);
+        rig.take_moving(0, A, !0, requeue(0, 10), |_| unreachable!(), &mut list);
         rig.append(list, 0, C);
         assert_eq!(rig.entries(0), [(1, B, 1), (3, B, 1), (0, C, 1), (2, C, 1)]);
         assert_eq!(rig.homed(0), 4);
         // And of a key onto itself: the order stays.
         let mut list = MoveList::new();
-        rig.take_moving(0, B, requeue(0, 10), |_| unreachable!(), &mut list);
+        rig.take_moving(0, B, !0, requeue(0, 10), |_| unreachable!(), &mut list);
         rig.append(list, 0, B);
         assert_eq!(rig.entries(0), [(0, C, 1), (2, C, 1), (1, B, 1), (3, B, 1)]);
     }
@@ -1712,21 +1726,20 @@ mod tests {
         rig.push(0, 0, A, 0b001);
         rig.push(0, 1, A, 0b001);
         rig.push(0, 2, B, 0b010);
-        let mut asked = Vec::new();
-        let pick = |ask| match ask {
-            Ask::Group { masks, .. } => {
-                asked.push(masks);
-                if masks & 0b010 == 0 {
-                    Step::Skip
-                } else {
-                    Step::Take
-                }
-            }
-            Ask::Node(_) => panic!("no node of a group whose masks miss is looked at"),
-        };
-        assert_eq!(rig.take_moving(0, A, pick, |_| unreachable!(), &mut MoveList::new()), []);
-        assert_eq!(asked, [0b001], "asked once, about A's group");
+        let unseen = |_: Ask| -> Step { panic!("nothing of a group whose masks miss is looked at") };
+        assert_eq!(rig.take_moving(0, A, 0b010, unseen, |_| unreachable!(), &mut MoveList::new()), []);
         assert_eq!(rig.order(0), [0, 1, 2]);
+        // A mask that meets the union is asked about the group, then about each node.
+        let mut asked = Vec::new();
+        let pick = |ask| {
+            asked.push(ask);
+            match ask {
+                Ask::Group { .. } => Step::Take,
+                Ask::Node(_) => Step::Skip,
+            }
+        };
+        assert_eq!(rig.take_moving(0, A, 0b011, pick, |_| unreachable!(), &mut MoveList::new()), []);
+        assert_eq!(asked, [Ask::Group { len: 2 }, Ask::Node(0b001), Ask::Node(0b001)]);
         // The union only grows while the group lives: node 1 leaves, its bit stays.
         rig.cancel(0, 1);
         rig.push(0, 3, A, 0b100);

@@ -68,8 +68,8 @@ impl Pick for WakePick {
 
     /// A waiter whose mask shares no bit with ours is skipped, whatever `left` and the report.
     #[inline]
-    fn misses(&self, masks: u64) -> bool {
-        masks & self.mask == 0
+    fn within(&self) -> u64 {
+        self.mask
     }
 
     fn not_woken(&mut self) {
