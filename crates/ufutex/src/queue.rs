@@ -1757,4 +1757,200 @@ mod tests {
         rig.append(list, 1, C);
         assert_eq!(rig.entries(1), [(0, A, 1)]);
     }
+
+    /// A queue model for [`random_operations_keep_each_keys_fifo_order`]: per queue, every
+    /// queued node as `(index, key, mask)` in the order it joined (per key, the queue's order).
+    #[derive(Default)]
+    struct Model {
+        queues: [Vec<(usize, Key, u64)>; 2],
+        /// The queue each queued node was queued in first (its home: `Bell::homed`).
+        home: Vec<Option<usize>>,
+    }
+
+    impl Model {
+        /// Queue `q`'s nodes of `key`, oldest first, as `(index, mask)`.
+        fn of(&self, q: usize, key: Key) -> Vec<(usize, u64)> {
+            self.queues[q].iter().filter(|e| e.1 == key).map(|&(i, _, m)| (i, m)).collect()
+        }
+
+        /// Take out of queue `q` the nodes of `key` that `pick` says of (in order): `Some(true)`
+        /// to take, `Some(false)` to leave, `None` to stop.
+        fn take(&mut self, q: usize, key: Key, mut pick: impl FnMut(u64) -> Option<bool>) -> Vec<(usize, u64)> {
+            let mut out = Vec::new();
+            let mut kept = Vec::new();
+            let mut stopped = false;
+            for e in std::mem::take(&mut self.queues[q]) {
+                if e.1 == key && !stopped {
+                    match pick(e.2) {
+                        Some(true) => {
+                            out.push((e.0, e.2));
+                            continue;
+                        }
+                        Some(false) => {}
+                        None => stopped = true,
+                    }
+                }
+                kept.push(e);
+            }
+            self.queues[q] = kept;
+            out
+        }
+    }
+
+    /// Seeded, reproducible operations (xorshift64*).
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
+        }
+    }
+
+    /// Every operation a bucket's queue sees, at random — queue, cancel, wake by count and mask
+    /// (passing over groups whose masks miss), requeue (waking some, moving some, whole groups
+    /// where they fit, to either queue and any key), and a resize's drain — checked after each
+    /// step against a model that keeps each key's waiters in FIFO order: the same nodes taken in
+    /// the same order, each key's order in both queues, every link and record (`check_records`),
+    /// and each home's count of its nodes.
+    #[test]
+    fn random_operations_keep_each_keys_fifo_order() {
+        const KEYS: [Key; 3] = [A, B, C];
+        const MASKS: [u64; 4] = [0b01, 0b10, 0b11, u64::MAX];
+        const NODES: usize = 10;
+        for seed in 1..=24u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+            let mut rig = Rig::sharing(NODES, if seed % 2 == 0 { NODES } else { 4 });
+            let mut model = Model { home: vec![None; NODES], ..Model::default() };
+            for step in 0..1500 {
+                let ctx = format!("seed {seed}, step {step}");
+                let queued: Vec<(usize, usize)> =
+                    (0..2).flat_map(|q| model.queues[q].iter().map(move |e| (q, e.0))).collect();
+                match rng.below(8) {
+                    0..=2 => {
+                        let idle: Vec<usize> = (0..NODES).filter(|&i| model.home[i].is_none()).collect();
+                        if idle.is_empty() {
+                            continue;
+                        }
+                        let (i, q) = (idle[rng.below(idle.len())], rng.below(2));
+                        let (key, mask) = (KEYS[rng.below(3)], MASKS[rng.below(4)]);
+                        rig.push(q, i, key, mask);
+                        model.queues[q].push((i, key, mask));
+                        model.home[i] = Some(q);
+                    }
+                    3 => {
+                        if queued.is_empty() {
+                            continue;
+                        }
+                        let (q, i) = queued[rng.below(queued.len())];
+                        rig.cancel(q, i);
+                        model.queues[q].retain(|e| e.0 != i);
+                        model.home[i] = None;
+                    }
+                    4 | 5 => {
+                        let (q, key, n, within) = (rng.below(2), KEYS[rng.below(3)], rng.below(4), MASKS[rng.below(4)]);
+                        let mut left = n;
+                        let want = model.take(q, key, |m| match (m & within != 0, left) {
+                            (_, 0) => None,
+                            (true, _) => {
+                                left -= 1;
+                                Some(true)
+                            }
+                            (false, _) => Some(false),
+                        });
+                        let mut left = n;
+                        let pick = |ask| match ask {
+                            Ask::Group { .. } if left == 0 => Step::Stop,
+                            Ask::Group { .. } => Step::Take,
+                            Ask::Node(_) if left == 0 => Step::Stop,
+                            Ask::Node(m) if m & within != 0 => {
+                                left -= 1;
+                                Step::Take
+                            }
+                            Ask::Node(_) => Step::Skip,
+                        };
+                        let mut list = WakeList::new();
+                        // SAFETY: each node was just taken from queue `q`, whose lock `&mut rig`
+                        // stands for.
+                        let taken = rig.take_moving(
+                            q,
+                            key,
+                            within,
+                            pick,
+                            |node| unsafe { list.push(node) },
+                            &mut MoveList::new(),
+                        );
+                        assert_eq!(taken, want.iter().map(|e| e.0).collect::<Vec<_>>(), "{ctx}: a wake takes");
+                        list.unpark_all();
+                        for &i in &taken {
+                            rig.reclaim(i);
+                            model.home[i] = None;
+                        }
+                        for &i in &taken {
+                            rig.end_episode(i);
+                        }
+                    }
+                    6 => {
+                        let (from, to) = (rng.below(2), rng.below(2));
+                        let (key, target) = (KEYS[rng.below(3)], KEYS[rng.below(3)]);
+                        let (wake, moves) = (rng.below(3), rng.below(12));
+                        let (mut w, mut m) = (wake, moves);
+                        let want = model.take(from, key, |_| match (w, m) {
+                            (0, 0) => None,
+                            (0, _) => {
+                                m -= 1;
+                                Some(true)
+                            }
+                            _ => {
+                                w -= 1;
+                                Some(true)
+                            }
+                        });
+                        let (woken, moved) = want.split_at(want.len().min(wake));
+                        let mut wl = WakeList::new();
+                        let mut list = MoveList::new();
+                        // SAFETY: as above.
+                        let taken = rig.take_moving(
+                            from,
+                            key,
+                            !0,
+                            requeue(wake, moves),
+                            |node| unsafe { wl.push(node) },
+                            &mut list,
+                        );
+                        assert_eq!(taken, woken.iter().map(|e| e.0).collect::<Vec<_>>(), "{ctx}: a requeue wakes");
+                        assert_eq!(list.len(), moved.len(), "{ctx}: a requeue moves");
+                        rig.append(list, to, target);
+                        model.queues[to].extend(moved.iter().map(|&(i, m)| (i, target, m)));
+                        wl.unpark_all();
+                        for &i in &taken {
+                            rig.reclaim(i);
+                            model.home[i] = None;
+                        }
+                        for &i in &taken {
+                            rig.end_episode(i);
+                        }
+                    }
+                    _ => {
+                        let from = rng.below(2);
+                        rig.drain_into(from, 1 - from);
+                        let drained = std::mem::take(&mut model.queues[from]);
+                        model.queues[1 - from].extend(drained);
+                    }
+                }
+                rig.check_records();
+                for q in 0..2 {
+                    for key in KEYS {
+                        let got: Vec<(usize, u64)> =
+                            rig.entries(q).into_iter().filter(|e| e.1 == key).map(|(i, _, m)| (i, m)).collect();
+                        assert_eq!(got, model.of(q, key), "{ctx}: queue {q}, key {key:?}");
+                    }
+                    let homed = model.home.iter().filter(|&&h| h == Some(q)).count();
+                    assert_eq!(rig.homed(q) as usize, homed, "{ctx}: queue {q}'s home counts its nodes");
+                }
+            }
+        }
+    }
 }
