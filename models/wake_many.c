@@ -18,6 +18,9 @@
  *  101  as 100, but the first run also on three words; only the bucket bell is rung.
  *  200  each sleeper waits on the bucket bell alone with FUTEX_WAIT_BITSET, one bit per run
  *       (8, 8, 16, 32, 64 sleepers); a waker rings the bits of its share.
+ *  201  each sleeper waits alone with FUTEX_WAIT_BITSET on one of four bell words, with a bit
+ *       of its own (sleeper i: word i / 32, bit i % 32), so a ring of one bit wakes exactly one
+ *       thread; a waker rings each word its share covers once, with its sleepers' bits there.
  *  300  as 1, but passed on: a waker adds its share to a pending count and wakes FAN (default
  *       2) threads of the bell; each woken thread takes one off the count and, while some are
  *       pending, wakes FAN more (a thread woken for nothing passes it on too, then sleeps).
@@ -103,6 +106,15 @@ static void sleep_until_woken(long i)
 			futex(&word, FUTEX_WAIT_PRIVATE, 0, 0);
 		return;
 	}
+	if (mode == 201) {
+		while (load(&own[i]) == 0) {
+			uint32_t seq = load(&bells[i / 32]);
+			if (load(&own[i]))
+				break;
+			futex(&bells[i / 32], FUTEX_WAIT_BITSET_PRIVATE, seq, 1u << (i % 32));
+		}
+		return;
+	}
 	if (mode == 200) {
 		while (load(&own[i]) == 0) {
 			uint32_t seq = load(&bells[0]);
@@ -166,6 +178,15 @@ static void wake_share(int lo, int hi)
 			bits |= 1u << run_of(i);
 		__atomic_add_fetch(&bells[0], 1, __ATOMIC_SEQ_CST);
 		futex(&bells[0], FUTEX_WAKE_BITSET_PRIVATE, INT_MAX, bits);
+	} else if (mode == 201) {
+		for (int w = lo / 32; w < (hi + 31) / 32; w++) {
+			uint32_t bits = 0;
+			for (int i = lo; i < hi; i++)
+				if (i / 32 == w)
+					bits |= 1u << (i % 32);
+			__atomic_add_fetch(&bells[w], 1, __ATOMIC_SEQ_CST);
+			futex(&bells[w], FUTEX_WAKE_BITSET_PRIVATE, INT_MAX, bits);
+		}
 	} else if (mode == 300) {
 		__atomic_add_fetch(&pending, hi - lo, __ATOMIC_SEQ_CST);
 		__atomic_add_fetch(&bells[0], 1, __ATOMIC_SEQ_CST);
