@@ -26,22 +26,29 @@ static NO_FUTEX2: AtomicBool = AtomicBool::new(false);
 
 /// Sleep while `*word == val`, until woken or `timeout` passes.
 pub(crate) fn wait(word: &AtomicU32, val: u32, timeout: Option<&Timeout>) -> KernelWait {
-    wait_flags(word, val, timeout, true)
+    wait_flags(word, val, u32::MAX, timeout, true)
+}
+
+/// [`wait`], woken only by a wake whose bits meet `bits` ([`wake_bits`]): the parker's ring
+/// words (`rings.rs`).
+#[cfg(not(feature = "fallback-parker"))] // the Linux parker's rings only
+pub(crate) fn wait_bits(word: &AtomicU32, val: u32, bits: u32, timeout: Option<&Timeout>) -> KernelWait {
+    wait_flags(word, val, bits, timeout, true)
 }
 
 /// [`wait`] on a word in memory shared between processes (the kernel keys it by the object
 /// that backs the page, so a waker in another process that maps it meets this thread).
 pub(crate) fn wait_shared(word: &AtomicU32, val: u32, timeout: Option<&Timeout>) -> KernelWait {
-    wait_flags(word, val, timeout, false)
+    wait_flags(word, val, u32::MAX, timeout, false)
 }
 
-fn wait_flags(word: &AtomicU32, val: u32, timeout: Option<&Timeout>, private: bool) -> KernelWait {
+fn wait_flags(word: &AtomicU32, val: u32, bits: u32, timeout: Option<&Timeout>, private: bool) -> KernelWait {
     let ts = timeout.map(|t| t.at.to_libc());
     let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |ts| ts as *const libc::timespec);
     let clock = timeout.map_or(libc::CLOCK_MONOTONIC, |t| t.clock.id());
     // Relaxed: a hint; a thread that misses it makes one more failing futex_wait call.
     let r = if NO_FUTEX2.load(Ordering::Relaxed) {
-        legacy_wait(word, val, ts_ptr, clock, private)
+        legacy_wait(word, val, bits, ts_ptr, clock, private)
     } else {
         // SAFETY:
         // - `word` is a live, aligned u32 for the whole call (borrowed);
@@ -52,7 +59,7 @@ fn wait_flags(word: &AtomicU32, val: u32, timeout: Option<&Timeout>, private: bo
                 SYS_FUTEX_WAIT,
                 word.as_ptr(),
                 val as libc::c_ulong,
-                u32::MAX as libc::c_ulong,
+                bits as libc::c_ulong,
                 FUTEX2_SIZE_U32 | if private { FUTEX2_PRIVATE } else { 0 },
                 ts_ptr,
                 clock,
@@ -60,7 +67,7 @@ fn wait_flags(word: &AtomicU32, val: u32, timeout: Option<&Timeout>, private: bo
         };
         if r != 0 && errno() == libc::ENOSYS {
             NO_FUTEX2.store(true, Ordering::Relaxed);
-            legacy_wait(word, val, ts_ptr, clock, private)
+            legacy_wait(word, val, bits, ts_ptr, clock, private)
         } else {
             r
         }
@@ -150,10 +157,11 @@ fn outcome(timeout: Option<&Timeout>) -> KernelWait {
     }
 }
 
-/// `FUTEX_WAIT_BITSET` with an absolute deadline on `clock`.
+/// `FUTEX_WAIT_BITSET` of `bits` with an absolute deadline on `clock`.
 fn legacy_wait(
     word: &AtomicU32,
     val: u32,
+    bits: u32,
     ts: *const libc::timespec,
     clock: libc::clockid_t,
     private: bool,
@@ -172,7 +180,7 @@ fn legacy_wait(
             val,
             ts,
             std::ptr::null::<u32>(),
-            u32::MAX,
+            bits,
         )
     }
 }
@@ -196,6 +204,26 @@ pub(crate) fn wake_addr(word: *const AtomicU32, n: i32) {
 
 pub(crate) fn wake(word: &AtomicU32, n: i32) {
     wake_addr(word, n)
+}
+
+/// Wake the threads asleep on `word` ([`wait_bits`]) whose bits meet `bits`, for words whose
+/// sleepers each have a bit of their own: at most one a bit, so the kernel stops once it has
+/// woken as many as `bits` has bits (it looks at the word's sleepers oldest first).
+#[cfg(not(feature = "fallback-parker"))] // the Linux parker's rings only
+pub(crate) fn wake_bits(word: &AtomicU32, bits: u32) {
+    // SAFETY: FUTEX_WAKE_BITSET reads nothing in userspace (it ignores uaddr2, null); `word`
+    // is a live u32.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE_BITSET | libc::FUTEX_PRIVATE_FLAG,
+            bits.count_ones() as i32,
+            std::ptr::null::<libc::timespec>(),
+            std::ptr::null::<u32>(),
+            bits,
+        );
+    }
 }
 
 /// Wake up to `n` threads sleeping on `word` in memory shared between processes: how many.

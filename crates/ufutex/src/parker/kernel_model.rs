@@ -19,6 +19,8 @@ pub(crate) use super::KernelWait;
 struct Sleeper {
     id: usize,
     words: [usize; 2],
+    /// The bits a wake must meet (`u32::MAX` for a plain wait).
+    bits: u32,
     thread: Thread,
 }
 
@@ -36,8 +38,9 @@ fn addr(w: *const AtomicU32) -> usize {
     w as usize
 }
 
-/// Sleep while every `(word, value)` still matches, until a wake names one of the words.
-fn wait_all(words: &[(&AtomicU32, u32)], timeout: Option<&Timeout>) -> KernelWait {
+/// Sleep while every `(word, value)` still matches, until a wake names one of the words (and
+/// meets `bits`).
+fn wait_all(words: &[(&AtomicU32, u32)], bits: u32, timeout: Option<&Timeout>) -> KernelWait {
     let id = {
         let mut k = KERNEL.lock().unwrap();
         // Relaxed under the kernel lock: the lock orders this compare with every wake.
@@ -53,7 +56,7 @@ fn wait_all(words: &[(&AtomicU32, u32)], timeout: Option<&Timeout>) -> KernelWai
         for (slot, (w, _)) in a.iter_mut().zip(words) {
             *slot = addr(*w);
         }
-        k.sleepers.push(Sleeper { id, words: a, thread: loom::thread::current() });
+        k.sleepers.push(Sleeper { id, words: a, bits, thread: loom::thread::current() });
         id
     };
     loop {
@@ -69,7 +72,12 @@ pub(crate) fn has_waitv() -> bool {
 }
 
 pub(crate) fn wait(word: &AtomicU32, val: u32, timeout: Option<&Timeout>) -> KernelWait {
-    wait_all(&[(word, val)], timeout)
+    wait_all(&[(word, val)], u32::MAX, timeout)
+}
+
+/// `FUTEX_WAIT_BITSET`.
+pub(crate) fn wait_bits(word: &AtomicU32, val: u32, bits: u32, timeout: Option<&Timeout>) -> KernelWait {
+    wait_all(&[(word, val)], bits, timeout)
 }
 
 /// `futex_waitv`: the model does not say which word woke the sleeper (index 0), and has one
@@ -79,7 +87,7 @@ pub(crate) fn waitv(
     _last_shared: bool,
     timeout: Option<&Timeout>,
 ) -> Result<usize, KernelWait> {
-    match wait_all(words, timeout) {
+    match wait_all(words, u32::MAX, timeout) {
         KernelWait::Retry => Ok(0),
         other => Err(other),
     }
@@ -98,11 +106,21 @@ pub(crate) fn wake_shared(word: &AtomicU32, n: i32) -> usize {
 
 /// Wake up to `n` sleepers that listen to `word`, oldest first: how many.
 pub(crate) fn wake_addr(word: *const AtomicU32, n: i32) -> usize {
+    wake_matching(word, n, u32::MAX)
+}
+
+/// `FUTEX_WAKE_BITSET` of as many sleepers on `word` as `bits` has bits, oldest first, whose
+/// bits meet `bits`.
+pub(crate) fn wake_bits(word: &AtomicU32, bits: u32) {
+    wake_matching(word, bits.count_ones() as i32, bits);
+}
+
+fn wake_matching(word: *const AtomicU32, n: i32, bits: u32) -> usize {
     let mut k = KERNEL.lock().unwrap();
     let mut left = n;
     let a = addr(word);
     k.sleepers.retain(|s| {
-        if left > 0 && s.words.contains(&a) {
+        if left > 0 && s.words.contains(&a) && s.bits & bits != 0 {
             left -= 1;
             s.thread.unpark();
             false

@@ -2,13 +2,40 @@
 //!
 //! | bits | meaning |
 //! |---|---|
-//! | 0..30 | unparks received this episode |
+//! | 0..18 | unparks received this episode |
+//! | 18..29 | the number of the thread's slot, with SLOTTED |
+//! | 29 | SLOTTED: the sleep (with SLEEPING) is on a ring word alone, with its slot's bit |
 //! | 30 | BELLED: the sleep (with SLEEPING) also listens to the bell of the thread's bucket |
 //! | 31 | SLEEPING: the thread is (about to be) in the kernel; an unpark must wake it |
 //!
+//! # The rings (see `rings.rs`)
+//!
+//! A thread that parks from a bucket first takes a slot: a bit of its own on one of the
+//! process's ring words. Then it sleeps on that word alone (`FUTEX_WAIT_BITSET` with its bit),
+//! having set SLOTTED and the slot's number in the same CAS as SLEEPING. An unpark that finds
+//! SLOTTED in the value its increment replaced wakes that bit on that word: a waker gathers
+//! the bits of the threads it took word by word, and for each word bumps its sequence and makes
+//! one `FUTEX_WAKE_BITSET` of those bits. So a waker of many enters the kernel once per word
+//! (the threads of one bucket mostly share one), as the kernel's own wake of many does, and a
+//! waker of one wakes exactly one: no wake reaches a thread nobody took (but a late one, below).
+//! Two wakers that took one half each wake their halves on their own CPUs.
+//!
+//! Why no wakeup is lost: the sleeper reads its word's sequence, then its own word, then sets
+//! its flags (if they are not set yet); the waker increments the own word, then bumps the
+//! sequence, then wakes — every one of these SeqCst. If the increment comes first in the single
+//! order of SeqCst operations, the sleeper sees its count (or its CAS fails and it looks
+//! again). If not, the sleeper's read of the sequence precedes the increment, which precedes
+//! the bump: the sleeper expects a sequence the bump replaces, so the kernel either finds the
+//! word changed (the sleeper looks again and sees its count) or has queued the sleeper before
+//! the bump, and the wake after the bump finds it, its bit being one of those woken. A slot
+//! is the thread's only while its sleep lasts: a waker that read its flags may wake the bit
+//! after the thread gave the slot back, which wakes at most the slot's next holder for nothing
+//! (it finds its count short and sleeps again). A thread that finds no free slot, or that
+//! also watches a word, sleeps as below.
+//!
 //! # The bell (see [`super::Bell`])
 //!
-//! A thread that parks from a bucket sleeps with `futex_waitv` on two words: its own (expecting
+//! A thread that parks from a bucket without a slot sleeps with `futex_waitv` on two words: its own (expecting
 //! its current value) and the bucket's bell (expecting the sequence it read). An unpark always
 //! increments the thread's own word first; then, if the word said SLEEPING, it wakes the thread
 //! either by `futex_wake` on the own word or — only if the word also said BELLED and the waker
@@ -28,9 +55,15 @@ use super::{Bell, Park, ParkTimeout, Watch};
 use crate::deadline::Timeout;
 use crate::primitive::{hints_for, spin_hint, yield_now, AtomicU32, Ordering};
 
+#[path = "rings.rs"]
+mod rings;
+
 const SLEEPING: u32 = 1 << 31;
 const BELLED: u32 = 1 << 30;
-const COUNT: u32 = BELLED - 1;
+const SLOTTED: u32 = 1 << 29;
+const SLOT_SHIFT: u32 = 29 - rings::SLOT_BITS;
+const SLOT_MASK: u32 = (1 << rings::SLOT_BITS) - 1;
+const COUNT: u32 = (1 << SLOT_SHIFT) - 1;
 
 /// The adaptive spin. A cross-CPU sleep/wake costs 15–65 µs on the project's hosts, a spin round
 /// trip 37–183 ns. Spinning pays when the partner runs on the other CPU (a pinned ping-pong
@@ -146,7 +179,8 @@ impl Park for Parker {
     }
 
     /// Sleep in the kernel. `bell`: the bell of the bucket the thread's one node was queued in
-    /// (none for waitv), slept on too when the kernel has `futex_waitv`.
+    /// (none for waitv): the thread then sleeps on a ring word with a slot of its own, or, when
+    /// none is free, on its own word and that bell (when the kernel has `futex_waitv`).
     fn sleep(
         &self,
         need: u32,
@@ -158,25 +192,34 @@ impl Park for Parker {
         if !self.slept.load(std::sync::atomic::Ordering::Relaxed) {
             self.slept.store(true, std::sync::atomic::Ordering::Relaxed);
         }
+        // (Near its bell's ring word: the threads of one bucket share few words.)
+        let slot = match (bell, watch) {
+            (Some(b), None) => rings::take(rings::near(std::ptr::from_ref(b).cast())),
+            _ => None,
+        };
         let waitv = futex::has_waitv();
-        let (bell, watch) = (bell.filter(|_| waitv), watch.filter(|_| waitv));
-        let flags = SLEEPING | if bell.is_some() { BELLED } else { 0 };
+        let (bell, watch) = (bell.filter(|_| waitv && slot.is_none()), watch.filter(|_| waitv));
+        let flags = SLEEPING
+            | if bell.is_some() { BELLED } else { 0 }
+            | slot.as_ref().map_or(0, |s| SLOTTED | s.number << SLOT_SHIFT);
         loop {
-            let v = self.word.load(Ordering::Acquire);
+            // SeqCst, this read, the next and the CAS: see "Why no wakeup is lost" (module
+            // docs) for a slotted sleep. (Otherwise the kernel compares the own word again
+            // under its lock, so an unpark that lands in between makes the wait return EAGAIN.)
+            let seq = slot.as_ref().map(|s| s.ring().seq.load(Ordering::SeqCst));
+            let v = self.word.load(Ordering::SeqCst);
             if v & COUNT >= need {
                 return Ok(());
             }
-            // Relaxed: the flags only tell an unpark how to wake us; the kernel compares the
-            // whole word again under its own lock, so an unpark that lands in between makes
-            // the kernel wait return EAGAIN instead of sleeping.
-            if v & (SLEEPING | BELLED) != flags
-                && self.word.compare_exchange(v, (v & COUNT) | flags, Ordering::Relaxed, Ordering::Relaxed).is_err()
+            if v & !COUNT != flags
+                && self.word.compare_exchange(v, (v & COUNT) | flags, Ordering::SeqCst, Ordering::Relaxed).is_err()
             {
                 continue; // an unpark arrived: re-check
             }
             let v = (v & COUNT) | flags;
-            let slept = match (bell, watch) {
-                (None, None) => futex::wait(&self.word, v, timeout),
+            let slept = match (&slot, seq, bell, watch) {
+                (Some(s), Some(seq), _, _) => futex::wait_bits(&s.ring().seq, seq, s.bit(), timeout),
+                (_, _, None, None) => futex::wait(&self.word, v, timeout),
                 _ => {
                     let (mut words, mut n) = ([(&self.word, v); 3], 1);
                     if let Some(b) = bell {
@@ -238,31 +281,49 @@ impl UnparkHandle {
         // SAFETY:
         // - the parked thread cannot end its episode (nor return, nor exit) before this
         //   increment, because it waits for the count to include it: the word is alive here.
-        // Release: publishes the dequeue to the woken thread's Acquire load.
-        unsafe { &*self.word }.fetch_add(1, Ordering::Release)
+        // Release: publishes the dequeue to the woken thread's Acquire load. SeqCst: see
+        // "Why no wakeup is lost" (module docs) for a slotted sleep.
+        unsafe { &*self.word }.fetch_add(1, Ordering::SeqCst)
     }
 }
 
-/// One waker's unparks, with the kernel wakes batched into one ring of `bell` when two or more
-/// of the threads sleep on it (module docs).
+/// One waker's unparks, with the kernel wakes batched: one per ring word for the threads with
+/// a slot, one ring of `bell` when two or more of the others sleep on it (module docs).
 pub(crate) struct WakeBatch<'b> {
     bell: Option<&'b Bell>,
     /// The first thread found asleep on the bell, woken alone if it stays the only one.
     first: *const AtomicU32,
     on_bell: usize,
+    /// Ring words to wake, each with the bits of the threads asleep there: `(word, bits)`.
+    rings: [(u32, u32); 4],
+    words: usize,
 }
 
 impl<'b> WakeBatch<'b> {
     /// `bell`: the bell the waker may ring (no other node whose home it is stays queued), or
     /// none.
     pub(crate) fn new(bell: Option<&'b Bell>) -> WakeBatch<'b> {
-        WakeBatch { bell, first: std::ptr::null(), on_bell: 0 }
+        WakeBatch { bell, first: std::ptr::null(), on_bell: 0, rings: [(0, 0); 4], words: 0 }
     }
 
     /// Unpark one thread. `on_bell`: its node's home bucket is the one of `bell`.
     pub(crate) fn unpark(&mut self, handle: UnparkHandle, on_bell: bool) {
         let prev = handle.count();
         if prev & SLEEPING == 0 {
+            return;
+        }
+        if prev & SLOTTED != 0 {
+            let slot = (prev >> SLOT_SHIFT) & SLOT_MASK;
+            let (word, bit) = (slot / 32, 1 << (slot % 32));
+            if let Some(e) = self.rings[..self.words].iter_mut().find(|e| e.0 == word) {
+                e.1 |= bit;
+                return;
+            }
+            if self.words == self.rings.len() {
+                self.wake_rings();
+            }
+            self.rings[self.words] = (word, bit);
+            self.words += 1;
             return;
         }
         if on_bell && self.bell.is_some() && prev & BELLED != 0 {
@@ -275,8 +336,21 @@ impl<'b> WakeBatch<'b> {
         }
     }
 
-    /// Make the batched kernel wakes: one `futex_wake` either way.
-    pub(crate) fn finish(self) {
+    /// Wake the gathered bits of each ring word: bump its sequence, then one kernel call.
+    fn wake_rings(&mut self) {
+        for &(word, bits) in &self.rings[..self.words] {
+            let ring = rings::ring(word as usize);
+            // SeqCst: see "Why no wakeup is lost" (module docs).
+            ring.seq.fetch_add(1, Ordering::SeqCst);
+            futex::wake_bits(&ring.seq, bits);
+        }
+        self.words = 0;
+    }
+
+    /// Make the batched kernel wakes: one per ring word, and one `futex_wake` for the rest
+    /// either way.
+    pub(crate) fn finish(mut self) {
+        self.wake_rings();
         match (self.on_bell, self.bell) {
             (0, _) | (_, None) => {}
             (1, _) => {
@@ -330,10 +404,17 @@ mod loom_models {
         }
     }
 
+    /// Model `f` twice: with every slot taken (the threads sleep on their own word and the
+    /// bell), then with the ring words' slots free (those with a bell sleep on a ring word).
+    fn slotless_and_slotted(f: impl Fn() + Sync + Send + Copy + 'static) {
+        super::rings::slotless(|| loom::model(f));
+        loom::model(f);
+    }
+
     /// Two threads asleep on the same bell, one ring: both wake, each counted once.
     #[test]
     fn one_ring_wakes_every_belled_sleeper() {
-        loom::model(|| {
+        slotless_and_slotted(|| {
             let bell = Arc::new(Bell::new());
             let (p1, h1) = spawn_parker(&bell, true);
             let (p2, h2) = spawn_parker(&bell, true);
@@ -347,7 +428,7 @@ mod loom_models {
     /// sleeps on no bell (a waitv thread).
     #[test]
     fn threads_not_on_the_rung_bell_get_their_own_wake() {
-        loom::model(|| {
+        slotless_and_slotted(|| {
             let (b1, b2) = (Arc::new(Bell::new()), Arc::new(Bell::new()));
             let (p1, h1) = spawn_parker(&b1, true);
             let (p2, h2) = spawn_parker(&b2, false);
@@ -361,7 +442,7 @@ mod loom_models {
     /// (not return), and still wake for its own unpark later.
     #[test]
     fn a_ring_for_others_is_spurious_and_harmless() {
-        loom::model(|| {
+        slotless_and_slotted(|| {
             let bell = Arc::new(Bell::new());
             let (p1, h1) = spawn_parker(&bell, true);
             let (p2, h2) = spawn_parker(&bell, true);
@@ -379,7 +460,7 @@ mod loom_models {
     /// `wait.rs` does) for the unpark it is owed: it must arrive, whichever way it is sent.
     #[test]
     fn a_timed_out_sleeper_still_gets_its_owed_unpark() {
-        loom::model(|| {
+        slotless_and_slotted(|| {
             let bell = Arc::new(Bell::new());
             let p1 = Arc::new(Parker::new());
             let (p1b, bell1) = (p1.clone(), bell.clone());
@@ -394,6 +475,50 @@ mod loom_models {
             let (p2, h2) = spawn_parker(&bell, true);
             wake(Some(&bell), &[(&p1, true), (&p2, true)]);
             each_woke_once(vec![h1, h2]);
+        });
+    }
+
+    /// Threads asleep on one ring word and on another: a waker of one of each wakes each word's
+    /// bit once, and the thread it did not take stays asleep until its own unpark (the first
+    /// two share word 0, the third has word 1: two slots a word under loom).
+    #[test]
+    fn ring_words_wake_exactly_the_bits_taken() {
+        loom::model(|| {
+            let bell = Arc::new(Bell::new());
+            let (p1, h1) = spawn_parker(&bell, true);
+            let (p2, h2) = spawn_parker(&bell, true);
+            let (p3, h3) = spawn_parker(&bell, true);
+            wake(Some(&bell), &[(&p1, true), (&p3, true)]);
+            each_woke_once(vec![h1, h3]);
+            assert_eq!(p2.word.load(Ordering::Acquire) & COUNT, 0);
+            wake(None, &[(&p2, false)]);
+            each_woke_once(vec![h2]);
+        });
+    }
+
+    /// One batch wakes a thread on a ring word and one without a slot (all others taken: on
+    /// its own word and the bell), and a late wake of a slot given back is harmless: a timed
+    /// sleeper gives its slot back and waits on without one, and the slot may go to the next
+    /// sleeper, whom the first one's wake may then reach for nothing.
+    #[test]
+    fn slotted_and_slotless_sleepers_in_one_batch() {
+        loom::model(|| {
+            // Take all but one slot: word 0 whole, one bit of word 1.
+            let held: Vec<_> = (0..3).map(|_| super::rings::take(0).expect("a free slot")).collect();
+            let bell = Arc::new(Bell::new());
+            let p1 = Arc::new(Parker::new());
+            let (p1b, bell1) = (p1.clone(), bell.clone());
+            let h1 = thread::spawn(move || {
+                let t = Timeout::from(crate::Deadline::from(std::time::Duration::from_secs(1)));
+                if p1b.park(1, Some(&t), Some(&*bell1), None, true).is_err() {
+                    while p1b.park(1, None, None, None, true).is_err() {}
+                }
+                p1b.word.load(Ordering::Acquire) & COUNT
+            });
+            let (p2, h2) = spawn_parker(&bell, true);
+            wake(Some(&bell), &[(&p1, true), (&p2, true)]);
+            each_woke_once(vec![h1, h2]);
+            drop(held);
         });
     }
 

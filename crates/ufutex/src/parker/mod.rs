@@ -42,7 +42,8 @@ pub(crate) trait Park {
     fn spin_for(&self, done: impl Fn() -> bool) -> bool;
     /// Sleep until `need` unparks of this episode have arrived, or `timeout` passes, or (Linux)
     /// a signal handler runs. `bell`: the bell of the bucket the thread's one node was queued
-    /// in, which a backend may sleep on too (see [`Bell`]).
+    /// in, which a backend may sleep on too, or go by to choose where the thread sleeps (see
+    /// [`Bell`]).
     /// `watch`: a word the kernel may wake directly, slept on too where the backend can
     /// (Linux with `futex_waitv`); a wake or change of it ends the park with
     /// [`ParkTimeout::Watched`].
@@ -105,10 +106,11 @@ pub(crate) trait Unpark {
 
 use crate::deadline::Timeout;
 
-/// A bucket's *bell*: one kernel futex word that a thread parked from that bucket also sleeps
-/// on (with `futex_waitv`, next to its own word), so that a waker waking many of them enters
-/// the kernel once — the kernel then wakes them all in one call, as it does for threads that
-/// share a futex word — instead of once per thread.
+/// A bucket's *bell*: one kernel futex word that a thread parked from that bucket without a
+/// ring slot (`linux.rs`: all taken) also sleeps on (with `futex_waitv`, next to its own
+/// word), so that a waker waking many of them enters the kernel once — the kernel then wakes
+/// them all in one call, as it does for threads that share a futex word — instead of once per
+/// thread. Its address also tells such a thread which ring word to look for a slot on first.
 ///
 /// Only the Linux parker rings it; a ring is a hint on top of the per-thread words, never the
 /// only way a wake arrives (see `linux.rs`). Lives in the bucket, so it stays at one address
