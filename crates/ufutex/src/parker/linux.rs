@@ -562,4 +562,41 @@ mod tests {
         p.reset();
         assert!(p.yield_worth_trying());
     }
+
+    /// Real threads in the kernel, some on ring words and some (their slots all taken) on their
+    /// own word and the bell, woken by one batch each way: every one wakes, once. (Which way a
+    /// thread sleeps also depends on the slots other tests hold meanwhile; both are correct.)
+    #[test]
+    fn sleepers_with_and_without_slots_all_wake() {
+        use std::sync::Arc;
+        let bell = Arc::new(Bell::new());
+        let asleep = |p: &Parker| p.word.load(Ordering::SeqCst) & SLEEPING != 0;
+        for slotless in [false, true] {
+            let held: Vec<rings::Slot> =
+                if slotless { std::iter::from_fn(|| rings::take(0)).collect() } else { Vec::new() };
+            let parkers: Vec<Arc<Parker>> = (0..6).map(|_| Arc::new(Parker::new())).collect();
+            let threads: Vec<_> = parkers
+                .iter()
+                .map(|p| {
+                    let (p, bell) = (p.clone(), bell.clone());
+                    std::thread::spawn(move || p.sleep(1, None, Some(&bell), None))
+                })
+                .collect();
+            while !parkers.iter().all(|p| asleep(p)) {
+                std::thread::yield_now();
+            }
+            let mut batch = WakeBatch::new(Some(&bell));
+            for p in &parkers {
+                batch.unpark(p.handle(), true);
+            }
+            batch.finish();
+            for t in threads {
+                assert_eq!(t.join().unwrap(), Ok(()));
+            }
+            for p in &parkers {
+                assert_eq!(p.word.load(Ordering::SeqCst) & COUNT, 1, "one unpark each");
+            }
+            drop(held);
+        }
+    }
 }
