@@ -1797,6 +1797,19 @@ mod tests {
         }
     }
 
+    /// Unpark the nodes a take put on `list` (`taken`), reclaim them and end their parkers'
+    /// episodes; the model forgets their homes.
+    fn wake_up(rig: &mut Rig, list: WakeList<Spot>, taken: &[usize], model: &mut Model) {
+        list.unpark_all();
+        for &i in taken {
+            rig.reclaim(i);
+            model.home[i] = None;
+        }
+        for &i in taken {
+            rig.end_episode(i);
+        }
+    }
+
     /// Seeded, reproducible operations (xorshift64*).
     struct Rng(u64);
 
@@ -1883,14 +1896,7 @@ mod tests {
                             &mut MoveList::new(),
                         );
                         assert_eq!(taken, want.iter().map(|e| e.0).collect::<Vec<_>>(), "{ctx}: a wake takes");
-                        list.unpark_all();
-                        for &i in &taken {
-                            rig.reclaim(i);
-                            model.home[i] = None;
-                        }
-                        for &i in &taken {
-                            rig.end_episode(i);
-                        }
+                        wake_up(&mut rig, list, &taken, &mut model);
                     }
                     6 => {
                         let (from, to) = (rng.below(2), rng.below(2));
@@ -1924,14 +1930,7 @@ mod tests {
                         assert_eq!(list.len(), moved.len(), "{ctx}: a requeue moves");
                         rig.append(list, to, target);
                         model.queues[to].extend(moved.iter().map(|&(i, m)| (i, target, m)));
-                        wl.unpark_all();
-                        for &i in &taken {
-                            rig.reclaim(i);
-                            model.home[i] = None;
-                        }
-                        for &i in &taken {
-                            rig.end_episode(i);
-                        }
+                        wake_up(&mut rig, wl, &taken, &mut model);
                     }
                     _ => {
                         let from = rng.below(2);

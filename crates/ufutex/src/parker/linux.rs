@@ -387,6 +387,21 @@ mod loom_models {
         (p, h)
     }
 
+    /// A thread whose park with `bell` times out (the model times a would-be sleep out at
+    /// once) and that then waits with no bell, as `wait.rs` does, for the unpark it is owed.
+    fn spawn_timed_parker(bell: &Arc<Bell>) -> (Arc<Parker>, thread::JoinHandle<u32>) {
+        let p = Arc::new(Parker::new());
+        let (p2, bell) = (p.clone(), bell.clone());
+        let h = thread::spawn(move || {
+            let t = Timeout::from(crate::Deadline::from(std::time::Duration::from_secs(1)));
+            if p2.park(1, Some(&t), Some(&*bell), None, true).is_err() {
+                while p2.park(1, None, None, None, true).is_err() {}
+            }
+            p2.word.load(Ordering::Acquire) & COUNT
+        });
+        (p, h)
+    }
+
     /// One waker: unpark each `(parker, its node's home is the bell)` in one batch that may
     /// ring `bell`.
     fn wake(bell: Option<&Bell>, who: &[(&Arc<Parker>, bool)]) {
@@ -442,18 +457,21 @@ mod loom_models {
     /// (not return), and still wake for its own unpark later.
     #[test]
     fn a_ring_for_others_is_spurious_and_harmless() {
-        slotless_and_slotted(|| {
-            let bell = Arc::new(Bell::new());
-            let (p1, h1) = spawn_parker(&bell, true);
-            let (p2, h2) = spawn_parker(&bell, true);
-            let (p3, h3) = spawn_parker(&bell, true);
-            wake(Some(&bell), &[(&p1, true), (&p2, true)]);
-            each_woke_once(vec![h1, h2]);
-            // p3 may have been rung; its count is still 0 until now.
-            assert_eq!(p3.word.load(Ordering::Acquire) & COUNT, 0);
-            wake(None, &[(&p3, true)]);
-            each_woke_once(vec![h3]);
-        });
+        slotless_and_slotted(|| wake_two_of_three(0, 1));
+    }
+
+    /// Three threads asleep with the same bell; one waker takes threads `a` and `b`, and the
+    /// third, which the wake may reach for nothing, stays asleep until its own unpark.
+    fn wake_two_of_three(a: usize, b: usize) {
+        let bell = Arc::new(Bell::new());
+        let (mut ps, mut hs): (Vec<_>, Vec<_>) = (0..3).map(|_| spawn_parker(&bell, true)).unzip();
+        let c = 3 - a - b;
+        wake(Some(&bell), &[(&ps[a], true), (&ps[b], true)]);
+        let (hc, pc) = (hs.remove(c), ps.remove(c));
+        each_woke_once(hs);
+        assert_eq!(pc.word.load(Ordering::Acquire) & COUNT, 0);
+        wake(None, &[(&pc, true)]);
+        each_woke_once(vec![hc]);
     }
 
     /// A timed park that gives up while a ring is on its way, then waits (with no bell, as
@@ -462,16 +480,7 @@ mod loom_models {
     fn a_timed_out_sleeper_still_gets_its_owed_unpark() {
         slotless_and_slotted(|| {
             let bell = Arc::new(Bell::new());
-            let p1 = Arc::new(Parker::new());
-            let (p1b, bell1) = (p1.clone(), bell.clone());
-            let h1 = thread::spawn(move || {
-                let t = Timeout::from(crate::Deadline::from(std::time::Duration::from_secs(1)));
-                let first = p1b.park(1, Some(&t), Some(&*bell1), None, true);
-                if first.is_err() {
-                    while p1b.park(1, None, None, None, true).is_err() {}
-                }
-                p1b.word.load(Ordering::Acquire) & COUNT
-            });
+            let (p1, h1) = spawn_timed_parker(&bell);
             let (p2, h2) = spawn_parker(&bell, true);
             wake(Some(&bell), &[(&p1, true), (&p2, true)]);
             each_woke_once(vec![h1, h2]);
@@ -483,17 +492,7 @@ mod loom_models {
     /// two share word 0, the third has word 1: two slots a word under loom).
     #[test]
     fn ring_words_wake_exactly_the_bits_taken() {
-        loom::model(|| {
-            let bell = Arc::new(Bell::new());
-            let (p1, h1) = spawn_parker(&bell, true);
-            let (p2, h2) = spawn_parker(&bell, true);
-            let (p3, h3) = spawn_parker(&bell, true);
-            wake(Some(&bell), &[(&p1, true), (&p3, true)]);
-            each_woke_once(vec![h1, h3]);
-            assert_eq!(p2.word.load(Ordering::Acquire) & COUNT, 0);
-            wake(None, &[(&p2, false)]);
-            each_woke_once(vec![h2]);
-        });
+        loom::model(|| wake_two_of_three(0, 2));
     }
 
     /// One batch wakes a thread on a ring word and one without a slot (all others taken: on
@@ -506,15 +505,7 @@ mod loom_models {
             // Take all but one slot: word 0 whole, one bit of word 1.
             let held: Vec<_> = (0..3).map(|_| super::rings::take(0).expect("a free slot")).collect();
             let bell = Arc::new(Bell::new());
-            let p1 = Arc::new(Parker::new());
-            let (p1b, bell1) = (p1.clone(), bell.clone());
-            let h1 = thread::spawn(move || {
-                let t = Timeout::from(crate::Deadline::from(std::time::Duration::from_secs(1)));
-                if p1b.park(1, Some(&t), Some(&*bell1), None, true).is_err() {
-                    while p1b.park(1, None, None, None, true).is_err() {}
-                }
-                p1b.word.load(Ordering::Acquire) & COUNT
-            });
+            let (p1, h1) = spawn_timed_parker(&bell);
             let (p2, h2) = spawn_parker(&bell, true);
             wake(Some(&bell), &[(&p1, true), (&p2, true)]);
             each_woke_once(vec![h1, h2]);
