@@ -543,6 +543,8 @@ mod fixup {
                 (value, faulted) =
                     if size == Size::U32 { inline_load_u32!(addr) } else { inline_load_other!(addr, size as u32) };
             } else {
+                // (Under valgrind only: out of the way of the inline load's path.)
+                std::hint::cold_path();
                 std::arch::asm!(
                     "call {f}",
                     f = in(reg) LOADS[size as usize] as usize,
