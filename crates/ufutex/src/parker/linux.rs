@@ -35,20 +35,20 @@
 //!
 //! # The bell (see [`super::Bell`])
 //!
-//! A thread that parks from a bucket without a slot sleeps with `futex_waitv` on two words: its own (expecting
-//! its current value) and the bucket's bell (expecting the sequence it read). An unpark always
-//! increments the thread's own word first; then, if the word said SLEEPING, it wakes the thread
-//! either by `futex_wake` on the own word or — only if the word also said BELLED and the waker
-//! knows the thread's node came from that very bucket — by ringing the bell: bump the sequence,
-//! `futex_wake` it for everyone. Why no wakeup is lost: the kernel compares *both* words under
-//! its locks before sleeping, so a waiter whose own word changed after it read it does not
-//! sleep; one already asleep is queued on both words and either wake reaches it. Why a ring
-//! wakes the right thread: the thread set BELLED for this bell (its node's home bucket) in the
-//! same CAS as SLEEPING, and the waker sees both bits in the value its increment replaced. A
-//! ring also wakes other threads asleep on the same bell; each finds its own count short and
-//! sleeps again, so a waker rings only when the nodes it took are at least as many as the
-//! queued ones left whose home is that bucket (`Bell::worth_ringing`, `queue.rs`), and otherwise
-//! wakes each thread on its own word.
+//! A thread that parks from a bucket without a slot sleeps with `futex_waitv` on two words: its own
+//! (expecting its current value) and the bucket's bell (expecting the sequence it read). An unpark
+//! always increments the thread's own word first; then, if the word said SLEEPING, it wakes the
+//! thread either by `futex_wake` on the own word or — only if the word also said BELLED and the
+//! waker knows the thread's node came from that very bucket — by ringing the bell: bump the
+//! sequence, `futex_wake` it for everyone. Why no wakeup is lost: the kernel compares *both* words
+//! under its locks before sleeping, so a waiter whose own word changed after it read it does not
+//! sleep; one already asleep is queued on both words and either wake reaches it. Why a ring wakes
+//! the right thread: the thread set BELLED for this bell (its node's home bucket) in the same CAS
+//! as SLEEPING, and the waker sees both bits in the value its increment replaced. A ring also wakes
+//! other threads asleep on the same bell; each finds its own count short and sleeps again, so a
+//! waker rings only when the nodes it took are at least as many as the queued ones left whose home
+//! is that bucket (`Bell::worth_ringing`, `queue.rs`), and otherwise wakes each thread on its own
+//! word.
 
 use super::futex::{self, KernelWait};
 use super::{Bell, Park, ParkTimeout, Watch};
