@@ -373,18 +373,21 @@ impl Tables {
     /// table, no waiter).
     #[inline]
     pub(crate) fn table_if_any(&self, key: &Key) -> Option<&Table> {
-        // Acquire: pairs with the publishing store, so the table's buckets are initialised.
-        let t = self.slot(key.node()).load(Ordering::Acquire);
-        // SAFETY: tables are owned by `state.tables` and never freed while `self` lives.
-        unsafe { t.as_ref() }
+        self.current_of(self.slot(key.node()))
     }
 
     /// The current table of `key`'s slot for a key read without a lock, which may be stale
     /// (`private_table::lock_home`): `None` when this domain has no such slot or table.
     pub(crate) fn table_of_hint(&self, key: &Key) -> Option<&Table> {
-        // Acquire: as in `table_if_any`.
-        let t = self.slot_if_any(key.node())?.load(Ordering::Acquire);
-        // SAFETY: as in `table_if_any`.
+        self.current_of(self.slot_if_any(key.node())?)
+    }
+
+    /// The table `slot` (one of this domain's) holds now, if any yet.
+    #[inline(always)]
+    fn current_of<'s>(&'s self, slot: &'s AtomicPtr<Table>) -> Option<&'s Table> {
+        // Acquire: pairs with the publishing store, so the table's buckets are initialised.
+        let t = slot.load(Ordering::Acquire);
+        // SAFETY: tables are owned by `state.tables` and never freed while `self` lives.
         unsafe { t.as_ref() }
     }
 
