@@ -206,7 +206,7 @@ impl Park for Parker {
             // SeqCst, this read, the next and the CAS: see "Why no wakeup is lost" (module
             // docs) for a slotted sleep. (Otherwise the kernel compares the own word again
             // under its lock, so an unpark that lands in between makes the wait return EAGAIN.)
-            let seq = slot.as_ref().map(|s| s.ring().seq.load(Ordering::SeqCst));
+            let ring = slot.as_ref().map(|s| (s.ring(), s.ring().seq.load(Ordering::SeqCst), s.bit()));
             let v = self.word.load(Ordering::SeqCst);
             if v & COUNT >= need {
                 return Ok(());
@@ -217,9 +217,9 @@ impl Park for Parker {
                 continue; // an unpark arrived: re-check
             }
             let v = (v & COUNT) | flags;
-            let slept = match (&slot, seq, bell, watch) {
-                (Some(s), Some(seq), _, _) => futex::wait_bits(&s.ring().seq, seq, s.bit(), timeout),
-                (_, _, None, None) => futex::wait(&self.word, v, timeout),
+            let slept = match (ring, bell, watch) {
+                (Some((ring, seq, bit)), _, _) => futex::wait_bits(&ring.seq, seq, bit, timeout),
+                (None, None, None) => futex::wait(&self.word, v, timeout),
                 _ => {
                     let (mut words, mut n) = ([(&self.word, v); 3], 1);
                     if let Some(b) = bell {
