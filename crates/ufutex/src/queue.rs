@@ -903,7 +903,8 @@ mod tests {
                 let mut debtors = 0;
                 for &i in nodes {
                     let node = &self.nodes[i];
-                    // SAFETY: the node is linked into a group of queue `q`; `&self` excludes writers.
+                    // SAFETY: the node is linked into a group of queue `q`; `&self` excludes
+                    // writers.
                     let l = unsafe { node.locked() };
                     assert_eq!(l.prev, prev, "node {i}'s back link in queue {q}");
                     assert_eq!(l.state, NodeState::Queued, "node {i} in queue {q}");
@@ -1119,6 +1120,14 @@ mod tests {
                 })
             };
             seen
+        }
+
+        /// A requeue that moves (and wakes nothing): up to `moves` of `key`'s nodes of queue
+        /// `from`, whole groups where they fit, appended to queue `to` under `target`.
+        fn move_into(&mut self, from: usize, key: Key, moves: usize, to: usize, target: Key) {
+            let mut list = MoveList::new();
+            self.take_moving(from, key, !0, requeue(0, moves), |_| unreachable!(), &mut list);
+            self.append(list, to, target);
         }
 
         /// Append a move list to queue `q` under `key`.
@@ -1512,9 +1521,7 @@ mod tests {
         assert!(!rig.nodes[0].still_in(g0, &rig.homes[1]), "not in the other bucket");
         assert!(!rig.nodes[0].still_in(g1, &rig.homes[1]), "not in the other group");
         // A whole move keeps the node's group and changes the group's key and bucket.
-        let mut list = MoveList::new();
-        rig.take_moving(0, A, !0, requeue(0, 1), |_| unreachable!(), &mut list);
-        rig.append(list, 1, C);
+        rig.move_into(0, A, 1, 1, C);
         let (g, k) = rig.nodes[0].whereabouts().expect("queued");
         assert_eq!((g, k), (g0, C));
         assert!(rig.nodes[0].still_in(g0, &rig.homes[1]));
@@ -1687,9 +1694,7 @@ mod tests {
         rig.push(0, 1, A, 1);
         rig.push(1, 2, B, 1);
         rig.push(1, 3, B, 1);
-        let mut list = MoveList::new();
-        rig.take_moving(1, B, !0, requeue(0, 2), |_| unreachable!(), &mut list);
-        rig.append(list, 0, A);
+        rig.move_into(1, B, 2, 0, A);
         assert_eq!(rig.keys(0), [A, A]);
         let mut list = MoveList::new();
         rig.take_moving(0, A, !0, requeue(0, 3), |_| unreachable!(), &mut list);
@@ -1708,15 +1713,11 @@ mod tests {
         for (i, k) in [A, B, A, B].into_iter().enumerate() {
             rig.push(0, i, k, 1);
         }
-        let mut list = MoveList::new();
-        rig.take_moving(0, A, !0, requeue(0, 10), |_| unreachable!(), &mut list);
-        rig.append(list, 0, C);
+        rig.move_into(0, A, 10, 0, C);
         assert_eq!(rig.entries(0), [(1, B, 1), (3, B, 1), (0, C, 1), (2, C, 1)]);
         assert_eq!(rig.homed(0), 4);
         // And of a key onto itself: the order stays.
-        let mut list = MoveList::new();
-        rig.take_moving(0, B, !0, requeue(0, 10), |_| unreachable!(), &mut list);
-        rig.append(list, 0, B);
+        rig.move_into(0, B, 10, 0, B);
         assert_eq!(rig.entries(0), [(0, C, 1), (2, C, 1), (1, B, 1), (3, B, 1)]);
     }
 
