@@ -119,7 +119,8 @@ pub(crate) struct Slot {
 
 impl Slot {
     /// A slot holding a fresh idle node for `parker`'s thread; `None` if memory for a new chunk
-    /// or the node's record cannot be had, or the pool stays busy (the caller then keeps its node elsewhere).
+    /// or the node's record cannot be had, or the pool stays busy (the caller then keeps its
+    /// node elsewhere).
     pub(crate) fn take(parker: &Parker) -> Option<Slot> {
         let (cell, fresh) = {
             let mut pool = locked()?;

@@ -306,8 +306,8 @@ impl Table {
 
     /// Move every queued node of `self` (the current table) to `new` and make the caller's
     /// `publish` the switch: with every bucket of both tables locked, nodes move a group at a
-    /// time, groups in queue order (so per-key order holds), counts move with them, `self` is marked retired and `new`
-    /// un-retired, then `publish` runs, then all locks drop.
+    /// time, groups in queue order (so per-key order holds), counts move with them, `self` is
+    /// marked retired and `new` un-retired, then `publish` runs, then all locks drop.
     ///
     /// `new` is a retired table: fresh ones are allocated retired (counts RETIRED, unseen by
     /// anyone), reused ones have counts ≥ RETIRED plus stray (A) increments of threads about to

@@ -60,8 +60,8 @@ impl ThreadData {
         Some(threads.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
-    /// `n` waiter nodes for a waitv, node `i` for entry `i`; `None` if memory for them cannot be had
-    /// (the C ABI's `ENOMEM`).
+    /// `n` waiter nodes for a waitv, node `i` for entry `i`; `None` if memory for them cannot be
+    /// had (the C ABI's `ENOMEM`).
     ///
     /// # Safety
     /// No node of this thread is in use (queued, or woken and awaiting its unpark): the
