@@ -21,6 +21,9 @@
  *  201  each sleeper waits alone with FUTEX_WAIT_BITSET on one of four bell words, with a bit
  *       of its own (sleeper i: word i / 32, bit i % 32), so a ring of one bit wakes exactly one
  *       thread; a waker rings each word its share covers once, with its sleepers' bits there.
+ *  202  as 201, but a waker wakes two words a call with FUTEX_WAKE_OP (every sleeper of both;
+ *       the op adds 0 to the second word, and the compare, >= 0, holds while the model's
+ *       sequences stay below 2^31).
  *  300  as 1, but passed on: a waker adds its share to a pending count and wakes FAN (default
  *       2) threads of the bell; each woken thread takes one off the count and, while some are
  *       pending, wakes FAN more (a thread woken for nothing passes it on too, then sleeps).
@@ -106,7 +109,7 @@ static void sleep_until_woken(long i)
 			futex(&word, FUTEX_WAIT_PRIVATE, 0, 0);
 		return;
 	}
-	if (mode == 201) {
+	if (mode == 201 || mode == 202) {
 		while (load(&own[i]) == 0) {
 			uint32_t seq = load(&bells[i / 32]);
 			if (load(&own[i]))
@@ -186,6 +189,18 @@ static void wake_share(int lo, int hi)
 					bits |= 1u << (i % 32);
 			__atomic_add_fetch(&bells[w], 1, __ATOMIC_SEQ_CST);
 			futex(&bells[w], FUTEX_WAKE_BITSET_PRIVATE, INT_MAX, bits);
+		}
+	} else if (mode == 202) {
+		int last = (hi + 31) / 32;
+		for (int w = lo / 32; w < last; w += 2) {
+			__atomic_add_fetch(&bells[w], 1, __ATOMIC_SEQ_CST);
+			if (w + 1 == last) {
+				futex(&bells[w], FUTEX_WAKE_PRIVATE, INT_MAX, 0);
+				break;
+			}
+			__atomic_add_fetch(&bells[w + 1], 1, __ATOMIC_SEQ_CST);
+			syscall(SYS_futex, &bells[w], FUTEX_WAKE_OP_PRIVATE, INT_MAX, (void *)(long)INT_MAX, &bells[w + 1],
+				FUTEX_OP(FUTEX_OP_ADD, 0, FUTEX_OP_CMP_GE, 0));
 		}
 	} else if (mode == 300) {
 		__atomic_add_fetch(&pending, hi - lo, __ATOMIC_SEQ_CST);

@@ -14,6 +14,6 @@ echo "50-bench: report --quick wrote $(ls "$out" | wc -l) files"
 # The C model of waking many (models/wake_many.c, cited by BENCHMARKS.md): it builds, and one
 # repetition of each mode runs to its end (a lost wakeup in a mode would hang here).
 cc -std=gnu11 -O2 -Wall -Wextra -Werror -pthread -o "$out/wake_many" models/wake_many.c
-for m in 0 1 -1 4 100 101 200 201 300; do timeout 60 "$out/wake_many" 1 "$m" 2 > /dev/null; done
+for m in 0 1 -1 4 100 101 200 201 202 300; do timeout 60 "$out/wake_many" 1 "$m" 2 > /dev/null; done
 timeout 60 "$out/wake_many" 1 300 1 > /dev/null
 echo "50-bench: models/wake_many.c runs every mode"
