@@ -109,6 +109,14 @@
  * address that was just unmapped is fine, as with the kernel (a shared wake is EFAULT there,
  * as with the kernel).
  *
+ * Signals: unlike the system calls they stand for, these functions are not async-signal-safe.
+ * A signal handler must not call one while the thread it interrupted may be inside one (a wake
+ * from the handler could wait forever for a lock that thread holds), and must not leave one
+ * with longjmp() or siglongjmp() (a waiter would stay queued, where a later wake could take it
+ * instead of a real one, and the thread's next wait would reuse it). libufutex_preload.so
+ * passes a futex call made from inside its own dispatch to the kernel, so a handler's futex
+ * calls are safe there; leaving a wait by siglongjmp is not.
+ *
  * Out of memory for a wait-queue table, a call returns ENOMEM and changes nothing: a resize
  * (ufutex_hash_set_slots) keeps the old table, and a wait, waitv or requeue on a UFUTEX_NUMA
  * word whose node has no table yet fails before it queues. The plain table never needs memory
@@ -184,7 +192,8 @@ _Static_assert(__builtin_offsetof(struct ufutex_waitv, __reserved) == 20, "__res
  * If *@uaddr == @val (compared atomically with queueing), sleep until a ufutex_wake() or
  * ufutex_requeue() whose mask shares a bit with @mask dequeues this thread, or until @timeout.
  * A return of 0 is never spurious. A signal handler installed with SA_RESTART does not end
- * the wait; one without it does (EINTR).
+ * the wait; one without it does (EINTR). It must not leave the wait with longjmp() (see
+ * "Signals" above).
  *
  * Return: 0 when woken; -1 and errno:
  *  - EINVAL: unknown flag bits; @val or @mask wider than the size; @mask is 0; @clockid not
