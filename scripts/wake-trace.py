@@ -19,7 +19,10 @@ for 0.5 ms before it wakes them). For each repetition the script prints:
   the kernel's work of waking it, switching to it, returning from its wait and sleeping again,
   plus whatever the waiter's library does in user space;
 - on: how many waiters ran on each CPU;
-- idle: the CPUs' idle time inside the span.
+- idle: the CPUs' idle stretches that begin inside the span (up to its end). A CPU that is
+  already idle when the first wake is made is not counted until it has run and gone idle
+  again: the trace cannot always tell whether that first wake was the waker's (it may come
+  from an interrupt on an idle CPU), so the figure is a lower bound.
 
 Tracing slows every switch down, so compare two recordings with each other, not with the
 benchmark's own figures.
