@@ -109,13 +109,18 @@
  * address that was just unmapped is fine, as with the kernel (a shared wake is EFAULT there,
  * as with the kernel).
  *
- * Signals: unlike the system calls they stand for, these functions are not async-signal-safe.
- * A signal handler must not call one while the thread it interrupted may be inside one (a wake
- * from the handler could wait forever for a lock that thread holds), and must not leave one
- * with longjmp() or siglongjmp() (a waiter would stay queued, where a later wake could take it
- * instead of a real one, and the thread's next wait would reuse it). libufutex_preload.so
- * passes a futex call made from inside its own dispatch to the kernel, so a handler's futex
- * calls are safe there; leaving a wait by siglongjmp is not.
+ * Signals: a signal handler may wake, as it may with the system calls (a semaphore's post),
+ * whatever its thread was doing in the library. A wake, requeue or wake-op that interrupts its
+ * thread inside a bucket's critical section (a few list operations under a lock) cannot take
+ * that lock; it is deferred, returns 0 (nobody woken yet), and its waiters are woken by the
+ * thread as soon as it leaves the critical section, before the interrupted call returns. A
+ * deferred requeue wakes the waiters it would have moved; a deferred wake-op applies its
+ * operation at once. A wait, waitv or requeue's wait called from a handler that interrupted
+ * its thread inside a wait or a critical section of the library returns EINTR without queueing
+ * (after the value check: a mismatch is still EAGAIN). No call may be left with longjmp() or
+ * siglongjmp(): a waiter would stay queued, where a later wake could take it instead of a real
+ * one. libufutex_preload.so passes a futex call made from inside its own dispatch to the
+ * kernel; leaving a wait by siglongjmp is not safe there either.
  *
  * Out of memory for a wait-queue table, a call returns ENOMEM and changes nothing: a resize
  * (ufutex_hash_set_slots) keeps the old table, and a wait, waitv or requeue on a UFUTEX_NUMA
@@ -192,8 +197,8 @@ _Static_assert(__builtin_offsetof(struct ufutex_waitv, __reserved) == 20, "__res
  * If *@uaddr == @val (compared atomically with queueing), sleep until a ufutex_wake() or
  * ufutex_requeue() whose mask shares a bit with @mask dequeues this thread, or until @timeout.
  * A return of 0 is never spurious. A signal handler installed with SA_RESTART does not end
- * the wait; one without it does (EINTR). It must not leave the wait with longjmp() (see
- * "Signals" above).
+ * the wait; one without it does (EINTR). It must not leave the wait with longjmp(), and a
+ * wait that it calls while the wait goes on returns EINTR (see "Signals" above).
  *
  * Return: 0 when woken; -1 and errno:
  *  - EINVAL: unknown flag bits; @val or @mask wider than the size; @mask is 0; @clockid not
@@ -206,7 +211,8 @@ _Static_assert(__builtin_offsetof(struct ufutex_waitv, __reserved) == 20, "__res
  *    EFAULT there too);
  *  - EAGAIN: *@uaddr != @val;
  *  - ETIMEDOUT: @timeout passed;
- *  - EINTR: a signal handler without SA_RESTART ran;
+ *  - EINTR: a signal handler without SA_RESTART ran; or called from a signal handler that
+ *    interrupted this thread inside the library (see "Signals" above);
  *  - shared words, default mode: EACCES, ENOTRECOVERABLE, ENOMEM (the segment, see above);
  *    ENOSPC (the process slots or this process's waiter records are all in use).
  */
@@ -224,7 +230,8 @@ long ufutex_wait(void *uaddr, unsigned long val, unsigned long mask, unsigned in
  * the word before waking. With no waiters this does not enter the kernel (a shared word in
  * UFUTEX_SHARED=kernel mode always does). A waiter whose process died is not counted.
  *
- * Return: the number woken; -1 and errno:
+ * Return: the number woken (0 for a wake a signal handler made while its thread was inside
+ * the library's critical section: deferred, see "Signals" above); -1 and errno:
  *  - EINVAL: unknown flag bits; @mask wider than the size or 0; @nr < 0; @uaddr misaligned;
  *    a node word naming no node; shared, UFUTEX_SHARED=kernel: a U64 word with a @mask other
  *    than all ones;

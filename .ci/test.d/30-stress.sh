@@ -18,3 +18,4 @@ UFUTEX_CORRUPT_TRIALS=300 cargo test --release -p ufutex --test shared_corrupt
 UFUTEX_STRESS_SECS=8 cargo test --release -p ufutex --test named_kill
 UFUTEX_STRESS_SECS=8 cargo test --release -p ufutex --test named_counted
 UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test named_stale
+UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test signal_wakes

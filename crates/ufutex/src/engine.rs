@@ -164,6 +164,16 @@ pub(crate) trait WaitTable {
     fn anyone(&self, key: &Self::Key, pays: Pays) -> bool {
         !matches!(self.look(key, pays), Look::Nobody)
     }
+    /// If the calling thread is inside one of this table's critical sections (the call comes
+    /// from a signal handler that interrupted it: `reentry.rs`), leave a wake of up to `n`
+    /// waiters of `key` (masks sharing a bit with `mask`) for the thread to make when it
+    /// leaves, and say so; else `false`. Asked by a waker that found a bucket to lock, before
+    /// it locks. A table whose locks a handler cannot meet this way says `false`.
+    #[inline(always)]
+    fn defer_wake(&self, key: &Self::Key, n: usize, mask: u64) -> bool {
+        let _ = (key, n, mask);
+        false
+    }
     /// Lock `key`'s bucket (of the current table).
     fn lock(&self, key: &Self::Key) -> Result<Self::Locked<'_>, Self::Error>;
     /// [`WaitTable::lock`], for a waker whose look found the bucket `at` (by default found again).

@@ -24,7 +24,9 @@ pub enum WaitError {
     WouldBlock,
     /// The deadline passed before a waker dequeued this waiter.
     TimedOut,
-    /// A signal handler ran that was not installed with `SA_RESTART`.
+    /// A signal handler ran that was not installed with `SA_RESTART`; or the wait was called
+    /// from a signal handler that interrupted its thread inside a wait or a bucket's critical
+    /// section of this library, and did not queue (see the crate docs, "Signal handlers").
     Interrupted,
 }
 

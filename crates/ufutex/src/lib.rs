@@ -14,6 +14,15 @@
 //!
 //! The free functions use the process default [`Domain`], which sizes itself to the number of
 //! threads that wait; a [`Domain`] of your own gives a private table with its own policy.
+//!
+//! ## Signal handlers
+//! A signal handler may wake (a semaphore's post) whatever its thread was doing in this
+//! library. A wake, requeue or wake-op that interrupts its thread inside a bucket's critical
+//! section cannot take that lock: it is deferred, returns 0, and its waiters are woken by the
+//! thread when it leaves the critical section, before the interrupted call returns (a deferred
+//! requeue wakes the waiters it would have moved). A wait called from a handler that
+//! interrupted its thread inside a wait or a critical section returns
+//! [`WaitError::Interrupted`] without queueing. No call may be left by `longjmp`.
 #![doc = include_str!("../../../README.md")]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -37,6 +46,9 @@ mod parker;
 mod primitive;
 mod private_table;
 mod queue;
+mod reentry;
+#[cfg(test)]
+mod reentry_tests;
 mod requeue;
 mod resolve;
 #[cfg(target_os = "linux")]

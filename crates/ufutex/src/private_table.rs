@@ -206,6 +206,15 @@ impl WaitTable for Tables {
     }
 
     #[inline]
+    fn defer_wake(&self, key: &Key, n: usize, mask: u64) -> bool {
+        let busy = crate::reentry::busy();
+        if busy {
+            crate::wake::defer_private(self, *key, n, mask);
+        }
+        busy
+    }
+
+    #[inline]
     fn lock(&self, key: &Key) -> Result<PrivateLocked<'_>, Infallible> {
         loop {
             let table = self.table(key);

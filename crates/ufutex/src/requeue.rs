@@ -92,6 +92,12 @@ pub(crate) fn requeue<T: WaitTable>(
     if !t.anyone(&from, pays) {
         return Ok(0);
     }
+    // A signal handler's requeue that interrupted its thread's critical section: the waiters
+    // it would take are woken instead (a requeued waiter may always be woken), when the thread
+    // leaves it; reported as none now (`reentry.rs`).
+    if t.defer_wake(&from, nr_wake.saturating_add(nr_requeue), crate::MATCH_ANY) {
+        return Ok(0);
+    }
     let mut pair = t.lock_pair(&from, &to)?;
     if !holds() {
         return Err(Refused::WouldBlock);

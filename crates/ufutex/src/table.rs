@@ -109,8 +109,11 @@ impl Bucket {
         &self.fence
     }
 
+    /// Lock the bucket. The thread counts itself busy first, until the guard's drop
+    /// (`reentry.rs`: a signal handler's call then does not take a lock).
     #[inline]
     pub(crate) fn lock(&self) -> BucketGuard<'_> {
+        crate::reentry::locking();
         self.lock.lock();
         BucketGuard { bucket: self }
     }
@@ -142,6 +145,7 @@ impl Drop for BucketGuard<'_> {
     #[inline(always)] // an unlock: a swap and a test, in the caller
     fn drop(&mut self) {
         self.bucket.lock.unlock();
+        crate::reentry::unlocked();
     }
 }
 

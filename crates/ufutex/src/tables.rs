@@ -76,6 +76,9 @@ pub(crate) struct Tables {
     numa: NumaMode,
     state: Mutex<State>,
     threads: OnceLock<Arc<AtomicUsize>>,
+    /// Wakes that signal handlers deferred to their threads (`reentry.rs`) and that are not
+    /// made yet: the tables are not dropped before they are.
+    deferred: AtomicUsize,
 }
 
 /// Whether node tables exist, and how nodes are found.
@@ -141,8 +144,15 @@ impl Tables {
                 numa,
                 state: Mutex::new(State { policy, frozen: false, size, initial, tables: Vec::new() }),
                 threads: OnceLock::new(),
+                deferred: AtomicUsize::new(0),
             }
         }
+    }
+
+    /// The count of wakes deferred on these tables (`reentry.rs`).
+    #[inline]
+    pub(crate) fn deferred(&self) -> &AtomicUsize {
+        &self.deferred
     }
 
     /// Tables with the plain one allocated (node tables come on first use of each node).
@@ -458,5 +468,17 @@ impl Tables {
     /// Bytes held by this domain's tables (current and retired).
     pub(crate) fn memory_footprint(&self) -> usize {
         self.lock_state().all_tables().map(|t| t.footprint()).sum()
+    }
+}
+
+impl Drop for Tables {
+    /// A wake that a signal handler deferred on these tables is made by its thread when that
+    /// thread leaves its critical section (`reentry.rs`): a few list operations away. Wait for
+    /// it, so that it does not find the tables gone.
+    fn drop(&mut self) {
+        // Acquire: pairs with the drain's release after its wake.
+        while self.deferred.load(Ordering::Acquire) != 0 {
+            crate::primitive::yield_now();
+        }
     }
 }

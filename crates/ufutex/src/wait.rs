@@ -121,6 +121,11 @@ fn wait_slow(
     wakers: Wakers,
     pays: Pays,
 ) -> Result<(), WaitError> {
+    // A signal handler's wait that interrupted its thread's own wait or critical section
+    // must not queue (`reentry.rs`).
+    let Some(_episode) = crate::reentry::episode() else {
+        return Err(WaitError::Interrupted);
+    };
     with_thread(|td| {
         register(tables, td);
         // A paying waiter spins on the word before it queues (see the module docs): a change

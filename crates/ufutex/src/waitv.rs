@@ -175,6 +175,10 @@ pub(crate) fn try_waitv_entries(
     if entries.iter().any(WaitEntry::changed) {
         return Err(WaitError::WouldBlock.into());
     }
+    // As a wait (`wait.rs`): not from a handler that interrupted a wait or a critical section.
+    let Some(_episode) = crate::reentry::episode() else {
+        return Err(WaitError::Interrupted.into());
+    };
     with_thread(|td| waitv_queued(tables, td, entries, timeout))
 }
 

@@ -95,8 +95,39 @@ pub(crate) fn wake<T: WaitTable>(
     match t.look(&key, pays) {
         // (B)
         Look::Nobody => Ok(NONE),
+        // A signal handler's wake that interrupted its thread's critical section: made when
+        // the thread leaves it, reported as none now (`reentry.rs`). `more`: conservatively yes.
+        Look::Lock { .. } if t.defer_wake(&key, n, mask) => Ok(Woken { count: 0, more: report == Report::Rest }),
         Look::Lock { decay, at } => wake_locked(t, key, at, n, mask, report, decay),
     }
+}
+
+/// Leave a wake on a domain's `tables` for this thread to make when it leaves its critical
+/// section (`reentry.rs`: the call comes from a signal handler that interrupted it). The
+/// tables' count of deferred wakes keeps them alive until it is made.
+pub(crate) fn defer_private(tables: &Tables, key: Key, n: usize, mask: u64) {
+    tables.deferred().fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    crate::reentry::defer(run_private, std::ptr::from_ref(tables).cast(), key, n, mask);
+}
+
+/// [`defer_private`]'s wake, made.
+fn run_private(ctx: *const (), key: Key, n: usize, mask: u64) {
+    // SAFETY: `ctx` is the tables that `defer_private` was given, whose count of deferred
+    // wakes (taken there) keeps them alive until it is given back below.
+    let tables = unsafe { &*ctx.cast::<Tables>() };
+    infallible(wake_deferred(tables, key, n, mask));
+    // Release: the wake is done before a drop of the tables may go on.
+    tables.deferred().fetch_sub(1, std::sync::atomic::Ordering::Release);
+}
+
+/// A wake that a signal handler deferred (`reentry.rs`), made by its thread, which is counted
+/// busy meanwhile (so it is not deferred again). It fences, as a waker that pays would: the
+/// word's waiters may pay either way.
+pub(crate) fn wake_deferred<T: WaitTable>(t: &T, key: T::Key, n: usize, mask: u64) -> Result<(), T::Error> {
+    if let Look::Lock { decay, at } = t.look(&key, Pays::Waker) {
+        wake_locked(t, key, at, n, mask, Report::Count, decay)?;
+    }
+    Ok(())
 }
 
 /// Take and wake under the bucket lock; `decay`: if nobody is waiting in the bucket, see

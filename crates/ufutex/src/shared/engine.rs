@@ -25,6 +25,12 @@ pub(crate) trait Operator {
     fn host(&self) -> Result<&dyn Host, SharedError>;
     /// The identity of the word at `addr` now.
     fn key_of(&self, h: &dyn Host, addr: usize) -> Result<SharedKey, SharedError>;
+    /// [`WaitTable::defer_wake`] for the word at `addr`: an operator whose words can be found
+    /// again by address alone may defer. No by default.
+    fn defer_wake(&self, addr: usize, n: usize, mask: u64) -> bool {
+        let _ = (addr, n, mask);
+        false
+    }
 }
 
 /// The shared table, for one operation by `op`.
@@ -133,6 +139,11 @@ impl<O: Operator> WaitTable for SharedTable<'_, O> {
             return Look::Nobody;
         }
         Look::Lock { decay: false, at: () }
+    }
+
+    #[inline]
+    fn defer_wake(&self, addr: &usize, n: usize, mask: u64) -> bool {
+        self.op.defer_wake(*addr, n, mask)
     }
 
     fn lock(&self, addr: &usize) -> Result<SharedLocked<'_>, SharedError> {

@@ -66,12 +66,19 @@ pub(crate) enum Taken {
 }
 
 /// Take `lock` for `me`.
+/// The thread counts itself busy from before the lock until [`unlock`] (`reentry.rs`: a
+/// signal handler's call then does not take a lock).
 pub(crate) fn lock(lock: &AtomicU64, me: Owner, live: &(impl Liveness + ?Sized)) -> Result<Taken, SharedError> {
+    crate::reentry::locking();
     // Acquire: the critical section sees what the previous owner wrote before unlocking.
     if lock.compare_exchange(0, me.word(), Ordering::Acquire, Ordering::Relaxed).is_ok() {
         return Ok(Taken::Clean);
     }
-    lock_slow(lock, me, live)
+    let r = lock_slow(lock, me, live);
+    if r.is_err() {
+        crate::reentry::unlocked(); // not taken
+    }
+    r
 }
 
 #[cold]
@@ -120,6 +127,7 @@ pub(crate) fn unlock(lock: &AtomicU64) {
     if lock.swap(0, Ordering::Release) & WAITERS != 0 {
         wake_one(lock);
     }
+    crate::reentry::unlocked();
 }
 
 /// The low half of the lock word, which the kernel futex sleeps on.

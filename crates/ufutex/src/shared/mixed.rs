@@ -42,6 +42,10 @@ pub(crate) fn waitv_mixed(
     }
     let entries: Vec<Entry> = try_collect(shared.iter().map(|&(_, e)| e)).ok_or(SharedError::NoMemory)?;
     let indices: Vec<usize> = try_collect(shared.iter().map(|&(i, _)| i)).ok_or(SharedError::NoMemory)?;
+    // As every wait (`reentry.rs`).
+    let Some(_episode) = crate::reentry::episode() else {
+        return Err(SharedError::Interrupted);
+    };
     with_thread(|td| {
         register(tables, td);
         // Spin before queueing, as a waitv of one kind does: a change is a mismatch.

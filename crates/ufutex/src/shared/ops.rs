@@ -75,6 +75,16 @@ impl Operator for Here {
         let vma = identity::query(p.maps_fd, addr)?;
         identity::classify(addr, &vma, (p.me.slot, p.me.gen))
     }
+
+    /// A signal handler's wake that interrupted its thread inside a critical section
+    /// (`reentry.rs`): the word is found again by its address when the wake is made.
+    fn defer_wake(&self, addr: usize, n: usize, mask: u64) -> bool {
+        let busy = crate::reentry::busy();
+        if busy {
+            crate::reentry::defer(run_deferred, std::ptr::null(), crate::key::Key::private(addr), n, mask);
+        }
+        busy
+    }
 }
 
 /// The shared table as this process sees it (the segment opened the first time).
@@ -133,6 +143,11 @@ pub(crate) fn wait(entries: &[Entry], timeout: Option<&Timeout>) -> Result<usize
     if park::spin_before_queueing(|| changed(entries)) {
         return Err(SharedError::WouldBlock);
     }
+    // Not from a signal handler that interrupted a wait (whose record is queued) or a
+    // critical section (`reentry.rs`).
+    let Some(_episode) = crate::reentry::episode() else {
+        return Err(SharedError::Interrupted);
+    };
     let mut w = Waiting::new(entries)?;
     let mut outcome = w.queue();
     if outcome.is_ok() {
@@ -261,6 +276,14 @@ impl Drop for Waiting<'_> {
             }
         }
         self.recs[1..].iter().for_each(|&r| self.p.free(r));
+    }
+}
+
+/// A wake that a signal handler deferred (`reentry.rs`), made by its thread: if the word's
+/// memory is no longer shared (unmapped, unregistered), there is nobody to wake.
+fn run_deferred(_: *const (), key: crate::key::Key, n: usize, mask: u64) {
+    if let Ok(t) = here() {
+        let _ = crate::wake::wake_deferred(&t, key.word as usize, n, mask);
     }
 }
 

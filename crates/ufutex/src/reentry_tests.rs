@@ -1,0 +1,183 @@
+//! Tests of `reentry.rs`: a signal handler's calls, stood in for by calls made between a
+//! bucket's lock and unlock (a handler runs on top of its thread, which is what these do in
+//! sequence). Their own module, above the operations they call (imports point down).
+
+/// A signal handler's calls stand in as calls made between the lock and the unlock (the
+/// handler runs on top of the thread, which is what these tests do in sequence).
+#[cfg(not(ufutex_loom))]
+mod tests {
+    use crate::engine::WaitTable;
+    use crate::error::WaitError;
+    use crate::key::Key;
+    use crate::membarrier::Pays;
+    use crate::reentry::{busy, episode, nothing_deferred, INLINE, PER_PAGE};
+    use crate::requeue::requeue_keys;
+    use crate::tables::Tables;
+    use crate::tables::{NumaMode, Slots};
+    use crate::wait::wait_word;
+    use crate::wake::{wake_private, Report};
+    use crate::word::word_of;
+    use std::sync::atomic::AtomicU32;
+    use std::sync::atomic::Ordering;
+
+    fn tables() -> Tables {
+        Tables::new(Slots::Fixed(2), NumaMode::Off).expect("a small table")
+    }
+
+    fn key(w: &AtomicU32) -> Key {
+        Key::private(word_of(w).addr())
+    }
+
+    /// Wait until `n` waiters are queued in `t` (no lock may be held by the caller).
+    fn await_queued(t: &Tables, n: usize) {
+        while t.queued_waiters() != n {
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn a_wake_inside_a_critical_section_is_made_when_it_ends() {
+        let t = tables();
+        let w = AtomicU32::new(0);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| wait_word(&t, word_of(&w), 0, !0, None, Pays::Waiter));
+            await_queued(&t, 1);
+            w.store(1, Ordering::SeqCst);
+            let g = t.lock(&key(&w));
+            assert!(busy());
+            let r = wake_private(&t, key(&w), 1, !0, Report::Rest, Pays::Waiter);
+            assert_eq!((r.count, r.more), (0, true), "deferred: none now, more conservatively");
+            assert_eq!(t.deferred().load(Ordering::SeqCst), 1);
+            drop(g);
+            assert!(!busy());
+            assert_eq!(t.deferred().load(Ordering::SeqCst), 0, "made at the unlock");
+            assert_eq!(waiter.join().unwrap(), Ok(()));
+        });
+        assert_eq!(t.queued_waiters(), 0);
+    }
+
+    #[test]
+    fn deferred_wakes_past_the_inline_slots_go_to_pages_and_all_are_made() {
+        let t = tables();
+        let words: Vec<AtomicU32> = (0..4).map(|_| AtomicU32::new(0)).collect();
+        let others: Vec<AtomicU32> = (0..600).map(|_| AtomicU32::new(0)).collect();
+        std::thread::scope(|s| {
+            let t: &Tables = &t;
+            let waiters: Vec<_> =
+                words.iter().map(|w| s.spawn(move || wait_word(t, word_of(w), 0, !0, None, Pays::Waiter))).collect();
+            await_queued(t, words.len());
+            let g = t.lock(&key(&others[0]));
+            // Words whose bucket has a waiter are deferred (the others find nobody at once).
+            for o in &others {
+                assert_eq!(wake_private(t, key(o), 1, !0, Report::Count, Pays::Waiter).count, 0);
+            }
+            let deferred = t.deferred().load(Ordering::SeqCst);
+            assert!(deferred > INLINE + PER_PAGE, "{deferred} deferred: two pages at least");
+            for w in &words {
+                w.store(1, Ordering::SeqCst);
+                assert_eq!(wake_private(t, key(w), 1, !0, Report::Count, Pays::Waiter).count, 0);
+            }
+            drop(g);
+            assert_eq!(t.deferred().load(Ordering::SeqCst), 0);
+            assert!(nothing_deferred());
+            for w in waiters {
+                assert_eq!(w.join().unwrap(), Ok(()));
+            }
+        });
+        assert_eq!(t.queued_waiters(), 0);
+    }
+
+    #[test]
+    fn a_requeue_inside_a_critical_section_wakes_instead_of_moving() {
+        let t = tables();
+        let (from, to) = (AtomicU32::new(0), AtomicU32::new(0));
+        std::thread::scope(|s| {
+            let waiters: Vec<_> =
+                (0..2).map(|_| s.spawn(|| wait_word(&t, word_of(&from), 0, !0, None, Pays::Waiter))).collect();
+            await_queued(&t, 2);
+            let g = t.lock(&key(&to));
+            let check = Some((word_of(&from), 1));
+            assert_eq!(requeue_keys(&t, key(&from), key(&to), check, 1, 1, Pays::Waiter), Err(WaitError::WouldBlock));
+            let check = Some((word_of(&from), 0));
+            assert_eq!(requeue_keys(&t, key(&from), key(&to), check, 1, 1, Pays::Waiter), Ok(0));
+            drop(g);
+            for w in waiters {
+                assert_eq!(w.join().unwrap(), Ok(()), "woken, not moved to `to`");
+            }
+        });
+        assert_eq!(t.queued_waiters(), 0);
+    }
+
+    #[test]
+    fn a_wait_inside_a_critical_section_or_a_wait_does_not_queue() {
+        let t = tables();
+        let w = AtomicU32::new(0);
+        let g = t.lock(&key(&w));
+        assert_eq!(
+            wait_word(&t, word_of(&w), 1, !0, None, Pays::Waiter),
+            Err(WaitError::WouldBlock),
+            "the value first"
+        );
+        assert_eq!(wait_word(&t, word_of(&w), 0, !0, None, Pays::Waiter), Err(WaitError::Interrupted));
+        drop(g);
+        let e = episode().expect("not in a wait");
+        assert!(episode().is_none(), "a wait inside a wait");
+        assert_eq!(wait_word(&t, word_of(&w), 0, !0, None, Pays::Waker), Err(WaitError::Interrupted));
+        drop(e);
+        let timeout = Some(crate::deadline::Deadline::from(std::time::Duration::from_millis(1)).into());
+        assert_eq!(
+            wait_word(&t, word_of(&w), 0, !0, timeout, Pays::Waiter),
+            Err(WaitError::TimedOut),
+            "afterwards, a wait"
+        );
+        assert_eq!(t.queued_waiters(), 0);
+    }
+}
+
+/// loom: a handler's wake (made while its thread holds a bucket lock, as a handler that
+/// interrupted it would) races a waiter of the same word. The wake is deferred if it finds the
+/// waiter counted, and made at the unlock: the waiter saw the new value or is woken, never
+/// left asleep (a loom deadlock) or queued. Run by `25-loom`.
+#[cfg(ufutex_loom)]
+mod loom_models {
+    use crate::error::WaitError;
+    use crate::key::Key;
+    use crate::membarrier::Pays;
+    use crate::primitive::{AtomicU32, Ordering};
+    use crate::tables::{NumaMode, Slots, Tables};
+    use crate::wait::wait_word;
+    use crate::wake::{wake_private, Report};
+    use crate::word::word_of;
+    use std::sync::Arc;
+
+    fn model(pays: Pays) {
+        loom::model(move || {
+            let t = Arc::new(Tables::new(Slots::Fixed(2), NumaMode::Off).expect("a small table"));
+            let w = Arc::new(AtomicU32::new(0));
+            let (t2, w2) = (t.clone(), w.clone());
+            let waiter = loom::thread::spawn(move || wait_word(&t2, word_of(&*w2), 0, !0, None, pays));
+            let key = Key::private(word_of(&*w).addr());
+            w.store(1, Ordering::SeqCst);
+            let g = crate::engine::WaitTable::lock(&*t, &key).expect("private tables do not fail");
+            let r = wake_private(&t, key, 1, !0, Report::Count, pays);
+            assert_eq!(r.count, 0, "inside the critical section: deferred or nobody");
+            drop(g);
+            match waiter.join().expect("the waiter") {
+                Ok(()) | Err(WaitError::WouldBlock) => {}
+                Err(e) => panic!("an untimed wait ended with {e:?}"),
+            }
+            assert_eq!(t.queued_waiters(), 0);
+            assert_eq!(t.deferred().load(std::sync::atomic::Ordering::SeqCst), 0);
+        });
+    }
+
+    #[test]
+    fn a_deferred_wake_never_loses_the_waiter_paying_waker() {
+        model(Pays::Waker);
+    }
+
+    #[test]
+    fn a_deferred_wake_never_loses_the_waiter_paying_waiter() {
+        model(Pays::Waiter);
+    }
+}
