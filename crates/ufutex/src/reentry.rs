@@ -10,14 +10,20 @@
 //!
 //! So each thread keeps, in static thread-local storage (no lazy set-up, nothing a handler's
 //! access could allocate):
-//! - `held`: the bucket locks it holds or is taking, plus one while it runs deferred wakes;
-//!   counted up before a lock is taken ([`locking`]) and down after it is released
-//!   ([`unlocked`]), so a handler never sees 0 while the thread is inside a critical section;
+//! - `held`: the bucket locks (private and shared) it holds or is taking, plus one while it
+//!   runs deferred wakes; counted up before a lock is taken ([`locking`]) and down after it is
+//!   released ([`unlocked`]), so a handler never sees 0 while the thread is inside a critical
+//!   section;
 //! - `waiting`: it is inside a wait ([`Episode`]), from before its node is taken until the
 //!   node is idle again;
 //! - `pending`: wakes that handlers deferred ([`defer`]), run by the thread itself when its
 //!   last bucket lock is released ([`unlocked`] → `drain`), before the call that held it
-//!   goes on.
+//!   goes on; `any` says that there are some, so that an unlock looks at one byte.
+//!
+//! The first three are the hot ones (`hot`): on x86-64 one instruction each, at a fixed offset
+//! from the thread pointer. What they cost: 4 instructions a wake that locks (82 against 78
+//! per `wake_locked`) and 23 a requeue of one waiter through the C ABI (389 against 366), by
+//! callgrind; see BENCHMARKS.md.
 //!
 //! What a call does when its thread is busy (`held` not 0):
 //! - a wake, a requeue or a wake-op that finds a waiter to lock for is deferred: it reports 0
@@ -27,16 +33,17 @@
 //!   while the thread is in a wait ([`episode`]). A caller's loop then polls its word.
 //!
 //! Only the thread and the handlers that interrupt it touch its state, and a handler runs to
-//! its end before the code it interrupted goes on. The counters are therefore plain cells,
-//! changed by balanced steps (a handler leaves each as it found it), with compiler fences
-//! where their order against a lock's atomics matters. `pending` is the one structure both
-//! add to and take from; its protocol is at [`Pending`].
+//! its end before the code it interrupted goes on. The cells are therefore changed by balanced
+//! steps (a handler leaves `held` and `waiting` as it found them), each access a compiler
+//! barrier, which orders it against a lock's atomics. `any` is set by handlers and cleared
+//! only by `drain`. `pending` is the one structure both add to and take from; its protocol is
+//! at [`Pending`].
 
 use crate::key::Key;
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::ptr;
-use std::sync::atomic::{compiler_fence, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 /// Makes a deferred wake: called by the thread with what the handler deferred.
 pub(crate) type Run = fn(ctx: *const (), key: Key, n: usize, mask: u64);
@@ -161,18 +168,6 @@ impl Pending {
         }
         self.inline.pop()
     }
-
-    fn is_empty(&self) -> bool {
-        let mut page = self.pages.load(Ordering::Relaxed);
-        // SAFETY: as in `push`.
-        while let Some(p) = unsafe { page.as_ref() } {
-            if p.slots.len.load(Ordering::Relaxed) != 0 {
-                return false;
-            }
-            page = p.next;
-        }
-        self.inline.len.load(Ordering::Relaxed) == 0
-    }
 }
 
 /// A new, empty page whose `next` is `next`; `None` if none could be mapped.
@@ -204,61 +199,225 @@ fn unmap_page(page: *mut Page) {
     unsafe { libc::munmap(page.cast(), 4096) };
 }
 
-/// One thread's state (module docs).
-struct State {
-    held: Cell<u32>,
-    waiting: Cell<bool>,
-    pending: Pending,
+/// The thread's three hot cells: read or written by every bucket lock and unlock and every
+/// wait, so they live where they cost least (see inside).
+mod hot {
+    /// On x86-64 (outside loom): eight bytes of the library's static TLS block at a fixed
+    /// offset from the thread pointer (the initial-exec model, as `ufutex-preload`'s flag:
+    /// see its `reentry.rs`). A `thread_local!` in a shared library is reached through
+    /// `__tls_get_addr`, which after a sleep brings pages of `ld.so` into the cache: the
+    /// kernel's perf bench requeue through the preload library measured 15% slower with the
+    /// cells there. Bytes 0–3: `held`; byte 4: `any`; byte 5: `waiting`. Every access is one
+    /// instruction, so a handler cannot split one; each is also a compiler barrier (an `asm!`
+    /// without `nomem`), which orders it against the lock's atomics around it.
+    #[cfg(all(target_arch = "x86_64", not(ufutex_loom)))]
+    mod imp {
+        use std::arch::asm;
+
+        // Zero at every thread's start. Global so that every codegen unit links to it, hidden
+        // so that it is not exported from the library.
+        std::arch::global_asm!(
+            ".pushsection .tbss.ufutex_reentry_hot,\"awT\",@nobits",
+            ".globl ufutex_reentry_hot",
+            ".hidden ufutex_reentry_hot",
+            ".type ufutex_reentry_hot,@object",
+            ".size ufutex_reentry_hot,8",
+            ".p2align 3",
+            "ufutex_reentry_hot:",
+            ".zero 8",
+            ".popsection",
+        );
+
+        /// The cells' offset from the thread pointer.
+        #[inline(always)]
+        fn off() -> usize {
+            let off: usize;
+            // SAFETY: reads the offset from the symbol's GOT entry, which the dynamic linker
+            // filled before any code of the library ran (R_X86_64_TPOFF64) and never changes
+            // (hence `pure, nomem`); nothing else.
+            unsafe {
+                asm!("mov {off}, qword ptr [rip + ufutex_reentry_hot@GOTTPOFF]", off = out(reg) off,
+                     options(pure, nomem, nostack, preserves_flags));
+            }
+            off
+        }
+
+        #[inline(always)]
+        pub(crate) fn inc_held() {
+            // SAFETY: FS:off is this thread's copy of `ufutex_reentry_hot` (static TLS, live
+            // for the thread's life, private to it); this writes its first four bytes only.
+            unsafe { asm!("inc dword ptr fs:[{off}]", off = in(reg) off(), options(nostack)) };
+        }
+
+        /// Count down; whether `held` reached 0.
+        #[inline(always)]
+        pub(crate) fn dec_held() -> bool {
+            let zero: u8;
+            // SAFETY: as in `inc_held`.
+            unsafe {
+                asm!("dec dword ptr fs:[{off}]", "setz {z}", off = in(reg) off(), z = out(reg_byte) zero,
+                     options(nostack));
+            }
+            zero != 0
+        }
+
+        #[inline(always)]
+        pub(crate) fn held() -> u32 {
+            let v: u32;
+            // SAFETY: as in `inc_held`; reads the four bytes.
+            unsafe {
+                asm!("mov {v:e}, dword ptr fs:[{off}]", off = in(reg) off(), v = out(reg) v,
+                     options(nostack, preserves_flags));
+            }
+            v
+        }
+
+        #[inline(always)]
+        pub(crate) fn set_held(v: u32) {
+            // SAFETY: as in `inc_held`.
+            unsafe {
+                asm!("mov dword ptr fs:[{off}], {v:e}", off = in(reg) off(), v = in(reg) v,
+                     options(nostack, preserves_flags));
+            }
+        }
+
+        /// Byte `at` (4: `any`, 5: `waiting`).
+        #[inline(always)]
+        pub(crate) fn flag<const AT: usize>() -> bool {
+            let v: u32;
+            // SAFETY: as in `inc_held`; reads byte `AT` (< 8) of the cells.
+            unsafe {
+                asm!("movzx {v:e}, byte ptr fs:[{off} + {at}]", off = in(reg) off(), at = const AT, v = out(reg) v,
+                     options(nostack, preserves_flags));
+            }
+            v != 0
+        }
+
+        #[inline(always)]
+        pub(crate) fn set_flag<const AT: usize>(b: bool) {
+            // SAFETY: as in `inc_held`; writes byte `AT` (< 8) of the cells.
+            unsafe {
+                asm!("mov byte ptr fs:[{off} + {at}], {b}", off = in(reg) off(), at = const AT, b = in(reg_byte) u8::from(b),
+                     options(nostack, preserves_flags));
+            }
+        }
+    }
+
+    /// Elsewhere, and under loom (whose model threads share one OS thread): thread-locals.
+    #[cfg(not(all(target_arch = "x86_64", not(ufutex_loom))))]
+    mod imp {
+        use std::cell::Cell;
+        use std::sync::atomic::{compiler_fence, Ordering};
+
+        struct Hot {
+            held: Cell<u32>,
+            flags: [Cell<bool>; 8],
+        }
+
+        #[cfg(not(ufutex_loom))]
+        std::thread_local! {
+            static HOT: Hot = const { Hot { held: Cell::new(0), flags: [const { Cell::new(false) }; 8] } };
+        }
+        #[cfg(ufutex_loom)]
+        loom::thread_local! {
+            static HOT: Hot = Hot { held: Cell::new(0), flags: [const { Cell::new(false) }; 8] };
+        }
+
+        // Each with a compiler fence on both sides, as the assembly is a barrier. (A plain
+        // read-modify-write of `held` is sound: a handler leaves it as it found it.)
+        fn fenced<R>(f: impl FnOnce(&Hot) -> R) -> R {
+            compiler_fence(Ordering::SeqCst);
+            let r = HOT.with(f);
+            compiler_fence(Ordering::SeqCst);
+            r
+        }
+
+        pub(crate) fn inc_held() {
+            fenced(|h| h.held.set(h.held.get() + 1));
+        }
+
+        pub(crate) fn dec_held() -> bool {
+            fenced(|h| {
+                h.held.set(h.held.get() - 1);
+                h.held.get() == 0
+            })
+        }
+
+        pub(crate) fn held() -> u32 {
+            fenced(|h| h.held.get())
+        }
+
+        pub(crate) fn set_held(v: u32) {
+            fenced(|h| h.held.set(v));
+        }
+
+        pub(crate) fn flag<const AT: usize>() -> bool {
+            fenced(|h| h.flags[AT].get())
+        }
+
+        pub(crate) fn set_flag<const AT: usize>(b: bool) {
+            fenced(|h| h.flags[AT].set(b));
+        }
+    }
+
+    pub(super) use imp::{dec_held, held, inc_held, set_held};
+
+    /// Set after a push to the deferred wakes, cleared by `drain` before it pops: what an
+    /// unlock that brings `held` to 0 looks at.
+    #[inline(always)]
+    pub(super) fn any() -> bool {
+        imp::flag::<4>()
+    }
+
+    #[inline(always)]
+    pub(super) fn set_any(b: bool) {
+        imp::set_flag::<4>(b);
+    }
+
+    /// The thread is in a wait ([`super::Episode`]).
+    #[inline(always)]
+    pub(super) fn waiting() -> bool {
+        imp::flag::<5>()
+    }
+
+    #[inline(always)]
+    pub(super) fn set_waiting(b: bool) {
+        imp::set_flag::<5>(b);
+    }
 }
 
+// The deferred wakes: touched only when a handler defers one and when the thread makes them.
 #[cfg(not(ufutex_loom))]
 std::thread_local! {
-    static STATE: State = const {
-        State {
-            held: Cell::new(0),
-            waiting: Cell::new(false),
-            pending: Pending { inline: Slots::new(), pages: AtomicPtr::new(ptr::null_mut()) },
-        }
-    };
+    static PENDING: Pending = const { Pending { inline: Slots::new(), pages: AtomicPtr::new(ptr::null_mut()) } };
 }
 
-// Under loom, loom's thread-locals: its model threads share one OS thread.
 #[cfg(ufutex_loom)]
 loom::thread_local! {
-    static STATE: State = State {
-        held: Cell::new(0),
-        waiting: Cell::new(false),
-        pending: Pending { inline: Slots::new(), pages: AtomicPtr::new(ptr::null_mut()) },
-    };
+    static PENDING: Pending = Pending { inline: Slots::new(), pages: AtomicPtr::new(ptr::null_mut()) };
 }
 
-/// Before a bucket lock is taken.
+/// Before a bucket lock is taken: the count is up before the lock's atomic (a handler in
+/// between sees the thread busy).
 #[inline(always)]
 pub(crate) fn locking() {
-    STATE.with(|s| s.held.set(s.held.get() + 1));
-    // The count is up before the lock's atomic (a handler in between sees the thread busy).
-    compiler_fence(Ordering::SeqCst);
+    hot::inc_held();
 }
 
-/// After a bucket lock was released: the last one runs the wakes that handlers deferred.
+/// After a bucket lock was released (the count goes down after the unlock's atomic): the last
+/// one runs the wakes that handlers deferred.
 #[inline(always)]
 pub(crate) fn unlocked() {
-    // The count goes down after the unlock's atomic.
-    compiler_fence(Ordering::SeqCst);
-    STATE.with(|s| {
-        let held = s.held.get() - 1;
-        s.held.set(held);
-        if held == 0 && !s.pending.is_empty() {
-            drain(s);
-        }
-    });
+    if hot::dec_held() && hot::any() {
+        drain();
+    }
 }
 
 /// Whether this thread is inside a bucket's critical section or running deferred wakes: a
 /// call that would lock is then made from a signal handler that interrupted it.
 #[inline]
 pub(crate) fn busy() -> bool {
-    STATE.with(|s| s.held.get() != 0)
+    hot::held() != 0
 }
 
 /// Leave a wake for this thread to make with `run` when it leaves its critical section
@@ -274,7 +433,11 @@ pub(crate) fn defer(run: Run, ctx: *const (), key: Key, n: usize, mask: u64) {
 /// List `d`; if no memory for a page of them can be had, abort, as a collection that cannot
 /// grow does: dropping the wake would lose a wakeup, and a handler cannot wait for memory.
 fn keep(d: Deferred) {
-    if !STATE.with(|s| s.pending.push(d)) {
+    let kept = PENDING.with(|p| p.push(d));
+    // After the entry is written (the flag's write is a compiler barrier): an unlock that sees
+    // the flag finds the entry.
+    hot::set_any(true);
+    if !kept {
         // Nothing here may allocate or unwind (a signal handler); the message is static.
         const MSG: &[u8] = b"ufutex: no memory to keep a wake deferred by a signal handler\n";
         // SAFETY: writing a static buffer to stderr; `abort` does not return.
@@ -288,18 +451,17 @@ fn keep(d: Deferred) {
 /// Make the deferred wakes, with the thread counted busy so that handlers keep deferring.
 #[cold]
 #[inline(never)]
-fn drain(s: &State) {
+fn drain() {
     loop {
-        s.held.set(1);
-        compiler_fence(Ordering::SeqCst);
-        while let Some(d) = s.pending.pop() {
+        hot::set_held(1);
+        hot::set_any(false);
+        while let Some(d) = PENDING.with(Pending::pop) {
             (d.run)(d.ctx, d.key, d.n, d.mask);
         }
-        compiler_fence(Ordering::SeqCst);
-        s.held.set(0);
-        compiler_fence(Ordering::SeqCst);
-        // A handler between the last pop and the store above deferred one more.
-        if s.pending.is_empty() {
+        hot::set_held(0);
+        // A handler since the flag was cleared deferred one more (popped above, or not yet
+        // if it came after the last pop): look again.
+        if !hot::any() {
             return;
         }
     }
@@ -312,29 +474,22 @@ pub(crate) struct Episode(());
 /// signal handler that interrupted it: the wait must not queue).
 #[inline]
 pub(crate) fn episode() -> Option<Episode> {
-    let ok = STATE.with(|s| {
-        if s.waiting.get() || s.held.get() != 0 {
-            return false;
-        }
-        s.waiting.set(true);
-        true
-    });
-    compiler_fence(Ordering::SeqCst);
-    // (Not `then_some`: its argument is built either way, and its drop would end the wait
-    // that is in progress.)
-    ok.then(|| Episode(()))
+    if hot::waiting() || hot::held() != 0 {
+        return None;
+    }
+    hot::set_waiting(true);
+    Some(Episode(()))
 }
 
 impl Drop for Episode {
     #[inline]
     fn drop(&mut self) {
-        compiler_fence(Ordering::SeqCst);
-        STATE.with(|s| s.waiting.set(false));
+        hot::set_waiting(false);
     }
 }
 
 /// Whether this thread has no deferred wake left (for tests).
 #[cfg(all(test, not(ufutex_loom)))]
 pub(crate) fn nothing_deferred() -> bool {
-    STATE.with(|s| s.pending.is_empty())
+    !hot::any() && PENDING.with(|p| p.pop().is_none())
 }
