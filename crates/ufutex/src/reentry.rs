@@ -249,16 +249,16 @@ mod hot {
             unsafe { asm!("inc dword ptr fs:[{off}]", off = in(reg) off(), options(nostack)) };
         }
 
-        /// Count down; whether `held` reached 0.
+        /// Count down; whether `held` reached 0 with `any` set (the drain is due).
         #[inline(always)]
-        pub(crate) fn dec_held() -> bool {
-            let zero: u8;
-            // SAFETY: as in `inc_held`.
+        pub(crate) fn dec_held_due() -> bool {
+            let mut due: u32 = 0;
+            // SAFETY: as in `inc_held`; reads byte 4 (`any`) too, only when the count reached 0.
             unsafe {
-                asm!("dec dword ptr fs:[{off}]", "setz {z}", off = in(reg) off(), z = out(reg_byte) zero,
-                     options(nostack));
+                asm!("dec dword ptr fs:[{off}]", "jnz 2f", "movzx {due:e}, byte ptr fs:[{off} + 4]", "2:",
+                     off = in(reg) off(), due = inout(reg) due, options(nostack));
             }
-            zero != 0
+            due != 0
         }
 
         #[inline(always)]
@@ -336,10 +336,10 @@ mod hot {
             fenced(|h| h.held.set(h.held.get() + 1));
         }
 
-        pub(crate) fn dec_held() -> bool {
+        pub(crate) fn dec_held_due() -> bool {
             fenced(|h| {
                 h.held.set(h.held.get() - 1);
-                h.held.get() == 0
+                h.held.get() == 0 && h.flags[4].get()
             })
         }
 
@@ -360,7 +360,7 @@ mod hot {
         }
     }
 
-    pub(super) use imp::{dec_held, held, inc_held, set_held};
+    pub(super) use imp::{dec_held_due, held, inc_held, set_held};
 
     /// Set after a push to the deferred wakes, cleared by `drain` before it pops: what an
     /// unlock that brings `held` to 0 looks at.
@@ -408,7 +408,7 @@ pub(crate) fn locking() {
 /// one runs the wakes that handlers deferred.
 #[inline(always)]
 pub(crate) fn unlocked() {
-    if hot::dec_held() && hot::any() {
+    if hot::dec_held_due() {
         drain();
     }
 }
