@@ -474,7 +474,7 @@ pub(crate) struct Episode(());
 /// signal handler that interrupted it: the wait must not queue).
 #[inline]
 pub(crate) fn episode() -> Option<Episode> {
-    if hot::waiting() || hot::held() != 0 {
+    if hot::waiting() || busy() {
         return None;
     }
     hot::set_waiting(true);

@@ -28,8 +28,20 @@ pub(crate) fn wake_op<E>(
     nr2: usize,
     op: impl FnOnce() -> Result<bool, E>,
 ) -> Result<usize, E> {
+    // From a signal handler that interrupted its thread's critical section (`reentry.rs`):
+    // the operation now, the wakes when the thread leaves it, reported as none. Without the
+    // locks around the operation, a waiter of word 2 that queues before it is woken by the
+    // deferred wake; one that queues after it saw the new value, and may be woken too (a wake
+    // it was not promised, but a wake by a waker that dequeued it).
     if crate::reentry::busy() {
-        return deferred(tables, k1, k2, nr1, nr2, op);
+        let second = op()?;
+        if nr1 > 0 {
+            crate::wake::defer_private(tables, k1, nr1, MATCH_ANY);
+        }
+        if second && nr2 > 0 {
+            crate::wake::defer_private(tables, k2, nr2, MATCH_ANY);
+        }
+        return Ok(0);
     }
     let mut pair = infallible(tables.lock_pair(&k1, &k2));
     let second = op()?;
@@ -49,30 +61,6 @@ pub(crate) fn wake_op<E>(
     }
     drop(pair);
     Ok(woken.wake_all())
-}
-
-/// [`wake_op`] from a signal handler that interrupted its thread's critical section
-/// (`reentry.rs`): the operation now, the wakes when the thread leaves it, reported as none.
-/// Without the locks around the operation, a waiter of word 2 that queues before it is woken
-/// by the deferred wake; one that queues after it saw the new value, and may be woken too
-/// (a wake it was not promised, but a wake by a waker that dequeued it).
-#[cold]
-fn deferred<E>(
-    tables: &Tables,
-    k1: Key,
-    k2: Key,
-    nr1: usize,
-    nr2: usize,
-    op: impl FnOnce() -> Result<bool, E>,
-) -> Result<usize, E> {
-    let second = op()?;
-    if nr1 > 0 {
-        crate::wake::defer_private(tables, k1, nr1, MATCH_ANY);
-    }
-    if second && nr2 > 0 {
-        crate::wake::defer_private(tables, k2, nr2, MATCH_ANY);
-    }
-    Ok(0)
 }
 
 /// loom: the second word's waiter races a `wake_op` that changes that word and wakes it if the
