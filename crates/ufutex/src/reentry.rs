@@ -21,9 +21,9 @@
 //!   goes on; `any` says that there are some, so that an unlock looks at one byte.
 //!
 //! The first three are the hot ones (`hot`): on x86-64 one instruction each, at a fixed offset
-//! from the thread pointer. What they cost: 4 instructions a wake that locks (82 against 78
-//! per `wake_locked`) and 23 a requeue of one waiter through the C ABI (389 against 366), by
-//! callgrind; see BENCHMARKS.md.
+//! from the thread pointer. What they cost, by callgrind: 23 instructions a requeue of one
+//! waiter through the C ABI (389 against 366), and 4–10 a wake that locks. In time, ~10–25%
+//! of a contended wake (`hash --contend`) and ~10% of perf's cold requeue: see BENCHMARKS.md.
 //!
 //! What a call does when its thread is busy (`held` not 0):
 //! - a wake, a requeue or a wake-op that finds a waiter to lock for is deferred: it reports 0
@@ -206,8 +206,8 @@ mod hot {
     /// offset from the thread pointer (the initial-exec model, as `ufutex-preload`'s flag:
     /// see its `reentry.rs`). A `thread_local!` in a shared library is reached through
     /// `__tls_get_addr`, which after a sleep brings pages of `ld.so` into the cache: the
-    /// kernel's perf bench requeue through the preload library measured 15% slower with the
-    /// cells there. Bytes 0–3: `held`; byte 4: `any`; byte 5: `waiting`. Every access is one
+    /// kernel's perf bench requeue through the preload library measured ~15% slower than
+    /// before these cells with them there, ~10% with them here. Bytes 0–3: `held`; byte 4: `any`; byte 5: `waiting`. Every access is one
     /// instruction, so a handler cannot split one; each is also a compiler barrier (an `asm!`
     /// without `nomem`), which orders it against the lock's atomics around it.
     #[cfg(all(target_arch = "x86_64", not(ufutex_loom)))]
