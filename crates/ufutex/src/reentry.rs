@@ -207,7 +207,7 @@ mod hot {
     /// see its `reentry.rs`). A `thread_local!` in a shared library is reached through
     /// `__tls_get_addr`, which after a sleep brings pages of `ld.so` into the cache: the
     /// kernel's perf bench requeue through the preload library measured ~15% slower than
-    /// before these cells with them there, ~10% with them here. Bytes 0–3: `held`; byte 4: `any`; byte 5: `waiting`. Every access is one
+    /// before these cells with them there, ~10% with them here. Bytes 0–3: `held`; byte 4: `any`; byte 5: `waiting`; byte 6: `setting_up`. Every access is one
     /// instruction, so a handler cannot split one; each is also a compiler barrier (an `asm!`
     /// without `nomem`), which orders it against the lock's atomics around it.
     #[cfg(all(target_arch = "x86_64", not(ufutex_loom)))]
@@ -281,7 +281,7 @@ mod hot {
             }
         }
 
-        /// Byte `at` (4: `any`, 5: `waiting`).
+        /// Byte `at` (4: `any`, 5: `waiting`, 6: `setting_up`).
         #[inline(always)]
         pub(crate) fn flag<const AT: usize>() -> bool {
             let v: u32;
@@ -384,6 +384,19 @@ mod hot {
     pub(super) fn set_waiting(b: bool) {
         imp::set_flag::<5>(b);
     }
+
+    /// The thread is in a once-per-process set-up ([`super::Setup`]).
+    #[cfg_attr(ufutex_loom, allow(dead_code))]
+    #[inline(always)]
+    pub(super) fn setting_up() -> bool {
+        imp::flag::<6>()
+    }
+
+    #[cfg_attr(ufutex_loom, allow(dead_code))]
+    #[inline(always)]
+    pub(super) fn set_setting_up(b: bool) {
+        imp::set_flag::<6>(b);
+    }
 }
 
 // The deferred wakes: touched only when a handler defers one and when the thread makes them.
@@ -465,6 +478,39 @@ fn drain() {
             return;
         }
     }
+}
+
+/// This thread is setting up something once per process (the shared table's segment and
+/// process slot), from [`setup`] until dropped: counted busy meanwhile, so that a signal
+/// handler's call that interrupts it defers its wake or fails its wait, and asks [`in_setup`]
+/// before it would wait for the set-up (behind a lock that its own thread holds).
+#[cfg_attr(ufutex_loom, allow(dead_code))] // the shared table is not modelled
+pub(crate) struct Setup {
+    was: bool,
+}
+
+/// Start a set-up (nested set-ups are fine: each restores what it found).
+#[cfg_attr(ufutex_loom, allow(dead_code))] // the shared table is not modelled
+pub(crate) fn setup() -> Setup {
+    locking();
+    let was = hot::setting_up();
+    hot::set_setting_up(true);
+    Setup { was }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        hot::set_setting_up(self.was);
+        unlocked();
+    }
+}
+
+/// Whether this thread is inside a [`setup`]: a call that needs the set-up done comes from a
+/// signal handler that interrupted it.
+#[cfg_attr(ufutex_loom, allow(dead_code))] // the shared table is not modelled
+#[inline]
+pub(crate) fn in_setup() -> bool {
+    hot::setting_up()
 }
 
 /// This thread is in a wait, from [`episode`] until dropped.

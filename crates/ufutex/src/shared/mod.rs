@@ -177,12 +177,31 @@ pub(crate) enum Mode {
 /// The mode, read from `UFUTEX_SHARED` once per process: `kernel` → [`Mode::Kernel`]; unset,
 /// empty or `table` → [`Mode::Table`]; anything else is also the table (and never a silent
 /// switch between two processes that spelled it alike).
+///
+/// Kept in an atomic and read with `getenv` (no lock, no allocation): a signal handler's call
+/// may come while its thread reads it the first time, and must not wait for that.
 pub(crate) fn mode() -> Mode {
-    static MODE: std::sync::OnceLock<Mode> = std::sync::OnceLock::new();
-    *MODE.get_or_init(|| match std::env::var_os("UFUTEX_SHARED") {
-        Some(v) if v == "kernel" => Mode::Kernel,
-        _ => Mode::Table,
-    })
+    use std::sync::atomic::{AtomicU8, Ordering};
+    const UNKNOWN: u8 = 0;
+    const TABLE: u8 = 1;
+    const KERNEL: u8 = 2;
+    static MODE: AtomicU8 = AtomicU8::new(UNKNOWN);
+    let mut m = MODE.load(Ordering::Relaxed);
+    if m == UNKNOWN {
+        // SAFETY: a NUL-terminated name; the value, if any, is read before anything could
+        // change the environment (this library does not).
+        let v = unsafe { libc::getenv(c"UFUTEX_SHARED".as_ptr()) };
+        // SAFETY: `getenv` gives null or a NUL-terminated string.
+        let kernel = !v.is_null() && unsafe { std::ffi::CStr::from_ptr(v) } == c"kernel";
+        m = if kernel { KERNEL } else { TABLE };
+        // Relaxed: the value is the whole message; racing readers read the same environment.
+        MODE.store(m, Ordering::Relaxed);
+    }
+    if m == KERNEL {
+        Mode::Kernel
+    } else {
+        Mode::Table
+    }
 }
 
 /// Sleep while `*f == expected`, until a process-shared [`wake`] or [`requeue`] on the same

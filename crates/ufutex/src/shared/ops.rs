@@ -287,9 +287,24 @@ fn run_deferred(_: *const (), key: crate::key::Key, n: usize, mask: u64) {
     }
 }
 
+/// A signal handler's wake that interrupted its thread while it opens the segment or claims
+/// the process's slot (`reentry::setup`): it cannot wait for that, so the wake is left for the
+/// thread, made when the set-up ends (`run_deferred`). Whether it was.
+#[inline]
+fn deferred_in_setup(addr: usize, n: usize, mask: u64) -> bool {
+    let setting_up = crate::reentry::in_setup();
+    if setting_up {
+        crate::reentry::defer(run_deferred, std::ptr::null(), crate::key::Key::private(addr), n, mask);
+    }
+    setting_up
+}
+
 /// Wake up to `n` waiters on the word at `addr` whose mask shares a bit with `mask`.
 #[inline]
 pub(crate) fn wake(addr: usize, n: usize, mask: u64) -> Result<usize, SharedError> {
+    if deferred_in_setup(addr, n, mask) {
+        return Ok(0);
+    }
     Ok(crate::wake::wake(&here()?, addr, n, mask, Report::Count, Pays::Waker)?.count)
 }
 
@@ -305,6 +320,10 @@ pub(crate) fn requeue(
     let holds = expected.map(|v| move || from.load() == v);
     if holds.as_ref().is_some_and(|h| !h()) {
         return Err(SharedError::WouldBlock); // before the segment is opened
+    }
+    // As a requeue deferred under a lock: the waiters it would move are woken instead.
+    if deferred_in_setup(from.addr(), nr_wake.saturating_add(nr_requeue), crate::MATCH_ANY) {
+        return Ok(0);
     }
     crate::requeue::requeue(&here()?, from.addr(), to, holds, nr_wake, nr_requeue, Pays::Waker).map_err(|e| match e {
         Refused::WouldBlock => SharedError::WouldBlock,

@@ -66,6 +66,11 @@ pub(crate) fn segment() -> Result<&'static Segment, SharedError> {
 
 #[cold]
 fn open_segment() -> Result<&'static Segment, SharedError> {
+    // A signal handler that interrupted its thread's set-up would wait for that thread's lock.
+    if crate::reentry::in_setup() {
+        return Err(SharedError::Interrupted);
+    }
+    let _setup = crate::reentry::setup();
     let _g = INIT.lock().unwrap_or_else(|e| e.into_inner());
     let s = SEGMENT.load(Ordering::Acquire);
     if !s.is_null() {
@@ -92,7 +97,12 @@ pub(crate) fn proc() -> Result<&'static Proc, SharedError> {
 
 #[cold]
 fn new_proc() -> Result<&'static Proc, SharedError> {
-    let seg = segment()?;
+    let seg = segment()?; // a set-up of its own, not nested in this one
+                          // As in `open_segment`.
+    if crate::reentry::in_setup() {
+        return Err(SharedError::Interrupted);
+    }
+    let _setup = crate::reentry::setup();
     let _g = INIT.lock().unwrap_or_else(|e| e.into_inner());
     let here = here_word()?;
     let p = PROC.load(Ordering::Acquire);
