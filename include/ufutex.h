@@ -117,7 +117,12 @@
  * deferred requeue wakes the waiters it would have moved; a deferred wake-op applies its
  * operation at once. A wait, waitv or requeue's wait called from a handler that interrupted
  * its thread inside a wait or a critical section of the library returns EINTR without queueing
- * (after the value check: a mismatch is still EAGAIN). No call may be left with longjmp() or
+ * (after the value check: a mismatch is still EAGAIN). The same holds while the thread sets up
+ * the process's use of the shared table (its first process-shared wait or wake: the segment
+ * and the process's slot), which a handler cannot wait for. What is not yet safe from a
+ * handler: the first wait of a thread that has never waited (its waiter state is allocated),
+ * and a UFUTEX_NUMA call that interrupts its thread's first UFUTEX_NUMA call of the process
+ * (the node topology is read). No call may be left with longjmp() or
  * siglongjmp(): a waiter would stay queued, where a later wake could take it instead of a real
  * one. libufutex_preload.so passes a futex call made from inside its own dispatch to the
  * kernel; leaving a wait by siglongjmp is not safe there either.

@@ -22,7 +22,11 @@
 //! thread when it leaves the critical section, before the interrupted call returns (a deferred
 //! requeue wakes the waiters it would have moved). A wait called from a handler that
 //! interrupted its thread inside a wait or a critical section returns
-//! [`WaitError::Interrupted`] without queueing. No call may be left by `longjmp`.
+//! [`WaitError::Interrupted`] without queueing. The same holds while the thread sets up the
+//! process's use of the shared table (its first process-shared call), which a handler cannot
+//! wait for. Not yet safe from a handler: a thread's first wait (its waiter state is
+//! allocated), and a NUMA call that interrupts its thread's first NUMA call of the process.
+//! No call may be left by `longjmp`.
 #![doc = include_str!("../../../README.md")]
 #![deny(unsafe_op_in_unsafe_fn)]
 

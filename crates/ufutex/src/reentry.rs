@@ -32,6 +32,13 @@
 //! - a wait fails with `EINTR` (`WaitError::Interrupted`) without queueing, as does a wait
 //!   while the thread is in a wait ([`episode`]). A caller's loop then polls its word.
 //!
+//! A once-per-process set-up behind a lock (the shared table's segment and the process's slot)
+//! counts as busy too ([`setup`]), and a handler's call that would need it asks [`in_setup`]
+//! first: its process-shared wake or requeue is deferred, anything else fails with
+//! `Interrupted`, where it would wait for a lock its own thread holds. Per-process figures that
+//! a handler may need first (the spin hint's cost, the shared mode) are atomics that a racer
+//! computes again rather than waits for.
+//!
 //! Only the thread and the handlers that interrupt it touch its state, and a handler runs to
 //! its end before the code it interrupted goes on. The cells are therefore changed by balanced
 //! steps (a handler leaves `held` and `waiting` as it found them), each access a compiler
