@@ -133,10 +133,11 @@ const _: () = assert!(std::mem::size_of::<Page>() <= 4096);
 /// 0 — so a pop never interrupts a push, and every push that starts during a drain (in a
 /// handler) ends before the drain goes on. A pop reads the top entry and then takes it with a
 /// compare-exchange of the length, which fails if a push came between. Pages are linked at the
-/// top when the top is full and never unlinked (a page could be pushed to between a look at
-/// its length and its unlinking); an empty page is simply passed over. They stay for the
-/// thread's life: only a thread whose handlers deferred more than [`INLINE`] wakes inside one
-/// critical section has any, and then as many as it needed at once.
+/// top when the top is full (only a thread whose handlers deferred more than [`INLINE`] wakes
+/// inside one critical section has any); a pop passes over an empty page. Only the drain
+/// unlinks one, once its pops found everything empty, by a compare-exchange of the top
+/// ([`Pending::unlink_top`]); it then runs what a handler pushed to the page before that, and
+/// unmaps it. So a thread keeps no page past its drain, and none is lost when it exits.
 struct Pending {
     inline: Slots<INLINE>,
     pages: AtomicPtr<Page>,
@@ -147,7 +148,9 @@ impl Pending {
     fn push(&self, d: Deferred) -> bool {
         loop {
             let top = self.pages.load(Ordering::Relaxed);
-            // SAFETY: a linked page is never unmapped (the type docs).
+            // SAFETY: a page is unmapped only by the drain, after unlinking it, and a drain
+            // never runs inside a push (the type docs): `top` was linked at the load and stays
+            // mapped until this push returns.
             let fits = match unsafe { top.as_ref() } {
                 None => self.inline.push(d),
                 Some(page) => page.slots.push(d),
@@ -166,7 +169,7 @@ impl Pending {
     /// Take the newest entry.
     fn pop(&self) -> Option<Deferred> {
         let mut page = self.pages.load(Ordering::Relaxed);
-        // SAFETY: as in `push`.
+        // SAFETY: pops are the drain's, which alone unmaps pages (after unlinking them).
         while let Some(p) = unsafe { page.as_ref() } {
             if let Some(d) = p.slots.pop() {
                 return Some(d);
@@ -174,6 +177,32 @@ impl Pending {
             page = p.next;
         }
         self.inline.pop()
+    }
+}
+
+/// What [`Pending::unlink_top`] did.
+enum Unlinked {
+    /// There are no pages.
+    NoPage,
+    /// A handler linked a new page meanwhile: pop again.
+    Raced,
+    /// This page is out of every later push's reach; entries pushed to it before it was
+    /// unlinked are still in it.
+    Page(*mut Page),
+}
+
+impl Pending {
+    /// Unlink the top page, which the drain's pops left empty. Only from `drain`: a handler
+    /// runs to its end before the drain goes on, so one that pushed to the page did so before
+    /// the compare-exchange (and its entry is in the page), and one after it finds the next.
+    fn unlink_top(&self) -> Unlinked {
+        let top = self.pages.load(Ordering::Relaxed);
+        // SAFETY: a linked page is mapped until the drain unmaps it after unlinking it here.
+        let Some(page) = (unsafe { top.as_ref() }) else { return Unlinked::NoPage };
+        match self.pages.compare_exchange(top, page.next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => Unlinked::Page(top),
+            Err(_) => Unlinked::Raced,
+        }
     }
 }
 
@@ -200,9 +229,10 @@ fn map_page(next: *mut Page) -> Option<*mut Page> {
     Some(page)
 }
 
-/// Give back a page from [`map_page`] that was never linked.
+/// Give back a page from [`map_page`] that nothing references (never linked, or unlinked by
+/// the drain).
 fn unmap_page(page: *mut Page) {
-    // SAFETY: `page` is a mapping of 4 KiB from `map_page` that nothing references.
+    // SAFETY: `page` is a mapping of 4 KiB from `map_page` that nothing references (caller).
     unsafe { libc::munmap(page.cast(), 4096) };
 }
 
@@ -475,8 +505,22 @@ fn drain() {
     loop {
         hot::set_held(1);
         hot::set_any(false);
-        while let Some(d) = PENDING.with(Pending::pop) {
-            (d.run)(d.ctx, d.key, d.n, d.mask);
+        loop {
+            while let Some(d) = PENDING.with(Pending::pop) {
+                (d.run)(d.ctx, d.key, d.n, d.mask);
+            }
+            // The overflow pages are empty: give them back (a thread keeps none past its drain).
+            match PENDING.with(Pending::unlink_top) {
+                Unlinked::NoPage => break,
+                Unlinked::Raced => {}
+                Unlinked::Page(page) => {
+                    // SAFETY: unlinked, so only this drain reaches it; mapped until below.
+                    while let Some(d) = unsafe { &*page }.slots.pop() {
+                        (d.run)(d.ctx, d.key, d.n, d.mask);
+                    }
+                    unmap_page(page);
+                }
+            }
         }
         hot::set_held(0);
         // A handler since the flag was cleared deferred one more (popped above, or not yet
@@ -541,8 +585,8 @@ impl Drop for Episode {
     }
 }
 
-/// Whether this thread has no deferred wake left (for tests).
+/// Whether this thread has no deferred wake left, nor a page for them (for tests).
 #[cfg(all(test, not(ufutex_loom)))]
 pub(crate) fn nothing_deferred() -> bool {
-    !hot::any() && PENDING.with(|p| p.pop().is_none())
+    !hot::any() && PENDING.with(|p| p.pop().is_none() && p.pages.load(Ordering::Relaxed).is_null())
 }

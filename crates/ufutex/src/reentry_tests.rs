@@ -87,6 +87,31 @@ mod tests {
         assert_eq!(t.queued_waiters(), 0);
     }
 
+    /// Wakes deferred while the drain runs (as by handlers that interrupt it) are made by the
+    /// same drain, across as many pages as they need, and the drain gives every page back.
+    #[test]
+    fn wakes_deferred_during_the_drain_are_made_and_no_page_is_kept() {
+        use crate::reentry::{defer, locking, unlocked};
+        use std::sync::atomic::AtomicUsize;
+        static RUNS: AtomicUsize = AtomicUsize::new(0);
+        // Each entry of depth `n` > 0 leaves three of depth `n - 1` when it is made.
+        fn run(_: *const (), key: Key, n: usize, _: u64) {
+            RUNS.fetch_add(1, Ordering::Relaxed);
+            for _ in 0..if n > 0 { 3 } else { 0 } {
+                defer(run, std::ptr::null(), key, n - 1, 0);
+            }
+        }
+        let roots = INLINE + PER_PAGE + 1;
+        locking();
+        for _ in 0..roots {
+            defer(run, std::ptr::null(), Key::private(64), 4, 0);
+        }
+        unlocked();
+        assert_eq!(RUNS.load(Ordering::Relaxed), roots * (1 + 3 + 9 + 27 + 81));
+        assert!(nothing_deferred());
+        assert!(!busy());
+    }
+
     #[test]
     fn a_requeue_inside_a_critical_section_wakes_instead_of_moving() {
         let t = tables();
