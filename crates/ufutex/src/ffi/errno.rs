@@ -27,9 +27,10 @@ fn thread_pointer() -> isize {
     tp
 }
 
-/// Set this thread's `errno` to `e`.
+/// Set this thread's `errno` to `e` and return -1, as a failed system call does. The way
+/// through libc is a tail call, so a caller's fast path keeps no register across it.
 #[inline(always)]
-pub(crate) fn set(e: i32) {
+pub(crate) fn fail(e: i32) -> std::ffi::c_long {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
         // Relaxed: the offset is a fact about the process (the same for every thread), not a
@@ -38,16 +39,24 @@ pub(crate) fn set(e: i32) {
         if offset != 0 {
             // SAFETY: `thread_pointer() + offset` is this thread's `errno` (see the module
             // documentation: libc's static TLS is at one offset from the thread pointer in every
-            // thread, and `set_and_learn` checked it on the thread that learned it); an aligned `int`
-            // the thread may write, as `*__errno_location() = e` would.
+            // thread, and `set_and_learn` checked it on the thread that learned it); an aligned
+            // `int` the thread may write, as `*__errno_location() = e` would.
             unsafe { *((thread_pointer() + offset) as *mut i32) = e };
-            return;
+            return -1;
         }
     }
-    set_and_learn(e);
+    fail_and_learn(e)
 }
 
-/// [`set`] through libc, learning the offset on the way.
+/// [`fail`] through libc.
+#[cold]
+#[inline(never)]
+fn fail_and_learn(e: i32) -> std::ffi::c_long {
+    set_and_learn(e);
+    -1
+}
+
+/// Set `errno` through libc, learning the offset on the way.
 #[cold]
 fn set_and_learn(e: i32) {
     // SAFETY: `__errno_location` returns this thread's errno, always valid to write.
@@ -76,12 +85,12 @@ mod tests {
 
     #[test]
     fn every_thread_sets_its_own_errno() {
-        set(libc::EAGAIN); // (learns the offset, on this thread)
+        assert_eq!(fail(libc::EAGAIN), -1); // (learns the offset, on this thread)
         assert_eq!(errno(), libc::EAGAIN);
         let others: Vec<_> = (0..4)
             .map(|i| {
                 std::thread::spawn(move || {
-                    set(libc::EINTR + i);
+                    assert_eq!(fail(libc::EINTR + i), -1);
                     errno()
                 })
             })
@@ -90,7 +99,7 @@ mod tests {
             assert_eq!(t.join().unwrap(), libc::EINTR + i as i32);
         }
         assert_eq!(errno(), libc::EAGAIN, "another thread's errno is not ours");
-        set(libc::ETIMEDOUT);
+        assert_eq!(fail(libc::ETIMEDOUT), -1);
         assert_eq!(errno(), libc::ETIMEDOUT);
     }
 }

@@ -63,9 +63,16 @@ fn read_word_first(addr: usize, size: Size) -> Result<u64, Fault> {
 pub(crate) fn read_word_at_once(addr: usize, size: Size) -> Option<Result<u64, Fault>> {
     debug_assert_eq!(addr % size.bytes(), 0);
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    match fixup::mode() {
-        fixup::NOT_READY => {}
-        mode => return Some(fixup::load_as(mode, addr, size)),
+    {
+        // The native mode first, with one compare of the mode's byte in memory.
+        let mode = fixup::mode();
+        if mode == fixup::DIRECT {
+            return Some(fixup::load_as(fixup::DIRECT, addr, size));
+        }
+        std::hint::cold_path();
+        if mode != fixup::NOT_READY {
+            return Some(fixup::load_as(mode, addr, size));
+        }
     }
     None
 }
@@ -580,7 +587,7 @@ mod fixup {
     /// directly) or [`INDIRECT`] (the fixup loads, called through a pointer: under valgrind).
     static MODE: AtomicU8 = AtomicU8::new(NOT_READY);
     pub(super) const NOT_READY: u8 = 0;
-    const DIRECT: u8 = 1;
+    pub(super) const DIRECT: u8 = 1;
     const INDIRECT: u8 = 2;
     const SIGNALS: [libc::c_int; 2] = [libc::SIGSEGV, libc::SIGBUS];
 

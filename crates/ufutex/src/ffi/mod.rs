@@ -50,8 +50,7 @@ pub(crate) fn entry(f: impl FnOnce() -> Result<std::ffi::c_long, Errno>) -> std:
 /// Return as a failed system call does: `errno` set to `e`, -1.
 #[inline(always)]
 pub(crate) fn failed(e: Errno) -> std::ffi::c_long {
-    errno::set(e.0);
-    -1
+    errno::fail(e.0)
 }
 
 /// An `errno` value: why a call failed.
