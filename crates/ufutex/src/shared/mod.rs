@@ -188,8 +188,9 @@ pub(crate) fn mode() -> Mode {
     static MODE: AtomicU8 = AtomicU8::new(UNKNOWN);
     let mut m = MODE.load(Ordering::Relaxed);
     if m == UNKNOWN {
-        // SAFETY: a NUL-terminated name; the value, if any, is read before anything could
-        // change the environment (this library does not).
+        // SAFETY: a NUL-terminated name. `getenv` races only with a `setenv` or `putenv` in
+        // another thread at the same moment, which POSIX makes undefined for every `getenv`
+        // (libc's own included); this library changes no variable.
         let v = unsafe { libc::getenv(c"UFUTEX_SHARED".as_ptr()) };
         // SAFETY: `getenv` gives null or a NUL-terminated string.
         let kernel = !v.is_null() && unsafe { std::ffi::CStr::from_ptr(v) } == c"kernel";
