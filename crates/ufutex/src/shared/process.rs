@@ -97,8 +97,9 @@ pub(crate) fn proc() -> Result<&'static Proc, SharedError> {
 
 #[cold]
 fn new_proc() -> Result<&'static Proc, SharedError> {
-    let seg = segment()?; // a set-up of its own, not nested in this one
-                          // As in `open_segment`.
+    // The segment first: a set-up of its own, not nested in this one.
+    let seg = segment()?;
+    // As in `open_segment`.
     if crate::reentry::in_setup() {
         return Err(SharedError::Interrupted);
     }
