@@ -67,6 +67,13 @@ struct Deferred {
     mask: u64,
 }
 
+impl Deferred {
+    /// Make the wake (the thread, in `drain`).
+    fn make(self) {
+        (self.run)(self.ctx, self.key, self.n, self.mask);
+    }
+}
+
 /// Deferred wakes kept in the thread's own storage before a page is needed.
 pub(crate) const INLINE: usize = 8;
 /// Deferred wakes on one overflow page (4 KiB, from `mmap`, which a handler may call).
@@ -507,7 +514,7 @@ fn drain() {
         hot::set_any(false);
         loop {
             while let Some(d) = PENDING.with(Pending::pop) {
-                (d.run)(d.ctx, d.key, d.n, d.mask);
+                d.make();
             }
             // The overflow pages are empty: give them back (a thread keeps none past its drain).
             match PENDING.with(Pending::unlink_top) {
@@ -516,7 +523,7 @@ fn drain() {
                 Unlinked::Page(page) => {
                     // SAFETY: unlinked, so only this drain reaches it; mapped until below.
                     while let Some(d) = unsafe { &*page }.slots.pop() {
-                        (d.run)(d.ctx, d.key, d.n, d.mask);
+                        d.make();
                     }
                     unmap_page(page);
                 }
@@ -536,22 +543,24 @@ fn drain() {
 /// handler's call that interrupts it defers its wake or fails its wait, and asks [`in_setup`]
 /// before it would wait for the set-up (behind a lock that its own thread holds).
 #[cfg_attr(ufutex_loom, allow(dead_code))] // the shared table is not modelled
-pub(crate) struct Setup {
-    was: bool,
-}
+pub(crate) struct Setup(());
 
-/// Start a set-up (nested set-ups are fine: each restores what it found).
+/// Start a set-up; `None` if this thread is inside one already (the call comes from a signal
+/// handler that interrupted it, and must not wait for it). Set-ups do not nest: one that needs
+/// another has it done first.
 #[cfg_attr(ufutex_loom, allow(dead_code))] // the shared table is not modelled
-pub(crate) fn setup() -> Setup {
+pub(crate) fn setup() -> Option<Setup> {
+    if in_setup() {
+        return None;
+    }
     locking();
-    let was = hot::setting_up();
     hot::set_setting_up(true);
-    Setup { was }
+    Some(Setup(()))
 }
 
 impl Drop for Setup {
     fn drop(&mut self) {
-        hot::set_setting_up(self.was);
+        hot::set_setting_up(false);
         unlocked();
     }
 }

@@ -158,49 +158,16 @@ mod tests {
         assert_eq!(t.queued_waiters(), 0);
     }
 
-    /// One page of shared anonymous memory (process-shared words), unmapped when dropped.
-    struct SharedPage(*mut libc::c_void);
-
-    impl SharedPage {
-        fn new() -> SharedPage {
-            // SAFETY: a fresh anonymous mapping; no pointer of ours is involved.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    4096,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            assert_ne!(p, libc::MAP_FAILED);
-            SharedPage(p)
-        }
-
-        fn word(&self, i: usize) -> &AtomicU32 {
-            assert!(i < 1024);
-            // SAFETY: in the page, aligned, zeroed; lives as long as `self`.
-            unsafe { &*self.0.cast::<AtomicU32>().add(i) }
-        }
-    }
-
-    impl Drop for SharedPage {
-        fn drop(&mut self) {
-            // SAFETY: the mapping from `new`, whose words nobody uses any more.
-            unsafe { libc::munmap(self.0, 4096) };
-        }
-    }
-
     /// A handler that interrupts the set-up of the shared table (`process.rs`) cannot wait for
     /// it: its process-shared wake and requeue are made when the set-up ends, and its wait
     /// fails with `Interrupted` without queueing.
     #[test]
     fn shared_calls_inside_a_set_up_wait_for_nothing() {
         use crate::reentry::setup;
+        use crate::shared::kernel::tests::Mapping;
         use crate::shared::{self, SharedError};
-        let page = SharedPage::new();
-        let (w, to) = (page.word(0), page.word(16));
+        let page = Mapping::anon();
+        let (w, to) = (page.u32(0), page.u32(64));
         std::thread::scope(|s| {
             let waiters: Vec<_> = (0..2).map(|_| s.spawn(|| shared::wait(w, 0, None))).collect();
             // Both queued: a requeue of the word onto itself moves (and counts) its waiters.
@@ -209,7 +176,8 @@ mod tests {
                 std::thread::yield_now();
             }
             w.store(1, Ordering::SeqCst);
-            let g = setup();
+            let g = setup().expect("not in a set-up");
+            assert!(setup().is_none(), "a set-up inside a set-up");
             assert!(busy());
             assert_eq!(shared::wake(w, 1), Ok(0), "deferred");
             assert_eq!(shared::requeue(w, 1, to, 0, 1), Ok(0), "deferred as a wake");

@@ -28,7 +28,8 @@ fn thread_pointer() -> isize {
 }
 
 /// Set this thread's `errno` to `e` and return -1, as a failed system call does. The way
-/// through libc is a tail call, so a caller's fast path keeps no register across it.
+/// through libc is a function of its own, called only from the cold branch, so a caller's fast
+/// path saves no register for it.
 #[inline(always)]
 pub(crate) fn fail(e: i32) -> std::ffi::c_long {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -39,7 +40,7 @@ pub(crate) fn fail(e: i32) -> std::ffi::c_long {
         if offset != 0 {
             // SAFETY: `thread_pointer() + offset` is this thread's `errno` (see the module
             // documentation: libc's static TLS is at one offset from the thread pointer in every
-            // thread, and `set_and_learn` checked it on the thread that learned it); an aligned
+            // thread, and `fail_and_learn` checked it on the thread that learned it); an aligned
             // `int` the thread may write, as `*__errno_location() = e` would.
             unsafe { *((thread_pointer() + offset) as *mut i32) = e };
             return -1;
@@ -48,17 +49,10 @@ pub(crate) fn fail(e: i32) -> std::ffi::c_long {
     fail_and_learn(e)
 }
 
-/// [`fail`] through libc.
+/// [`fail`] through libc, learning the offset on the way.
 #[cold]
 #[inline(never)]
 fn fail_and_learn(e: i32) -> std::ffi::c_long {
-    set_and_learn(e);
-    -1
-}
-
-/// Set `errno` through libc, learning the offset on the way.
-#[cold]
-fn set_and_learn(e: i32) {
     // SAFETY: `__errno_location` returns this thread's errno, always valid to write.
     let at = unsafe { libc::__errno_location() };
     // SAFETY: as above.
@@ -72,6 +66,7 @@ fn set_and_learn(e: i32) {
             OFFSET.store(offset, Ordering::Relaxed);
         }
     }
+    -1
 }
 
 #[cfg(test)]

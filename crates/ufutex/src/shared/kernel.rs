@@ -525,4 +525,4 @@ fn legacy_requeue(
 }
 
 #[cfg(all(test, not(ufutex_loom)))]
-mod tests;
+pub(crate) mod tests;

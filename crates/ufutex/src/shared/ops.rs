@@ -292,11 +292,8 @@ fn run_deferred(_: *const (), key: crate::key::Key, n: usize, mask: u64) {
 /// thread, made when the set-up ends (`run_deferred`). Whether it was.
 #[inline]
 fn deferred_in_setup(addr: usize, n: usize, mask: u64) -> bool {
-    let setting_up = crate::reentry::in_setup();
-    if setting_up {
-        crate::reentry::defer(run_deferred, std::ptr::null(), crate::key::Key::private(addr), n, mask);
-    }
-    setting_up
+    // The thread counts busy in its set-up: the deferral of a wake that would lock.
+    crate::reentry::in_setup() && Here.defer_wake(addr, n, mask)
 }
 
 /// Wake up to `n` waiters on the word at `addr` whose mask shares a bit with `mask`.

@@ -67,10 +67,9 @@ pub(crate) fn segment() -> Result<&'static Segment, SharedError> {
 #[cold]
 fn open_segment() -> Result<&'static Segment, SharedError> {
     // A signal handler that interrupted its thread's set-up would wait for that thread's lock.
-    if crate::reentry::in_setup() {
+    let Some(_setup) = crate::reentry::setup() else {
         return Err(SharedError::Interrupted);
-    }
-    let _setup = crate::reentry::setup();
+    };
     let _g = INIT.lock().unwrap_or_else(|e| e.into_inner());
     let s = SEGMENT.load(Ordering::Acquire);
     if !s.is_null() {
@@ -100,10 +99,9 @@ fn new_proc() -> Result<&'static Proc, SharedError> {
     // The segment first: a set-up of its own, not nested in this one.
     let seg = segment()?;
     // As in `open_segment`.
-    if crate::reentry::in_setup() {
+    let Some(_setup) = crate::reentry::setup() else {
         return Err(SharedError::Interrupted);
-    }
-    let _setup = crate::reentry::setup();
+    };
     let _g = INIT.lock().unwrap_or_else(|e| e.into_inner());
     let here = here_word()?;
     let p = PROC.load(Ordering::Acquire);

@@ -32,12 +32,13 @@ fn code(r: Result<(), SharedError>) -> i32 {
     }
 }
 
-/// One page mapped `MAP_SHARED`, so a forked child shares it.
-struct Mapping(*mut u8);
+/// One page mapped `MAP_SHARED`, so a forked child shares it (also `reentry_tests`' shared
+/// words).
+pub(crate) struct Mapping(*mut u8);
 
 impl Mapping {
     /// Anonymous shared memory, zeroed.
-    fn anon() -> Mapping {
+    pub(crate) fn anon() -> Mapping {
         // SAFETY: a fresh anonymous mapping; no existing memory is touched.
         let p = unsafe {
             libc::mmap(
@@ -80,7 +81,7 @@ impl Mapping {
     }
 
     /// The u32 at `off`.
-    fn u32(&self, off: usize) -> &AtomicU32 {
+    pub(crate) fn u32(&self, off: usize) -> &AtomicU32 {
         assert!(off.is_multiple_of(4) && off + 4 <= PAGE);
         // SAFETY: aligned, in the mapped page, borrowed no longer than the mapping.
         unsafe { &*(self.0.add(off) as *const AtomicU32) }
