@@ -305,18 +305,29 @@ pub(crate) fn waker_start(pays: Pays) -> bool {
 #[cfg(not(ufutex_loom))]
 #[inline(always)]
 pub(crate) fn waker_start_if_ready() -> bool {
-    // Relaxed: see `decide`.
-    if STATE.load(Ordering::Relaxed) != READY {
+    if !known_fence_free() {
         return false;
     }
     fence_free_point();
     true
 }
 
+/// Whether `membarrier` is already known to work, without deciding it (`false` while nobody has
+/// asked yet): for a fast path that may leave out an atomic only once it does (the bucket
+/// lock's quiet unlock, `lock.rs`), and takes its fenced path until then.
+#[inline(always)]
+pub(crate) fn known_fence_free() -> bool {
+    #[cfg(not(ufutex_loom))]
+    // Relaxed: see `decide`.
+    return STATE.load(Ordering::Relaxed) == READY;
+    #[cfg(ufutex_loom)]
+    fence_free()
+}
+
 /// The point, in a thread that leaves out its fence where [`fence_free`] holds (the caller
 /// checked it), between its store and a read that a [`waiter_barrier`] on another thread is
 /// ordered against: a fence-free wake's (B) ([`waker_start`]), `sync`'s quiet unlock
-/// (`raw_mutex.rs`).
+/// (`raw_mutex.rs`), the bucket lock's quiet unlock (`lock.rs`).
 #[inline(always)]
 pub(crate) fn fence_free_point() {
     // Keeps the compiler from moving the read above the caller's store: the barrier the kernel
