@@ -57,6 +57,24 @@ const CONTENDED: u32 = 2;
 /// "released while spinning".
 const SPIN_NS: u64 = 4_000;
 
+/// Whether an unlock may be quiet at all. Under loom only in the lock's own model
+/// (`loom_tests` below): a quiet unlock adds four scheduling points to every unlock, which took
+/// the engine's models (`tests/loom_core.rs`) from under 2 minutes to over 9. Those models use
+/// nothing of the lock but what both unlocks give — mutual exclusion, the Release/Acquire
+/// hand-over, every sleeping locker woken — and the lock's model checks that the quiet one
+/// gives them.
+#[inline(always)]
+fn quiet_unlocks() -> bool {
+    #[cfg(not(ufutex_loom))]
+    return true;
+    #[cfg(ufutex_loom)]
+    MODEL_QUIET.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Set by the lock's loom model (a plain atomic: loom runs a model's threads one at a time).
+#[cfg(ufutex_loom)]
+static MODEL_QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Lockers registered to sleep on any bucket lock (module docs: "The quiet unlock").
 #[cfg(not(ufutex_loom))]
 static SLEEPERS: AtomicU32 = AtomicU32::new(0);
@@ -113,7 +131,7 @@ impl RawLock {
     #[inline]
     pub(crate) fn unlock(&self) {
         // Relaxed: the look that decides is the one after the store, ordered by the barrier.
-        if membarrier::known_fence_free() && SLEEPERS.load(Ordering::Relaxed) == 0 {
+        if quiet_unlocks() && membarrier::known_fence_free() && SLEEPERS.load(Ordering::Relaxed) == 0 {
             // Release: publish the critical section to the next owner.
             #[cfg(not(ufutex_loom))]
             self.state.store(UNLOCKED, Ordering::Release);
@@ -248,6 +266,7 @@ mod loom_tests {
     /// second look, loom finds the sleeper whose mark the store erased.
     #[test]
     fn a_quiet_unlock_never_strands_a_sleeper() {
+        super::MODEL_QUIET.store(true, std::sync::atomic::Ordering::Relaxed);
         loom::model(|| {
             let lock = Arc::new(RawLock::new());
             let ran = Arc::new(UnsafeCell::new(0u32));
