@@ -208,6 +208,12 @@ fn woken_entry_racing_a_mismatch_is_accounted() {
             while !done.load(Ordering::SeqCst) {
                 woken.fetch_add(d.wake(&a, 1), Ordering::SeqCst);
                 last.fetch_xor(1, Ordering::SeqCst);
+                // A pause between wakes. Without it, on an idle 2-CPU AMD EPYC family 23 host,
+                // this thread kept the busy bucket's lock nearly all the time (each wake walks
+                // the ~512 groups queued there), and the waitv thread, asleep on the lock, woke
+                // each time to find it taken again: 115–175 s a run under the portable parker,
+                // some past the watchdog (thirty-seventh session's note).
+                std::thread::sleep(std::time::Duration::from_micros(1));
             }
         });
         let _stop = StopOnDrop(&done); // the waker stops even if this thread panics
