@@ -17,8 +17,8 @@
 //! with swaps and 51 ns with quiet stores (BENCHMARKS.md, thirty-seventh session). So while no
 //! locker anywhere in the process is about to sleep, and `membarrier` works, an unlock is a
 //! plain store of 0 — which can erase a 2 that a locker wrote between the owner's lock and its
-//! store. The sleepers' side makes that
-//! harmless, as `sync`'s quiet mutex unlock does (`raw_mutex.rs`), with one process-wide count:
+//! store. The sleepers' side makes that harmless, as `sync`'s quiet mutex unlock does
+//! (`raw_mutex.rs`), with one process-wide count:
 //! - **A locker registers, then barriers, before it marks.** Once its spin is spent, a locker
 //!   adds itself to [`SLEEPERS`] and runs `membarrier::waiter_barrier` before its first swap
 //!   to 2, and leaves the count only once it holds the lock (after its last mark).
