@@ -1,16 +1,46 @@
-# loom models of the core protocol (bounded preemptions; a separate target dir keeps the
-# loom-cfg build from invalidating the normal one).
+# Every loom model: the core protocol (loom_core), the NUMA requeue racing a resize (loom_numa),
+# the handoff mutex and condvar (loom_sync), and the models inside the library (the bell, the
+# bucket lock, named and shared tables: --lib). A separate target dir keeps the loom-cfg build
+# from invalidating the normal one.
+#
+# A model runs on one thread, and two of them take minutes each on a slow host (~130 s and
+# ~200 s on an AMD EPYC family 23), so they run in two lanes, one per CPU: lane 1 is the mutex's
+# model at three preemptions; lane 2 is the core model at three preemptions and then the rest.
 set -euo pipefail
 export RUSTFLAGS="--cfg ufutex_loom"
-# The three-thread resize+requeue model's state space is explored with one preemption; the
-# others with two.
-LOOM_MAX_PREEMPTIONS=2 cargo test --release -p ufutex --test loom_core --target-dir target/loom -- --skip resize_races_requeue
-LOOM_MAX_PREEMPTIONS=1 cargo test --release -p ufutex --test loom_core --target-dir target/loom -- --exact resize_races_requeue
-# Its window (a node between two groups) takes three preemptions to reach: ~1 min.
-LOOM_MAX_PREEMPTIONS=3 cargo test --release -p ufutex --test loom_core --target-dir target/loom \
-  -- --exact a_timeout_races_a_requeue_of_part_of_a_group
-# The same protocol where membarrier is unavailable: both sides fence (membarrier.rs).
-UFUTEX_LOOM_FENCE=symmetric LOOM_MAX_PREEMPTIONS=2 cargo test --release -p ufutex --test loom_core \
-  --target-dir target/loom -- --skip resize_races_requeue
-# The Linux parker's bell protocol on a model of the kernel futex (unit tests in parker/linux.rs).
-LOOM_MAX_PREEMPTIONS=2 cargo test --release -p ufutex --lib --target-dir target/loom -- --test-threads=1
+loom() { cargo test --release -p ufutex --target-dir target/loom "$@"; }
+# Build once, so that the lanes do not both build.
+loom --test loom_core --test loom_numa --test loom_sync --lib --no-run
+
+lane1() {
+  # Three preemptions at least (the model raises a lower bound itself).
+  LOOM_MAX_PREEMPTIONS=3 loom --test loom_sync -- --exact handoff_in_flight_at_three_preemptions
+}
+lane2() {
+  # Its window (a node between two groups) takes three preemptions to reach.
+  LOOM_MAX_PREEMPTIONS=3 loom --test loom_core -- --exact a_timeout_races_a_requeue_of_part_of_a_group
+  # The three-thread resize+requeue model's state space is explored with one preemption; the
+  # others with two.
+  LOOM_MAX_PREEMPTIONS=2 loom --test loom_core -- --skip resize_races_requeue
+  LOOM_MAX_PREEMPTIONS=1 loom --test loom_core -- --exact resize_races_requeue
+  # The same protocol where membarrier is unavailable: both sides fence (membarrier.rs).
+  UFUTEX_LOOM_FENCE=symmetric LOOM_MAX_PREEMPTIONS=2 loom --test loom_core -- --skip resize_races_requeue
+  LOOM_MAX_PREEMPTIONS=1 loom --test loom_numa
+  # One model at a time: the lock's model and the sync models set process-wide switches
+  # (the quiet unlock under loom, the starvation policy) before they start.
+  LOOM_MAX_PREEMPTIONS=2 loom --lib -- --test-threads=1
+  LOOM_MAX_PREEMPTIONS=2 loom --test loom_sync -- --test-threads=1 --skip handoff_in_flight_at_three_preemptions
+}
+
+log=$(mktemp)
+# Lane 1 in its own process group, so that a failure in lane 2 stops it too.
+export -f loom lane1
+setsid bash -c lane1 >"$log" 2>&1 &
+lane1_pid=$!
+trap 'kill -- -"$lane1_pid" 2>/dev/null || true; rm -f "$log"' EXIT
+lane2
+status=0
+wait "$lane1_pid" || status=$?
+echo "--- lane 1 (loom_sync at three preemptions), exit status $status:"
+cat "$log"
+exit "$status"
