@@ -8,6 +8,28 @@
 //! | 0 | unlocked |
 //! | 1 | locked, nobody sleeping |
 //! | 2 | locked, someone may be sleeping in the kernel |
+//! | 3 | locked, and a sleeper asks for the lock to be handed over at the unlock |
+//! | 4 | handed over: held for whichever sleeping locker takes it next |
+//!
+//! # The hand-over
+//!
+//! An unlock releases the lock to whoever takes it first, and a locker that has just woken
+//! loses that race to any thread that is running: a thread that re-locks in a loop, holding the
+//! lock for most of each turn (a wake that walks a long queue, over and over), could keep a
+//! sleeper out for minutes (`tests/waitv.rs` did, on an idle 2-CPU host). So a locker that has
+//! slept [`HAND_OFF_AFTER`] times and still not got the lock asks for it: it marks the word 3
+//! instead of 2. An unlock that finds 3 does not release; it makes the word 4 and wakes one
+//! sleeper. A 4 looks held to every locker that has not gone to sleep (the fast path and the
+//! spin take only a 0), and any locker in the sleeping loop takes it (as 2: others may sleep).
+//!
+//! Nothing is stranded at 4: an unlock writes it only over a 3, which a requester wrote and
+//! which no other write but the owner's unlock replaces while the lock is held (lockers only
+//! mark 2 or 3 over 1, 2 or 3; a mark of 2 over a 3 withdraws the request, and its locker is
+//! asleep in the loop too). So when 4 is written, the requester is in the loop and has not
+//! taken the lock: it finds the 4 when its sleep ends (the wake, or the word no longer
+//! holding the 3 it sleeps on), unless another sleeper took it first, and then that one is the
+//! owner. The unlock compares its way there (a swap to 0 would release first, and taking the
+//! lock back could then take a later 0, after the requester had come and gone).
 //!
 //! # The quiet unlock
 //!
@@ -44,6 +66,29 @@ use crate::primitive::{hints_for, spin_hint, AtomicU32, Ordering};
 const UNLOCKED: u32 = 0;
 const LOCKED: u32 = 1;
 const CONTENDED: u32 = 2;
+/// Locked; a sleeper asks for a hand-over (module docs, "The hand-over").
+const REQUESTED: u32 = 3;
+/// Handed over to the sleeping lockers.
+const HANDED: u32 = 4;
+
+/// How many times a locker sleeps before it asks for the lock to be handed over: a wakeup that
+/// finds the lock taken again happens when the lock is busy; two in a row, when a running
+/// thread keeps winning it. The hand-over costs the lock its idle time until the woken locker
+/// runs (a sleep/wake hop, 15–65 µs), so it is kept for a locker that is losing.
+const HAND_OFF_AFTER: u32 = 2;
+
+/// [`HAND_OFF_AFTER`]; under loom, a model's own (the lock's hand-over model asks at once).
+#[inline(always)]
+fn hand_off_after() -> u32 {
+    #[cfg(not(ufutex_loom))]
+    return HAND_OFF_AFTER;
+    #[cfg(ufutex_loom)]
+    MODEL_HAND_OFF_AFTER.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Set by the lock's loom models (a plain atomic: loom runs a model's threads one at a time).
+#[cfg(ufutex_loom)]
+static MODEL_HAND_OFF_AFTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(HAND_OFF_AFTER);
 
 /// How long a contended bucket lock spins before it sleeps. Most bucket critical sections are a
 /// few list operations (tens of ns); a wake or requeue of many waiters walks one node per
@@ -119,13 +164,49 @@ impl RawLock {
         // barrier's own fences order the increment before it.)
         SLEEPERS.fetch_add(1, Ordering::Relaxed);
         membarrier::waiter_barrier();
-        // Taking the lock as CONTENDED is conservative: the unlock may wake someone needlessly.
-        while self.state.swap(CONTENDED, Ordering::Acquire) != UNLOCKED {
-            self.sleep.sleep_while(&self.state, CONTENDED);
+        let mut slept = 0;
+        loop {
+            // Taking the lock as CONTENDED is conservative: the unlock may wake someone
+            // needlessly. A 4 is taken too (module docs, "The hand-over"); a 3 is marked over,
+            // which withdraws that request (its locker sleeps on 3, finds 2 and asks again).
+            let sleep_on = if slept < hand_off_after() {
+                match self.state.swap(CONTENDED, Ordering::Acquire) {
+                    UNLOCKED | HANDED => break,
+                    _ => CONTENDED,
+                }
+            } else {
+                match self.ask_for_hand_over() {
+                    Some(on) => on,
+                    None => break,
+                }
+            };
+            self.sleep.sleep_while(&self.state, sleep_on);
+            slept += 1;
         }
         // Relaxed: a quiet unlock that reads the count after this needs nothing of this
-        // thread's (every mark it made is before the swap that took the lock).
+        // thread's (every mark it made is before the exchange that took the lock).
         SLEEPERS.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A locker that keeps losing the lock: take it if it is free or handed over (`None`), else
+    /// mark it REQUESTED and return the value to sleep on.
+    #[cold]
+    #[inline(never)]
+    fn ask_for_hand_over(&self) -> Option<u32> {
+        let mut seen = self.state.load(Ordering::Relaxed);
+        loop {
+            let (to, taken) = match seen {
+                UNLOCKED | HANDED => (CONTENDED, true),
+                REQUESTED => return Some(REQUESTED),
+                _ => (REQUESTED, false),
+            };
+            // Acquire: as the lock's (when it takes the lock).
+            match self.state.compare_exchange(seen, to, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) if taken => return None,
+                Ok(_) => return Some(REQUESTED),
+                Err(now) => seen = now,
+            }
+        }
     }
 
     #[inline]
@@ -147,8 +228,17 @@ impl RawLock {
             }
             return;
         }
-        // Release: as above.
-        if self.state.swap(UNLOCKED, Ordering::Release) == CONTENDED {
+        // Release: as above. Compared, not swapped: a 3 is not released but handed over
+        // (module docs); while the lock is held, the word only grows (1 → 2 → 3).
+        let mut seen = LOCKED;
+        loop {
+            let to = if seen == REQUESTED { HANDED } else { UNLOCKED };
+            match self.state.compare_exchange(seen, to, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => seen = now,
+            }
+        }
+        if seen != LOCKED {
             self.sleep.wake_one(&self.state);
         }
     }
@@ -259,15 +349,22 @@ mod loom_tests {
     use loom::cell::UnsafeCell;
     use loom::sync::Arc;
 
-    /// Three lockers of one lock, each once: loom's lockers spin one hint and then sleep, so
-    /// every interleaving of registrations, barriers, marks and quiet stores is tried. The
-    /// sections never overlap (loom's cell checks it), all three ran, and none was left
-    /// asleep (loom fails a model in which every thread is blocked). Without the quiet owner's
-    /// second look, loom finds the sleeper whose mark the store erased.
-    #[test]
-    fn a_quiet_unlock_never_strands_a_sleeper() {
-        super::MODEL_QUIET.store(true, std::sync::atomic::Ordering::Relaxed);
-        loom::model(|| {
+    /// `n` lockers of one lock, each once, under the given switches (`quiet`: unlocks may be
+    /// quiet; `hand_off_after`: sleeps before a locker asks for a hand-over), which are put
+    /// back afterwards. Loom's lockers spin one hint and then sleep, so every interleaving of
+    /// registrations, barriers, marks, requests, hand-overs and quiet stores is tried. The
+    /// sections never overlap (loom's cell checks it), all `n` ran, the lock is free at the
+    /// end (a hand-over that nobody took would leave it at 4), and nobody was left asleep
+    /// (loom fails a model in which every thread is blocked).
+    fn lockers(n: u32, quiet: bool, hand_off_after: u32) {
+        use std::sync::atomic::Ordering::Relaxed;
+        super::MODEL_QUIET.store(quiet, Relaxed);
+        super::MODEL_HAND_OFF_AFTER.store(hand_off_after, Relaxed);
+        // At least three preemptions (a larger LOOM_MAX_PREEMPTIONS still applies): the
+        // hand-over to nobody below takes three to reach.
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(model.preemption_bound.map_or(3, |b| b.max(3)));
+        model.check(move || {
             let lock = Arc::new(RawLock::new());
             let ran = Arc::new(UnsafeCell::new(0u32));
             let section = |lock: &RawLock, ran: &UnsafeCell<u32>| {
@@ -276,7 +373,7 @@ mod loom_tests {
                 ran.with_mut(|r| unsafe { *r += 1 });
                 lock.unlock();
             };
-            let others: Vec<_> = (0..2)
+            let others: Vec<_> = (1..n)
                 .map(|_| {
                     let (lock, ran) = (lock.clone(), ran.clone());
                     loom::thread::spawn(move || section(&lock, &ran))
@@ -287,8 +384,34 @@ mod loom_tests {
                 t.join().unwrap();
             }
             // SAFETY: every other thread has been joined.
-            assert_eq!(ran.with(|r| unsafe { *r }), 3);
+            assert_eq!(ran.with(|r| unsafe { *r }), n);
+            assert_eq!(lock.state.load(loom::sync::atomic::Ordering::Relaxed), super::UNLOCKED);
         });
+        super::MODEL_QUIET.store(false, Relaxed);
+        super::MODEL_HAND_OFF_AFTER.store(super::HAND_OFF_AFTER, Relaxed);
+    }
+
+    /// Without the quiet owner's second look, loom finds the sleeper whose mark the store
+    /// erased.
+    #[test]
+    fn a_quiet_unlock_never_strands_a_sleeper() {
+        lockers(3, true, super::HAND_OFF_AFTER);
+    }
+
+    /// Every sleeping locker asks for a hand-over at once, so that loom reaches requests,
+    /// withdrawals (a mark of 2 over a 3) and hand-overs with one sleep each: the lock is
+    /// always taken, by one locker at a time, and never left handed over to nobody. With
+    /// swapping unlocks, and with quiet ones (which can erase a request). Two lockers as well
+    /// as three: with a third, a hand-over given to nobody can be taken by that third one
+    /// later, and go unseen. (An unlock that swapped to 0 and then took the lock back as 4, as
+    /// a first version did, gave it to nobody after the requester had come and gone: with two
+    /// lockers, at three preemptions, loom finds that.)
+    #[test]
+    fn a_hand_over_is_always_taken() {
+        for quiet in [false, true] {
+            lockers(2, quiet, 0);
+            lockers(3, quiet, 0);
+        }
     }
 }
 

@@ -197,6 +197,12 @@ fn woken_entry_racing_a_mismatch_is_accounted() {
     watchdog();
     // A loop of waitvs on [a, b0..b1022, last] against a waker of `a` and a flipper of `last`:
     // every wake of `a` that counted one waiter is exactly one waitv returning Ok(0).
+    //
+    // It is also the bucket lock's starvation test: each wake walks the ~512 groups queued in
+    // the busy bucket and the waker takes the lock back at once, so the waitv thread, asleep
+    // on the lock, wakes to find it taken again, until it asks for a hand-over (`lock.rs`).
+    // Without the hand-over, on an idle 2-CPU AMD EPYC family 23 host under the portable
+    // parker, a run took 115–182 s (some past the watchdog); with it, 4–6 s.
     let d = fixed(2);
     let a = AtomicU32::new(0);
     let words: Vec<AtomicU32> = (0..WAITV_MAX - 1).map(|_| AtomicU32::new(0)).collect();
@@ -208,12 +214,6 @@ fn woken_entry_racing_a_mismatch_is_accounted() {
             while !done.load(Ordering::SeqCst) {
                 woken.fetch_add(d.wake(&a, 1), Ordering::SeqCst);
                 last.fetch_xor(1, Ordering::SeqCst);
-                // A pause between wakes. Without it, on an idle 2-CPU AMD EPYC family 23 host,
-                // this thread kept the busy bucket's lock nearly all the time (each wake walks
-                // the ~512 groups queued there), and the waitv thread, asleep on the lock, woke
-                // each time to find it taken again: 115–175 s a run under the portable parker,
-                // some past the watchdog (thirty-seventh session's note).
-                std::thread::sleep(std::time::Duration::from_micros(1));
             }
         });
         let _stop = StopOnDrop(&done); // the waker stops even if this thread panics
