@@ -26,8 +26,8 @@ lane2() {
   # The same protocol where membarrier is unavailable: both sides fence (membarrier.rs).
   UFUTEX_LOOM_FENCE=symmetric LOOM_MAX_PREEMPTIONS=2 loom --test loom_core -- --skip resize_races_requeue
   LOOM_MAX_PREEMPTIONS=1 loom --test loom_numa
-  # One model at a time: the lock's model and the sync models set process-wide switches
-  # (the quiet unlock under loom, the starvation policy) before they start.
+  # One model at a time: the lock's models and the sync models set process-wide switches
+  # (the quiet unlock and the hand-over under loom, the starvation policy) before they start.
   LOOM_MAX_PREEMPTIONS=2 loom --lib -- --test-threads=1
   LOOM_MAX_PREEMPTIONS=2 loom --test loom_sync -- --test-threads=1 --skip handoff_in_flight_at_three_preemptions
 }

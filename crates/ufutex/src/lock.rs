@@ -19,16 +19,16 @@
 //! sleeper out for minutes (`tests/waitv.rs` did, on an idle 2-CPU host). So a locker that has
 //! slept [`HAND_OFF_AFTER`] times and still not got the lock asks for it: it marks the word 3
 //! instead of 2. An unlock that finds 3 does not release; it makes the word 4 and wakes one
-//! sleeper. A 4 looks held to every locker that has not gone to sleep (the fast path and the
-//! spin take only a 0), and any locker in the sleeping loop takes it (as 2: others may sleep).
+//! sleeper. A 4 looks held to the fast path and the spin (they take only a 0); a locker in the
+//! sleeping loop (registered, its spin spent) takes it, as 2: others may sleep.
 //!
 //! Nothing is stranded at 4: an unlock writes it only over a 3, which a requester wrote and
 //! which no other write but the owner's unlock replaces while the lock is held (lockers only
 //! mark 2 or 3 over 1, 2 or 3; a mark of 2 over a 3 withdraws the request, and its locker is
 //! asleep in the loop too). So when 4 is written, the requester is in the loop and has not
 //! taken the lock: it finds the 4 when its sleep ends (the wake, or the word no longer
-//! holding the 3 it sleeps on), unless another sleeper took it first, and then that one is the
-//! owner. The unlock compares its way there (a swap to 0 would release first, and taking the
+//! holding the 3 it sleeps on), unless another locker in the loop took it first, and then that
+//! one is the owner. The unlock compares its way there (a swap to 0 would release first, and taking the
 //! lock back could then take a later 0, after the requester had come and gone).
 //!
 //! # The quiet unlock
@@ -229,7 +229,8 @@ impl RawLock {
             return;
         }
         // Release: as above. Compared, not swapped: a 3 is not released but handed over
-        // (module docs); while the lock is held, the word only grows (1 → 2 → 3).
+        // (module docs). While the lock is held, lockers move the word only among 1, 2 and 3,
+        // so each failed compare names the next value to try.
         let mut seen = LOCKED;
         loop {
             let to = if seen == REQUESTED { HANDED } else { UNLOCKED };
