@@ -28,8 +28,8 @@
 //! asleep in the loop too). So when 4 is written, the requester is in the loop and has not
 //! taken the lock: it finds the 4 when its sleep ends (the wake, or the word no longer
 //! holding the 3 it sleeps on), unless another locker in the loop took it first, and then that
-//! one is the owner. The unlock compares its way there (a swap to 0 would release first, and taking the
-//! lock back could then take a later 0, after the requester had come and gone).
+//! one is the owner. The unlock compares its way there (a swap to 0 would release first, and
+//! taking the lock back could then take a later 0, after the requester had come and gone).
 //!
 //! # The quiet unlock
 //!
