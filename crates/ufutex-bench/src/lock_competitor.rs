@@ -140,8 +140,10 @@ pub struct Policy {
 /// - `ufutex-nohandoff`: never hands the lock to a starving waiter ([`Starvation::Never`]);
 /// - `ufutex-handoff-<T>`: hands off after a waiter tried for `T` (`50us`, `200us`, `1ms`;
 ///   units ns, us/µs, ms, s), or `ufutex-handoff-<N>wakeups` after `N` lost wakeups;
-/// - `ufutex-spin-<B>x<F>-<Y>y`: `B` busy rounds, the first `F` CPU hints (a power of two,
-///   doubling each round), then `Y` yields; the default is `ufutex-spin-5x16-7y`.
+/// - `ufutex-spin-<B>x<F>-<Y>y[-c<C>]`: `B` busy rounds, the first `F` CPU hints (a power of
+///   two, doubling each round), then `Y` yields; at most `C` busy rounds while others are
+///   registered to park on the lock (`B` if not given: no cut); the default is
+///   `ufutex-spin-5x16-7y-c0`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockEntry {
     pub name: String,
@@ -151,7 +153,8 @@ pub struct LockEntry {
 
 /// The ufutex variants' name patterns, for error messages (`--help` spells them in `cli.rs`).
 const VARIANTS: &str = "ufutex-nohandoff, ufutex-handoff-<T> (T: 50us, 1ms, … or <N>wakeups), \
-                            ufutex-spin-<B>x<F>-<Y>y (B busy rounds from F hints, then Y yields)";
+                            ufutex-spin-<B>x<F>-<Y>y[-c<C>] (B busy rounds from F hints, then Y yields; \
+                            C busy rounds while others wait)";
 
 impl LockEntry {
     pub fn by_name(name: &str) -> Result<LockEntry, String> {
@@ -193,8 +196,13 @@ impl LockEntry {
             Starvation::Wakeups(n) => format!("hands off to a waiter after {n} lost wakeup(s)"),
         });
         let spin = self.policy.spin.map(|p| {
+            let crowded = if p.crowded_rounds < p.busy_rounds {
+                format!(" ({} while others wait on the lock)", p.crowded_rounds)
+            } else {
+                String::new()
+            };
             format!(
-                "spins {} busy round(s) from {} CPU hints, then {} yield(s)",
+                "spins {} busy round(s){crowded} from {} CPU hints, then {} yield(s)",
                 p.busy_rounds,
                 1u32 << p.first_shift,
                 p.yield_rounds
@@ -231,10 +239,16 @@ fn threshold(t: &str) -> Result<Starvation, String> {
     Ok(Starvation::After(Duration::from_nanos(nanos)))
 }
 
-/// `<B>x<F>-<Y>y`: `B` busy rounds, the first `F` hints long, then `Y` yields.
+/// `<B>x<F>-<Y>y[-c<C>]`: `B` busy rounds, the first `F` hints long, then `Y` yields; at most
+/// `C` busy rounds while other waiters are registered on the lock (default `B`: no cut).
 fn spin(s: &str) -> Result<SpinPolicy, String> {
-    let shape = || format!("spin policy {s:?}: <busy rounds>x<first hints>-<yields>y, e.g. 2x16-7y");
-    let (busy, yields) = s.split_once('-').ok_or_else(shape)?;
+    let shape =
+        || format!("spin policy {s:?}: <busy rounds>x<first hints>-<yields>y[-c<crowded rounds>], e.g. 2x16-7y");
+    let (s_main, crowded) = match s.rsplit_once("-c") {
+        Some((main, c)) => (main, Some(c)),
+        None => (s, None),
+    };
+    let (busy, yields) = s_main.split_once('-').ok_or_else(shape)?;
     let (rounds, first) = busy.split_once('x').ok_or_else(shape)?;
     let yields = yields.strip_suffix('y').ok_or_else(shape)?;
     let byte =
@@ -243,10 +257,12 @@ fn spin(s: &str) -> Result<SpinPolicy, String> {
     if !first.is_power_of_two() || first > 1 << 20 {
         return Err(format!("spin policy {s:?}: the first round's {first} hints must be a power of two ≤ 2^20"));
     }
+    let busy_rounds = byte(rounds, "busy rounds")?;
     Ok(SpinPolicy {
         first_shift: first.trailing_zeros() as u8,
-        busy_rounds: byte(rounds, "busy rounds")?,
+        busy_rounds,
         yield_rounds: byte(yields, "yields")?,
+        crowded_rounds: crowded.map_or(Ok(busy_rounds), |c| byte(c, "crowded rounds"))?,
     })
 }
 
@@ -283,9 +299,13 @@ mod tests {
 
     #[test]
     fn spin_variants_parse() {
-        assert_eq!(policy("ufutex-spin-5x16-7y").spin, Some(SpinPolicy::DEFAULT));
+        assert_eq!(policy("ufutex-spin-5x16-7y-c0").spin, Some(SpinPolicy::DEFAULT));
         let p = policy("ufutex-spin-6x1-0y").spin.unwrap();
-        assert_eq!((p.first_shift, p.busy_rounds, p.yield_rounds), (0, 6, 0));
+        assert_eq!((p.first_shift, p.busy_rounds, p.yield_rounds, p.crowded_rounds), (0, 6, 0, 6));
+        let p = policy("ufutex-spin-5x16-7y-c2").spin.unwrap();
+        assert_eq!((p.first_shift, p.busy_rounds, p.yield_rounds, p.crowded_rounds), (4, 5, 7, 2));
+        let d = LockEntry::by_name("ufutex-spin-5x16-7y-c1").unwrap().describe().unwrap();
+        assert!(d.contains("5 busy round(s) (1 while others wait on the lock) from 16"), "{d}");
         let d = LockEntry::by_name("ufutex-spin-1x32-7y").unwrap().describe().unwrap();
         assert!(d.contains("1 busy round(s) from 32 CPU hints, then 7 yield(s)"), "{d}");
     }
@@ -298,6 +318,7 @@ mod tests {
         assert!(err("ufutex-handoff-5min").contains("threshold"));
         assert!(err("ufutex-handoff-xwakeups").contains("wakeups"));
         assert!(err("ufutex-spin-2x3-7y").contains("power of two"));
+        assert!(err("ufutex-spin-2x4-7y-cx").contains("crowded rounds"));
         assert!(err("ufutex-spin-2x16").contains("e.g. 2x16-7y"));
         assert!(err("ufutex-spin-300x16-7y").contains("busy rounds"));
         assert!(err("ufutex-fast").contains("unknown competitor"));

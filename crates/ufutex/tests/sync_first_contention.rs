@@ -48,7 +48,7 @@ fn hold(d: Duration) {
 #[test]
 fn a_parker_or_a_requester_is_never_lost_on_a_fresh_or_a_decayed_mutex() {
     // Park at once: the contenders announce and mark the word right away, racing the unlock.
-    set_spin_policy(Some(SpinPolicy { first_shift: 0, busy_rounds: 0, yield_rounds: 0 }));
+    set_spin_policy(Some(SpinPolicy { first_shift: 0, busy_rounds: 0, yield_rounds: 0, crowded_rounds: 0 }));
     let secs: f64 = std::env::var("UFUTEX_STRESS_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(0.5);
     let d = Domain::new(DomainConfig::new()).expect("domain");
     let rounds = AtomicU64::new(0);

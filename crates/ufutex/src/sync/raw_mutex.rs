@@ -158,7 +158,8 @@
 //!   (medians of ten interleaved runs, BENCHMARKS.md), though the read is 0.3% of the samples
 //!   there. Under loom, where there is no time, the threshold is one lost wakeup.
 //! - The spin: busy rounds from ~1 µs, doubling to ~35 µs in all (about one sleep/wake hop),
-//!   then `sched_yield` rounds (see `spin.rs`).
+//!   then `sched_yield` rounds; no busy rounds while other threads are registered to park on
+//!   the lock (see `spin.rs`).
 //! - (5b), keeping `PARKED` when the unlock's wake leaves more waiters queued (parking_lot
 //!   does the same), evens out the per-thread shares at no cost in throughput. Setting it only
 //!   on a word that is held again lost that gain: it is the next holder of a *free* word, a
@@ -459,6 +460,19 @@ impl RawMutex {
         fence_free() && self.mode.compare_exchange(CONTENDED, QUIET, Ordering::Acquire, Ordering::Relaxed).is_ok()
     }
 
+    /// Other threads are registered to mark the word (`me`: this thread's registration, if
+    /// any): waiters are queuing on this lock, so a spinner cuts its busy rounds short
+    /// (`spin.rs`). Not under loom: the spin's length is no part of the protocol, and the extra
+    /// load would only grow the models.
+    #[inline]
+    fn crowded(&self, me: Option<&Marker<'_>>) -> bool {
+        if cfg!(ufutex_loom) {
+            return false;
+        }
+        // Relaxed: a hint for the spin; no data is read under it.
+        (self.mode.load(Ordering::Relaxed) & REGISTERED) > u8::from(me.is_some_and(|m| m.counted))
+    }
+
     /// Register to mark the word (module docs); see [`Marker`].
     fn marker(&self) -> Marker<'_> {
         let mut m = self.mode.load(Ordering::Relaxed);
@@ -547,7 +561,7 @@ impl RawMutex {
                 }
                 continue;
             }
-            if s & (PARKED | HANDOFF) == 0 && spin.spin() {
+            if s & (PARKED | HANDOFF) == 0 && spin.spin_among(self.crowded(marker.as_ref())) {
                 s = self.state.load(Ordering::Relaxed);
                 continue;
             }
@@ -955,6 +969,19 @@ mod tests {
         assert_eq!(m.state(), LOCKED | PARKED);
         m.unlock_in(&d);
         assert_eq!(m.state(), 0);
+    }
+
+    #[test]
+    fn crowded_means_someone_else_is_registered() {
+        let m = RawMutex::new();
+        assert!(!m.crowded(None));
+        let a = m.marker();
+        assert!(!m.crowded(Some(&a)), "our own registration is not a crowd");
+        assert!(m.crowded(None), "a spinner that is not registered sees one");
+        let b = m.marker();
+        assert!(m.crowded(Some(&a)));
+        drop((a, b));
+        assert!(!m.crowded(None));
     }
 
     #[test]
