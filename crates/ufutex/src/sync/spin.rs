@@ -35,9 +35,9 @@
 //!   others are registered raised 8 threads × 50 increments and × ~1 µs sections by 17–40 %
 //!   (interleaved with the old policy in one process, 2 CPUs, thirty-ninth session,
 //!   BENCHMARKS.md), and changed nothing at 2 threads, where the one waiter never sees another
-//!   registered. The signal costs one load of a byte on the
-//!   lock's own cache line. (A process-wide count of busy spinners, tried first, almost never
-//!   exceeded the spare CPUs: waiters that find others parked park without spinning.)
+//!   registered. The signal costs one load of a byte on the lock's own cache line. (A
+//!   process-wide count of busy spinners, tried first, almost never exceeded the spare CPUs:
+//!   waiters that find others parked park without spinning.)
 
 use crate::primitive::{hints_for, spin_hint};
 
