@@ -17,6 +17,7 @@ mod lock_competitor;
 #[cfg(test)]
 mod mock;
 mod options;
+mod pause_exits;
 mod progress;
 mod report;
 mod result;

@@ -1,5 +1,6 @@
 //! The one serializable result type every workload produces and every exporter reads.
 
+use crate::pause_exits::PauseLoops;
 use crate::stats;
 use serde::{Deserialize, Serialize};
 
@@ -141,6 +142,9 @@ pub struct Machine {
     /// of the protocol fence).
     #[serde(default)]
     pub wakes_fence_free: bool,
+    /// Whether and where the hypervisor stops a loop of `pause`s (`pause_exits.rs`).
+    #[serde(default)]
+    pub pause_loops: PauseLoops,
 }
 
 impl Machine {
@@ -153,7 +157,17 @@ impl Machine {
             format!("family {}, model {}, stepping {}", field("cpu family"), field("model"), field("stepping"));
         let spin_hint_ns = ufutex::calibrated_spin_hint_ns();
         let wakes_fence_free = ufutex::wakes_fence_free();
-        Machine { cpus: crate::sys::online_cpus(), kernel, cpu_model, vendor, cpu_id, spin_hint_ns, wakes_fence_free }
+        let pause_loops = crate::pause_exits::measure();
+        Machine {
+            cpus: crate::sys::online_cpus(),
+            kernel,
+            cpu_model,
+            vendor,
+            cpu_id,
+            spin_hint_ns,
+            wakes_fence_free,
+            pause_loops,
+        }
     }
 }
 
