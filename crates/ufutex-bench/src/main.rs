@@ -13,6 +13,7 @@ mod export;
 mod goals;
 mod instructions;
 mod keyed_competitor;
+mod line_trip;
 mod lock_competitor;
 #[cfg(test)]
 mod mock;

@@ -4,6 +4,7 @@
 
 use crate::competitor::{UfutexC, NAMES};
 use crate::export::{json::Json, markdown::Markdown, svg::Plots, Exporter};
+use crate::line_trip::LineTrips;
 use crate::progress::Progress;
 use crate::result::{Bench, Document};
 use std::io;
@@ -157,8 +158,10 @@ pub fn run(
     let mut failures = Vec::new();
     let mut times = Vec::new();
     let started = Instant::now();
+    let mut trips = LineTrips::default();
     for (i, s) in plan.iter().enumerate() {
         progress.show(s.label, i, plan.len());
+        trips.sample();
         let t = Instant::now();
         match run_child(&exe, s, &tmp, warmup) {
             Ok(b) => benches.extend(b),
@@ -169,7 +172,9 @@ pub fn run(
     progress.clear();
     benches.push(step_times(&times, started.elapsed()));
     let _ = std::fs::remove_file(&tmp);
+    trips.sample();
     let mut doc = Document::new(benches);
+    doc.machine.line_trips = trips;
     doc.goals = crate::goals::judge(&doc.benches);
     if !failures.is_empty() {
         doc.benches.push(Bench::notes_only("report", "failed steps", failures.clone()));

@@ -1,5 +1,6 @@
 //! The one serializable result type every workload produces and every exporter reads.
 
+use crate::line_trip::LineTrips;
 use crate::pause_exits::PauseLoops;
 use crate::stats;
 use serde::{Deserialize, Serialize};
@@ -145,6 +146,10 @@ pub struct Machine {
     /// Whether and where the hypervisor stops a loop of `pause`s (`pause_exits.rs`).
     #[serde(default)]
     pub pause_loops: PauseLoops,
+    /// The cache-line round trips between two CPUs that `report` sampled between its steps
+    /// (`line_trip.rs`); empty elsewhere.
+    #[serde(default)]
+    pub line_trips: LineTrips,
 }
 
 impl Machine {
@@ -167,6 +172,7 @@ impl Machine {
             spin_hint_ns,
             wakes_fence_free,
             pause_loops,
+            line_trips: LineTrips::default(),
         }
     }
 }

@@ -117,7 +117,7 @@ impl Exporter for Markdown {
             let _ = writeln!(s, "# {t}\n");
             let _ = writeln!(
                 s,
-                "- date (UTC): {}\n- command: `{}`\n- machine: {} CPUs, {} ({}, {}), Linux {}\n- calibrated by ufutex: {} ns per spin hint; wakes {}\n- loops of `pause`: {}\n- {}\n",
+                "- date (UTC): {}\n- command: `{}`\n- machine: {} CPUs, {} ({}, {}), Linux {}\n- calibrated by ufutex: {} ns per spin hint; wakes {}\n- loops of `pause`: {}\n- a cache line to the other CPU and back: {}\n- {}\n",
                 doc.date_utc,
                 doc.command,
                 m.cpus,
@@ -128,6 +128,7 @@ impl Exporter for Markdown {
                 m.spin_hint_ns,
                 if m.wakes_fence_free { "without a fence (membarrier works)" } else { "with a fence (no membarrier)" },
                 m.pause_loops.describe(),
+                m.line_trips.describe(),
                 doc.tool
             );
             if !doc.goals.is_empty() {
