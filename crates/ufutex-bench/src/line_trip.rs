@@ -3,9 +3,9 @@
 //! under a running guest.
 //!
 //! On the fortieth session's host (a 2 vCPU KVM guest on a Zen 1 EPYC) the round trip read
-//! ~180 ns for some seconds and ~505 ns for the next, back and forth: the host moves the vCPUs
-//! between cores that share a cache and cores that do not. The contended mutex cells move with
-//! it by up to 1.5× (BENCHMARKS.md), so a report lists what it saw between its steps.
+//! ~70, ~125–180 or ~505 ns, each for some seconds, by turns: the host moves the vCPUs between
+//! cores that share a cache and cores that do not. The contended mutex cells move with it by
+//! up to 1.5× (BENCHMARKS.md), so a report lists what it saw between its steps.
 //!
 //! Method: two threads pinned to the first two allowed CPUs pass one word back and forth (each
 //! waits, spinning, for the other's store) for [`SAMPLE`]; the mean time of a round trip.

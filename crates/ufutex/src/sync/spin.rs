@@ -40,9 +40,10 @@
 //!   waiters that find others parked park without spinning.)
 //! - A hypervisor may end a long run of `pause`s with a VM exit (KVM's pause-loop exiting: on
 //!   AMD after 3000 in a row, on Intel after 4096 cycles, by default). The report measures it
-//!   (`ufutex-bench`'s `pause_exits.rs`): on the AMD hosts a fresh loop stops after 3001, for a
-//!   3–4 µs stall. All five busy rounds here are ~1000 hints on those hosts (two per unit), so
-//!   they never reach it; a round of ~2 µs or more would on an Intel host with the default.
+//!   (`ufutex-bench`'s `pause_exits.rs`): on the Zen 1 host of the fortieth session a fresh
+//!   loop stops after 3001, for a 2–4 µs stall. All five busy rounds there are 992 hints (two
+//!   per unit), so they never reach it; a round of ~2 µs or more would on an Intel host with the
+//!   default.
 
 use crate::primitive::{hints_for, spin_hint};
 
