@@ -41,7 +41,7 @@ pub struct PauseExit {
 /// What [`measure`] found: the report's line on the host (`PauseLoops::describe`).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub enum PauseLoops {
-    /// Not measured (no TSC to read, or a document from before the probe).
+    /// Not measured (no TSC to read, not a report, or a document from before the probe).
     #[default]
     NotMeasured,
     /// No steady exit point within [`TRIAL_SPIN`] of spinning.

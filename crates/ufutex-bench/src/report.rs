@@ -175,6 +175,7 @@ pub fn run(
     trips.sample();
     let mut doc = Document::new(benches);
     doc.machine.line_trips = trips;
+    doc.machine.pause_loops = crate::pause_exits::measure();
     doc.goals = crate::goals::judge(&doc.benches);
     if !failures.is_empty() {
         doc.benches.push(Bench::notes_only("report", "failed steps", failures.clone()));

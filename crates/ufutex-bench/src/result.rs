@@ -143,7 +143,8 @@ pub struct Machine {
     /// of the protocol fence).
     #[serde(default)]
     pub wakes_fence_free: bool,
-    /// Whether and where the hypervisor stops a loop of `pause`s (`pause_exits.rs`).
+    /// Whether and where the hypervisor stops a loop of `pause`s (`pause_exits.rs`), measured
+    /// by `report` once, after its steps; not measured elsewhere.
     #[serde(default)]
     pub pause_loops: PauseLoops,
     /// The cache-line round trips between two CPUs that `report` sampled between its steps
@@ -162,7 +163,6 @@ impl Machine {
             format!("family {}, model {}, stepping {}", field("cpu family"), field("model"), field("stepping"));
         let spin_hint_ns = ufutex::calibrated_spin_hint_ns();
         let wakes_fence_free = ufutex::wakes_fence_free();
-        let pause_loops = crate::pause_exits::measure();
         Machine {
             cpus: crate::sys::online_cpus(),
             kernel,
@@ -171,7 +171,7 @@ impl Machine {
             cpu_id,
             spin_hint_ns,
             wakes_fence_free,
-            pause_loops,
+            pause_loops: PauseLoops::NotMeasured,
             line_trips: LineTrips::default(),
         }
     }
