@@ -45,6 +45,21 @@ pub(crate) fn spin_hint() {
     std::hint::spin_loop();
 }
 
+/// A speculation fence: no instruction after it starts until every one before it has finished
+/// (`lfence` on x86-64; nothing under loom or elsewhere). It ends a mutex's quiet busy round
+/// (`sync/spin.rs`): without it the CPU runs the look at the lock that follows the round ahead
+/// of time, on a guessed exit from the spin loop, and the speculative reads take the lock's line
+/// from its owner while the round was meant to leave it alone.
+#[inline(always)]
+pub(crate) fn speculation_fence() {
+    #[cfg(all(target_arch = "x86_64", not(ufutex_loom)))]
+    // SAFETY: `lfence` has no operands and touches no memory; it only holds back later
+    // instructions. SSE2, which has it, is part of every x86-64 CPU.
+    unsafe {
+        std::arch::x86_64::_mm_lfence();
+    }
+}
+
 /// Start reading the cache line at `addr` (`prefetcht0`): a hint to the CPU, nothing else. It
 /// neither faults nor changes what the program sees, whatever the address, so `addr` need not
 /// point at anything live. A no-op under loom and off x86-64.

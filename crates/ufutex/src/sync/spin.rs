@@ -38,6 +38,16 @@
 //!   registered. The signal costs one load of a byte on the lock's own cache line. (A
 //!   process-wide count of busy spinners, tried first, almost never exceeded the spare CPUs:
 //!   waiters that find others parked park without spinning.)
+//! - A busy round ends with a speculation fence (`primitive::speculation_fence`, `lfence` on
+//!   x86-64) before the look that follows it. Without one, the contended cells moved 1.3–2×
+//!   between builds whose spin code differed by a line, and with the code placement alone
+//!   ruled out (the "layout lottery" of the thirty-ninth and fortieth sessions): the inlined
+//!   round let the CPU run the look ahead, past a guessed exit from the spin loop, so the
+//!   round was not quiet: those reads took the lock's line from its owner. (That is the
+//!   reading the evidence allows: these guests have no PMU to count it.) With the fence, in
+//!   one run, 2 threads × 10 increments read 30–31 M locks/s in every build instead of
+//!   14–26 M, and 8 threads × 10 1.13–1.25× parking_lot instead of 0.85–1.01× (forty-first
+//!   session, BENCHMARKS.md). It costs a few cycles once a round.
 //! - A hypervisor may end a long run of `pause`s with a VM exit (KVM's pause-loop exiting: on
 //!   AMD after 3000 in a row, on Intel after 4096 cycles, by default). The report measures it
 //!   (`ufutex-bench`'s `pause_exits.rs`): on the Zen 1 host of the fortieth session a fresh
@@ -45,7 +55,7 @@
 //!   per unit), so they never reach it; a round of ~2 µs or more would on an Intel host with the
 //!   default.
 
-use crate::primitive::{hints_for, spin_hint};
+use crate::primitive::{hints_for, speculation_fence, spin_hint};
 
 /// The length of a spin unit: the cost of one `pause` on the hosts the policy was tuned on.
 const UNIT_NS: u64 = 70;
@@ -168,6 +178,8 @@ impl Spin {
             for _ in 0..units * hints_per_unit() {
                 spin_hint();
             }
+            // The round is quiet only if the look after it waits for it (module docs).
+            speculation_fence();
         } else if self.round < busy + u32::from(p.yield_rounds) {
             crate::primitive::yield_now();
         } else {
