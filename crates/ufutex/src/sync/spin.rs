@@ -45,9 +45,10 @@
 //!   round let the CPU run the look ahead, past a guessed exit from the spin loop, so the
 //!   round was not quiet: those reads took the lock's line from its owner. (That is the
 //!   reading the evidence allows: these guests have no PMU to count it.) With the fence, in
-//!   one run, 2 threads × 10 increments read 30–31 M locks/s in every build instead of
-//!   14–26 M, and 8 threads × 10 1.13–1.25× parking_lot instead of 0.85–1.01× (forty-first
-//!   session, BENCHMARKS.md). It costs a few cycles once a round.
+//!   every one of 7 relinked layouts, 2 threads × 10 increments read 30–33 M locks/s (the
+//!   head's layouts without it: 15–21 M in the same turns), and 8 threads × 10 1.11–1.32×
+//!   parking_lot (0.65–0.97×) (forty-first session, BENCHMARKS.md). It costs a few cycles
+//!   once a round.
 //! - A hypervisor may end a long run of `pause`s with a VM exit (KVM's pause-loop exiting: on
 //!   AMD after 3000 in a row, on Intel after 4096 cycles, by default). The report measures it
 //!   (`ufutex-bench`'s `pause_exits.rs`): on the Zen 1 host of the fortieth session a fresh
