@@ -41,7 +41,7 @@ pub struct CommonArgs {
     /// ufutex-named, sysv-semop, posix-sem; lock: ufutex, pthread, std, parking_lot, and, only
     /// when named, the ufutex variants ufutex-nohandoff, ufutex-handoff-T (T: 50us, 1ms, … or
     /// Nwakeups) and ufutex-spin-BxF-Yy[-cC] (B busy rounds from F hints, then Y yields; at
-    /// most C busy rounds while others wait on the lock; default 5x16-7y-c0))
+    /// most C busy rounds while others wait on the lock; default 5x16-7y, no cut))
     #[arg(long = "impl", value_name = "LIST")]
     pub impls: Option<String>,
     /// Timed repetitions per competitor, interleaved round-robin [default: 5; report --quick: 2]

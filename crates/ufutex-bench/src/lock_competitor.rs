@@ -143,7 +143,7 @@ pub struct Policy {
 /// - `ufutex-spin-<B>x<F>-<Y>y[-c<C>]`: `B` busy rounds, the first `F` CPU hints (a power of
 ///   two, doubling each round), then `Y` yields; at most `C` busy rounds while others are
 ///   registered to park on the lock (`B` if not given: no cut); the default is
-///   `ufutex-spin-5x16-7y-c0`.
+///   `ufutex-spin-5x16-7y` (no cut).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockEntry {
     pub name: String,
@@ -299,7 +299,7 @@ mod tests {
 
     #[test]
     fn spin_variants_parse() {
-        assert_eq!(policy("ufutex-spin-5x16-7y-c0").spin, Some(SpinPolicy::DEFAULT));
+        assert_eq!(policy("ufutex-spin-5x16-7y").spin, Some(SpinPolicy::DEFAULT));
         let p = policy("ufutex-spin-6x1-0y").spin.unwrap();
         assert_eq!((p.first_shift, p.busy_rounds, p.yield_rounds, p.crowded_rounds), (0, 6, 0, 6));
         let p = policy("ufutex-spin-5x16-7y-c2").spin.unwrap();

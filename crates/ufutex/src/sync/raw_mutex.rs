@@ -158,8 +158,7 @@
 //!   (medians of ten interleaved runs, BENCHMARKS.md), though the read is 0.3% of the samples
 //!   there. Under loom, where there is no time, the threshold is one lost wakeup.
 //! - The spin: busy rounds from ~1 µs, doubling to ~35 µs in all (about one sleep/wake hop),
-//!   then `sched_yield` rounds; no busy rounds while other threads are registered to park on
-//!   the lock (see `spin.rs`).
+//!   each ended by a speculation fence, then `sched_yield` rounds (see `spin.rs`).
 //! - (5b), keeping `PARKED` when the unlock's wake leaves more waiters queued (parking_lot
 //!   does the same), evens out the per-thread shares at no cost in throughput. Setting it only
 //!   on a word that is held again lost that gain: it is the next holder of a *free* word, a
@@ -461,8 +460,8 @@ impl RawMutex {
     }
 
     /// Other threads are registered to mark the word (`me`: this thread's registration, if
-    /// any): waiters are queuing on this lock, so a spinner cuts its busy rounds short
-    /// (`spin.rs`). Not under loom: the spin's length is no part of the protocol, and the extra
+    /// any): waiters are queuing on this lock, so a spin whose policy says so cuts its busy
+    /// rounds short (`spin.rs`; the default does not). Not under loom: the spin's length is no part of the protocol, and the extra
     /// load would only grow the models.
     #[inline]
     fn crowded(&self, me: Option<&Marker<'_>>) -> bool {
@@ -561,7 +560,7 @@ impl RawMutex {
                 }
                 continue;
             }
-            if s & (PARKED | HANDOFF) == 0 && spin.spin_among(self.crowded(marker.as_ref())) {
+            if s & (PARKED | HANDOFF) == 0 && spin.spin_among(|| self.crowded(marker.as_ref())) {
                 s = self.state.load(Ordering::Relaxed);
                 continue;
             }

@@ -5,9 +5,9 @@
 //! spin *units* of 70 ns (~1, 2, 4.5, 9 and 18 µs: ~35 µs in all), then 7 yields. A unit is the
 //! cost of a `pause` on the AMD hosts the policy was first measured on; on a host where a hint
 //! costs less (~10 ns on the Intel ones) a unit is several hints (`primitive::hint_ns`), so the
-//! rounds last as long everywhere. While other threads are already registered to park on the
-//! same lock (its mode byte counts them), the busy rounds are skipped and the yields come at
-//! once (`crowded_rounds` 0).
+//! rounds last as long everywhere. A knob, `crowded_rounds`, can cut the busy rounds short
+//! while other threads are registered to park on the same lock (its mode byte counts them);
+//! the default does not cut (below).
 //!
 //! Why, by measurement (other policies run as `ufutex-bench lock --impl
 //! ufutex,ufutex-spin-<B>x<F>-<Y>y,…`, interleaved in one process; BENCHMARKS.md has the
@@ -29,15 +29,14 @@
 //!   the lock owner (or another waiter) when it has — on an oversubscribed machine that keeps
 //!   the waiters runnable instead of asleep, which also keeps their shares of the lock even.
 //! - A long busy spin pays while the spinner and the owner have a CPU each and the lock comes
-//!   free within a hop. It does not once others queue on the lock: then the spinner mostly
-//!   joins the queue after spending its ~35 µs, and on an oversubscribed machine it spends them
-//!   on a CPU that a lock owner or a woken waiter could use. Skipping the busy rounds while
-//!   others are registered raised 8 threads × 50 increments and × ~1 µs sections by 17–40 %
-//!   (interleaved with the old policy in one process, 2 CPUs, thirty-ninth session,
-//!   BENCHMARKS.md), and changed nothing at 2 threads, where the one waiter never sees another
-//!   registered. The signal costs one load of a byte on the lock's own cache line. (A
-//!   process-wide count of busy spinners, tried first, almost never exceeded the spare CPUs:
-//!   waiters that find others parked park without spinning.)
+//!   free within a hop, and, once its rounds are quiet (the fence below), in a crowd too.
+//!   Skipping the busy rounds while others were registered to park raised 8 threads × 50
+//!   increments and × ~1 µs sections by 17–40 % in the thirty-ninth session, when the rounds
+//!   were not quiet, and was the default until the forty-first; with the fence, the same cut
+//!   lost 3–10 % at 8 threads × 20, × 50 and × ~1 µs (above 1 in 10 of 10 rounds each) and
+//!   changed nothing at 8 × 5 and 2 threads (BENCHMARKS.md). So the default keeps its busy
+//!   rounds in a crowd; the knob stays for measurement (`ufutex-spin-5x16-7y-c0` in the
+//!   bench), and reads the mode byte only when it can cut.
 //! - A busy round ends with a speculation fence (`primitive::speculation_fence`, `lfence` on
 //!   x86-64) before the look that follows it. Without one, the contended cells moved 1.3–2×
 //!   between builds whose spin code differed by a line, and with the code placement alone
@@ -87,7 +86,7 @@ pub struct SpinPolicy {
 impl SpinPolicy {
     /// The policy chosen by measurement (module docs).
     #[cfg_attr(ufutex_loom, allow(dead_code))] // loom runs its own, smaller policy
-    pub const DEFAULT: SpinPolicy = SpinPolicy { first_shift: 4, busy_rounds: 5, yield_rounds: 7, crowded_rounds: 0 };
+    pub const DEFAULT: SpinPolicy = SpinPolicy { first_shift: 4, busy_rounds: 5, yield_rounds: 7, crowded_rounds: 5 };
 
     /// Under loom every hint is a scheduling point: one round of one hint keeps the models
     /// small while still exploring "spin, then park".
@@ -161,16 +160,17 @@ impl Spin {
     /// Spin one round; `false` once the budget is spent (then the caller parks).
     #[inline]
     pub(crate) fn spin(&mut self) -> bool {
-        self.spin_among(false)
+        self.spin_among(|| false)
     }
 
-    /// [`Spin::spin`], told whether other threads are registered to park on the same lock:
-    /// then busy rounds past `crowded_rounds` are skipped.
+    /// [`Spin::spin`], able to ask whether other threads are registered to park on the same
+    /// lock: then busy rounds past `crowded_rounds` are skipped. `crowded` is called only in a
+    /// round the policy could cut.
     #[inline]
-    pub(crate) fn spin_among(&mut self, crowded: bool) -> bool {
+    pub(crate) fn spin_among(&mut self, crowded: impl FnOnce() -> bool) -> bool {
         let p = self.policy;
         let busy = u32::from(p.busy_rounds);
-        if crowded && self.round < busy && self.round >= u32::from(p.crowded_rounds) {
+        if self.round < busy && self.round >= u32::from(p.crowded_rounds) && crowded() {
             self.round = busy;
         }
         if self.round < busy {
@@ -215,14 +215,14 @@ mod tests {
     fn a_crowded_spin_skips_its_remaining_busy_rounds() {
         let policy = SpinPolicy { first_shift: 0, busy_rounds: 3, yield_rounds: 2, crowded_rounds: 1 };
         let mut s = Spin { policy, round: 0 };
-        assert!(s.spin_among(true), "the first busy round is within crowded_rounds");
+        assert!(s.spin_among(|| panic!("round 0 is within crowded_rounds: not asked")));
         assert_eq!(s.round, 1);
-        assert!(s.spin_among(true), "busy rounds 1 and 2 are skipped: the first yield");
+        assert!(s.spin_among(|| true), "busy rounds 1 and 2 are skipped: the first yield");
         assert_eq!(s.round, 4);
-        assert!(s.spin_among(false), "the second yield");
-        assert!(!s.spin_among(false), "spent: park");
+        assert!(s.spin_among(|| panic!("a yield round is never cut: not asked")), "the second yield");
+        assert!(!s.spin_among(|| false), "spent: park");
         s.reset();
-        assert_eq!((0..10).filter(|_| s.spin_among(false)).count(), 5, "not crowded: every round");
+        assert_eq!((0..10).filter(|_| s.spin_among(|| false)).count(), 5, "not crowded: every round");
     }
 
     #[test]
