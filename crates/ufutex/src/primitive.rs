@@ -47,9 +47,10 @@ pub(crate) fn spin_hint() {
 
 /// A speculation fence: no instruction after it starts until every one before it has finished
 /// (`lfence` on x86-64; nothing under loom or elsewhere). It ends a mutex's quiet busy round
-/// (`sync/spin.rs`): without it the CPU runs the look at the lock that follows the round ahead
-/// of time, on a guessed exit from the spin loop, and the speculative reads take the lock's line
-/// from its owner while the round was meant to leave it alone.
+/// (`sync/spin.rs`): without it, by all the evidence there, the CPU runs the look at the lock
+/// that follows the round ahead of time, on a guessed exit from the spin loop, and the
+/// speculative reads take the lock's line from its owner while the round was meant to leave
+/// it alone.
 #[inline(always)]
 pub(crate) fn speculation_fence() {
     #[cfg(all(target_arch = "x86_64", not(ufutex_loom)))]

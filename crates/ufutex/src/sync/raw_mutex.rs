@@ -461,8 +461,8 @@ impl RawMutex {
 
     /// Other threads are registered to mark the word (`me`: this thread's registration, if
     /// any): waiters are queuing on this lock, so a spin whose policy says so cuts its busy
-    /// rounds short (`spin.rs`; the default does not). Not under loom: the spin's length is no part of the protocol, and the extra
-    /// load would only grow the models.
+    /// rounds short (`spin.rs`; the default does not). Not under loom: the spin's length is no
+    /// part of the protocol, and the extra load would only grow the models.
     #[inline]
     fn crowded(&self, me: Option<&Marker<'_>>) -> bool {
         if cfg!(ufutex_loom) {

@@ -39,11 +39,12 @@
 //!   bench), and reads the mode byte only when it can cut.
 //! - A busy round ends with a speculation fence (`primitive::speculation_fence`, `lfence` on
 //!   x86-64) before the look that follows it. Without one, the contended cells moved 1.3–2×
-//!   between builds whose spin code differed by a line, and with the code placement alone
-//!   ruled out (the "layout lottery" of the thirty-ninth and fortieth sessions): the inlined
-//!   round let the CPU run the look ahead, past a guessed exit from the spin loop, so the
-//!   round was not quiet: those reads took the lock's line from its owner. (That is the
-//!   reading the evidence allows: these guests have no PMU to count it.) With the fence, in
+//!   between builds whose spin code differed by a line (the "layout lottery" of the
+//!   thirty-ninth and fortieth sessions), though relinking one build in random layouts moved
+//!   nothing: the code decided, not its place. The reading the evidence allows (these guests
+//!   have no PMU to count it): the CPU ran the look after the round ahead, past a guessed exit
+//!   from the spin loop, and those reads took the lock's line from its owner, so the round
+//!   was not quiet; how often depended on the code around the loop. With the fence, in
 //!   every one of 7 relinked layouts, 2 threads × 10 increments read 30–33 M locks/s (the
 //!   head's layouts without it: 15–21 M in the same turns), and 8 threads × 10 1.11–1.32×
 //!   parking_lot (0.65–0.97×) (forty-first session, BENCHMARKS.md). It costs a few cycles
