@@ -24,7 +24,10 @@
 //!   as long as one hop (the classic bound for "spin, then block") makes those cycles rare: ~35
 //!   µs against ~3 µs (two rounds) took 2 threads × ~1 µs sections from 0.87× to 1.10× of
 //!   pthread's throughput, and every other cell of the sweep up by 5–25 % too. Longer still
-//!   (~63 µs) gained 1–2 % more and lost fairness at 8 threads.
+//!   gains a little more now that the rounds are quiet (~70 µs: 2–7 % in every contended
+//!   cell, forty-first session), but a waiter then burns up to two hops of CPU where blocking
+//!   would cost one, and on Intel hosts each ~2 µs of `pause`s may be a VM exit (below):
+//!   the bound stays at about one hop.
 //! - A yield is a long, quiet backoff when a CPU has nothing else to run, and hands the CPU to
 //!   the lock owner (or another waiter) when it has — on an oversubscribed machine that keeps
 //!   the waiters runnable instead of asleep, which also keeps their shares of the lock even.
