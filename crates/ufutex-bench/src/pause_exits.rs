@@ -15,7 +15,9 @@
 //! Cheap: a few ms in all.
 
 use serde::{Deserialize, Serialize};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(target_arch = "x86_64")]
+use std::time::Instant;
 
 /// A stall this long between two `pause`s is an exit or an interrupt (a `pause` takes 10–70 ns
 /// on the hosts measured so far).

@@ -175,7 +175,9 @@ impl ReadPages {
 
 /// The environment variable that turns the fault handler off (value `syscall`), read once at the
 /// first read of caller memory: every read is then checked with the probe syscall instead. For
-/// programs whose own SIGSEGV handling cannot chain (and to test the portable path).
+/// programs whose own SIGSEGV handling cannot chain (and to test the portable path). Only where
+/// the handler exists (x86_64 Linux): elsewhere every read takes the probe syscall anyway.
+#[cfg(any(test, all(target_arch = "x86_64", target_os = "linux")))]
 pub(crate) const PROBE_ENV: &str = "UFUTEX_FAULT_PROBE";
 
 /// The portable way: ask the kernel to copy from our own address space (elsewhere than x86_64,
@@ -801,7 +803,8 @@ mod tests {
         }
         // The fast paths' reads (inline loads, each with its own table entry; none at once
         // when every read takes the probe syscall).
-        let at_once = std::env::var_os(PROBE_ENV).is_none_or(|v| v != "syscall");
+        let at_once = cfg!(all(target_arch = "x86_64", target_os = "linux"))
+            && std::env::var_os(PROBE_ENV).is_none_or(|v| v != "syscall");
         for (size, want) in
             [(Size::U8, 0x88), (Size::U16, 0x7788), (Size::U32, 0x5566_7788), (Size::U64, 0x1122_3344_5566_7788)]
         {
