@@ -359,14 +359,32 @@ pub fn preload_requeue(
 /// None needed beyond C's: a private wake never reads the word (it may be unmapped).
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_wake(uaddr: *mut c_void, mask: c_ulong, nr: c_int, flags: c_uint) -> c_long {
-    // The common wake (a plain private word, a count of at least one, nobody waiting) in this
-    // frame, which makes no call: it looks, and a look that finds nobody is the whole wake.
+    // The most common wake (a plain private 32-bit word, a count of at least one, nobody
+    // waiting) in this frame, told with constants, which makes no call: it looks, and a look
+    // that finds nobody is the whole wake. `flags` is not needed after its one compare, so no
+    // register is shuffled to keep it for the call that goes on.
+    if flags == validate::PLAIN_U32 {
+        if nr > 0
+            && validate::plain_private_u32(uaddr as usize, 0, ulong(mask))
+            && default_domain().tables().nobody_if_fence_free(&Key::private(uaddr as usize))
+        {
+            return 0;
+        }
+        return wake_whole(uaddr, mask, nr, validate::PLAIN_U32);
+    }
+    wake_general(uaddr, mask, nr, flags)
+}
+
+/// [`ufutex_wake`] for every call but a plain private 32-bit one: the no-waiter wake of the
+/// other sizes told at once, else the whole way. (The same arguments: tail calls, so the
+/// frames stay small.)
+#[inline(never)]
+extern "C" fn wake_general(uaddr: *mut c_void, mask: c_ulong, nr: c_int, flags: c_uint) -> c_long {
     if let (Some(_), Ok(1..)) = (validate::plain_private(flags, uaddr as usize, 0, ulong(mask)), usize::try_from(nr)) {
         if default_domain().tables().nobody_if_fence_free(&Key::private(uaddr as usize)) {
             return 0;
         }
     }
-    // (The same arguments: a tail call, so this frame stays small. It checks and looks again.)
     wake_whole(uaddr, mask, nr, flags)
 }
 
