@@ -410,6 +410,27 @@ mod tests {
     }
 
     #[test]
+    fn the_plain_u32_test_places_a_word_as_the_whole_validation() {
+        let p = word_flags(0x82).unwrap();
+        let edges = [0, 1, 2, 3, 4, 5, 7, 8, 0x1002, USER_END - 8, USER_END - 5, USER_END - 4, USER_END - 3];
+        let above = [USER_END, USER_END + 4, 1 << 62, (1 << 62) + 4, 1 << 63, usize::MAX - 3, usize::MAX];
+        let mut x = 0x9e37_79b9_7f4a_7c15usize;
+        let random = std::iter::repeat_with(move || {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            x >> (x % 16) // every magnitude, every alignment
+        });
+        for addr in edges.into_iter().chain(above).chain(random.take(100_000)) {
+            let whole = address(addr as u64, p).and_then(nonnull).is_ok();
+            assert_eq!(plain_private_u32(addr, 0, 1), whole, "{addr:#x}");
+        }
+        let values = [0, 1, 0xffff_ffff, 0x1_0000_0000, 0x8000_0000_0000_0000, u64::MAX];
+        for (v, m) in values.iter().flat_map(|&v| values.iter().map(move |&m| (v, m))) {
+            let whole = fits(Size::U32, v).and(fits(Size::U32, m)).and(mask(m)).is_ok();
+            assert_eq!(plain_private_u32(0x1000, v, m), whole, "value {v:#x} mask {m:#x}");
+        }
+    }
+
+    #[test]
     fn addresses_in_the_kernels_order() {
         let p = word_flags(0x82).unwrap();
         let numa = word_flags(0x86).unwrap();
