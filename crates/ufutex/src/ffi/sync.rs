@@ -37,25 +37,36 @@ static SINGLE_THREADED: AtomicPtr<AtomicU8> = AtomicPtr::new(std::ptr::dangling_
 
 /// Whether this process has only the calling thread, so that a mutex needs no atomic
 /// read-modify-write (glibc's own mutexes take the same shortcut: 3 instead of 15 ns for a
-/// lock and unlock on these machines).
+/// lock and unlock on these machines). `None` before glibc's flag was looked up: the lock and
+/// unlock then go on through a function that looks it up ([`lock_first`], [`unlock_first`]),
+/// a tail call, so that their own frames need no register saved for the lookup.
 #[inline(always)]
-fn alone() -> bool {
-    let mut p = SINGLE_THREADED.load(Ordering::Relaxed);
+fn alone_if_known() -> Option<bool> {
+    let p = SINGLE_THREADED.load(Ordering::Relaxed);
     if p == std::ptr::dangling_mut() {
-        p = look_up_single_threaded();
+        return None;
     }
     if p.is_null() {
-        return false;
+        return Some(false);
     }
     // SAFETY: the address of glibc's `char __libc_single_threaded`, which lives as long as the
     // process. Read atomically: only the thread that starts a second one writes it.
     if unsafe { (*p).load(Ordering::Relaxed) } != 0 {
-        return true;
+        return Some(true);
     }
     // Not alone, for good as far as we care: glibc does not promise to say "alone" again, and
     // forgetting the address leaves one load on the multi-threaded path.
     SINGLE_THREADED.store(std::ptr::null_mut(), Ordering::Relaxed);
-    false
+    Some(false)
+}
+
+/// [`alone_if_known`], looking glibc's flag up first if need be.
+#[inline(always)]
+fn alone() -> bool {
+    alone_if_known().unwrap_or_else(|| {
+        look_up_single_threaded();
+        alone_if_known() == Some(true)
+    })
 }
 
 /// Find glibc's flag (null if there is none) and remember where it is.
@@ -88,12 +99,27 @@ unsafe fn monotonic_deadline(ts: *const libc::timespec) -> Result<Timeout, i32> 
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_mutex_lock(m: *mut RawMutex) -> i32 {
     // SAFETY: NULL or a live mutex, per the contract; only shared access is taken.
-    let Some(m) = (unsafe { m.as_ref() }) else { return libc::EINVAL };
+    let Some(r) = (unsafe { m.as_ref() }) else { return libc::EINVAL };
     // The uncontended lock here, with no unwinding guard (it cannot panic); the rest out of line.
-    if (alone() && m.swap_alone(0, LOCKED)) || m.fast_lock() {
-        return 0;
+    match alone_if_known() {
+        // SAFETY: forwarded contract.
+        None => return unsafe { lock_first(m) },
+        Some(alone) if (alone && r.swap_alone(0, LOCKED)) || r.fast_lock() => return 0,
+        Some(_) => {}
     }
-    lock_contended(m)
+    lock_contended(r)
+}
+
+/// [`ufutex_mutex_lock`]'s first call in the process: glibc's flag looked up, then the lock.
+///
+/// # Safety
+/// As [`ufutex_mutex_lock`].
+#[cold]
+#[inline(never)]
+unsafe fn lock_first(m: *mut RawMutex) -> i32 {
+    look_up_single_threaded();
+    // SAFETY: forwarded contract; the flag is known now, so this does not come back here.
+    unsafe { ufutex_mutex_lock(m) }
 }
 
 #[inline(never)]
@@ -146,19 +172,35 @@ pub unsafe extern "C" fn ufutex_mutex_timedlock(m: *mut RawMutex, abs: *const li
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_mutex_unlock(m: *mut RawMutex) -> i32 {
     // SAFETY: as in `ufutex_mutex_lock`.
-    let Some(m) = (unsafe { m.as_ref() }) else { return libc::EINVAL };
+    let Some(r) = (unsafe { m.as_ref() }) else { return libc::EINVAL };
     // The uncontended unlock (from LOCKED alone, so certainly the caller's to unlock) here:
     // a plain store while the process has one thread, or while nobody is registered to park
     // on the mutex (the Rust unlock's (4q)), else a CAS.
-    if alone() && m.swap_alone(LOCKED, 0) {
-        return 0;
+    match alone_if_known() {
+        // SAFETY: forwarded contract.
+        None => return unsafe { unlock_first(m) },
+        Some(true) if r.swap_alone(LOCKED, 0) => return 0,
+        Some(_) => {}
     }
+    let m = r;
     match m.unlock_quiet() {
         Quiet::Done => 0,
         Quiet::Repair => unlock_repair(m),
         Quiet::No if m.fast_unlock() => 0,
         Quiet::No => unlock_contended(m),
     }
+}
+
+/// [`ufutex_mutex_unlock`] before glibc's flag was looked up: the lookup, then the unlock.
+///
+/// # Safety
+/// As [`ufutex_mutex_unlock`].
+#[cold]
+#[inline(never)]
+unsafe fn unlock_first(m: *mut RawMutex) -> i32 {
+    look_up_single_threaded();
+    // SAFETY: forwarded contract; the flag is known now, so this does not come back here.
+    unsafe { ufutex_mutex_unlock(m) }
 }
 
 #[inline(never)]
