@@ -5,7 +5,8 @@ cargo clippy --workspace --all-targets -- -D warnings
 # The loom build too (the models' own cfg; the other integration tests compile to nothing there).
 RUSTFLAGS="--cfg ufutex_loom" cargo clippy -p ufutex --all-targets --target-dir target/loom -- -D warnings
 # The code for other CPUs: aarch64 (no x86 fault fixup, spin hints or TSC there) builds and
-# lints clean; checked, not run (no aarch64 host here; qemu-user lacks the futex2 calls).
+# lints clean; checked, not run (no aarch64 host here, and Debian 12's qemu-user cannot run the
+# suite: BENCHMARKS.md, forty-second session).
 cargo clippy --workspace --all-targets --target aarch64-unknown-linux-gnu --target-dir target/aarch64 -- -D warnings
 # Imports point down (DESIGN.md): a cycle among the library's modules fails here.
 python3 scripts/module-cycles.py

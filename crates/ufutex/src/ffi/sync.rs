@@ -182,12 +182,11 @@ pub unsafe extern "C" fn ufutex_mutex_unlock(m: *mut RawMutex) -> i32 {
         Some(true) if r.swap_alone(LOCKED, 0) => return 0,
         Some(_) => {}
     }
-    let m = r;
-    match m.unlock_quiet() {
+    match r.unlock_quiet() {
         Quiet::Done => 0,
-        Quiet::Repair => unlock_repair(m),
-        Quiet::No if m.fast_unlock() => 0,
-        Quiet::No => unlock_contended(m),
+        Quiet::Repair => unlock_repair(r),
+        Quiet::No if r.fast_unlock() => 0,
+        Quiet::No => unlock_contended(r),
     }
 }
 

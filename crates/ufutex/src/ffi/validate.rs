@@ -417,7 +417,7 @@ mod tests {
         let mut x = 0x9e37_79b9_7f4a_7c15usize;
         let random = std::iter::repeat_with(move || {
             x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-            x >> (x % 16) // every magnitude, every alignment
+            x >> (x >> 58) // every magnitude (a shift of 0 to 63 bits), every alignment
         });
         for addr in edges.into_iter().chain(above).chain(random.take(100_000)) {
             let whole = address(addr as u64, p).and_then(nonnull).is_ok();
