@@ -37,9 +37,10 @@ static SINGLE_THREADED: AtomicPtr<AtomicU8> = AtomicPtr::new(std::ptr::dangling_
 
 /// Whether this process has only the calling thread, so that a mutex needs no atomic
 /// read-modify-write (glibc's own mutexes take the same shortcut: 3 instead of 15 ns for a
-/// lock and unlock on these machines). `None` before glibc's flag was looked up: the lock and
-/// unlock then go on through a function that looks it up ([`lock_first`], [`unlock_first`]),
-/// a tail call, so that their own frames need no register saved for the lookup.
+/// lock and unlock on these machines). `None` before glibc's flag was looked up: the caller
+/// then goes on through a function that looks it up ([`lock_first`], [`trylock_first`],
+/// [`unlock_first`]), a tail call, so that its own frame needs no register saved for the
+/// lookup.
 #[inline(always)]
 fn alone_if_known() -> Option<bool> {
     let p = SINGLE_THREADED.load(Ordering::Relaxed);
@@ -60,22 +61,12 @@ fn alone_if_known() -> Option<bool> {
     Some(false)
 }
 
-/// [`alone_if_known`], looking glibc's flag up first if need be.
-#[inline(always)]
-fn alone() -> bool {
-    alone_if_known().unwrap_or_else(|| {
-        look_up_single_threaded();
-        alone_if_known() == Some(true)
-    })
-}
-
 /// Find glibc's flag (null if there is none) and remember where it is.
 #[cold]
-fn look_up_single_threaded() -> *mut AtomicU8 {
+fn look_up_single_threaded() {
     // SAFETY: dlsym with a NUL-terminated name; it returns the symbol's address or null.
     let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__libc_single_threaded".as_ptr()) }.cast::<AtomicU8>();
     SINGLE_THREADED.store(p, Ordering::Relaxed);
-    p
 }
 
 /// An absolute `CLOCK_MONOTONIC` deadline, validated.
@@ -137,13 +128,26 @@ fn lock_contended(m: &RawMutex) -> i32 {
 #[no_mangle]
 pub unsafe extern "C" fn ufutex_mutex_trylock(m: *mut RawMutex) -> i32 {
     // SAFETY: as in `ufutex_mutex_lock`.
-    let Some(m) = (unsafe { m.as_ref() }) else { return libc::EINVAL };
+    let Some(r) = (unsafe { m.as_ref() }) else { return libc::EINVAL };
     // (A CAS loop: it cannot panic.)
-    if (alone() && m.swap_alone(0, LOCKED)) || m.try_lock_in() {
-        0
-    } else {
-        libc::EBUSY
+    match alone_if_known() {
+        // SAFETY: forwarded contract.
+        None => unsafe { trylock_first(m) },
+        Some(alone) if (alone && r.swap_alone(0, LOCKED)) || r.try_lock_in() => 0,
+        Some(_) => libc::EBUSY,
     }
+}
+
+/// [`ufutex_mutex_trylock`] before glibc's flag was looked up: the lookup, then the trylock.
+///
+/// # Safety
+/// As [`ufutex_mutex_trylock`].
+#[cold]
+#[inline(never)]
+unsafe fn trylock_first(m: *mut RawMutex) -> i32 {
+    look_up_single_threaded();
+    // SAFETY: forwarded contract; the flag is known now, so this does not come back here.
+    unsafe { ufutex_mutex_trylock(m) }
 }
 
 /// Lock `m`, giving up at the absolute `CLOCK_MONOTONIC` time `abs` (`ETIMEDOUT`).
