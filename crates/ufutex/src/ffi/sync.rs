@@ -38,9 +38,8 @@ static SINGLE_THREADED: AtomicPtr<AtomicU8> = AtomicPtr::new(std::ptr::dangling_
 /// Whether this process has only the calling thread, so that a mutex needs no atomic
 /// read-modify-write (glibc's own mutexes take the same shortcut: 3 instead of 15 ns for a
 /// lock and unlock on these machines). `None` before glibc's flag was looked up: the caller
-/// then goes on through a function that looks it up ([`lock_first`], [`trylock_first`],
-/// [`unlock_first`]), a tail call, so that its own frame needs no register saved for the
-/// lookup.
+/// then goes on through [`after_look_up`], a tail call, so that its own frame needs no
+/// register saved for the lookup.
 #[inline(always)]
 fn alone_if_known() -> Option<bool> {
     let p = SINGLE_THREADED.load(Ordering::Relaxed);
@@ -59,6 +58,19 @@ fn alone_if_known() -> Option<bool> {
     // forgetting the address leaves one load on the multi-threaded path.
     SINGLE_THREADED.store(std::ptr::null_mut(), Ordering::Relaxed);
     Some(false)
+}
+
+/// The first lock, trylock or unlock of the process (`call`, on `m`): glibc's flag looked up,
+/// then the call made again, which does not come back here.
+///
+/// # Safety
+/// `call`'s contract, for `m`.
+#[cold]
+#[inline(never)]
+unsafe fn after_look_up(call: unsafe extern "C" fn(*mut RawMutex) -> i32, m: *mut RawMutex) -> i32 {
+    look_up_single_threaded();
+    // SAFETY: forwarded contract.
+    unsafe { call(m) }
 }
 
 /// Find glibc's flag (null if there is none) and remember where it is.
@@ -94,23 +106,11 @@ pub unsafe extern "C" fn ufutex_mutex_lock(m: *mut RawMutex) -> i32 {
     // The uncontended lock here, with no unwinding guard (it cannot panic); the rest out of line.
     match alone_if_known() {
         // SAFETY: forwarded contract.
-        None => return unsafe { lock_first(m) },
+        None => return unsafe { after_look_up(ufutex_mutex_lock, m) },
         Some(alone) if (alone && r.swap_alone(0, LOCKED)) || r.fast_lock() => return 0,
         Some(_) => {}
     }
     lock_contended(r)
-}
-
-/// [`ufutex_mutex_lock`]'s first call in the process: glibc's flag looked up, then the lock.
-///
-/// # Safety
-/// As [`ufutex_mutex_lock`].
-#[cold]
-#[inline(never)]
-unsafe fn lock_first(m: *mut RawMutex) -> i32 {
-    look_up_single_threaded();
-    // SAFETY: forwarded contract; the flag is known now, so this does not come back here.
-    unsafe { ufutex_mutex_lock(m) }
 }
 
 #[inline(never)]
@@ -132,22 +132,10 @@ pub unsafe extern "C" fn ufutex_mutex_trylock(m: *mut RawMutex) -> i32 {
     // (A CAS loop: it cannot panic.)
     match alone_if_known() {
         // SAFETY: forwarded contract.
-        None => unsafe { trylock_first(m) },
+        None => unsafe { after_look_up(ufutex_mutex_trylock, m) },
         Some(alone) if (alone && r.swap_alone(0, LOCKED)) || r.try_lock_in() => 0,
         Some(_) => libc::EBUSY,
     }
-}
-
-/// [`ufutex_mutex_trylock`] before glibc's flag was looked up: the lookup, then the trylock.
-///
-/// # Safety
-/// As [`ufutex_mutex_trylock`].
-#[cold]
-#[inline(never)]
-unsafe fn trylock_first(m: *mut RawMutex) -> i32 {
-    look_up_single_threaded();
-    // SAFETY: forwarded contract; the flag is known now, so this does not come back here.
-    unsafe { ufutex_mutex_trylock(m) }
 }
 
 /// Lock `m`, giving up at the absolute `CLOCK_MONOTONIC` time `abs` (`ETIMEDOUT`).
@@ -182,7 +170,7 @@ pub unsafe extern "C" fn ufutex_mutex_unlock(m: *mut RawMutex) -> i32 {
     // on the mutex (the Rust unlock's (4q)), else a CAS.
     match alone_if_known() {
         // SAFETY: forwarded contract.
-        None => return unsafe { unlock_first(m) },
+        None => return unsafe { after_look_up(ufutex_mutex_unlock, m) },
         Some(true) if r.swap_alone(LOCKED, 0) => return 0,
         Some(_) => {}
     }
@@ -192,18 +180,6 @@ pub unsafe extern "C" fn ufutex_mutex_unlock(m: *mut RawMutex) -> i32 {
         Quiet::No if r.fast_unlock() => 0,
         Quiet::No => unlock_contended(r),
     }
-}
-
-/// [`ufutex_mutex_unlock`] before glibc's flag was looked up: the lookup, then the unlock.
-///
-/// # Safety
-/// As [`ufutex_mutex_unlock`].
-#[cold]
-#[inline(never)]
-unsafe fn unlock_first(m: *mut RawMutex) -> i32 {
-    look_up_single_threaded();
-    // SAFETY: forwarded contract; the flag is known now, so this does not come back here.
-    unsafe { ufutex_mutex_unlock(m) }
 }
 
 #[inline(never)]
