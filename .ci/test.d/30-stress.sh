@@ -6,7 +6,9 @@
 # across processes for 6 s (shared_stress.rs), random SIGKILLs under load for 15 s (thousands of
 # kills), and 300 segments scribbled over; and a
 # namespace of named objects under random SIGKILLs for 8 s, and handles racing the reuse of
-# their objects' slots for 5 s. Budget ≤ 2.5 min on 2 cores.
+# their objects' slots for 5 s. Then 300 forks amid waits, wakes, requeues and resizes, each
+# child checking that it has none of the parent's waiters and no lock held (fork.rs). Budget
+# ≤ 2.5 min on 2 cores.
 set -euo pipefail
 UFUTEX_STRESS_SECS=10 cargo test --release -p ufutex --test stress -- --test-threads=3
 UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test stress --features fallback-parker -- --test-threads=3
@@ -19,3 +21,4 @@ UFUTEX_STRESS_SECS=8 cargo test --release -p ufutex --test named_kill
 UFUTEX_STRESS_SECS=8 cargo test --release -p ufutex --test named_counted
 UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test named_stale
 UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test signal_wakes
+UFUTEX_STRESS_SECS=10 cargo test --release -p ufutex --test fork

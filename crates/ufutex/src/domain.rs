@@ -5,8 +5,6 @@
 use crate::deadline::Deadline;
 use crate::error::WaitError;
 use crate::membarrier::Pays;
-#[cfg(not(ufutex_loom))]
-use crate::table::{Bucket, Table};
 use crate::tables::{NumaMode, Tables};
 use crate::waitv::WaitEntry;
 use crate::word::{word_of, Futex};
@@ -446,11 +444,13 @@ impl std::fmt::Debug for Domain {
 /// allocation: growing it later may fail (the table keeps its size), using it cannot.
 #[cfg(not(ufutex_loom))]
 pub(crate) fn default_domain() -> &'static Domain {
-    use crate::tables::AUTO_MIN;
-    static BUCKETS: [Bucket; AUTO_MIN] = [const { Bucket::new(0) }; AUTO_MIN];
-    static INITIAL: Table = Table::initial(&BUCKETS);
-    static DEFAULT: Domain =
-        Domain { tables: Tables::empty(Slots::Auto, NumaMode::System { mpol: false }, Some((&INITIAL, AUTO_MIN))) };
+    static DEFAULT: Domain = Domain {
+        tables: Tables::empty(
+            Slots::Auto,
+            NumaMode::System { mpol: false },
+            Some((crate::tables::initial_table(), crate::tables::AUTO_MIN)),
+        ),
+    };
     &DEFAULT
 }
 

@@ -27,6 +27,16 @@
 //! wait for. Not yet safe from a handler: a thread's first wait (its waiter state is
 //! allocated), and a NUMA call that interrupts its thread's first NUMA call of the process.
 //! No call may be left by `longjmp`.
+//!
+//! ## Fork
+//! A child made by `fork` starts with none of the parent's waiters, as with the kernel's
+//! private futexes: handlers installed with `pthread_atfork` at the process's first wait take
+//! every wait-queue lock before the fork and, in the child, empty every queue and free every
+//! lock. A wake in the child therefore reaches the child's own waiters only, and counts them
+//! only; the parent's waiters are untouched. A fork from a signal handler that interrupted its
+//! thread inside this library leaves the queues as they are (the interrupted call goes on in
+//! the child), and so does a child made without the handlers (a raw `clone`). Process-shared
+//! words ([`shared`]) are keyed by their object, so parent and child meet on them as before.
 #![doc = include_str!("../../../README.md")]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -37,6 +47,10 @@ mod engine;
 mod error;
 #[cfg(not(ufutex_loom))] // the C ABI reads real memory; loom models only the core
 mod ffi;
+#[cfg(not(ufutex_loom))] // loom models the handlers' locking (`tables::hold_for_fork`), not fork
+mod fork;
+#[cfg(all(test, ufutex_loom))]
+mod fork_models;
 mod group;
 mod key;
 mod lock;

@@ -128,6 +128,14 @@ loom::lazy_static! {
     static ref SLEEPERS: AtomicU32 = AtomicU32::new(0);
 }
 
+/// In a forked child (`fork.rs`): the parent's lockers that slept on bucket locks are not in
+/// it, and their registrations would keep every unlock from being quiet.
+#[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
+pub(crate) fn forget_sleepers() {
+    // Relaxed: the child has one thread.
+    SLEEPERS.store(0, Ordering::Relaxed);
+}
+
 pub(crate) struct RawLock {
     state: AtomicU32,
     /// Where a contended locker sleeps (the kernel futex on the state: nothing here, outside
@@ -242,6 +250,14 @@ impl RawLock {
         if seen != LOCKED {
             self.sleep.wake_one(&self.state);
         }
+    }
+
+    /// In a forked child, which has one thread: free, whoever held it or slept on it in the
+    /// parent (`fork.rs`; the caller held it since the fork's prepare handler).
+    #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
+    pub(crate) fn forget(&self) {
+        // Relaxed: no other thread exists to see it.
+        self.state.store(UNLOCKED, Ordering::Relaxed);
     }
 
     /// After a quiet unlock that found a locker registered to sleep: the store may have erased

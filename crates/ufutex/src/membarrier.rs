@@ -180,6 +180,16 @@ impl Fence {
         }
     }
 
+    /// In a forked child (`fork.rs`), whose buckets hold no waiter: FREE, as new. (A switch
+    /// that a parent's thread began is never finished in the child; with one thread there is
+    /// no waker to order against.)
+    #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
+    pub(crate) fn forget(&self) {
+        // Relaxed: the child has one thread.
+        self.mode.store(FREE, Ordering::Relaxed);
+        self.since.store(0, Ordering::Relaxed);
+    }
+
     /// A waiter of [`Pays::Waiter`] came, its count in: what it needs before it compares.
     /// The caller holds the bucket's lock.
     pub(crate) fn waiter_came(&self) -> Need {

@@ -398,6 +398,10 @@ fn lock_home<'t>(tables: &'t Tables, node: &Node) -> Option<BucketGuard<'t>> {
 #[inline]
 pub(crate) fn register(tables: &Tables, td: &ThreadData) {
     if let Some(n) = td.register(tables.threads()) {
+        // Before any thread of the process first queues: a child forked later forgets the
+        // parent's waiters (`fork.rs`).
+        #[cfg(not(ufutex_loom))]
+        crate::fork::watch();
         tables.thread_arrived(n);
     }
 }

@@ -565,6 +565,32 @@ impl Drop for Setup {
     }
 }
 
+/// This thread runs a fork's handlers (`fork.rs`), from [`fork_quiet`] until dropped: it holds
+/// every bucket lock meanwhile, so it counts as busy and as in a wait (a signal handler's wake
+/// is deferred and its wait fails, as inside any critical section).
+#[cfg_attr(ufutex_loom, allow(dead_code))] // fork is not modelled, only its locking
+pub(crate) struct ForkQuiet(());
+
+/// Start a fork's handlers; `None` if this thread is busy, in a wait or in a set-up: the fork
+/// comes from a signal handler that interrupted it, and its interrupted call will go on in
+/// the child with what it holds, so the handlers leave every table as it is.
+#[cfg_attr(ufutex_loom, allow(dead_code))]
+pub(crate) fn fork_quiet() -> Option<ForkQuiet> {
+    if hot::waiting() || busy() || in_setup() {
+        return None;
+    }
+    locking();
+    hot::set_waiting(true);
+    Some(ForkQuiet(()))
+}
+
+impl Drop for ForkQuiet {
+    fn drop(&mut self) {
+        hot::set_waiting(false);
+        unlocked();
+    }
+}
+
 /// Whether this thread is inside a [`setup`]: a call that needs the set-up done comes from a
 /// signal handler that interrupted it.
 #[cfg_attr(ufutex_loom, allow(dead_code))] // the shared table is not modelled

@@ -47,10 +47,10 @@ mod tests {
             assert!(busy());
             let r = wake_private(&t, key(&w), 1, !0, Report::Rest, Pays::Waiter);
             assert_eq!((r.count, r.more), (0, true), "deferred: none now, more conservatively");
-            assert_eq!(t.deferred().load(Ordering::SeqCst), 1);
+            assert_eq!(t.deferrals(), 1);
             drop(g);
             assert!(!busy());
-            assert_eq!(t.deferred().load(Ordering::SeqCst), 0, "made at the unlock");
+            assert_eq!(t.deferrals(), 0, "made at the unlock");
             assert_eq!(waiter.join().unwrap(), Ok(()));
         });
         assert_eq!(t.queued_waiters(), 0);
@@ -71,14 +71,14 @@ mod tests {
             for o in &others {
                 assert_eq!(wake_private(t, key(o), 1, !0, Report::Count, Pays::Waiter).count, 0);
             }
-            let deferred = t.deferred().load(Ordering::SeqCst);
+            let deferred = t.deferrals() as usize;
             assert!(deferred > INLINE + PER_PAGE, "{deferred} deferred: two pages at least");
             for w in &words {
                 w.store(1, Ordering::SeqCst);
                 assert_eq!(wake_private(t, key(w), 1, !0, Report::Count, Pays::Waiter).count, 0);
             }
             drop(g);
-            assert_eq!(t.deferred().load(Ordering::SeqCst), 0);
+            assert_eq!(t.deferrals(), 0);
             assert!(nothing_deferred());
             for w in waiters {
                 assert_eq!(w.join().unwrap(), Ok(()));
@@ -226,7 +226,7 @@ mod loom_models {
                 Err(e) => panic!("an untimed wait ended with {e:?}"),
             }
             assert_eq!(t.queued_waiters(), 0);
-            assert_eq!(t.deferred().load(std::sync::atomic::Ordering::SeqCst), 0);
+            assert_eq!(t.deferrals(), 0);
         });
     }
 

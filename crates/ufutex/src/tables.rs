@@ -7,7 +7,8 @@
 //! resizes them all, one after the other, under the state lock (so one resizer at a time).
 
 use crate::key::{Key, NO_NODE};
-use crate::primitive::{AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::lock::RawLock;
+use crate::primitive::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crate::table::{Table, RETIRED};
 use crate::topology::{Topology, MAX_NODES};
 use std::io;
@@ -63,6 +64,168 @@ impl State {
     fn all_tables(&self) -> impl Iterator<Item = &Table> {
         self.initial.into_iter().chain(self.tables.iter().map(|t| &**t))
     }
+
+    /// Keep `t` for as long as the domain lives (boxed: it never moves), listed for the fork
+    /// handlers ([`hold_for_fork`]). Under the gate, as every change of a state is.
+    fn keep(&mut self, t: Table) -> io::Result<&Table> {
+        self.tables.try_reserve(1).map_err(|_| no_memory())?;
+        let mut listed = listed_tables();
+        listed.try_reserve(1).map_err(|_| no_memory())?;
+        self.tables.push(Box::new(t));
+        let kept: &Table = self.tables.last().expect("just pushed");
+        listed.push(std::ptr::from_ref(kept) as usize);
+        Ok(kept)
+    }
+}
+
+impl Drop for State {
+    /// The domain is dropped: its tables leave the fork handlers' list (under the gate, so a
+    /// prepare handler never holds a table that is being freed).
+    fn drop(&mut self) {
+        // (Under loom a domain may be dropped while the model's statics are torn down, the
+        // gate's among them; a model's list dies with its execution: nothing to unlist.)
+        if cfg!(ufutex_loom) || self.tables.is_empty() {
+            return;
+        }
+        let _gate = Gate::take();
+        let mine: Vec<usize> = self.tables.iter().map(|t| std::ptr::from_ref(&**t) as usize).collect();
+        listed_tables().retain(|a| !mine.contains(a));
+    }
+}
+
+/// The default domain's first table, static, so that its first wait never depends on an
+/// allocation (`domain.rs`); the fork handlers hold it with the listed ones.
+#[cfg(not(ufutex_loom))]
+static INITIAL: Table = Table::initial(&INITIAL_BUCKETS);
+#[cfg(not(ufutex_loom))]
+static INITIAL_BUCKETS: [crate::table::Bucket; AUTO_MIN] = [const { crate::table::Bucket::new(0) }; AUTO_MIN];
+
+/// The default domain's static first table.
+#[cfg(not(ufutex_loom))]
+pub(crate) const fn initial_table() -> &'static Table {
+    &INITIAL
+}
+
+/// The one lock under which every domain's state changes (taken before the domain's own state
+/// lock and released after it) and the list of tables with it ([`listed_tables`]). A fork's
+/// prepare handler that holds it knows that no resize is under way, that no state lock is held
+/// and that no table is being made or freed (`fork.rs`). Only cold paths take it: a resize, a
+/// thread's first wait in a domain, a domain's queries and its drop.
+#[cfg(not(ufutex_loom))]
+static GATE: RawLock = RawLock::new();
+/// Every table of every domain, by address (the default domain's static first table aside),
+/// changed under [`GATE`].
+#[cfg(not(ufutex_loom))]
+static LISTED: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+#[cfg(ufutex_loom)]
+loom::lazy_static! {
+    static ref GATE: RawLock = RawLock::new();
+    static ref LISTED: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+}
+
+/// The list of tables (the caller holds the gate, so the std lock is never contended).
+fn listed_tables() -> std::sync::MutexGuard<'static, Vec<usize>> {
+    LISTED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The gate held. The thread counts itself busy meanwhile, as inside a bucket's critical
+/// section (`reentry.rs`): a signal handler's call then does not wait for the gate it holds.
+struct Gate(());
+
+impl Gate {
+    fn take() -> Gate {
+        crate::reentry::locking();
+        GATE.lock();
+        Gate(())
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        GATE.unlock();
+        crate::reentry::unlocked();
+    }
+}
+
+/// A domain's state, locked: the gate, then the domain's own lock (dropped in the reverse
+/// order: fields drop in declaration order).
+struct StateGuard<'a> {
+    state: MutexGuard<'a, State>,
+    _gate: Gate,
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+}
+
+/// What a fork's prepare handler holds until the fork returns (`fork.rs`): the gate, and every
+/// bucket of every table of every domain.
+#[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
+pub(crate) struct ForkHold {
+    gate: Gate,
+    /// The tables, in rank order.
+    tables: Vec<*const Table>,
+}
+
+/// A fork's prepare handler: take the gate, then every bucket of every table, lowest rank
+/// first, so that the fork copies no bucket in the middle of a change.
+///
+/// No deadlock: with the gate held, no resize runs (a resizer holds the gate throughout), and
+/// every other locker of two buckets takes them in rank order (`table.rs`), as this does; a
+/// locker of one bucket waits for nothing while it holds it. No bucket holder waits for the
+/// gate (the gate is taken before any bucket, never while one is held).
+#[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
+pub(crate) fn hold_for_fork() -> ForkHold {
+    let gate = Gate::take();
+    #[cfg_attr(ufutex_loom, allow(unused_mut))]
+    let mut tables: Vec<*const Table> = listed_tables().iter().map(|&a| a as *const Table).collect();
+    #[cfg(not(ufutex_loom))]
+    tables.push(initial_table());
+    // Every dereference below and in `ForkHold`'s methods is of a table that lives while the
+    // gate is held: a listed table lives until its domain's state is dropped, which takes the
+    // gate first to unlist it; the static table lives for ever.
+    // SAFETY: as just said.
+    tables.sort_by_key(|&t| unsafe { &*t }.rank());
+    for &t in &tables {
+        // SAFETY: as above.
+        unsafe { &*t }.hold_every_bucket();
+    }
+    ForkHold { gate, tables }
+}
+
+impl ForkHold {
+    /// The parent after the fork: every lock released, as it was.
+    #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
+    pub(crate) fn release(self) {
+        for &t in self.tables.iter().rev() {
+            // SAFETY: see `hold_for_fork`.
+            unsafe { &*t }.release_every_bucket();
+        }
+    }
+
+    /// The child after the fork: its one thread is the one that forked, which waits nowhere,
+    /// so every queued waiter is a parent's thread the child does not have. Every bucket
+    /// forgets them and is unlocked, and so is the gate.
+    #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
+    pub(crate) fn forget_waiters(self) {
+        for &t in &self.tables {
+            // SAFETY: see `hold_for_fork`.
+            unsafe { &*t }.forget_every_waiter();
+        }
+        GATE.forget();
+        // The gate's guard would unlock it again: only its busy count is given back.
+        std::mem::forget(self.gate);
+        crate::reentry::unlocked();
+    }
 }
 
 /// The tables of one domain and their policy.
@@ -77,8 +240,26 @@ pub(crate) struct Tables {
     state: Mutex<State>,
     threads: OnceLock<Arc<AtomicUsize>>,
     /// Wakes that signal handlers deferred to their threads (`reentry.rs`) and that are not
-    /// made yet: the tables are not dropped before they are.
-    deferred: AtomicUsize,
+    /// made yet: the tables are not dropped before they are. The count (low half) belongs to
+    /// the fork generation in the high half ([`FORKS`]): in a forked child, a count from
+    /// before the fork is of threads the child does not have, and no longer holds a drop.
+    deferred: AtomicU64,
+}
+
+/// How many times this process's line was forked, as counted by the child handler
+/// (`fork.rs`): the generation of [`Tables`]'s deferred wakes. (A std atomic under loom: no
+/// model forks.)
+static FORKS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// In a forked child (`fork.rs`): a new generation of deferred wakes.
+#[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
+pub(crate) fn forked() {
+    FORKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The current fork generation, in a deferred count's high half.
+fn generation() -> u64 {
+    u64::from(FORKS.load(std::sync::atomic::Ordering::Relaxed)) << 32
 }
 
 /// Whether node tables exist, and how nodes are found.
@@ -144,15 +325,39 @@ impl Tables {
                 numa,
                 state: Mutex::new(State { policy, frozen: false, size, initial, tables: Vec::new() }),
                 threads: OnceLock::new(),
-                deferred: AtomicUsize::new(0),
+                deferred: AtomicU64::new(0),
             }
         }
     }
 
-    /// The count of wakes deferred on these tables (`reentry.rs`).
-    #[inline]
-    pub(crate) fn deferred(&self) -> &AtomicUsize {
-        &self.deferred
+    /// A wake was deferred on these tables (`reentry.rs`): counted until [`Self::deferral_done`].
+    pub(crate) fn deferral_made(&self) {
+        let now = generation();
+        // Relaxed: the thread that defers makes the wake itself later; only the drop waits.
+        let _ = self.deferred.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
+            Some(if d & !u64::from(u32::MAX) == now { d + 1 } else { now | 1 })
+        });
+    }
+
+    /// A deferred wake was made. One counted before a fork the child cannot be made by the
+    /// thread that deferred it (the child does not have it): nothing to count down.
+    pub(crate) fn deferral_done(&self) {
+        let now = generation();
+        // Release: the wake is done before a drop of the tables may go on.
+        let _ = self.deferred.fetch_update(Ordering::Release, Ordering::Relaxed, |d| {
+            (d & !u64::from(u32::MAX) == now && d & u64::from(u32::MAX) != 0).then(|| d - 1)
+        });
+    }
+
+    /// Wakes deferred on these tables and not made yet, by threads this process has.
+    pub(crate) fn deferrals(&self) -> u32 {
+        // Acquire: pairs with `deferral_done`'s release.
+        let d = self.deferred.load(Ordering::Acquire);
+        if d & !u64::from(u32::MAX) == generation() {
+            d as u32
+        } else {
+            0
+        }
     }
 
     /// Tables with the plain one allocated (node tables come on first use of each node).
@@ -213,8 +418,9 @@ impl Tables {
         self.lock_state().policy
     }
 
-    fn lock_state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock_state(&self) -> StateGuard<'_> {
+        let gate = Gate::take();
+        StateGuard { state: self.state.lock().unwrap_or_else(|e| e.into_inner()), _gate: gate }
     }
 
     /// The size `policy` asks for now.
@@ -293,8 +499,7 @@ impl Tables {
             if resized && self.spare_table(st, node, slots).is_none() {
                 // Allocated retired (counts ≥ RETIRED): not current, like every spare table.
                 let t = self.fresh_table(node, slots, RETIRED).ok_or_else(no_memory)?;
-                st.tables.try_reserve(1).map_err(|_| no_memory())?;
-                st.tables.push(Box::new(t));
+                st.keep(t)?;
             }
         }
         for (slot, node) in in_use {
@@ -326,9 +531,7 @@ impl Tables {
         let Some(old) = (unsafe { cur.as_ref() }) else {
             // A fresh table is seen by no one before it is published: counts start at 0.
             let t = self.fresh_table(node, slots, 0).ok_or_else(no_memory)?;
-            st.tables.try_reserve(1).map_err(|_| no_memory())?;
-            st.tables.push(Box::new(t));
-            let new: *const Table = &**st.tables.last().expect("just pushed");
+            let new: *const Table = st.keep(t)?;
             slot.store(new.cast_mut(), Ordering::Release);
             return Ok(());
         };
@@ -476,8 +679,7 @@ impl Drop for Tables {
     /// thread leaves its critical section (`reentry.rs`): a few list operations away. Wait for
     /// it, so that it does not find the tables gone.
     fn drop(&mut self) {
-        // Acquire: pairs with the drain's release after its wake.
-        while self.deferred.load(Ordering::Acquire) != 0 {
+        while self.deferrals() != 0 {
             crate::primitive::yield_now();
         }
     }

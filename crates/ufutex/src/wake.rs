@@ -106,7 +106,7 @@ pub(crate) fn wake<T: WaitTable>(
 /// section (`reentry.rs`: the call comes from a signal handler that interrupted it). The
 /// tables' count of deferred wakes keeps them alive until it is made.
 pub(crate) fn defer_private(tables: &Tables, key: Key, n: usize, mask: u64) {
-    tables.deferred().fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    tables.deferral_made();
     crate::reentry::defer(run_private, std::ptr::from_ref(tables).cast(), key, n, mask);
 }
 
@@ -116,8 +116,7 @@ fn run_private(ctx: *const (), key: Key, n: usize, mask: u64) {
     // wakes (taken there) keeps them alive until it is given back below.
     let tables = unsafe { &*ctx.cast::<Tables>() };
     infallible(wake_deferred(tables, key, n, mask));
-    // Release: the wake is done before a drop of the tables may go on.
-    tables.deferred().fetch_sub(1, std::sync::atomic::Ordering::Release);
+    tables.deferral_done();
 }
 
 /// A wake that a signal handler deferred (`reentry.rs`), made by its thread, which is counted

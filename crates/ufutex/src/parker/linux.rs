@@ -58,6 +58,12 @@ use crate::primitive::{hints_for, spin_hint, yield_now, AtomicU32, Ordering};
 #[path = "rings.rs"]
 mod rings;
 
+/// In a forked child: the ring slots the parent's sleeping threads held are free.
+#[cfg_attr(ufutex_loom, allow(dead_code))] // also built for the loom kernel model
+pub(super) fn forget_slots() {
+    rings::forget_all();
+}
+
 const SLEEPING: u32 = 1 << 31;
 const BELLED: u32 = 1 << 30;
 const SLOTTED: u32 = 1 << 29;

@@ -98,6 +98,14 @@ pub(crate) fn can_watch() -> bool {
     false
 }
 
+/// In a forked child (`fork.rs`): the slots the parent's sleeping threads held are free
+/// (the Linux parker's ring words; other backends keep nothing process-wide).
+#[cfg_attr(ufutex_loom, allow(dead_code))]
+pub(crate) fn forget_sleepers() {
+    #[cfg(all(not(ufutex_loom), not(feature = "fallback-parker"), target_os = "linux"))]
+    backend::forget_slots();
+}
+
 /// A handle that unparks its thread by itself (backends without a bell).
 #[cfg_attr(all(not(ufutex_loom), not(feature = "fallback-parker"), target_os = "linux"), allow(dead_code))]
 pub(crate) trait Unpark {
@@ -131,6 +139,13 @@ impl Bell {
         pub(crate) fn new() -> Bell {
             Bell { seq: crate::primitive::AtomicU32::new(0), homed: std::sync::atomic::AtomicU32::new(0) }
         }
+    }
+
+    /// In a forked child (`fork.rs`): none of the parent's nodes is queued.
+    #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
+    pub(crate) fn forget(&self) {
+        // Relaxed: a hint (see the field), and the child has one thread.
+        self.homed.store(0, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A node made this bucket its home (`Idle → Queued` here).

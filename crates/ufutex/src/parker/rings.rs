@@ -89,6 +89,14 @@ impl Drop for Slot {
     }
 }
 
+/// In a forked child, which has one thread and it not asleep: every slot is free.
+pub(super) fn forget_all() {
+    for i in 0..RINGS {
+        // Relaxed: see `Slot`'s drop.
+        ring(i).used.store(0, Ordering::Relaxed);
+    }
+}
+
 /// Where a thread parked from the bucket of the bell at `bell` looks for a slot first (`take`):
 /// the threads of one bucket share words. (Under loom, the first word: an address would make
 /// the model's runs differ.)

@@ -1,0 +1,113 @@
+//! A forked child has one thread: the one that called `fork`. The kernel's futex gives it no
+//! waiters (its private futexes are keyed by its own memory), but our tables are memory, and
+//! the child inherits them with every waiter the parent's other threads had queued. A wake in
+//! the child would take those nodes for threads that do not exist there and report them woken,
+//! while the child's own waiter behind them sleeps on: a lost wakeup. And a bucket lock that
+//! another thread held at the fork would stay held in the child for ever.
+//!
+//! So, as glibc does for malloc's arenas, `pthread_atfork` handlers (installed before the
+//! process first queues a waiter: [`watch`]) make the fork happen between changes:
+//! - *prepare*: take the gate of every domain's state, then every bucket lock of every table,
+//!   in rank order (`tables::hold_for_fork`, which argues the order);
+//! - *parent*: release them all;
+//! - *child*: every bucket forgets its queue, its count goes back to its table's base, its
+//!   bell and fence start afresh and its lock is free; the parker's ring slots and the bucket
+//!   locks' sleeper count start at zero, and wakes that signal handlers deferred to the
+//!   parent's other threads no longer hold their domains' drop (`Tables::deferrals`). The
+//!   parent's nodes and groups stay where they are, unreferenced (each is a few dozen bytes of
+//!   a thread the child does not have).
+//!
+//! A fork from a signal handler that interrupted its thread inside one of our calls (a
+//! critical section, a wait or a set-up) changes nothing: the interrupted call goes on in the
+//! child with what it holds, so its tables must stay as they were (the child then has the
+//! parent's waiters, as before these handlers). Children made without the handlers (a raw
+//! `clone`, `vfork`/`posix_spawn`, which exec at once) are not covered.
+//!
+//! Process-shared words are keyed by object, not by process, and the shared table has
+//! handlers of its own (`shared/process.rs`).
+
+use crate::reentry::ForkQuiet;
+use crate::tables::ForkHold;
+use std::cell::RefCell;
+
+std::thread_local! {
+    /// What this thread's prepare handler took, for its parent or child handler.
+    static HELD: RefCell<Option<(ForkHold, ForkQuiet)>> = const { RefCell::new(None) };
+}
+
+/// Install the handlers, once per process.
+pub(crate) fn watch() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    // SAFETY: the handlers are `extern "C"` functions without arguments, as pthread_atfork
+    // requires, and live as long as the library (glibc drops them when the object that
+    // registered them is unloaded). Should it fail (ENOMEM), forks go on as without it.
+    ONCE.call_once(|| unsafe {
+        libc::pthread_atfork(Some(prepare), Some(parent), Some(child));
+    });
+}
+
+extern "C" fn prepare() {
+    // A thread whose storage is being torn down takes nothing (it could not keep it).
+    if HELD.try_with(|_| ()).is_err() {
+        return;
+    }
+    let Some(quiet) = crate::reentry::fork_quiet() else {
+        return;
+    };
+    let hold = crate::tables::hold_for_fork();
+    HELD.with(|h| *h.borrow_mut() = Some((hold, quiet)));
+}
+
+/// What the prepare handler left, if it took anything.
+fn take() -> Option<(ForkHold, ForkQuiet)> {
+    HELD.try_with(|h| h.borrow_mut().take()).ok().flatten()
+}
+
+extern "C" fn parent() {
+    if let Some((hold, quiet)) = take() {
+        hold.release();
+        drop(quiet);
+    }
+}
+
+extern "C" fn child() {
+    if let Some((hold, quiet)) = take() {
+        crate::tables::forked();
+        crate::lock::forget_sleepers();
+        crate::parker::forget_sleepers();
+        hold.forget_waiters();
+        drop(quiet);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::tables::{NumaMode, Slots, Tables};
+
+    /// A wake deferred to a thread before the fork holds the tables' drop in the parent, which
+    /// has that thread, and not in the child, which does not (its drop would wait for ever).
+    #[test]
+    fn a_deferral_from_before_the_fork_does_not_hold_the_childs_drop() {
+        super::watch();
+        let t = Tables::new(Slots::Fixed(2), NumaMode::Off).expect("a small table");
+        // As by a signal handler, for a thread that is busy at the fork.
+        t.deferral_made();
+        // SAFETY: the child only reads the count, drops the tables (no deferral left to wait
+        // for) and exits with `_exit`: no lock another thread held is taken.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            let code = if t.deferrals() == 0 { 0 } else { 1 };
+            drop(t);
+            // SAFETY: ends the child without running the parent's exit handlers.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer and `pid` our child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child saw its count: {status:#x}");
+        assert_eq!(t.deferrals(), 1, "the parent still has the thread that will make it");
+        t.deferral_done();
+        assert_eq!(t.deferrals(), 0);
+    }
+}

@@ -1,0 +1,161 @@
+//! A forked child starts with none of the parent's waiters, as with the kernel's futex, and
+//! with every bucket lock free (`fork.rs`): a wake in the child reaches the child's own waiter
+//! and counts it, never a parent's thread that the child does not have; and forks taken while
+//! other threads wait, wake, requeue and resize leave the child nothing held.
+#![cfg(not(ufutex_loom))]
+
+mod common;
+
+use common::{await_queued, await_until, child, default_domain_lock, fixed, reap, stress_secs, watchdog, StopOnDrop};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use ufutex::{Domain, Slots};
+
+/// In the child: one thread waits on `w` (for 0) in `d`, is seen queued, and one wake takes
+/// exactly it. Nothing of the parent's is queued before or after. The child's exit status: 0
+/// when every check held, else the number of the check that failed.
+fn one_waiter_round(d: &'static Domain, w: &'static AtomicU32) -> i32 {
+    if d.queued_waiters() != 0 {
+        return 1;
+    }
+    let returned = Arc::new(AtomicBool::new(false));
+    let r = returned.clone();
+    let t = std::thread::spawn(move || {
+        let res = d.wait(w, 0, None);
+        r.store(true, Ordering::SeqCst);
+        res
+    });
+    await_queued(d, 1);
+    if d.wake(w, 1) != 1 {
+        return 2;
+    }
+    if !matches!(t.join(), Ok(Ok(()))) || !returned.load(Ordering::SeqCst) {
+        return 3;
+    }
+    if d.queued_waiters() != 0 || d.homed_waiters() != 0 {
+        return 4;
+    }
+    0
+}
+
+/// [`one_waiter_round`] on `w` in the default domain (failures 1-4), then on `v` in `own`
+/// (11-14).
+fn rounds_in_both(own: &'static Domain, w: &'static AtomicU32, v: &'static AtomicU32) -> i32 {
+    match one_waiter_round(Domain::default_domain(), w) {
+        0 => match one_waiter_round(own, v) {
+            0 => 0,
+            failed => 10 + failed,
+        },
+        failed => failed,
+    }
+}
+
+fn leak<T>(t: T) -> &'static T {
+    Box::leak(Box::new(t))
+}
+
+#[test]
+fn a_child_has_none_of_the_parents_waiters() {
+    watchdog();
+    let _serial = default_domain_lock();
+    let default = Domain::default_domain();
+    let own = leak(fixed(2));
+    // More sleepers than one ring word has slots, on the default domain and on one of our own.
+    let (w, v): (&'static AtomicU32, &'static AtomicU32) = (leak(AtomicU32::new(0)), leak(AtomicU32::new(0)));
+    let sleepers: Vec<_> = (0..80)
+        .map(|i| {
+            let (d, word) = if i % 2 == 0 { (default, w) } else { (own, v) };
+            std::thread::spawn(move || {
+                while word.load(Ordering::Acquire) == 0 {
+                    let _ = d.wait(word, 0, None);
+                }
+            })
+        })
+        .collect();
+    await_queued(default, 40);
+    await_queued(own, 40);
+
+    // The child's own waiters wait on the words the parent's do.
+    let pid = child(|| rounds_in_both(own, w, v));
+    assert_eq!(reap(pid), 0, "the child's checks (1-4: default domain, 11-14: its own)");
+
+    // The parent's waiters are where they were, and all wake.
+    assert_eq!((default.queued_waiters(), own.queued_waiters()), (40, 40));
+    w.store(1, Ordering::Release);
+    v.store(1, Ordering::Release);
+    assert_eq!(default.wake(w, usize::MAX), 40);
+    assert_eq!(own.wake(v, usize::MAX), 40);
+    for s in sleepers {
+        s.join().expect("a sleeper");
+    }
+}
+
+#[test]
+fn forks_amid_waits_wakes_requeues_and_resizes_leave_the_child_nothing_held() {
+    watchdog();
+    let _serial = default_domain_lock();
+    let default = Domain::default_domain();
+    let own = leak(fixed(2));
+    let words: &'static [AtomicU32; 4] = leak([const { AtomicU32::new(0) }; 4]);
+    let stop = leak(AtomicBool::new(false));
+    let _stop = StopOnDrop(stop);
+    let rounds = leak(AtomicUsize::new(0));
+    let mut busy = Vec::new();
+    for (i, d) in [default, own, default, own].into_iter().enumerate() {
+        // A waiter that gives up after a moment, a waker, and a requeuer from its word to the
+        // next, on each domain: bucket locks are taken and released all the time.
+        let w = &words[i];
+        let next = &words[(i + 1) % 4];
+        busy.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = d.wait(w, 0, Some(Duration::from_micros(200).into()));
+                rounds.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+        busy.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                d.wake(w, 1);
+                let _ = d.requeue(w, 0, next, 0, 1);
+                std::thread::yield_now();
+            }
+        }));
+    }
+    // Live resizes of our own domain: every waiter there moves, table after table.
+    busy.push(std::thread::spawn(move || {
+        let mut n = 2;
+        while !stop.load(Ordering::Relaxed) {
+            n = if n == 64 { 2 } else { n * 2 };
+            own.set_slots(Slots::Fixed(n)).expect("a resize");
+        }
+    }));
+    await_until("the busy threads are going", || rounds.load(Ordering::Relaxed) > 100);
+
+    let (fresh, other): (&'static AtomicU32, &'static AtomicU32) = (leak(AtomicU32::new(0)), leak(AtomicU32::new(0)));
+    let forks = 30 * stress_secs().max(1);
+    let start = Instant::now();
+    for i in 0..forks {
+        let pid = child(|| {
+            // Every word the busy threads used: a wake and a requeue go through (no lock is
+            // held), and find nobody.
+            for (k, d) in [default, own].into_iter().enumerate() {
+                for w in words {
+                    if d.wake(w, usize::MAX) != 0 || d.requeue(w, 0, other, 0, usize::MAX) != Ok(0) {
+                        return 20 + k as i32;
+                    }
+                }
+                // A resize in the child (the domain's state lock is free too).
+                if k == 1 && own.set_slots(Slots::Fixed(4)).is_err() {
+                    return 30;
+                }
+            }
+            rounds_in_both(own, fresh, fresh)
+        });
+        assert_eq!(reap(pid), 0, "fork {i}: the child's checks failed (see the codes in the test)");
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in busy {
+        t.join().expect("a busy thread");
+    }
+    eprintln!("{forks} forks amid the traffic in {:?}", start.elapsed());
+}
