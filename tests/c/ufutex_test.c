@@ -894,8 +894,8 @@ static int reap(pid_t pid)
 		}                                                                                 \
 	} while (0)
 
-/* How many threads wait (shared) on the word: a requeue of the word onto itself counts them
- * and wakes or moves none. `val` is what the word holds. */
+/* How many threads wait on the word (shared or private, as `flags` say): a requeue of the word
+ * onto itself counts them and wakes or moves none. `val` is what the word holds. */
 static long shared_waiters(void *uaddr, uint64_t val, unsigned flags)
 {
 	struct ufutex_waitv self[2] = {{.val = val, .uaddr = (uintptr_t)uaddr, .flags = flags},
@@ -930,6 +930,52 @@ static long shared_wake_one(void *uaddr, unsigned long mask, unsigned flags)
 			usleep(1000);
 	}
 	return r;
+}
+
+/* ---- fork: a child has none of its parent's private waiters ------------------------------ */
+
+/* In the child: nobody waits on the word its parent's 40 threads wait on (private memory: the
+ * child's own copy, as with the kernel's private futex); a thread of the child's waits there
+ * and one wake takes exactly it. */
+static int child_own_waiter(void *p)
+{
+	uint32_t *word = p;
+	const unsigned f = P(UFUTEX_SIZE_U32);
+	if (shared_waiters(word, 0, f) != 0)
+		return 90;
+	struct waiter w = {.uaddr = word, .val = 0, .mask = ~0U, .flags = f};
+	pthread_t t;
+	if (pthread_create(&t, NULL, wait_thread, &w) != 0)
+		return 91;
+	if (!until_waiters(word, 0, f, 1))
+		return 92;
+	if (ufutex_wake(word, ~0U, 1, f) != 1)
+		return 93;
+	pthread_join(t, NULL);
+	return report(w.ret, w.err, 0);
+}
+
+static void test_fork_private(void)
+{
+	static uint32_t word;
+	const unsigned f = P(UFUTEX_SIZE_U32);
+	enum { N = 40 };
+	struct waiter w[N];
+	pthread_t t[N];
+	for (int i = 0; i < N; i++) {
+		w[i] = (struct waiter){.uaddr = &word, .val = 0, .mask = ~0U, .flags = f};
+		CHECK(pthread_create(&t[i], NULL, wait_thread, &w[i]) == 0);
+	}
+	CHECK(until_waiters(&word, 0, f, N));
+	pid_t pid = spawn(child_own_waiter, &word);
+	CHILD_OK(pid);
+	CHECK(shared_waiters(&word, 0, f) == N); /* the parent's waiters are where they were */
+	__atomic_store_n(&word, 1, __ATOMIC_SEQ_CST);
+	CHECK(ufutex_wake(&word, ~0U, INT_MAX, f) == N);
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		CHECK(w[i].ret == 0);
+	}
 }
 
 static void *map_shared_anon(void)
@@ -1819,6 +1865,7 @@ int main(void)
 	RUN(test_shared_heap_is_local);
 	RUN(test_shared_requeue_fork);
 	RUN(test_shared_waitv_mixed);
+	RUN(test_fork_private);
 	RUN(test_named);
 	RUN(test_named_kinds);
 	RUN(test_wait_any);
