@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -241,6 +242,50 @@ static void threaded(void)
 	printf("-- threads: %s\n", failures ? "FAILED" : "ok");
 }
 
+/* ---- fork: the child has none of its parent's private waiters (its own memory, as the
+ * kernel keys private futexes), so a wake of one there takes the child's own sleeper. ---- */
+
+static void forked(void)
+{
+	static uint32_t w __attribute__((aligned(64)));
+	enum { N = 40 };
+	pthread_t t[N];
+	struct sleeper s[N];
+	for (int i = 0; i < N; i++) {
+		s[i] = (struct sleeper){&w, 0, FUTEX_WAIT_PRIVATE, 1, 0};
+		pthread_create(&t[i], NULL, sleep_on, &s[i]);
+	}
+	usleep(50000); /* most are asleep by now (one that is not makes the check weaker only) */
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sleeper c = {&w, 0, FUTEX_WAIT_PRIVATE, 1, 0};
+		pthread_t ct;
+		pthread_create(&ct, NULL, sleep_on, &c);
+		long woken = wake_until(&w, FUTEX_WAKE_PRIVATE, 1);
+		for (int i = 0; i < 100000 && !__atomic_load_n(&c.done, __ATOMIC_SEQ_CST); i++)
+			usleep(100);
+		_exit(woken == 1 && c.done && c.ret == 0 ? 0 : 1);
+	}
+	int st = 0;
+	EXPECT(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* The parent's sleepers are all still there: they wake (or find the word changed). */
+	__atomic_store_n(&w, 1, __ATOMIC_SEQ_CST);
+	for (int i = 0, all = 0; i < 100000 && !all; i++) {
+		futex(&w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+		all = 1;
+		for (int k = 0; k < N; k++)
+			all &= __atomic_load_n(&s[k].done, __ATOMIC_SEQ_CST);
+		if (!all)
+			usleep(100);
+	}
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		EXPECT(s[i].ret == 0 || s[i].ret == -1); /* woken, or EAGAIN: never asleep */
+	}
+	printf("-- fork: %s\n", failures ? "FAILED" : "ok");
+}
+
 /* ---- a thread-id word: the kernel clears it and wakes it (CLONE_CHILD_CLEARTID) when the
  * thread exits; a waiter on it through syscall(SYS_futex, FUTEX_WAIT) must see that. ---- */
 
@@ -283,6 +328,7 @@ int main(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	single_threaded();
 	threaded();
+	forked();
 	tid_word();
 	return failures ? 1 : 0;
 }
