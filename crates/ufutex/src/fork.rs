@@ -5,17 +5,23 @@
 //! while the child's own waiter behind them sleeps on: a lost wakeup. And a bucket lock that
 //! another thread held at the fork would stay held in the child for ever.
 //!
-//! So, as glibc does for malloc's arenas, `pthread_atfork` handlers (installed before the
-//! process first queues a waiter: [`watch`]) make the fork happen between changes:
-//! - *prepare*: take the gate of every domain's state, then every bucket lock of every table,
-//!   in rank order (`tables::hold_for_fork`, which argues the order);
-//! - *parent*: release them all;
-//! - *child*: every bucket forgets its queue, its count goes back to its table's base, its
-//!   bell and fence start afresh and its lock is free; the parker's ring slots and the bucket
-//!   locks' sleeper count start at zero, and wakes that signal handlers deferred to the
-//!   parent's other threads no longer hold their domains' drop (`Tables::deferrals`). The
-//!   parent's nodes and groups stay where they are, unreferenced (each is a few dozen bytes of
-//!   a thread the child does not have).
+//! So `pthread_atfork` handlers (installed before the process first queues a waiter:
+//! [`watch`]) give the child a fresh start:
+//! - *prepare*: take the gate that every domain's state changes under
+//!   (`tables::hold_for_fork`): the fork then copies no resize half done and no state lock
+//!   held;
+//! - *parent*: release it;
+//! - *child*: every bucket of every table forgets its queue, its count goes back to its
+//!   table's base, its bell and fence start afresh and its lock is free, whatever the parent's
+//!   threads were doing in it at the fork; the parker's ring slots and the bucket locks'
+//!   sleeper count start at zero, and wakes that signal handlers deferred to the parent's other
+//!   threads no longer hold their domains' drop (`Tables::deferrals`). The parent's nodes and
+//!   groups stay where they are, unreferenced (each is a few dozen bytes of a thread the child
+//!   does not have).
+//!
+//! Bucket locks are not held across the fork (glibc holds malloc's arenas' locks so): the
+//! child discards what they protect, and taking them would cost the parent a copy-on-write
+//! fault per page of buckets when it released them after the fork.
 //!
 //! A fork from a signal handler that interrupted its thread inside one of our calls (a
 //! critical section, a wait or a set-up) changes nothing: the interrupted call goes on in the

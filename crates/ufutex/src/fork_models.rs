@@ -1,6 +1,7 @@
-//! loom models of the fork handlers' locking (`fork.rs`): the prepare handler's hold and the
-//! parent's release, racing a wait, a requeue between two buckets and a resize. A deadlock (the
-//! lock order) or a lost wakeup shows as a loom deadlock; nothing may be left queued. (What the
+//! loom models of the fork handlers' locking (`fork.rs`): the prepare handler's gate and the
+//! parent's release, racing a wait (whose thread's first wait takes the gate to size the
+//! table), a requeue between two buckets and a resize (which holds the gate throughout). A
+//! deadlock or a lost wakeup shows as a loom deadlock; nothing may be left queued. (What the
 //! child does runs with one thread: `tests/fork.rs`.) Run by `25-loom` (`--lib`).
 use crate::error::WaitError;
 use crate::key::Key;

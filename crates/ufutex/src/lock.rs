@@ -133,7 +133,9 @@ loom::lazy_static! {
 #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
 pub(crate) fn forget_sleepers() {
     // Relaxed: the child has one thread.
-    SLEEPERS.store(0, Ordering::Relaxed);
+    if SLEEPERS.load(Ordering::Relaxed) != 0 {
+        SLEEPERS.store(0, Ordering::Relaxed);
+    }
 }
 
 pub(crate) struct RawLock {
@@ -253,11 +255,14 @@ impl RawLock {
     }
 
     /// In a forked child, which has one thread: free, whoever held it or slept on it in the
-    /// parent (`fork.rs`; the caller held it since the fork's prepare handler).
+    /// parent (`fork.rs`).
     #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
     pub(crate) fn forget(&self) {
-        // Relaxed: no other thread exists to see it.
-        self.state.store(UNLOCKED, Ordering::Relaxed);
+        // Relaxed: no other thread exists to see it. (Not written if free: a write may cost
+        // the child a copy-on-write fault.)
+        if self.state.load(Ordering::Relaxed) != UNLOCKED {
+            self.state.store(UNLOCKED, Ordering::Relaxed);
+        }
     }
 
     /// After a quiet unlock that found a locker registered to sleep: the store may have erased

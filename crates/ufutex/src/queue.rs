@@ -256,6 +256,12 @@ impl<H: Home> Queue<H> {
         Queue { head: ptr::null(), tail: ptr::null(), _nodes: PhantomData }
     }
 
+    /// Whether no group is queued (a look at the two ends, no walk).
+    #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head.is_null() && self.tail.is_null()
+    }
+
     /// Nodes in the queue (for tests and debug checks).
     pub(crate) fn len(&self) -> usize {
         let (mut n, mut g) = (0, self.head);

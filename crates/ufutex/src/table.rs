@@ -120,19 +120,30 @@ impl Bucket {
 }
 
 impl Bucket {
-    /// In a forked child (`fork.rs`), with this bucket's lock held since the fork's prepare
-    /// handler: no waiter is queued (every one was a parent's thread that the child does not
-    /// have), the count is its table's base (`RETIRED` if the table is not current, else 0),
-    /// and the lock is free. The queue's groups and nodes stay where they are, unreferenced.
+    /// In a forked child (`fork.rs`), whose one thread is in no call of ours: no waiter is
+    /// queued (every one was a parent's thread that the child does not have), the count is
+    /// its table's base (`RETIRED` if the table is not current, else 0), and the lock is free,
+    /// whatever a parent's thread was doing here at the fork. The queue's groups and nodes
+    /// stay where they are, unreferenced.
     #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
+    ///
+    /// A field that is already as new is not written: the child's first write to a page of
+    /// buckets costs it a copy-on-write fault, and most buckets of most tables are idle.
     fn forget(&self) {
-        // SAFETY: the caller holds the lock, and the child has no other thread: nothing else
-        // reaches the queue. The old queue is overwritten, not dropped: it owns nothing.
-        unsafe { self.queue.get().write(Queue::new()) };
+        // SAFETY: the child has one thread, which holds no bucket lock and is in no queue
+        // operation: nothing else reaches the queue. A queue that is not empty is
+        // overwritten, not dropped (it owns nothing), and never read again.
+        unsafe {
+            if !(*self.queue.get()).is_empty() {
+                self.queue.get().write(Queue::new());
+            }
+        }
         // Relaxed: one thread. No resize was under way at the fork (the prepare handler holds
         // the gate that resizes hold), so the count is its base plus in-flight increments.
-        let base = self.waiters.load(Ordering::Relaxed) & RETIRED;
-        self.waiters.store(base, Ordering::Relaxed);
+        let count = self.waiters.load(Ordering::Relaxed);
+        if count & !RETIRED != 0 {
+            self.waiters.store(count & RETIRED, Ordering::Relaxed);
+        }
         self.bell.forget();
         self.fence.forget();
         self.lock.forget();
@@ -367,30 +378,6 @@ impl Table {
         publish();
         drop(new_guards);
         drop(old_guards);
-    }
-
-    /// Where this table's buckets come in the lock order: before every bucket of a table with a
-    /// higher rank (module docs).
-    #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
-    pub(crate) fn rank(&self) -> u64 {
-        self.id
-    }
-
-    /// A fork's prepare handler (`fork.rs`): lock every bucket, in rank order. The caller
-    /// counts itself busy (`reentry`) and takes the tables in rank order.
-    #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
-    pub(crate) fn hold_every_bucket(&self) {
-        for b in self.buckets() {
-            b.lock.lock();
-        }
-    }
-
-    /// The parent after the fork: unlock every bucket [`Self::hold_every_bucket`] locked.
-    #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
-    pub(crate) fn release_every_bucket(&self) {
-        for b in self.buckets().iter().rev() {
-            b.lock.unlock();
-        }
     }
 
     /// The child after the fork: every bucket forgets its waiters and is unlocked (see

@@ -167,59 +167,43 @@ impl std::ops::DerefMut for StateGuard<'_> {
     }
 }
 
-/// What a fork's prepare handler holds until the fork returns (`fork.rs`): the gate, and every
-/// bucket of every table of every domain.
+/// What a fork's prepare handler holds until the fork returns (`fork.rs`): the gate.
 #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
 pub(crate) struct ForkHold {
     gate: Gate,
-    /// The tables, in rank order.
-    tables: Vec<*const Table>,
 }
 
-/// A fork's prepare handler: take the gate, then every bucket of every table, lowest rank
-/// first, so that the fork copies no bucket in the middle of a change.
+/// A fork's prepare handler: take the gate, so that the fork copies no resize in the middle
+/// (a resizer holds the gate throughout), no domain state held (every holder of one holds the
+/// gate) and a list of tables that is whole. Nothing waits for the gate while it holds a
+/// bucket lock, so this waits only for resizes and state queries to finish.
 ///
-/// No deadlock: with the gate held, no resize runs (a resizer holds the gate throughout), and
-/// every other locker of two buckets takes them in rank order (`table.rs`), as this does; a
-/// locker of one bucket waits for nothing while it holds it. No bucket holder waits for the
-/// gate (the gate is taken before any bucket, never while one is held).
+/// Bucket locks are not taken: the child forgets every bucket's contents whatever state the
+/// parent's threads left it in (`Bucket::forget`), so the fork may copy one in the middle of a
+/// change. Every page the parent writes after the fork costs it a copy-on-write fault, so
+/// this writes the gate's word and nothing else (BENCHMARKS.md, forty-third session).
 #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
 pub(crate) fn hold_for_fork() -> ForkHold {
-    let gate = Gate::take();
-    #[cfg_attr(ufutex_loom, allow(unused_mut))]
-    let mut tables: Vec<*const Table> = listed_tables().iter().map(|&a| a as *const Table).collect();
-    #[cfg(not(ufutex_loom))]
-    tables.push(initial_table());
-    // Every dereference below and in `ForkHold`'s methods is of a table that lives while the
-    // gate is held: a listed table lives until its domain's state is dropped, which takes the
-    // gate first to unlist it; the static table lives for ever.
-    // SAFETY: as just said.
-    tables.sort_by_key(|&t| unsafe { &*t }.rank());
-    for &t in &tables {
-        // SAFETY: as above.
-        unsafe { &*t }.hold_every_bucket();
-    }
-    ForkHold { gate, tables }
+    ForkHold { gate: Gate::take() }
 }
 
 impl ForkHold {
-    /// The parent after the fork: every lock released, as it was.
+    /// The parent after the fork: the gate is released (with `self`).
     #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
-    pub(crate) fn release(self) {
-        for &t in self.tables.iter().rev() {
-            // SAFETY: see `hold_for_fork`.
-            unsafe { &*t }.release_every_bucket();
-        }
-    }
+    pub(crate) fn release(self) {}
 
-    /// The child after the fork: its one thread is the one that forked, which waits nowhere,
-    /// so every queued waiter is a parent's thread the child does not have. Every bucket
-    /// forgets them and is unlocked, and so is the gate.
+    /// The child after the fork: its one thread is the one that forked, which is in no call
+    /// of ours (`reentry::fork_quiet`), so every queued waiter is a parent's thread that the
+    /// child does not have, and every held bucket lock was held by one. Every bucket of every
+    /// table forgets them and is free, and so is the gate.
     #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
     pub(crate) fn forget_waiters(self) {
-        for &t in &self.tables {
-            // SAFETY: see `hold_for_fork`.
-            unsafe { &*t }.forget_every_waiter();
+        #[cfg(not(ufutex_loom))]
+        initial_table().forget_every_waiter();
+        for &t in listed_tables().iter() {
+            // SAFETY: a listed table lives until its domain's state is dropped, which takes the
+            // gate first to unlist it, and we hold the gate.
+            unsafe { &*(t as *const Table) }.forget_every_waiter();
         }
         GATE.forget();
         // The gate's guard would unlock it again: only its busy count is given back.
