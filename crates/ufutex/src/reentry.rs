@@ -566,9 +566,10 @@ impl Drop for Setup {
 }
 
 /// This thread runs a fork's handlers (`fork.rs`), from [`fork_quiet`] until dropped: it holds
-/// every bucket lock meanwhile, so it counts as busy and as in a wait (a signal handler's wake
-/// is deferred and its wait fails, as inside any critical section).
-#[cfg_attr(ufutex_loom, allow(dead_code))] // fork is not modelled, only its locking
+/// the tables' gate meanwhile, and in the child resets every bucket, so it counts as busy and
+/// as in a wait (a signal handler's wake is deferred and its wait fails, as inside any critical
+/// section).
+#[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
 pub(crate) struct ForkQuiet(());
 
 /// Start a fork's handlers; `None` if this thread is busy, in a wait or in a set-up: the fork
