@@ -132,10 +132,7 @@ loom::lazy_static! {
 /// it, and their registrations would keep every unlock from being quiet.
 #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
 pub(crate) fn forget_sleepers() {
-    // Relaxed: the child has one thread.
-    if SLEEPERS.load(Ordering::Relaxed) != 0 {
-        SLEEPERS.store(0, Ordering::Relaxed);
-    }
+    crate::primitive::reset_in_child(&SLEEPERS, 0);
 }
 
 pub(crate) struct RawLock {
@@ -258,11 +255,7 @@ impl RawLock {
     /// parent (`fork.rs`).
     #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
     pub(crate) fn forget(&self) {
-        // Relaxed: no other thread exists to see it. (Not written if free: a write may cost
-        // the child a copy-on-write fault.)
-        if self.state.load(Ordering::Relaxed) != UNLOCKED {
-            self.state.store(UNLOCKED, Ordering::Relaxed);
-        }
+        crate::primitive::reset_in_child(&self.state, UNLOCKED);
     }
 
     /// After a quiet unlock that found a locker registered to sleep: the store may have erased

@@ -185,12 +185,8 @@ impl Fence {
     /// no waker to order against.)
     #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
     pub(crate) fn forget(&self) {
-        // Relaxed: the child has one thread. (A FREE bucket is left as it is: a write may
-        // cost the child a copy-on-write fault, and `since` counts only while FENCED.)
-        if self.mode.load(Ordering::Relaxed) != FREE {
-            self.mode.store(FREE, Ordering::Relaxed);
-            self.since.store(0, Ordering::Relaxed);
-        }
+        // (`since` is read only while FENCED, and set on the way there.)
+        crate::primitive::reset_in_child(&self.mode, FREE);
     }
 
     /// A waiter of [`Pays::Waiter`] came, its count in: what it needs before it compares.

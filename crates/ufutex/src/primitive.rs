@@ -61,6 +61,19 @@ pub(crate) fn speculation_fence() {
     }
 }
 
+/// In a forked child (`fork.rs`), which has one thread: make `a` hold `v`, writing it only if
+/// it does not already (the child's first write to a page costs it a copy-on-write fault, and
+/// most of what the child resets is as new). Whether it wrote.
+#[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
+pub(crate) fn reset_in_child(a: &AtomicU32, v: u32) -> bool {
+    // Relaxed: no other thread exists to see it.
+    let differs = a.load(Ordering::Relaxed) != v;
+    if differs {
+        a.store(v, Ordering::Relaxed);
+    }
+    differs
+}
+
 /// Start reading the cache line at `addr` (`prefetcht0`): a hint to the CPU, nothing else. It
 /// neither faults nor changes what the program sees, whatever the address, so `addr` need not
 /// point at anything live. A no-op under loom and off x86-64.

@@ -109,26 +109,13 @@ impl Bucket {
         &self.fence
     }
 
-    /// Lock the bucket. The thread counts itself busy first, until the guard's drop
-    /// (`reentry.rs`: a signal handler's call then does not take a lock).
-    #[inline]
-    pub(crate) fn lock(&self) -> BucketGuard<'_> {
-        crate::reentry::locking();
-        self.lock.lock();
-        BucketGuard { bucket: self }
-    }
-}
-
-impl Bucket {
     /// In a forked child (`fork.rs`), whose one thread is in no call of ours: no waiter is
     /// queued (every one was a parent's thread that the child does not have), the count is
     /// its table's base (`RETIRED` if the table is not current, else 0), and the lock is free,
     /// whatever a parent's thread was doing here at the fork. The queue's groups and nodes
-    /// stay where they are, unreferenced.
+    /// stay where they are, unreferenced. What is already as new is not written
+    /// (`primitive::reset_in_child`): most buckets of most tables are idle.
     #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
-    ///
-    /// A field that is already as new is not written: the child's first write to a page of
-    /// buckets costs it a copy-on-write fault, and most buckets of most tables are idle.
     fn forget(&self) {
         // SAFETY: the child has one thread, which holds no bucket lock and is in no queue
         // operation: nothing else reaches the queue. A queue that is not empty is
@@ -140,13 +127,19 @@ impl Bucket {
         }
         // Relaxed: one thread. No resize was under way at the fork (the prepare handler holds
         // the gate that resizes hold), so the count is its base plus in-flight increments.
-        let count = self.waiters.load(Ordering::Relaxed);
-        if count & !RETIRED != 0 {
-            self.waiters.store(count & RETIRED, Ordering::Relaxed);
-        }
+        crate::primitive::reset_in_child(&self.waiters, self.waiters.load(Ordering::Relaxed) & RETIRED);
         self.bell.forget();
         self.fence.forget();
         self.lock.forget();
+    }
+
+    /// Lock the bucket. The thread counts itself busy first, until the guard's drop
+    /// (`reentry.rs`: a signal handler's call then does not take a lock).
+    #[inline]
+    pub(crate) fn lock(&self) -> BucketGuard<'_> {
+        crate::reentry::locking();
+        self.lock.lock();
+        BucketGuard { bucket: self }
     }
 }
 

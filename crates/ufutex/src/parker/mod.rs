@@ -144,8 +144,9 @@ impl Bell {
     /// In a forked child (`fork.rs`): none of the parent's nodes is queued.
     #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
     pub(crate) fn forget(&self) {
-        // Relaxed: a hint (see the field), and the child has one thread. (Not written if 0: a
-        // write may cost the child a copy-on-write fault.)
+        // Relaxed: a hint (see the field), and the child has one thread. Written only if not 0,
+        // as `primitive::reset_in_child` writes (which takes the crate's atomic type; this one
+        // is std's even under loom).
         if self.homed() != 0 {
             self.homed.store(0, std::sync::atomic::Ordering::Relaxed);
         }

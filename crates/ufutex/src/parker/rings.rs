@@ -92,11 +92,7 @@ impl Drop for Slot {
 /// In a forked child, which has one thread and it not asleep: every slot is free.
 pub(super) fn forget_all() {
     for i in 0..RINGS {
-        // Relaxed: see `Slot`'s drop. (Not written if free: a write may cost the child a
-        // copy-on-write fault.)
-        if ring(i).used.load(Ordering::Relaxed) != 0 {
-            ring(i).used.store(0, Ordering::Relaxed);
-        }
+        crate::primitive::reset_in_child(&ring(i).used, 0);
     }
 }
 
