@@ -88,8 +88,7 @@ impl Drop for State {
             return;
         }
         let _gate = Gate::take();
-        let mine: Vec<usize> = self.tables.iter().map(|t| std::ptr::from_ref(&**t) as usize).collect();
-        listed_tables().retain(|a| !mine.contains(a));
+        listed_tables().retain(|&a| !self.tables.iter().any(|t| std::ptr::from_ref(&**t) as usize == a));
     }
 }
 
@@ -137,6 +136,17 @@ impl Gate {
         crate::reentry::locking();
         GATE.lock();
         Gate(())
+    }
+}
+
+impl Gate {
+    /// In a forked child: the gate free, whoever slept on it in the parent, and this thread's
+    /// busy count given back.
+    #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
+    fn forget(self) {
+        GATE.forget();
+        std::mem::forget(self);
+        crate::reentry::unlocked();
     }
 }
 
@@ -205,10 +215,7 @@ impl ForkHold {
             // gate first to unlist it, and we hold the gate.
             unsafe { &*(t as *const Table) }.forget_every_waiter();
         }
-        GATE.forget();
-        // The gate's guard would unlock it again: only its busy count is given back.
-        std::mem::forget(self.gate);
-        crate::reentry::unlocked();
+        self.gate.forget();
     }
 }
 
@@ -244,6 +251,11 @@ pub(crate) fn forked() {
 /// The current fork generation, in a deferred count's high half.
 fn generation() -> u64 {
     u64::from(FORKS.load(std::sync::atomic::Ordering::Relaxed)) << 32
+}
+
+/// The count in the deferred word `d` if it belongs to generation `now`, else `None`.
+fn count_of(d: u64, now: u64) -> Option<u32> {
+    (d & !u64::from(u32::MAX) == now).then_some(d as u32)
 }
 
 /// Whether node tables exist, and how nodes are found.
@@ -318,9 +330,9 @@ impl Tables {
     pub(crate) fn deferral_made(&self) {
         let now = generation();
         // Relaxed: the thread that defers makes the wake itself later; only the drop waits.
-        let _ = self.deferred.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
-            Some(if d & !u64::from(u32::MAX) == now { d + 1 } else { now | 1 })
-        });
+        let _ = self
+            .deferred
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| Some(count_of(d, now).map_or(now | 1, |_| d + 1)));
     }
 
     /// A deferred wake was made. One counted before a fork the child cannot be made by the
@@ -329,19 +341,14 @@ impl Tables {
         let now = generation();
         // Release: the wake is done before a drop of the tables may go on.
         let _ = self.deferred.fetch_update(Ordering::Release, Ordering::Relaxed, |d| {
-            (d & !u64::from(u32::MAX) == now && d & u64::from(u32::MAX) != 0).then(|| d - 1)
+            count_of(d, now).filter(|&c| c != 0).map(|_| d - 1)
         });
     }
 
     /// Wakes deferred on these tables and not made yet, by threads this process has.
     pub(crate) fn deferrals(&self) -> u32 {
         // Acquire: pairs with `deferral_done`'s release.
-        let d = self.deferred.load(Ordering::Acquire);
-        if d & !u64::from(u32::MAX) == generation() {
-            d as u32
-        } else {
-            0
-        }
+        count_of(self.deferred.load(Ordering::Acquire), generation()).unwrap_or(0)
     }
 
     /// Tables with the plain one allocated (node tables come on first use of each node).
