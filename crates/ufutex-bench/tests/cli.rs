@@ -303,12 +303,19 @@ fn keyed_cleans_up_on_sigint() {
     let base = keyed_base(2);
     let exe = assert_cmd::cargo::cargo_bin("ufutex-bench");
     let args = ["keyed", "--keys", "200", "--reps", "1000", "--threads", "1", "--no-warmup", "-q", "--base"];
-    let mut child = std::process::Command::new(exe)
-        .args(args)
-        .arg(base.to_string())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut run = std::process::Command::new(exe);
+    run.args(args).arg(base.to_string()).stdout(std::process::Stdio::null());
+    // The run keeps a signal its caller ignores ignored, and a shell's background job (CI
+    // started with `&`) inherits SIGINT ignored: the child gets the default action back.
+    // SAFETY: `signal` is async-signal-safe, and the closure touches nothing else between the
+    // fork and the exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut run, || {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = run.spawn().unwrap();
     // What the loop saw, not a second look: the run removes its sets between repetitions, so a
     // second look can fall in that gap (it did, in CI).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
