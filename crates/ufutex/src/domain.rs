@@ -11,6 +11,7 @@ use crate::word::{word_of, Futex};
 use crate::Slots;
 use crate::MATCH_ANY;
 use std::io;
+use std::ptr::NonNull;
 
 /// How to build a [`Domain`]: a builder, checked only by [`Domain::new`].
 ///
@@ -145,7 +146,35 @@ impl DomainConfig {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct Domain {
-    tables: Tables,
+    /// The engine's registry, never inside the `Domain` itself: a wake that a signal handler
+    /// deferred keeps a pointer to it until its thread makes it (`wake.rs`, `reentry.rs`),
+    /// and a `Domain` may be moved meanwhile. Boxed by [`Domain::new`] and freed by its drop;
+    /// the default domain's is a static ([`default_domain`]).
+    tables: NonNull<Tables>,
+    /// Whether `tables` came from a `Box` that this domain frees.
+    owned: bool,
+}
+
+// SAFETY: a `Domain` is a handle to its `Tables` (owned, or the default domain's static), and
+// every operation on it only reads through the pointer (as `&Tables`); `Tables` is itself
+// `Send` and `Sync` (checked below), so sending or sharing the handle is sending or sharing it.
+unsafe impl Send for Domain {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Domain {}
+const _: () = {
+    const fn send_and_sync<T: Send + Sync>() {}
+    send_and_sync::<Tables>();
+};
+
+impl Drop for Domain {
+    fn drop(&mut self) {
+        if self.owned {
+            // SAFETY: `owned` says `tables` came from `Box::into_raw` in `Domain::new`, and
+            // this is the only `Domain` that holds it (`Domain` is not `Clone`): freed once,
+            // here. `Tables`' own drop first waits out any deferred wake that points to it.
+            drop(unsafe { Box::from_raw(self.tables.as_ptr()) });
+        }
+    }
 }
 
 impl Domain {
@@ -172,13 +201,16 @@ impl Domain {
             (true, None) => NumaMode::System { mpol: config.mpol },
             (true, Some(nodes)) => NumaMode::Virtual { nodes, mpol: config.mpol },
         };
-        Ok(Domain { tables: Tables::new(config.slots, numa)? })
+        let tables = Box::new(Tables::new(config.slots, numa)?);
+        Ok(Domain { tables: NonNull::from(Box::leak(tables)), owned: true })
     }
 
     /// The engine's registry behind this domain.
     #[inline]
     pub(crate) fn tables(&self) -> &Tables {
-        &self.tables
+        // SAFETY: `tables` is the default domain's static or the box that `new` made, which
+        // lives until this domain's drop, and is never written through the pointer.
+        unsafe { self.tables.as_ref() }
     }
 
     /// Change the sizing policy, resizing the table now if its size changes. Waiters queued
@@ -202,7 +234,7 @@ impl Domain {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn set_slots(&self, slots: Slots) -> io::Result<()> {
-        self.tables.set_slots(slots, std::ptr::eq(self, default_domain()))
+        self.tables().set_slots(slots, std::ptr::eq(self, default_domain()))
     }
 
     /// The current number of buckets of each table (a `Large` table reports its real size).
@@ -216,7 +248,7 @@ impl Domain {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn slots(&self) -> usize {
-        self.tables.slots()
+        self.tables().slots()
     }
 
     /// The current sizing policy.
@@ -229,14 +261,14 @@ impl Domain {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn policy(&self) -> Slots {
-        self.tables.policy()
+        self.tables().policy()
     }
 
     /// Waiters queued anywhere in this domain, every node's table included (walks every
     /// bucket under its lock).
     #[doc(hidden)]
     pub fn queued_waiters(&self) -> usize {
-        self.tables.queued_waiters()
+        self.tables().queued_waiters()
     }
 
     /// Waiters whose home bucket (where they first queued; `parker::Bell`) is in this domain,
@@ -244,19 +276,19 @@ impl Domain {
     /// is in flight (for tests).
     #[doc(hidden)]
     pub fn homed_waiters(&self) -> usize {
-        self.tables.homed_waiters()
+        self.tables().homed_waiters()
     }
 
     /// How many tables are current: the plain one (if allocated) and each node's in use.
     #[doc(hidden)]
     pub fn tables_in_use(&self) -> usize {
-        self.tables.tables_in_use()
+        self.tables().tables_in_use()
     }
 
     /// Bytes held by this domain's tables (current and retired).
     #[doc(hidden)]
     pub fn memory_footprint(&self) -> usize {
-        self.tables.memory_footprint()
+        self.tables().memory_footprint()
     }
 
     /// Wait on `f` in this domain; see [`crate::wait`]. Only wakes and requeues through this
@@ -311,7 +343,7 @@ impl Domain {
         deadline: Option<Deadline>,
     ) -> Result<(), WaitError> {
         crate::wait::wait_word(
-            &self.tables,
+            self.tables(),
             word_of(f),
             F::value_bits(expected),
             mask,
@@ -332,7 +364,7 @@ impl Domain {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn wake<F: Futex>(&self, f: &F, n: usize) -> usize {
-        crate::wake::wake_word(&self.tables, word_of(f), n, MATCH_ANY, Pays::Waiter)
+        crate::wake::wake_word(self.tables(), word_of(f), n, MATCH_ANY, Pays::Waiter)
     }
 
     /// Wake up to `n` waiters on `f` in this domain whose mask shares a bit with `mask`;
@@ -356,7 +388,7 @@ impl Domain {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn wake_bitset<F: Futex>(&self, f: &F, n: usize, mask: u64) -> usize {
-        crate::wake::wake_word(&self.tables, word_of(f), n, mask, Pays::Waiter)
+        crate::wake::wake_word(self.tables(), word_of(f), n, mask, Pays::Waiter)
     }
 
     /// Wait on any of `entries` in this domain; returns the index of a woken entry (see
@@ -382,7 +414,7 @@ impl Domain {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn waitv(&self, entries: &[WaitEntry<'_>], deadline: Option<Deadline>) -> Result<usize, WaitError> {
-        crate::waitv::waitv_entries(&self.tables, entries, deadline.map(Into::into))
+        crate::waitv::waitv_entries(self.tables(), entries, deadline.map(Into::into))
     }
 
     /// If `*from == expected`, wake up to `nr_wake` waiters of `from` and move up to
@@ -422,7 +454,7 @@ impl Domain {
         nr_requeue: usize,
     ) -> Result<usize, WaitError> {
         crate::requeue::requeue_words(
-            &self.tables,
+            self.tables(),
             word_of(from),
             F::value_bits(expected),
             word_of(to),
@@ -444,13 +476,12 @@ impl std::fmt::Debug for Domain {
 /// allocation: growing it later may fail (the table keeps its size), using it cannot.
 #[cfg(not(ufutex_loom))]
 pub(crate) fn default_domain() -> &'static Domain {
-    static DEFAULT: Domain = Domain {
-        tables: Tables::empty(
-            Slots::Auto,
-            NumaMode::System { mpol: false },
-            Some((crate::tables::initial_table(), crate::tables::AUTO_MIN)),
-        ),
-    };
+    static TABLES: Tables = Tables::empty(
+        Slots::Auto,
+        NumaMode::System { mpol: false },
+        Some((crate::tables::initial_table(), crate::tables::AUTO_MIN)),
+    );
+    static DEFAULT: Domain = Domain { tables: NonNull::from_ref(&TABLES), owned: false };
     &DEFAULT
 }
 

@@ -87,6 +87,30 @@ mod tests {
         assert_eq!(t.queued_waiters(), 0);
     }
 
+    /// A deferred wake keeps a pointer to its domain's tables until its thread makes it, and a
+    /// `Domain` may be moved meanwhile (here, its old place then holds another domain): the
+    /// tables do not move with it, so the wake is made on them and on no other domain's.
+    #[test]
+    fn a_deferred_wake_follows_its_domain_when_the_domain_moves() {
+        use crate::{Domain, DomainConfig};
+        let config = || DomainConfig::new().slots(Slots::Fixed(2));
+        let mut place = Domain::new(config()).unwrap();
+        let other = Domain::new(config()).unwrap();
+        let w = AtomicU32::new(0);
+        let g = other.tables().lock(&key(&w));
+        crate::wake::defer_private(place.tables(), key(&w), 1, !0);
+        assert_eq!(place.tables().deferrals(), 1);
+        let moved = std::mem::replace(&mut place, Domain::new(config()).unwrap());
+        drop(g);
+        let left = (moved.tables().deferrals(), place.tables().deferrals());
+        if left != (0, 0) {
+            // A drop would wait for the wake for ever: fail instead of hanging.
+            std::mem::forget((moved, place));
+        }
+        assert_eq!(left.0, 0, "made on the moved domain's tables");
+        assert_eq!(left.1, 0, "and not on the domain now in its old place");
+    }
+
     /// Wakes deferred while the drain runs (as by handlers that interrupt it) are made by the
     /// same drain, across as many pages as they need, and the drain gives every page back.
     #[test]

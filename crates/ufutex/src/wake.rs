@@ -113,7 +113,9 @@ pub(crate) fn defer_private(tables: &Tables, key: Key, n: usize, mask: u64) {
 /// [`defer_private`]'s wake, made.
 fn run_private(ctx: *const (), key: Key, n: usize, mask: u64) {
     // SAFETY: `ctx` is the tables that `defer_private` was given, whose count of deferred
-    // wakes (taken there) keeps them alive until it is given back below.
+    // wakes (taken there) keeps them alive until it is given back below. They have not moved
+    // since: a `Domain` holds its tables boxed (the default domain's are a static), so moving
+    // the `Domain` leaves them where they are.
     let tables = unsafe { &*ctx.cast::<Tables>() };
     infallible(wake_deferred(tables, key, n, mask));
     tables.deferral_done();
