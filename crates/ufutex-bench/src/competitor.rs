@@ -5,7 +5,6 @@
 use crate::sys;
 use std::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
 use std::hint::black_box;
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 use ufutex::preload::UfutexWaitv;
@@ -99,59 +98,65 @@ pub trait Competitor: Sync {
     }
 }
 
-/// ufutex, through the process default domain or a domain of its own.
-pub struct Ufutex {
-    /// The domain its calls go to: the process default, or one of its own (`owned`). A pointer
-    /// rather than an `Option` to look into at every call, so that a fast path's figure is
-    /// ufutex's call and not also this choice (a compare and a branch that a caller of
-    /// `ufutex::wake` does not run).
-    domain: NonNull<Domain>,
-    /// `domain` came from `Box::leak`, and is freed with `self`.
-    owned: bool,
+/// Where a [`Ufutex`] competitor's calls go.
+pub trait Home: Send + Sync + 'static {
+    fn domain(&self) -> &Domain;
+}
+
+/// The process default domain, reached as the free functions (`ufutex::wake`, ...) reach it: a
+/// static, so that its tables' address is a constant in the measured loop, as in a caller's.
+pub struct DefaultHome;
+
+impl Home for DefaultHome {
+    #[inline]
+    fn domain(&self) -> &Domain {
+        Domain::default_domain()
+    }
+}
+
+/// A domain of its own, held by value as a caller holds one (a `Domain` is a handle to its
+/// boxed tables).
+impl Home for Domain {
+    #[inline]
+    fn domain(&self) -> &Domain {
+        self
+    }
+}
+
+/// ufutex, through the process default domain ([`DefaultHome`]) or a domain of its own (the
+/// default type). The choice is the type's, so a fast path's figure is ufutex's call and not
+/// also a look at which domain (a compare and a branch that a caller does not run).
+pub struct Ufutex<H: Home = Domain> {
+    home: H,
     label: String,
 }
 
-// SAFETY: `domain` points at a `Domain` (`Send` and `Sync`) that lives as long as `self`: the
-// static default one, or one this value owns alone and frees only when it is dropped.
-unsafe impl Send for Ufutex {}
-// SAFETY: as for `Send`; `&Ufutex` only hands out `&Domain`.
-unsafe impl Sync for Ufutex {}
-
-impl Drop for Ufutex {
-    fn drop(&mut self) {
-        if self.owned {
-            // SAFETY: `domain` came from `Box::leak` in `with_slots`, and this is its one
-            // free: nothing else frees it, and `self` is not used after.
-            drop(unsafe { Box::from_raw(self.domain.as_ptr()) });
-        }
+impl Ufutex<DefaultHome> {
+    pub fn default_domain() -> Self {
+        Ufutex { home: DefaultHome, label: "ufutex".into() }
     }
 }
 
 impl Ufutex {
-    pub fn default_domain() -> Self {
-        Ufutex { domain: NonNull::from(Domain::default_domain()), owned: false, label: "ufutex".into() }
-    }
-
     pub fn with_slots(slots: Slots) -> std::io::Result<Self> {
         let label = match slots {
             Slots::Auto => "ufutex[auto]".to_string(),
             Slots::Large => "ufutex[large]".to_string(),
             Slots::Fixed(n) => format!("ufutex[{n}]"),
         };
-        let domain = Box::new(Domain::new(DomainConfig::new().slots(slots))?);
-        Ok(Ufutex { domain: NonNull::from(Box::leak(domain)), owned: true, label })
+        Ok(Ufutex { home: Domain::new(DomainConfig::new().slots(slots))?, label })
     }
 
     pub fn labelled(mut self, label: &str) -> Self {
         self.label = label.into();
         self
     }
+}
 
+impl<H: Home> Ufutex<H> {
     #[inline]
     pub fn domain(&self) -> &Domain {
-        // SAFETY: `domain` points at a live `Domain` for as long as `self` lives (see the
-        // `Send` impl); it is only ever read through, and freed only by `Drop`.
-        unsafe { self.domain.as_ref() }
+        self.home.domain()
     }
 }
 
@@ -163,7 +168,7 @@ fn ufutex_mask(mask: u64) -> u64 {
     }
 }
 
-impl Competitor for Ufutex {
+impl<H: Home> Competitor for Ufutex<H> {
     type Waitv<'a> = Vec<ufutex::WaitEntry<'a>>;
 
     fn name(&self) -> String {
@@ -611,6 +616,7 @@ pub fn shared_variant(name: &str) -> Result<&'static str, String> {
 /// A competitor picked on the command line (static dispatch through [`dispatch!`]).
 pub enum AnyCompetitor {
     Ufutex(Ufutex),
+    UfutexDefault(Ufutex<DefaultHome>),
     UfutexC(UfutexC),
     Kernel(Kernel),
     UfutexShared(UfutexShared),
@@ -622,7 +628,7 @@ impl AnyCompetitor {
     /// Build one by name; `domain_slots` is the size of the `ufutex-domain` table.
     pub fn by_name(name: &str, domain_slots: Slots) -> std::io::Result<Self> {
         Ok(match name {
-            "ufutex" => AnyCompetitor::Ufutex(Ufutex::default_domain()),
+            "ufutex" => AnyCompetitor::UfutexDefault(Ufutex::default_domain()),
             "ufutex-domain" => AnyCompetitor::Ufutex(Ufutex::with_slots(domain_slots)?),
             UfutexC::NAME => AnyCompetitor::UfutexC(UfutexC),
             "kernel" => AnyCompetitor::Kernel(Kernel::default()),
@@ -649,6 +655,7 @@ macro_rules! dispatch {
     ($any:expr, $c:ident => $body:expr) => {
         match $any {
             $crate::competitor::AnyCompetitor::Ufutex($c) => $body,
+            $crate::competitor::AnyCompetitor::UfutexDefault($c) => $body,
             $crate::competitor::AnyCompetitor::UfutexC($c) => $body,
             $crate::competitor::AnyCompetitor::Kernel($c) => $body,
             $crate::competitor::AnyCompetitor::UfutexShared($c) => $body,

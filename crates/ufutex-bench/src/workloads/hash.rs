@@ -268,9 +268,12 @@ pub fn sweep(common: &Common, p: Params, points: &[SlotPoint]) -> io::Result<Vec
             }
         }
         for c in &comps {
-            if let AnyCompetitor::Ufutex(u) = c {
-                notes.push(format!("ufutex domain: {} slots after the runs", u.domain().slots()));
-            }
+            let domain = match c {
+                AnyCompetitor::Ufutex(u) => u.domain(),
+                AnyCompetitor::UfutexDefault(u) => u.domain(),
+                _ => continue,
+            };
+            notes.push(format!("ufutex domain: {} slots after the runs", domain.slots()));
         }
         bench.notes = notes;
         out.push(bench);
