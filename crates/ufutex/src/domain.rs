@@ -169,7 +169,7 @@ const _: () = {
 impl Drop for Domain {
     fn drop(&mut self) {
         if self.owned {
-            // SAFETY: `owned` says `tables` came from `Box::into_raw` in `Domain::new`, and
+            // SAFETY: `owned` says `tables` came from `Box::leak` in `Domain::new`, and
             // this is the only `Domain` that holds it (`Domain` is not `Clone`): freed once,
             // here. `Tables`' own drop first waits out any deferred wake that points to it.
             drop(unsafe { Box::from_raw(self.tables.as_ptr()) });
