@@ -33,10 +33,10 @@
 //! private futexes: handlers installed with `pthread_atfork` at the process's first wait keep
 //! resizes out of the fork and, in the child, empty every queue and free every lock. A wake in
 //! the child therefore reaches the child's own waiters only, and counts them only; the parent's
-//! waiters are untouched. A fork from a signal handler that interrupted its
-//! thread inside this library leaves the queues as they are (the interrupted call goes on in
-//! the child), and so does a child made without the handlers (a raw `clone`). Process-shared
-//! words ([`shared`]) are keyed by their object, so parent and child meet on them as before.
+//! waiters are untouched. A fork from a signal handler that interrupted its thread inside this
+//! library leaves the queues as they are (the interrupted call goes on in the child), and so
+//! does a child made without the handlers (a raw `clone`). Process-shared words ([`shared`])
+//! are keyed by their object, so parent and child meet on them as before.
 #![doc = include_str!("../../../README.md")]
 #![deny(unsafe_op_in_unsafe_fn)]
 

@@ -63,15 +63,13 @@ pub(crate) fn speculation_fence() {
 
 /// In a forked child (`fork.rs`), which has one thread: make `a` hold `v`, writing it only if
 /// it does not already (the child's first write to a page costs it a copy-on-write fault, and
-/// most of what the child resets is as new). Whether it wrote.
+/// most of what the child resets is as new).
 #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
-pub(crate) fn reset_in_child(a: &AtomicU32, v: u32) -> bool {
+pub(crate) fn reset_in_child(a: &AtomicU32, v: u32) {
     // Relaxed: no other thread exists to see it.
-    let differs = a.load(Ordering::Relaxed) != v;
-    if differs {
+    if a.load(Ordering::Relaxed) != v {
         a.store(v, Ordering::Relaxed);
     }
-    differs
 }
 
 /// Start reading the cache line at `addr` (`prefetcht0`): a hint to the CPU, nothing else. It

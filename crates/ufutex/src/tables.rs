@@ -137,9 +137,7 @@ impl Gate {
         GATE.lock();
         Gate(())
     }
-}
 
-impl Gate {
     /// In a forked child: the gate free, whoever slept on it in the parent, and this thread's
     /// busy count given back.
     #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
