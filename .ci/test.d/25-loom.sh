@@ -3,18 +3,20 @@
 # bucket lock, named and shared tables: --lib). A separate target dir keeps the loom-cfg build
 # from invalidating the normal one.
 #
-# A model runs on one thread, and two of them take minutes each on a slow host (~130 s and
-# ~200 s on an AMD EPYC family 23), so they run in two lanes, one per CPU: lane 1 is the mutex's
+# A model runs on one thread, and two of them take minutes each on a slow host (~170 s and
+# ~245 s on an AMD EPYC family 23), so they run in two lanes, one per CPU: lane 1 is the mutex's
 # model at three preemptions; lane 2 is the core model at three preemptions and then the rest.
+# Lane 1, the longer, starts as soon as its executable is built (run directly: a `cargo test`
+# would wait for the build of the others to let go of the target directory).
 set -euo pipefail
 export RUSTFLAGS="--cfg ufutex_loom"
 loom() { cargo test --release -p ufutex --target-dir target/loom "$@"; }
-# Build once, so that the lanes do not both build.
-loom --test loom_core --test loom_numa --test loom_sync --lib --no-run
+sync_bin=$(loom --test loom_sync --no-run --message-format=json-render-diagnostics |
+  python3 .ci/test-executable.py loom_sync)
 
 lane1() {
   # Three preemptions at least (the model raises a lower bound itself).
-  LOOM_MAX_PREEMPTIONS=3 loom --test loom_sync -- --exact handoff_in_flight_at_three_preemptions
+  LOOM_MAX_PREEMPTIONS=3 "$sync_bin" --exact handoff_in_flight_at_three_preemptions
 }
 lane2() {
   # Its window (a node between two groups) takes three preemptions to reach (which also covers
@@ -36,10 +38,13 @@ lane2() {
 
 log=$(mktemp)
 # Lane 1 in its own process group, so that a failure in lane 2 stops it too.
-export -f loom lane1
+export -f lane1
+export sync_bin
 setsid bash -c lane1 >"$log" 2>&1 &
 lane1_pid=$!
 trap 'kill -- -"$lane1_pid" 2>/dev/null || true; rm -f "$log"' EXIT
+# The rest, built once, so that lane 2's runs do not each build.
+loom --test loom_core --test loom_numa --lib --no-run
 lane2
 status=0
 wait "$lane1_pid" || status=$?

@@ -5,29 +5,23 @@
 # "possibly lost" thread handles are neither errors nor shown.
 #
 # Valgrind (3.19 here) does not know the futex_waitv/futex_wait syscalls that the default parker
-# sleeps in, so the tests run with the portable parker (--features fallback-parker), the build
-# 20-unit.sh has already made. Budget: a few seconds on 2 cores.
+# sleeps in, so the tests run with the portable parker (--features fallback-parker).
+#
+#     .ci/memcheck.sh BIN     (BIN: the library's unit-test executable of that build)
+#
+# 20-unit.sh builds it and runs this beside its own test runs: ~75 s of one CPU (valgrind runs
+# one thread at a time) that the test runs, which mostly wait, leave free.
 set -euo pipefail
 filters=(queue::tests:: table::tests::)
-
-# The unit-test executable of the library, as cargo reports it.
-bin=$(cargo test -p ufutex --lib --features fallback-parker --no-run --message-format=json |
-  python3 -c '
-import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "ufutex" \
-            and m["profile"]["test"] and m.get("executable"):
-        print(m["executable"])
-')
-[ -x "$bin" ] || { echo "22-memcheck: no unit-test executable for ufutex" >&2; exit 1; }
+bin=${1:?usage: .ci/memcheck.sh BIN}
+[ -x "$bin" ] || { echo "memcheck: $bin is not an executable" >&2; exit 1; }
 
 # A renamed module must not turn this step into a run of nothing: each filter selects tests.
 listed=$("$bin" --list "${filters[@]}")
 for f in "${filters[@]}"; do
   n=$(grep -c "^$f.*: test\$" <<<"$listed" || true)
-  [ "$n" -gt 0 ] || { echo "22-memcheck: no unit test matches $f" >&2; exit 1; }
-  echo "22-memcheck: $n tests under $f"
+  [ "$n" -gt 0 ] || { echo "memcheck: no unit test matches $f" >&2; exit 1; }
+  echo "memcheck: $n tests under $f"
 done
 
 timeout 300 valgrind -q --tool=memcheck --error-exitcode=99 --leak-check=full \
