@@ -7,22 +7,15 @@
 # test runs, which mostly wait (on sleepers, children, timeouts), leave one free. As a step of
 # its own after this one it added its whole time to the run.
 set -euo pipefail
+# Both builds first, so that memcheck starts after them, not beside them.
 cargo test --workspace --no-run
 # The portable parker's unit-test executable, as cargo reports it (the build that the second
 # run below completes with the integration tests).
 bin=$(cargo test -p ufutex --lib --features fallback-parker --no-run --message-format=json-render-diagnostics |
   python3 .ci/test-executable.py ufutex)
-memcheck_log=$(mktemp)
-# In its own process group, so that a failing test run stops it too.
-setsid bash -c 'source .ci/lib.sh && source .ci/memcheck.sh "$1"' memcheck "$bin" >"$memcheck_log" 2>&1 &
-memcheck_pid=$!
-trap 'kill -- -"$memcheck_pid" 2>/dev/null || true; rm -f "$memcheck_log"' EXIT
+bg_start "memcheck (.ci/memcheck.sh)" bash -c 'source .ci/lib.sh && source .ci/memcheck.sh "$1"' memcheck "$bin"
 
 cargo test --workspace
 cargo test -p ufutex --features fallback-parker --lib --tests
 
-status=0
-wait "$memcheck_pid" || status=$?
-echo "--- memcheck (.ci/memcheck.sh), exit status $status:"
-cat "$memcheck_log"
-exit "$status"
+bg_finish

@@ -36,18 +36,11 @@ lane2() {
   LOOM_MAX_PREEMPTIONS=2 loom --test loom_sync -- --test-threads=1 --skip handoff_in_flight_at_three_preemptions
 }
 
-log=$(mktemp)
-# Lane 1 in its own process group, so that a failure in lane 2 stops it too.
+# Lane 1 in the background (a failure in lane 2 stops it too).
 export -f lane1
 export sync_bin
-setsid bash -c lane1 >"$log" 2>&1 &
-lane1_pid=$!
-trap 'kill -- -"$lane1_pid" 2>/dev/null || true; rm -f "$log"' EXIT
+bg_start "lane 1 (loom_sync at three preemptions)" bash -c lane1
 # The rest, built once, so that lane 2's runs do not each build.
 loom --test loom_core --test loom_numa --lib --no-run
 lane2
-status=0
-wait "$lane1_pid" || status=$?
-echo "--- lane 1 (loom_sync at three preemptions), exit status $status:"
-cat "$log"
-exit "$status"
+bg_finish
