@@ -78,6 +78,20 @@ pub(crate) enum Look<A> {
     Lock { decay: bool, at: A },
 }
 
+/// What a waker's look found where it may leave out its fence (`membarrier` known to work), for
+/// a caller that inlines the look and keeps the rest of the wake out of line, which then
+/// starts from it (`wake::wake_private`).
+#[cfg(not(ufutex_loom))]
+pub(crate) enum FenceFree<A> {
+    /// Nobody waits: that is the whole wake.
+    Nobody,
+    /// Lock the bucket, found `at`; `busy`: the bucket is not FREE (a FENCED bucket's wake
+    /// samples its age: [`Look::Lock`]'s `decay`).
+    LockAt { at: A, busy: bool },
+    /// `membarrier` is not known to work yet: the whole wake, which looks again.
+    Unknown,
+}
+
 /// One waiter to queue: on `key`, if `*word == expected`, woken by masks sharing a bit with
 /// `mask`.
 pub(crate) struct Want<'w, T: WaitTable + ?Sized> {

@@ -5,6 +5,8 @@
 //! ([`Placed::Stale`]) and a waker that locked one retries in the current one (`table.rs`).
 //! Nothing here fails: the error type is `Infallible`.
 
+#[cfg(not(ufutex_loom))]
+use crate::engine::FenceFree;
 use crate::engine::{Fate, Locked, Look, Pair, Pick, Placed, WaitTable, Want, Woken};
 use crate::key::Key;
 use crate::membarrier::{self, Need, Pays};
@@ -157,8 +159,34 @@ impl Tables {
     #[cfg(not(ufutex_loom))]
     #[inline(always)]
     pub(crate) fn nobody_if_fence_free(&self, key: &Key) -> bool {
+        matches!(self.look_if_fence_free(key), FenceFree::Nobody)
+    }
+
+    /// [`Self::nobody_if_fence_free`], telling also where the bucket with waiters is, so that
+    /// the rest of the wake locks it without looking again ([`FenceFree::LockAt`]: what
+    /// `look` would have found, but for a FENCED bucket's sample of its age, which
+    /// [`Self::decay_hint`] takes out of line).
+    #[cfg(not(ufutex_loom))]
+    #[inline(always)]
+    pub(crate) fn look_if_fence_free(&self, key: &Key) -> FenceFree<NonNull<Table>> {
         // (B): the point, then the look.
-        membarrier::waker_start_if_ready() && matches!(self.see::<true>(key), Seen::Nobody)
+        if !membarrier::waker_start_if_ready() {
+            return FenceFree::Unknown;
+        }
+        match self.see::<true>(key) {
+            Seen::Nobody => FenceFree::Nobody,
+            Seen::Lock { table, busy } => FenceFree::LockAt { at: NonNull::from(table), busy },
+        }
+    }
+
+    /// The decay hint that `look` gives with a [`FenceFree::LockAt`] of `at`, `busy`, which
+    /// [`Self::look_if_fence_free`] of these tables found.
+    #[cfg(not(ufutex_loom))]
+    #[inline]
+    pub(crate) fn decay_hint(&self, key: &Key, at: NonNull<Table>, busy: bool) -> bool {
+        // SAFETY: `at` is a table of these tables (the look read it from a slot), and tables
+        // are never freed while their domain lives (`table.rs`).
+        busy && look_fenced(unsafe { at.as_ref() }.bucket(key))
     }
 }
 

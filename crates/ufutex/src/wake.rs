@@ -1,11 +1,17 @@
 //! Waking waiters on one key: the (B) side of the protocol in `wait.rs`, written once for every
 //! table (`engine.rs`). A lock's unlock also asks whether a matching waiter was left queued.
 
+#[cfg(not(ufutex_loom))]
+use crate::engine::FenceFree;
 use crate::engine::{infallible, Fate, Locked, Look, Pick, WaitTable, Woken as _};
 use crate::key::Key;
 use crate::membarrier::Pays;
+#[cfg(not(ufutex_loom))]
+use crate::table::Table;
 use crate::tables::Tables;
 use crate::word::WordRef;
+#[cfg(not(ufutex_loom))]
+use std::ptr::NonNull;
 
 /// What a wake reports besides how many it woke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,8 +98,20 @@ pub(crate) fn wake<T: WaitTable>(
     if n == 0 {
         return Ok(NONE);
     }
-    match t.look(&key, pays) {
-        // (B)
+    after_look(t, key, t.look(&key, pays), n, mask, report) // (B)
+}
+
+/// [`wake`] (`n` > 0) after its look.
+#[inline(always)]
+fn after_look<T: WaitTable>(
+    t: &T,
+    key: T::Key,
+    look: Look<T::At>,
+    n: usize,
+    mask: u64,
+    report: Report,
+) -> Result<Woken, T::Error> {
+    match look {
         Look::Nobody => Ok(NONE),
         // A signal handler's wake that interrupted its thread's critical section: made when
         // the thread leaves it, reported as none now (`reentry.rs`). `more`: conservatively yes.
@@ -156,21 +174,46 @@ fn wake_locked<T: WaitTable>(
 
 /// [`wake`] in a domain's tables, which cannot fail. A fence-free wake ([`Pays::Waiter`]) that
 /// finds nobody runs inlined, with no call and no frame; the rest of it is out of line, so that
-/// the inlined part stays small wherever it is inlined. ([`Pays::Waker`]'s wakes, `sync`'s,
-/// are inlined whole: their fence dwarfs a frame.)
+/// the inlined part stays small wherever it is inlined, and starts from the inlined look
+/// (`wake_private_at`: looking again cost a contended wake 31 of its ~165 instructions).
+/// ([`Pays::Waker`]'s wakes, `sync`'s, are inlined whole: their fence dwarfs a frame.)
 #[inline(always)]
 pub(crate) fn wake_private(tables: &Tables, key: Key, n: usize, mask: u64, report: Report, pays: Pays) -> Woken {
     if pays == Pays::Waiter {
         #[cfg(not(ufutex_loom))]
-        if tables.nobody_if_fence_free(&key) {
-            return NONE; // the whole wake (with `n` 0 too: it wakes nobody either way)
+        match tables.look_if_fence_free(&key) {
+            // The whole wake (with `n` 0 too: it wakes nobody either way).
+            FenceFree::Nobody => return NONE,
+            FenceFree::LockAt { at, busy } => return wake_private_at(tables, key, at, busy, n, mask, report),
+            FenceFree::Unknown => {}
         }
         return wake_private_whole(tables, key, n, mask, report);
     }
     infallible(wake(tables, key, n, mask, report, pays))
 }
 
-/// [`wake_private`] of [`Pays::Waiter`] the whole way (it looks again).
+/// [`wake_private`] after its look found waiters, or a bucket that is not FREE (`busy`), in
+/// table `at`: what [`wake`] does after the same look.
+#[cfg(not(ufutex_loom))]
+#[inline(never)]
+fn wake_private_at(
+    tables: &Tables,
+    key: Key,
+    at: NonNull<Table>,
+    busy: bool,
+    n: usize,
+    mask: u64,
+    report: Report,
+) -> Woken {
+    if n == 0 {
+        return NONE;
+    }
+    let look = Look::Lock { decay: tables.decay_hint(&key, at, busy), at };
+    infallible(after_look(tables, key, look, n, mask, report))
+}
+
+/// [`wake_private`] of [`Pays::Waiter`] the whole way, while `membarrier` is not yet known to
+/// work (it looks again).
 #[inline(never)]
 fn wake_private_whole(tables: &Tables, key: Key, n: usize, mask: u64, report: Report) -> Woken {
     infallible(wake(tables, key, n, mask, report, Pays::Waiter))
