@@ -274,11 +274,9 @@ mod tests {
         assert_eq!(Section::parse("0"), Ok(Section::Increments(0)));
         let l = LockEntry::by_name("ufutex").unwrap();
         let p = Params { threads: 1, section: Section::Increments(0), after_contention: false };
-        // A repetition whose worker the scheduler did not run before the stop counts nothing:
-        // on a loaded machine (CI runs valgrind beside these tests) 5 ms can pass without it.
-        // Some repetition of a few must count the pair.
-        let ran = (0..20).map(|_| run_once(&l, p, Duration::from_millis(5)).unwrap().total).find(|&t| t > 0.0);
-        assert!(ran.is_some(), "none of 20 repetitions ran a lock and unlock");
+        let ran =
+            crate::workloads::some_repetition_counts(20, || run_once(&l, p, Duration::from_millis(5)).unwrap().total);
+        assert!(ran, "none of 20 repetitions ran a lock and unlock");
     }
 
     #[test]
