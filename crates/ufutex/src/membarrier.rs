@@ -310,7 +310,7 @@ pub(crate) fn waker_start(pays: Pays) -> bool {
 
 /// [`waker_start`] for [`Pays::Waiter`] where `membarrier` is already known to work: the
 /// point, and `true`; else `false`, with nothing done (not even deciding, so that a caller's
-/// frame needs no call: `private_table.rs`, `nobody_if_fence_free`).
+/// frame needs no call: `private_table.rs`, `look_if_fence_free`).
 #[cfg(not(ufutex_loom))]
 #[inline(always)]
 pub(crate) fn waker_start_if_ready() -> bool {

@@ -155,7 +155,8 @@ impl Tables {
     /// `membarrier` is already known to work (else `false`, with nothing done). "Nobody" is the
     /// whole wake, as [`crate::wake::wake`] would have made it; on `false` the caller makes the
     /// whole wake, which looks again. For a caller that inlines this and keeps the whole wake
-    /// out of line, so that its own frame makes no call (`wake::wake_private`, the C ABI's wake).
+    /// out of line, so that its own frame makes no call (the C ABI's wake of the sizes other
+    /// than 32 bits).
     #[cfg(not(ufutex_loom))]
     #[inline(always)]
     pub(crate) fn nobody_if_fence_free(&self, key: &Key) -> bool {
@@ -165,7 +166,8 @@ impl Tables {
     /// [`Self::nobody_if_fence_free`], telling also where the bucket with waiters is, so that
     /// the rest of the wake locks it without looking again ([`FenceFree::LockAt`]: what
     /// `look` would have found, but for a FENCED bucket's sample of its age, which
-    /// [`Self::decay_hint`] takes out of line).
+    /// [`Self::decay_hint`] takes out of line). For `wake::wake_private` and the C ABI's wake
+    /// of a plain 32-bit word.
     #[cfg(not(ufutex_loom))]
     #[inline(always)]
     pub(crate) fn look_if_fence_free(&self, key: &Key) -> FenceFree<NonNull<Table>> {

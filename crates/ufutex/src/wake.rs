@@ -196,7 +196,7 @@ pub(crate) fn wake_private(tables: &Tables, key: Key, n: usize, mask: u64, repor
 /// table `at`: what [`wake`] does after the same look.
 #[cfg(not(ufutex_loom))]
 #[inline(never)]
-fn wake_private_at(
+pub(crate) fn wake_private_at(
     tables: &Tables,
     key: Key,
     at: NonNull<Table>,

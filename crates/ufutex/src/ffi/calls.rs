@@ -13,18 +13,21 @@ use super::wake_op::WakeOp;
 use super::{entry, fault, Errno};
 use crate::deadline::Timeout;
 use crate::domain::default_domain;
+use crate::engine::FenceFree;
 use crate::key::Key;
 use crate::membarrier::Pays;
 use crate::requeue::requeue_keys;
 use crate::resolve::{resolve, Purpose};
 use crate::shared;
+use crate::table::Table;
 use crate::tables::Slots;
 use crate::wait::{wait_key, Wakers};
 use crate::waitv::{try_waitv_entries, WaitEntry};
-use crate::wake::{wake_private, Report};
+use crate::wake::{wake_private, wake_private_at, Report};
 use crate::wake_op::wake_op;
 use crate::word::{Size, WordRef};
 use libc::{c_int, c_long, c_uint, c_ulong, c_void, clockid_t, timespec};
+use std::ptr::NonNull;
 
 /// A C `unsigned long` as the core's u64 (the same type on 64-bit Linux, narrower elsewhere).
 #[allow(clippy::unnecessary_cast)]
@@ -364,15 +367,30 @@ pub unsafe extern "C" fn ufutex_wake(uaddr: *mut c_void, mask: c_ulong, nr: c_in
     // that finds nobody is the whole wake. `flags` is not needed after its one compare, so no
     // register is shuffled to keep it for the call that goes on.
     if flags == validate::PLAIN_U32 {
-        if nr > 0
-            && validate::plain_private_u32(uaddr as usize, 0, ulong(mask))
-            && default_domain().tables().nobody_if_fence_free(&Key::private(uaddr as usize))
-        {
-            return 0;
+        if nr > 0 && validate::plain_private_u32(uaddr as usize, 0, ulong(mask)) {
+            match default_domain().tables().look_if_fence_free(&Key::private(uaddr as usize)) {
+                FenceFree::Nobody => return 0,
+                FenceFree::LockAt { at, busy } => return wake_plain_at(uaddr, mask, nr, at, busy),
+                FenceFree::Unknown => {}
+            }
         }
         return wake_whole(uaddr, mask, nr, validate::PLAIN_U32);
     }
     wake_general(uaddr, mask, nr, flags)
+}
+
+/// [`ufutex_wake`] of a plain private 32-bit word (`nr` > 0, the mask fits and is not 0: all
+/// checked) whose look found waiters, or a bucket that is not FREE, in table `at`: the rest of
+/// the wake from that look, with no check or look made twice. (`extern "C"`, as the other
+/// ways on from [`ufutex_wake`]: a function that cannot unwind into it is tail-called, so its
+/// no-waiter path needs no frame.)
+#[inline(never)]
+extern "C" fn wake_plain_at(uaddr: *mut c_void, mask: c_ulong, nr: c_int, at: NonNull<Table>, busy: bool) -> c_long {
+    entry(|| {
+        let (key, nr) = (Key::private(uaddr as usize), validate::count(nr)?);
+        let tables = default_domain().tables();
+        Ok(wake_private_at(tables, key, at, busy, nr, ulong(mask), Report::Count).count as c_long)
+    })
 }
 
 /// [`ufutex_wake`] for every call but a plain private 32-bit one: the no-waiter wake of the
