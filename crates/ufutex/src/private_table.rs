@@ -151,23 +151,14 @@ impl Tables {
         Seen::Lock { table, busy: busy != 0 }
     }
 
-    /// Whether a fence-free wake ([`Pays::Waiter`]) on `key` finds nobody, asked only where
-    /// `membarrier` is already known to work (else `false`, with nothing done). "Nobody" is the
-    /// whole wake, as [`crate::wake::wake`] would have made it; on `false` the caller makes the
-    /// whole wake, which looks again. For a caller that inlines this and keeps the whole wake
-    /// out of line, so that its own frame makes no call (the C ABI's wake of the sizes other
-    /// than 32 bits).
-    #[cfg(not(ufutex_loom))]
-    #[inline(always)]
-    pub(crate) fn nobody_if_fence_free(&self, key: &Key) -> bool {
-        matches!(self.look_if_fence_free(key), FenceFree::Nobody)
-    }
-
-    /// [`Self::nobody_if_fence_free`], telling also where the bucket with waiters is, so that
-    /// the rest of the wake locks it without looking again ([`FenceFree::LockAt`]: what
-    /// `look` would have found, but for a FENCED bucket's sample of its age, which
-    /// [`Self::decay_hint`] takes out of line). For `wake::wake_private` and the C ABI's wake
-    /// of a plain 32-bit word.
+    /// What a fence-free wake ([`Pays::Waiter`]) on `key` finds, looked at only where
+    /// `membarrier` is already known to work (else [`FenceFree::Unknown`], with nothing done):
+    /// nobody, which is the whole wake, as [`crate::wake::wake`] would have made it; or the
+    /// bucket to lock, so that the rest of the wake locks it without looking again
+    /// ([`FenceFree::LockAt`]: what `look` would have found, but for a FENCED bucket's sample
+    /// of its age, which [`Self::decay_hint`] takes out of line). For a caller that inlines
+    /// this and keeps the rest of the wake out of line, so that its own frame makes no call
+    /// (`wake::wake_private`, the C ABI's wake).
     #[cfg(not(ufutex_loom))]
     #[inline(always)]
     pub(crate) fn look_if_fence_free(&self, key: &Key) -> FenceFree<NonNull<Table>> {

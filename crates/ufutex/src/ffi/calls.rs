@@ -379,7 +379,7 @@ pub unsafe extern "C" fn ufutex_wake(uaddr: *mut c_void, mask: c_ulong, nr: c_in
     wake_general(uaddr, mask, nr, flags)
 }
 
-/// [`ufutex_wake`] of a plain private 32-bit word (`nr` > 0, the mask fits and is not 0: all
+/// [`ufutex_wake`] of a plain private word (`nr` > 0, the mask fits the size and is not 0: all
 /// checked) whose look found waiters, or a bucket that is not FREE, in table `at`: the rest of
 /// the wake from that look, with no check or look made twice. (`extern "C"`, as the other
 /// ways on from [`ufutex_wake`]: a function that cannot unwind into it is tail-called, so its
@@ -399,8 +399,10 @@ extern "C" fn wake_plain_at(uaddr: *mut c_void, mask: c_ulong, nr: c_int, at: No
 #[inline(never)]
 extern "C" fn wake_general(uaddr: *mut c_void, mask: c_ulong, nr: c_int, flags: c_uint) -> c_long {
     if let (Some(_), Ok(1..)) = (validate::plain_private(flags, uaddr as usize, 0, ulong(mask)), usize::try_from(nr)) {
-        if default_domain().tables().nobody_if_fence_free(&Key::private(uaddr as usize)) {
-            return 0;
+        match default_domain().tables().look_if_fence_free(&Key::private(uaddr as usize)) {
+            FenceFree::Nobody => return 0,
+            FenceFree::LockAt { at, busy } => return wake_plain_at(uaddr, mask, nr, at, busy),
+            FenceFree::Unknown => {}
         }
     }
     wake_whole(uaddr, mask, nr, flags)
