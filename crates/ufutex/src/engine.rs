@@ -80,7 +80,7 @@ pub(crate) enum Look<A> {
 
 /// What a waker's look found where it may leave out its fence (`membarrier` known to work), for
 /// a caller that inlines the look and keeps the rest of the wake out of line, which then
-/// starts from it (`wake::wake_private`).
+/// starts from it (`wake::wake_private`, the C ABI's wake).
 #[cfg(not(ufutex_loom))]
 pub(crate) enum FenceFree<A> {
     /// Nobody waits: that is the whole wake.
