@@ -368,15 +368,25 @@ pub unsafe extern "C" fn ufutex_wake(uaddr: *mut c_void, mask: c_ulong, nr: c_in
     // register is shuffled to keep it for the call that goes on.
     if flags == validate::PLAIN_U32 {
         if nr > 0 && validate::plain_private_u32(uaddr as usize, 0, ulong(mask)) {
-            match default_domain().tables().look_if_fence_free(&Key::private(uaddr as usize)) {
-                FenceFree::Nobody => return 0,
-                FenceFree::LockAt { at, busy } => return wake_plain_at(uaddr, mask, nr, at, busy),
-                FenceFree::Unknown => {}
+            if let Some(r) = wake_plain(uaddr, mask, nr) {
+                return r;
             }
         }
         return wake_whole(uaddr, mask, nr, validate::PLAIN_U32);
     }
     wake_general(uaddr, mask, nr, flags)
+}
+
+/// [`ufutex_wake`] of a plain private word (`nr` > 0, the mask fits the size and is not 0: all
+/// checked), from its fence-free look: nobody is the whole wake (0), waiters go on in
+/// [`wake_plain_at`]; `None` while `membarrier` is not known to work (the whole way then).
+#[inline(always)] // into both callers' frames, whose no-waiter path makes no call
+fn wake_plain(uaddr: *mut c_void, mask: c_ulong, nr: c_int) -> Option<c_long> {
+    match default_domain().tables().look_if_fence_free(&Key::private(uaddr as usize)) {
+        FenceFree::Nobody => Some(0),
+        FenceFree::LockAt { at, busy } => Some(wake_plain_at(uaddr, mask, nr, at, busy)),
+        FenceFree::Unknown => None,
+    }
 }
 
 /// [`ufutex_wake`] of a plain private word (`nr` > 0, the mask fits the size and is not 0: all
@@ -393,16 +403,14 @@ extern "C" fn wake_plain_at(uaddr: *mut c_void, mask: c_ulong, nr: c_int, at: No
     })
 }
 
-/// [`ufutex_wake`] for every call but a plain private 32-bit one: the no-waiter wake of the
-/// other sizes told at once, else the whole way. (The same arguments: tail calls, so the
+/// [`ufutex_wake`] for every call but a plain private 32-bit one: the plain wake of the other
+/// sizes from its look ([`wake_plain`]), else the whole way. (The same arguments: tail calls, so the
 /// frames stay small.)
 #[inline(never)]
 extern "C" fn wake_general(uaddr: *mut c_void, mask: c_ulong, nr: c_int, flags: c_uint) -> c_long {
     if let (Some(_), Ok(1..)) = (validate::plain_private(flags, uaddr as usize, 0, ulong(mask)), usize::try_from(nr)) {
-        match default_domain().tables().look_if_fence_free(&Key::private(uaddr as usize)) {
-            FenceFree::Nobody => return 0,
-            FenceFree::LockAt { at, busy } => return wake_plain_at(uaddr, mask, nr, at, busy),
-            FenceFree::Unknown => {}
+        if let Some(r) = wake_plain(uaddr, mask, nr) {
+            return r;
         }
     }
     wake_whole(uaddr, mask, nr, flags)
