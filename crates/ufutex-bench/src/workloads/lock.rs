@@ -238,6 +238,7 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workloads::some_repetition_counts;
 
     #[test]
     fn every_lock_keeps_the_counter_exact() {
@@ -274,8 +275,7 @@ mod tests {
         assert_eq!(Section::parse("0"), Ok(Section::Increments(0)));
         let l = LockEntry::by_name("ufutex").unwrap();
         let p = Params { threads: 1, section: Section::Increments(0), after_contention: false };
-        let ran =
-            crate::workloads::some_repetition_counts(20, || run_once(&l, p, Duration::from_millis(5)).unwrap().total);
+        let ran = some_repetition_counts(20, || run_once(&l, p, Duration::from_millis(5)).unwrap().total);
         assert!(ran, "none of 20 repetitions ran a lock and unlock");
     }
 
