@@ -96,8 +96,8 @@
  *     wait(NULL);
  *
  * Unmapped memory: a call that must read a word, a timespec or a ufutex_waitv array that is
- * not mapped fails with EFAULT instead of crashing. On x86_64 the read is a single load whose
- * fault is caught: the first call that reads caller memory installs a SIGSEGV and SIGBUS
+ * not mapped fails with EFAULT instead of crashing. On x86_64 and aarch64 the read is a single
+ * load whose fault is caught: the first call that reads caller memory installs a SIGSEGV and SIGBUS
  * handler (SA_SIGINFO | SA_ONSTACK) that recognises faults of that load only and hands every
  * other fault to the handler that was installed before it (or to the default action). A
  * program that installs its own SIGSEGV handler later should chain to the previous one, as

@@ -7,17 +7,18 @@
 //! one thread's `__errno_location()` and thread pointer; from then on a failure stores at
 //! `thread pointer + offset`, a load and a store.
 
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 /// `errno`'s offset from the thread pointer; 0 until learned (it is never 0: the thread
 /// pointer points at the thread control block, not at `errno`).
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
 static OFFSET: AtomicIsize = AtomicIsize::new(0);
 
-/// The thread pointer: the first word of the thread control block, which points to itself
-/// (the x86-64 TLS ABI, "variant II"; glibc and musl both keep it so).
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+/// The thread pointer. On x86-64, the first word of the thread control block, which points to
+/// itself (the TLS ABI's "variant II"; glibc and musl both keep it so); on aarch64, the
+/// register TPIDR_EL0 ("variant I").
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[inline(always)]
 fn thread_pointer() -> isize {
     let tp: isize;
@@ -27,12 +28,23 @@ fn thread_pointer() -> isize {
     tp
 }
 
+/// [`thread_pointer`] on aarch64.
+#[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+#[inline(always)]
+fn thread_pointer() -> isize {
+    let tp: isize;
+    // SAFETY: reads the thread's software thread ID register, which libc sets to the thread
+    // pointer and user code may read; no memory, no other effect.
+    unsafe { std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nomem, nostack, preserves_flags)) };
+    tp
+}
+
 /// Set this thread's `errno` to `e` and return -1, as a failed system call does. The way
 /// through libc is a function of its own, called only from the cold branch, so a caller's fast
 /// path saves no register for it.
 #[inline(always)]
 pub(crate) fn fail(e: i32) -> std::ffi::c_long {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         // Relaxed: the offset is a fact about the process (the same for every thread), not a
         // publication of other data; a thread that reads 0 asks libc.
@@ -57,7 +69,7 @@ fn fail_and_learn(e: i32) -> std::ffi::c_long {
     let at = unsafe { libc::__errno_location() };
     // SAFETY: as above.
     unsafe { *at = e };
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         let offset = at as isize - thread_pointer();
         // (A second look through libc must agree before the offset is used.)

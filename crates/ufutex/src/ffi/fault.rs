@@ -4,16 +4,20 @@
 //! a timespec) that is not mapped. We must too, and a mismatching wait must still cost a load,
 //! not a system call. Two ways to read:
 //!
-//! - **x86_64: exception fixup**, as the kernel's own exception table. Each load is one
-//!   instruction at a known address: inline at its caller, listed with its fixup in a table of
-//!   the library (`inline_load_u32!`, `inline_load_other!`; section `ufutex_fx_table`); under
-//!   valgrind, and for the write probes, inside a tiny assembly function
-//!   (`ufutex_fx_load{8,16,32,64}`, `ufutex_fx_touch…`). A `SIGSEGV`/`SIGBUS` handler, installed
-//!   once before the first such access, looks at the faulting instruction pointer: if it is one
-//!   of ours, it rewrites the saved context to resume at its fixup, which reports "fault" to the
-//!   caller; otherwise it hands the signal on to whatever handler was there before (see
-//!   `chain`). A successful read is a plain `mov`, which on x86_64 is also a sequentially
-//!   consistent atomic load of an aligned word.
+//! - **x86_64 and aarch64: exception fixup**, as the kernel's own exception table. Each load
+//!   is one instruction at a known address. On x86_64 natively it is inline at its caller,
+//!   listed with its fixup in a table of the library (`inline_load_u32!`,
+//!   `inline_load_other!`; section `ufutex_fx_table`); under valgrind, on aarch64, and for the
+//!   write probes, it is the first instruction of a tiny assembly function
+//!   (`ufutex_fx_load{8,16,32,64}`, `ufutex_fx_touch…`), called through a pointer. A
+//!   `SIGSEGV`/`SIGBUS` handler, installed once before the first such access, looks at the
+//!   faulting instruction pointer: if it is one of ours, it rewrites the saved context to
+//!   resume at its fixup, which reports "fault" to the caller; otherwise it hands the signal on
+//!   to whatever handler was there before (see `chain`). A successful read is a plain load:
+//!   on x86_64 also a sequentially consistent atomic load of an aligned word, on aarch64 a
+//!   relaxed one — enough, as each read here is a first look (a failing wait's `EAGAIN`, an
+//!   argument's copy) that the core repeats with its own ordered load where the answer must
+//!   hold against wakers (`calls.rs`: `holding`).
 //! - **elsewhere, or with `UFUTEX_FAULT_PROBE=syscall`: a probe syscall.** `process_vm_readv`
 //!   on our own pid copies the bytes or fails with `EFAULT`; ~2.5 µs a read here (it pins the
 //!   page), so a mismatching wait costs more than the kernel's. x86_64 builds compile it too, and
@@ -49,7 +53,7 @@ pub(crate) fn read_word(addr: usize, size: Size) -> Result<u64, Fault> {
 #[cold]
 #[inline(never)]
 fn read_word_first(addr: usize, size: Size) -> Result<u64, Fault> {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
     if fixup::enabled() {
         return fixup::load(addr, size);
     }
@@ -62,7 +66,7 @@ fn read_word_first(addr: usize, size: Size) -> Result<u64, Fault> {
 #[inline(always)]
 pub(crate) fn read_word_at_once(addr: usize, size: Size) -> Option<Result<u64, Fault>> {
     debug_assert_eq!(addr % size.bytes(), 0);
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         // The native mode first, with one compare of the mode's byte in memory.
         let mode = fixup::mode();
@@ -80,7 +84,7 @@ pub(crate) fn read_word_at_once(addr: usize, size: Size) -> Option<Result<u64, F
 /// Read 8 bytes at `addr` (any alignment): a field of a caller's struct.
 #[inline]
 pub(crate) fn read_u64(addr: usize) -> Result<u64, Fault> {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
     if fixup::enabled() {
         return fixup::load(addr, Size::U64);
     }
@@ -93,7 +97,7 @@ pub(crate) fn read_u64(addr: usize) -> Result<u64, Fault> {
 /// crashing on its own write. `addr` must be aligned to the size.
 pub(crate) fn check_writable(addr: usize, size: Size) -> Result<(), Fault> {
     debug_assert_eq!(addr % size.bytes(), 0);
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
     if fixup::enabled() {
         return fixup::touch(addr, size);
     }
@@ -176,12 +180,13 @@ impl ReadPages {
 /// The environment variable that turns the fault handler off (value `syscall`), read once at the
 /// first read of caller memory: every read is then checked with the probe syscall instead. For
 /// programs whose own SIGSEGV handling cannot chain (and to test the portable path). Only where
-/// the handler exists (x86_64 Linux): elsewhere every read takes the probe syscall anyway.
-#[cfg(any(test, all(target_arch = "x86_64", target_os = "linux")))]
+/// the handler exists (x86_64 and aarch64 Linux): elsewhere every read takes the probe syscall
+/// anyway.
+#[cfg(any(test, all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
 pub(crate) const PROBE_ENV: &str = "UFUTEX_FAULT_PROBE";
 
-/// The portable way: ask the kernel to copy from our own address space (elsewhere than x86_64,
-/// or with `UFUTEX_FAULT_PROBE=syscall`).
+/// The portable way: ask the kernel to copy from our own address space (elsewhere than x86_64
+/// and aarch64, or with `UFUTEX_FAULT_PROBE=syscall`).
 pub(crate) mod probe {
     use super::Fault;
     use crate::word::Size;
@@ -244,7 +249,7 @@ pub(crate) mod probe {
     }
 }
 
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
 mod fixup {
     use super::Fault;
     use crate::word::Size;
@@ -259,6 +264,7 @@ mod fixup {
     // fixup's `ret` returns to the caller. Symbols are hidden: every copy of the library in a
     // process has its own. (Natively, loads are inline: `inline_load_u32!`, `inline_load_other!`;
     // these functions serve the write probes, and the loads under valgrind.)
+    #[cfg(target_arch = "x86_64")]
     core::arch::global_asm!(
         ".pushsection .text.ufutex_fx,\"ax\",@progbits",
         ".p2align 4",
@@ -352,9 +358,109 @@ mod fixup {
         ".popsection",
     );
 
+    // aarch64: the same functions (there are no inline loads). A load is the function's first
+    // instruction, as above. A write probe is an exclusive load and store of the value read
+    // (`ldxr`/`stxr`, looping while another thread's write breaks the exclusive pair: so no
+    // write is lost and no value changes); it faults at its first instruction (unmapped) or
+    // at its second (the store, on a read-only page), and nothing was written either way:
+    // the handler resumes both at the fixup (`is_probe_access`). They return in X0:X1 (a
+    // 16-byte struct of two integers, AAPCS64) and change X0–X3 and the flags only, which the
+    // caller of an `extern "C"` function does not expect kept.
+    #[cfg(target_arch = "aarch64")]
+    core::arch::global_asm!(
+        ".pushsection .text.ufutex_fx,\"ax\",%progbits",
+        ".p2align 4",
+        ".globl ufutex_fx_load8",
+        ".hidden ufutex_fx_load8",
+        ".type ufutex_fx_load8,%function",
+        "ufutex_fx_load8:",
+        "ldrb w0, [x0]",
+        "mov x1, #0",
+        "ret",
+        ".size ufutex_fx_load8, . - ufutex_fx_load8",
+        ".globl ufutex_fx_load16",
+        ".hidden ufutex_fx_load16",
+        ".type ufutex_fx_load16,%function",
+        "ufutex_fx_load16:",
+        "ldrh w0, [x0]",
+        "mov x1, #0",
+        "ret",
+        ".size ufutex_fx_load16, . - ufutex_fx_load16",
+        ".globl ufutex_fx_load32",
+        ".hidden ufutex_fx_load32",
+        ".type ufutex_fx_load32,%function",
+        "ufutex_fx_load32:",
+        "ldr w0, [x0]",
+        "mov x1, #0",
+        "ret",
+        ".size ufutex_fx_load32, . - ufutex_fx_load32",
+        ".globl ufutex_fx_load64",
+        ".hidden ufutex_fx_load64",
+        ".type ufutex_fx_load64,%function",
+        "ufutex_fx_load64:",
+        "ldr x0, [x0]",
+        "mov x1, #0",
+        "ret",
+        ".size ufutex_fx_load64, . - ufutex_fx_load64",
+        ".globl ufutex_fx_touch8",
+        ".hidden ufutex_fx_touch8",
+        ".type ufutex_fx_touch8,%function",
+        "ufutex_fx_touch8:",
+        "ldxrb w2, [x0]",
+        "stxrb w3, w2, [x0]",
+        "cbnz w3, ufutex_fx_touch8",
+        "mov x0, #0",
+        "mov x1, #0",
+        "ret",
+        ".size ufutex_fx_touch8, . - ufutex_fx_touch8",
+        ".globl ufutex_fx_touch16",
+        ".hidden ufutex_fx_touch16",
+        ".type ufutex_fx_touch16,%function",
+        "ufutex_fx_touch16:",
+        "ldxrh w2, [x0]",
+        "stxrh w3, w2, [x0]",
+        "cbnz w3, ufutex_fx_touch16",
+        "mov x0, #0",
+        "mov x1, #0",
+        "ret",
+        ".size ufutex_fx_touch16, . - ufutex_fx_touch16",
+        ".globl ufutex_fx_touch32",
+        ".hidden ufutex_fx_touch32",
+        ".type ufutex_fx_touch32,%function",
+        "ufutex_fx_touch32:",
+        "ldxr w2, [x0]",
+        "stxr w3, w2, [x0]",
+        "cbnz w3, ufutex_fx_touch32",
+        "mov x0, #0",
+        "mov x1, #0",
+        "ret",
+        ".size ufutex_fx_touch32, . - ufutex_fx_touch32",
+        ".globl ufutex_fx_touch64",
+        ".hidden ufutex_fx_touch64",
+        ".type ufutex_fx_touch64,%function",
+        "ufutex_fx_touch64:",
+        "ldxr x2, [x0]",
+        "stxr w3, x2, [x0]",
+        "cbnz w3, ufutex_fx_touch64",
+        "mov x0, #0",
+        "mov x1, #0",
+        "ret",
+        ".size ufutex_fx_touch64, . - ufutex_fx_touch64",
+        ".globl ufutex_fx_fixup",
+        ".hidden ufutex_fx_fixup",
+        ".type ufutex_fx_fixup,%function",
+        "ufutex_fx_fixup:",
+        "mov x0, #0",
+        "mov x1, #1",
+        "ret",
+        ".size ufutex_fx_fixup, . - ufutex_fx_fixup",
+        ".popsection",
+    );
+
     /// The part of an inline load's block after its loads: the fixup at label 4, in a cold
     /// section, which zeroes the value, sets the fault flag and jumps back to label 3, after
     /// the loads. (One string, so that both blocks below use it.)
+    #[cfg(target_arch = "x86_64")]
     macro_rules! fixup_at_4 {
         () => {
             concat!(
@@ -379,6 +485,7 @@ mod fixup {
     ///
     /// # Safety
     /// The handler is installed, and reading the word at `addr` has no effect but the load.
+    #[cfg(target_arch = "x86_64")]
     macro_rules! inline_load_u32 {
         ($addr:expr) => {{
             let (v, f): (u64, u64);
@@ -406,6 +513,7 @@ mod fixup {
     ///
     /// # Safety
     /// As [`inline_load_u32!`].
+    #[cfg(target_arch = "x86_64")]
     macro_rules! inline_load_other {
         ($addr:expr, $code:expr) => {{
             let (v, f): (u64, u64);
@@ -528,6 +636,7 @@ mod fixup {
     }
 
     /// [`load`] in `mode`, which the caller read (a fast path reads it once: [`mode`]).
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     pub(super) fn load_as(mode: u8, addr: usize, size: Size) -> Result<u64, Fault> {
         debug_assert!(mode != NOT_READY);
@@ -570,8 +679,17 @@ mod fixup {
         }
     }
 
-    /// One fixup write probe: an atomic add of 0 at `addr`, which needs write access and
-    /// changes nothing. Call only after [`enabled`] returned `true`.
+    /// [`load`] in `mode` on aarch64: a call of the size's function, through a pointer (there
+    /// are no inline loads; the mode is [`INDIRECT`]).
+    #[cfg(target_arch = "aarch64")]
+    #[inline(always)]
+    pub(super) fn load_as(mode: u8, addr: usize, size: Size) -> Result<u64, Fault> {
+        debug_assert_eq!(mode, INDIRECT);
+        access(&LOADS, addr, size)
+    }
+
+    /// One fixup write probe: an atomic add of 0 at `addr` (on aarch64 an exclusive load and
+    /// store of the value read), which needs write access and changes nothing. Call only after [`enabled`] returned `true`.
     #[inline]
     pub(super) fn touch(addr: usize, size: Size) -> Result<(), Fault> {
         access(&TOUCHES, addr, size).map(|_| ())
@@ -585,10 +703,12 @@ mod fixup {
     static SAVED: Saved = Saved(UnsafeCell::new(MaybeUninit::uninit()));
     static INSTALL: Once = Once::new();
     /// How reads go, in one byte so that a fast path asks once: [`NOT_READY`] (not installed
-    /// yet, or every read through the probe syscall), [`DIRECT`] (the fixup loads, called
-    /// directly) or [`INDIRECT`] (the fixup loads, called through a pointer: under valgrind).
+    /// yet, or every read through the probe syscall), [`DIRECT`] (the fixup loads, inline:
+    /// x86-64) or [`INDIRECT`] (the fixup loads, functions called through a pointer: under
+    /// valgrind, and on aarch64).
     static MODE: AtomicU8 = AtomicU8::new(NOT_READY);
     pub(super) const NOT_READY: u8 = 0;
+    #[cfg_attr(target_arch = "aarch64", allow(dead_code))] // (no inline loads there)
     pub(super) const DIRECT: u8 = 1;
     const INDIRECT: u8 = 2;
     const SIGNALS: [libc::c_int; 2] = [libc::SIGSEGV, libc::SIGBUS];
@@ -630,7 +750,10 @@ mod fixup {
                     libc::sigaction(sig, &sa, std::ptr::null_mut());
                 }
             }
+            #[cfg(target_arch = "x86_64")]
             MODE.store(if under_valgrind() { INDIRECT } else { DIRECT }, Ordering::Relaxed);
+            #[cfg(target_arch = "aarch64")]
+            MODE.store(INDIRECT, Ordering::Relaxed);
         });
     }
 
@@ -638,6 +761,7 @@ mod fixup {
     /// (0x1001), made through the instruction sequence valgrind recognises (four rotations of
     /// RDI by 128 bits in all, then `xchg rbx, rbx`): valgrind answers in RDX with the depth of
     /// valgrinds it runs under; natively the sequence changes nothing and RDX keeps its 0.
+    #[cfg(target_arch = "x86_64")]
     fn under_valgrind() -> bool {
         let request: [u64; 6] = [0x1001, 0, 0, 0, 0, 0];
         let depth: u64;
@@ -656,10 +780,15 @@ mod fixup {
         depth != 0
     }
 
+    /// Whether `ip` is an access of one of the fixup functions: a load's first instruction, or
+    /// a write probe's (on aarch64 also the exclusive store, its second).
     fn is_probe_access(ip: usize) -> bool {
-        LOADS.iter().chain(&TOUCHES).any(|&f| f as *const () as usize == ip)
+        let at = |f: &Access| *f as *const () as usize;
+        let second = if cfg!(target_arch = "aarch64") { 4 } else { 0 };
+        LOADS.iter().any(|f| at(f) == ip) || TOUCHES.iter().any(|f| at(f) == ip || at(f) + second == ip)
     }
 
+    #[cfg(target_arch = "x86_64")]
     unsafe extern "C" {
         // The bounds of the table of inline loads (`inline_load_u32!`, `inline_load_other!`),
         // which the linker defines for a section named like a C identifier; never written.
@@ -669,6 +798,7 @@ mod fixup {
 
     /// The fixup of the inline load at `ip`, if there is one (a walk of the table of inline
     /// loads: a fault in ours is rare, and the handler may take its time).
+    #[cfg(target_arch = "x86_64")]
     fn fixup_of(ip: usize) -> Option<usize> {
         // (Only the addresses of the linker's symbols are taken.)
         let (start, stop) = (&raw const __start_ufutex_fx_table as usize, &raw const __stop_ufutex_fx_table as usize);
@@ -689,7 +819,8 @@ mod fixup {
         let uc = ctx.cast::<libc::ucontext_t>();
         // SAFETY:
         // - the kernel passes a valid ucontext_t for an SA_SIGINFO handler; we read and write
-        //   only the saved RIP, which sigreturn restores.
+        //   only the saved instruction pointer, which sigreturn restores.
+        #[cfg(target_arch = "x86_64")]
         unsafe {
             let rip = &mut (*uc).uc_mcontext.gregs[libc::REG_RIP as usize];
             if is_probe_access(*rip as usize) {
@@ -698,6 +829,15 @@ mod fixup {
             }
             if let Some(fixup) = fixup_of(*rip as usize) {
                 *rip = fixup as i64;
+                return;
+            }
+        }
+        // SAFETY: as above (the saved PC).
+        #[cfg(target_arch = "aarch64")]
+        unsafe {
+            let pc = &mut (*uc).uc_mcontext.pc;
+            if is_probe_access(*pc as usize) {
+                *pc = ufutex_fx_fixup as *const () as usize as u64;
                 return;
             }
         }
@@ -786,24 +926,29 @@ mod tests {
         (page, hole)
     }
 
-    #[test]
-    fn reads_mapped_words_and_reports_holes() {
+    /// A page holding 0x1122_3344_5566_7788 and a hole: `read` gives every size of the first
+    /// and a fault for the hole and for the top of the address space.
+    fn reads_mapped_words_and_holes(read: fn(usize, Size) -> Result<u64, Fault>) -> (usize, usize) {
         let (page, hole) = mapped_then_hole();
         // SAFETY: `page` is a fresh writable page of ours.
         unsafe { *(page as *mut u64) = 0x1122_3344_5566_7788 };
-        for read in [read_word as fn(usize, Size) -> Result<u64, Fault>, probe::read] {
-            assert_eq!(read(page, Size::U8), Ok(0x88));
-            assert_eq!(read(page, Size::U16), Ok(0x7788));
-            assert_eq!(read(page, Size::U32), Ok(0x5566_7788));
-            assert_eq!(read(page, Size::U64), Ok(0x1122_3344_5566_7788));
-            for size in [Size::U8, Size::U16, Size::U32, Size::U64] {
-                assert_eq!(read(hole, size), Err(Fault));
-                assert_eq!(read(usize::MAX - 7, size), Err(Fault));
-            }
+        assert_eq!(read(page, Size::U8), Ok(0x88));
+        assert_eq!(read(page, Size::U16), Ok(0x7788));
+        assert_eq!(read(page, Size::U32), Ok(0x5566_7788));
+        assert_eq!(read(page, Size::U64), Ok(0x1122_3344_5566_7788));
+        for size in [Size::U8, Size::U16, Size::U32, Size::U64] {
+            assert_eq!(read(hole, size), Err(Fault));
+            assert_eq!(read(usize::MAX - 7, size), Err(Fault));
         }
-        // The fast paths' reads (inline loads, each with its own table entry; none at once
-        // when every read takes the probe syscall).
-        let at_once = cfg!(all(target_arch = "x86_64", target_os = "linux"))
+        (page, hole)
+    }
+
+    #[test]
+    fn reads_mapped_words_and_reports_holes() {
+        let (page, hole) = reads_mapped_words_and_holes(read_word);
+        // The fast paths' reads (inline loads on x86-64, each with its own table entry; calls
+        // on aarch64; none at once when every read takes the probe syscall).
+        let at_once = cfg!(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))
             && std::env::var_os(PROBE_ENV).is_none_or(|v| v != "syscall");
         for (size, want) in
             [(Size::U8, 0x88), (Size::U16, 0x7788), (Size::U32, 0x5566_7788), (Size::U64, 0x1122_3344_5566_7788)]
@@ -813,27 +958,41 @@ mod tests {
         }
         assert_eq!(read_u64(page + 1), Ok(0x0011_2233_4455_6677));
         assert_eq!(read_u64(hole - 4), Err(Fault)); // straddles into the hole
-        assert_eq!(probe::read_bytes::<8>(hole - 4), Err(Fault));
+    }
+
+    #[test]
+    fn probe_reads_mapped_words_and_reports_holes() {
+        let (_, hole) = reads_mapped_words_and_holes(probe::read);
+        assert_eq!(probe::read_bytes::<8>(hole - 4), Err(Fault)); // straddles into the hole
+    }
+
+    /// A page holding 0x1122_3344_5566_7788 and a hole: `check` passes the first at every size
+    /// and changes nothing, faults the hole, and faults the first once it is read-only.
+    fn write_checks_change_nothing(check: fn(usize, Size) -> Result<(), Fault>) {
+        let (page, hole) = mapped_then_hole();
+        // SAFETY: `page` is a fresh writable page of ours.
+        unsafe { *(page as *mut u64) = 0x1122_3344_5566_7788 };
+        for size in [Size::U8, Size::U16, Size::U32, Size::U64] {
+            assert_eq!(check(page, size), Ok(()));
+            assert_eq!(check(hole, size), Err(Fault));
+        }
+        assert_eq!(read_word(page, Size::U64), Ok(0x1122_3344_5566_7788), "unchanged");
+        // SAFETY: our own page, made read-only; it stays mapped (leaked).
+        assert_eq!(unsafe { libc::mprotect(page as *mut libc::c_void, 4096, libc::PROT_READ) }, 0);
+        for size in [Size::U8, Size::U16, Size::U32, Size::U64] {
+            assert_eq!(check(page, size), Err(Fault), "read-only");
+        }
+        assert_eq!(read_word(page, Size::U64), Ok(0x1122_3344_5566_7788), "still readable");
     }
 
     #[test]
     fn write_checks_change_nothing_and_report_read_only_pages() {
-        let (page, hole) = mapped_then_hole();
-        // SAFETY: `page` is a fresh writable page of ours.
-        unsafe { *(page as *mut u64) = 0x1122_3344_5566_7788 };
-        let fixup = |a, s| check_writable(a, s);
-        for check in [fixup as fn(usize, Size) -> Result<(), Fault>, |a, _| probe::writable(a)] {
-            for size in [Size::U8, Size::U16, Size::U32, Size::U64] {
-                assert_eq!(check(page, size), Ok(()));
-                assert_eq!(check(hole, size), Err(Fault));
-            }
-            assert_eq!(read_word(page, Size::U64), Ok(0x1122_3344_5566_7788), "unchanged");
-        }
-        // SAFETY: our own page, made read-only; it stays mapped (leaked).
-        assert_eq!(unsafe { libc::mprotect(page as *mut libc::c_void, 4096, libc::PROT_READ) }, 0);
-        assert_eq!(check_writable(page, Size::U32), Err(Fault));
-        assert_eq!(probe::writable(page), Err(Fault));
-        assert_eq!(read_word(page, Size::U64), Ok(0x1122_3344_5566_7788), "still readable");
+        write_checks_change_nothing(check_writable);
+    }
+
+    #[test]
+    fn probe_write_checks_change_nothing_and_report_read_only_pages() {
+        write_checks_change_nothing(|a, _| probe::writable(a));
     }
 
     #[test]

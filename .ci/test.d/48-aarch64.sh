@@ -1,0 +1,26 @@
+# aarch64, emulated by qemu-user: the library's unit tests and its private-word integration
+# tests, built for aarch64 and run there — the code that differs by CPU (the fault fixup's
+# assembly and handler, which the C ABI's fault-safe reads take; errno through the thread
+# pointer; spin hints) and everything above it. (Emulated on this x86-64 host, memory is
+# ordered as x86's: the loom models, not this step, prove the orderings.)
+# Left out, as qemu-user 7.2 cannot serve them (the x86-64 steps run them all):
+# - the process-shared table and kernel mode (`shared`): qemu answers /proc/self/maps itself,
+#   without PROCMAP_QUERY or the real devices and inodes, and has no futex_waitv;
+# - the C ABI tests whose cases include shared words (`wait_rejects_in_the_kernels_order`,
+#   `waitv_rejects_in_the_kernels_order`, `ffi::tests::named::`), for the same reason;
+# - the portable fault probe (`probe_`): qemu has no process_vm_readv, and its madvise
+#   changes nothing;
+# - NUMA placement (`real_tables_are_bound_to_their_node`): no memory policy under qemu;
+# - the integration tests of shared words, forks (a child re-executes the test binary, which
+#   needs binfmt_misc) and signals (qemu answers EINTR for a futex wait that SA_RESTART
+#   restarts).
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu"
+cargo test -p ufutex --lib --target aarch64-unknown-linux-gnu --target-dir target/aarch64 -- \
+  --test-threads 2 --skip shared --skip probe_ --skip wait_rejects_in_the_kernels_order \
+  --skip waitv_rejects_in_the_kernels_order --skip ffi::tests::named:: \
+  --skip real_tables_are_bound_to_their_node
+cargo test -p ufutex --target aarch64-unknown-linux-gnu --target-dir target/aarch64 \
+  --test wake --test wake_mask --test requeue --test waitv --test sizes --test resize \
+  --test wait_timeout --test wait_wouldblock --test stress --test sync_mutex --test sync_condvar \
+  --test sync_starvation
