@@ -1,5 +1,5 @@
-# aarch64, emulated by qemu-user: the library's unit tests and its private-word integration
-# tests, built for aarch64 and run there — the code that differs by CPU (the fault fixup's
+# aarch64, emulated by qemu-user: the library's unit tests, its private-word integration tests
+# and the preload library under a Rust std program, built for aarch64 and run there — the code that differs by CPU (the fault fixup's
 # assembly and handler, which the C ABI's fault-safe reads take; errno through the thread
 # pointer; spin hints) and everything above it. (Emulated on this x86-64 host, memory is
 # ordered as x86's: the loom models, not this step, prove the orderings.)
@@ -24,3 +24,13 @@ cargo test -p ufutex --target aarch64-unknown-linux-gnu --target-dir target/aarc
   --test wake --test wake_mask --test requeue --test waitv --test sizes --test resize \
   --test wait_timeout --test wait_wouldblock --test stress --test sync_mutex --test sync_condvar \
   --test sync_starvation
+# The preload library on aarch64: a Rust std program's futex calls through syscall() (the
+# fixed-argument interposer, the thread-local re-entry flag) run on ufutex.
+cargo build -p ufutex-preload --target aarch64-unknown-linux-gnu --target-dir target/aarch64 --lib --example std_sync
+out=target/aarch64/aarch64-unknown-linux-gnu/debug
+stats=$(timeout 300 qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_PRELOAD="$PWD/$out/libufutex_preload.so" \
+  -E UFUTEX_PRELOAD_STATS=1 "$out/examples/std_sync" 2>&1)
+echo "$stats" | grep -q '^std_sync: ok' || { echo "$stats" >&2; exit 1; }
+echo "$stats" | awk '$2 == "FUTEX_WAIT_BITSET" && $3 > 0 { found = 1 } END { exit !found }' \
+  || { echo "$stats" >&2; echo "aarch64: no FUTEX_WAIT_BITSET went to ufutex" >&2; exit 1; }
+echo "aarch64: std_sync through the preload library: $(echo "$stats" | awk '$2 ~ /^FUTEX/ { printf "%s %s ", $2, $3 }')"
