@@ -154,7 +154,7 @@ fn ask(maps_fd: libc::c_int, addr: usize, named: bool) -> Result<(Vma, u64), Sha
     if r != 0 {
         return match super::segment::errno() {
             libc::ENOENT => Err(SharedError::Fault),
-            libc::ENOTTY | libc::EINVAL | libc::EOPNOTSUPP => query_text(addr).map(|v| (v, 0)),
+            libc::ENOTTY | libc::EINVAL | libc::EOPNOTSUPP | libc::ENOSYS => query_text(addr).map(|v| (v, 0)),
             e => Err(SharedError::from_errno(e)),
         };
     }
