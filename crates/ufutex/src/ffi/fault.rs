@@ -66,7 +66,7 @@ fn read_word_first(addr: usize, size: Size) -> Result<u64, Fault> {
 #[inline(always)]
 pub(crate) fn read_word_at_once(addr: usize, size: Size) -> Option<Result<u64, Fault>> {
     debug_assert_eq!(addr % size.bytes(), 0);
-    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {
         // The native mode first, with one compare of the mode's byte in memory.
         let mode = fixup::mode();
@@ -74,6 +74,14 @@ pub(crate) fn read_word_at_once(addr: usize, size: Size) -> Option<Result<u64, F
             return Some(fixup::load_as(fixup::DIRECT, addr, size));
         }
         std::hint::cold_path();
+        if mode != fixup::NOT_READY {
+            return Some(fixup::load_as(mode, addr, size));
+        }
+    }
+    // (aarch64 has one mode once ready: the calls.)
+    #[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+    {
+        let mode = fixup::mode();
         if mode != fixup::NOT_READY {
             return Some(fixup::load_as(mode, addr, size));
         }
