@@ -39,7 +39,7 @@ echo "aarch64: std_sync through the preload library: $(echo "$stats" | awk '$2 ~
 # The C ABI on aarch64: the C suite and 10^5 random calls, built with the cross compiler
 # against the header and the aarch64 libufutex.so. Left out: `test_no_memory` (an address-space
 # limit counts qemu's own mappings) and `test_fork_private` (qemu-user's fork of a process whose
-# other threads sleep failed its own assertions in one run of four).
+# other threads sleep failed its own assertions in three runs of four).
 cargo build -p ufutex-c --target aarch64-unknown-linux-gnu --target-dir target/aarch64
 ctmp=$(mktemp -d)
 trap 'rm -rf "$ctmp"' EXIT
