@@ -658,14 +658,14 @@ static int skipped(const char *name)
 }
 
 /* Each test says its name first, so a hang or a crash points at it. */
-#define RUN(test)                                                            \
-	do {                                                                 \
-		if (skipped(#test)) {                                        \
+#define RUN(test)                                                                \
+	do {                                                                     \
+		if (skipped(#test)) {                                            \
 			fprintf(stderr, "-- %s: skipped (UFUTEX_TEST_SKIP)\n", #test); \
-			break;                                               \
-		}                                                            \
-		fprintf(stderr, "-- %s\n", #test);                           \
-		test();                                                      \
+			break;                                                   \
+		}                                                                \
+		fprintf(stderr, "-- %s\n", #test);                               \
+		test();                                                          \
 	} while (0)
 
 /* UFUTEX_NUMA: the word is followed by a node word of its size; -1 is resolved to the caller's

@@ -404,8 +404,8 @@ extern "C" fn wake_plain_at(uaddr: *mut c_void, mask: c_ulong, nr: c_int, at: No
 }
 
 /// [`ufutex_wake`] for every call but a plain private 32-bit one: the plain wake of the other
-/// sizes from its look ([`wake_plain`]), else the whole way. (The same arguments: tail calls, so the
-/// frames stay small.)
+/// sizes from its look ([`wake_plain`]), else the whole way. (The same arguments: tail calls,
+/// so the frames stay small.)
 #[inline(never)]
 extern "C" fn wake_general(uaddr: *mut c_void, mask: c_ulong, nr: c_int, flags: c_uint) -> c_long {
     if let (Some(_), Ok(1..)) = (validate::plain_private(flags, uaddr as usize, 0, ulong(mask)), usize::try_from(nr)) {

@@ -697,7 +697,8 @@ mod fixup {
     }
 
     /// One fixup write probe: an atomic add of 0 at `addr` (on aarch64 an exclusive load and
-    /// store of the value read), which needs write access and changes nothing. Call only after [`enabled`] returned `true`.
+    /// store of the value read), which needs write access and changes nothing. Call only after
+    /// [`enabled`] returned `true`.
     #[inline]
     pub(super) fn touch(addr: usize, size: Size) -> Result<(), Fault> {
         access(&TOUCHES, addr, size).map(|_| ())
