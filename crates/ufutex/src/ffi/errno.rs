@@ -7,12 +7,12 @@
 //! one thread's `__errno_location()` and thread pointer; from then on a failure stores at
 //! `thread pointer + offset`, a load and a store.
 
-#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[cfg(ufutex_fixup)]
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 /// `errno`'s offset from the thread pointer; 0 until learned (it is never 0: the thread
 /// pointer points at the thread control block, not at `errno`).
-#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[cfg(ufutex_fixup)]
 static OFFSET: AtomicIsize = AtomicIsize::new(0);
 
 /// The thread pointer. On x86-64, the first word of the thread control block, which points to
@@ -44,7 +44,7 @@ fn thread_pointer() -> isize {
 /// path saves no register for it.
 #[inline(always)]
 pub(crate) fn fail(e: i32) -> std::ffi::c_long {
-    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(ufutex_fixup)]
     {
         // Relaxed: the offset is a fact about the process (the same for every thread), not a
         // publication of other data; a thread that reads 0 asks libc.
@@ -69,7 +69,7 @@ fn fail_and_learn(e: i32) -> std::ffi::c_long {
     let at = unsafe { libc::__errno_location() };
     // SAFETY: as above.
     unsafe { *at = e };
-    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(ufutex_fixup)]
     {
         let offset = at as isize - thread_pointer();
         // (A second look through libc must agree before the offset is used.)

@@ -53,7 +53,7 @@ pub(crate) fn read_word(addr: usize, size: Size) -> Result<u64, Fault> {
 #[cold]
 #[inline(never)]
 fn read_word_first(addr: usize, size: Size) -> Result<u64, Fault> {
-    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(ufutex_fixup)]
     if fixup::enabled() {
         return fixup::load(addr, size);
     }
@@ -92,7 +92,7 @@ pub(crate) fn read_word_at_once(addr: usize, size: Size) -> Option<Result<u64, F
 /// Read 8 bytes at `addr` (any alignment): a field of a caller's struct.
 #[inline]
 pub(crate) fn read_u64(addr: usize) -> Result<u64, Fault> {
-    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(ufutex_fixup)]
     if fixup::enabled() {
         return fixup::load(addr, Size::U64);
     }
@@ -105,7 +105,7 @@ pub(crate) fn read_u64(addr: usize) -> Result<u64, Fault> {
 /// crashing on its own write. `addr` must be aligned to the size.
 pub(crate) fn check_writable(addr: usize, size: Size) -> Result<(), Fault> {
     debug_assert_eq!(addr % size.bytes(), 0);
-    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(ufutex_fixup)]
     if fixup::enabled() {
         return fixup::touch(addr, size);
     }
@@ -190,7 +190,7 @@ impl ReadPages {
 /// programs whose own SIGSEGV handling cannot chain (and to test the portable path). Only where
 /// the handler exists (x86_64 and aarch64 Linux): elsewhere every read takes the probe syscall
 /// anyway.
-#[cfg(any(test, all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+#[cfg(any(test, ufutex_fixup))]
 pub(crate) const PROBE_ENV: &str = "UFUTEX_FAULT_PROBE";
 
 /// The portable way: ask the kernel to copy from our own address space (elsewhere than x86_64
@@ -257,7 +257,7 @@ pub(crate) mod probe {
     }
 }
 
-#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[cfg(ufutex_fixup)]
 mod fixup {
     use super::Fault;
     use crate::word::Size;
@@ -272,78 +272,30 @@ mod fixup {
     // fixup's `ret` returns to the caller. Symbols are hidden: every copy of the library in a
     // process has its own. (Natively, loads are inline: `inline_load_u32!`, `inline_load_other!`;
     // these functions serve the write probes, and the loads under valgrind.)
+    //
+    // `fx_fn!(name, instructions…)`: one such function, as assembly text: global but hidden,
+    // typed and sized as a function (so that debuggers and profilers name it).
+    macro_rules! fx_fn {
+        ($name:literal, $($insn:literal),+ $(,)?) => {
+            concat!(
+                ".globl ", $name, "\n.hidden ", $name, "\n.type ", $name, ",%function\n", $name, ":\n",
+                $($insn, "\n",)+
+                ".size ", $name, ", . - ", $name,
+            )
+        };
+    }
     #[cfg(target_arch = "x86_64")]
     core::arch::global_asm!(
         ".pushsection .text.ufutex_fx,\"ax\",@progbits",
         ".p2align 4",
-        ".globl ufutex_fx_load8",
-        ".hidden ufutex_fx_load8",
-        ".type ufutex_fx_load8,@function",
-        "ufutex_fx_load8:",
-        "movzx eax, byte ptr [rdi]",
-        "xor edx, edx",
-        "ret",
-        ".size ufutex_fx_load8, . - ufutex_fx_load8",
-        ".globl ufutex_fx_load16",
-        ".hidden ufutex_fx_load16",
-        ".type ufutex_fx_load16,@function",
-        "ufutex_fx_load16:",
-        "movzx eax, word ptr [rdi]",
-        "xor edx, edx",
-        "ret",
-        ".size ufutex_fx_load16, . - ufutex_fx_load16",
-        ".globl ufutex_fx_load32",
-        ".hidden ufutex_fx_load32",
-        ".type ufutex_fx_load32,@function",
-        "ufutex_fx_load32:",
-        "mov eax, dword ptr [rdi]",
-        "xor edx, edx",
-        "ret",
-        ".size ufutex_fx_load32, . - ufutex_fx_load32",
-        ".globl ufutex_fx_load64",
-        ".hidden ufutex_fx_load64",
-        ".type ufutex_fx_load64,@function",
-        "ufutex_fx_load64:",
-        "mov rax, qword ptr [rdi]",
-        "xor edx, edx",
-        "ret",
-        ".size ufutex_fx_load64, . - ufutex_fx_load64",
-        ".globl ufutex_fx_touch8",
-        ".hidden ufutex_fx_touch8",
-        ".type ufutex_fx_touch8,@function",
-        "ufutex_fx_touch8:",
-        "lock add byte ptr [rdi], 0",
-        "xor eax, eax",
-        "xor edx, edx",
-        "ret",
-        ".size ufutex_fx_touch8, . - ufutex_fx_touch8",
-        ".globl ufutex_fx_touch16",
-        ".hidden ufutex_fx_touch16",
-        ".type ufutex_fx_touch16,@function",
-        "ufutex_fx_touch16:",
-        "lock add word ptr [rdi], 0",
-        "xor eax, eax",
-        "xor edx, edx",
-        "ret",
-        ".size ufutex_fx_touch16, . - ufutex_fx_touch16",
-        ".globl ufutex_fx_touch32",
-        ".hidden ufutex_fx_touch32",
-        ".type ufutex_fx_touch32,@function",
-        "ufutex_fx_touch32:",
-        "lock add dword ptr [rdi], 0",
-        "xor eax, eax",
-        "xor edx, edx",
-        "ret",
-        ".size ufutex_fx_touch32, . - ufutex_fx_touch32",
-        ".globl ufutex_fx_touch64",
-        ".hidden ufutex_fx_touch64",
-        ".type ufutex_fx_touch64,@function",
-        "ufutex_fx_touch64:",
-        "lock add qword ptr [rdi], 0",
-        "xor eax, eax",
-        "xor edx, edx",
-        "ret",
-        ".size ufutex_fx_touch64, . - ufutex_fx_touch64",
+        fx_fn!("ufutex_fx_load8", "movzx eax, byte ptr [rdi]", "xor edx, edx", "ret"),
+        fx_fn!("ufutex_fx_load16", "movzx eax, word ptr [rdi]", "xor edx, edx", "ret"),
+        fx_fn!("ufutex_fx_load32", "mov eax, dword ptr [rdi]", "xor edx, edx", "ret"),
+        fx_fn!("ufutex_fx_load64", "mov rax, qword ptr [rdi]", "xor edx, edx", "ret"),
+        fx_fn!("ufutex_fx_touch8", "lock add byte ptr [rdi], 0", "xor eax, eax", "xor edx, edx", "ret"),
+        fx_fn!("ufutex_fx_touch16", "lock add word ptr [rdi], 0", "xor eax, eax", "xor edx, edx", "ret"),
+        fx_fn!("ufutex_fx_touch32", "lock add dword ptr [rdi], 0", "xor eax, eax", "xor edx, edx", "ret"),
+        fx_fn!("ufutex_fx_touch64", "lock add qword ptr [rdi], 0", "xor eax, eax", "xor edx, edx", "ret"),
         // The table of inline loads (`inline_load_u32!`, `inline_load_other!`): pairs of 32-bit
         // offsets, each from its own field, to a load and to its fixup. The entry here names no
         // load (both offsets lead into the table, where no instruction runs); it makes sure the
@@ -355,14 +307,7 @@ mod fixup {
         ".long ufutex_fx_table_base - .",
         ".long ufutex_fx_table_base - .",
         ".popsection",
-        ".globl ufutex_fx_fixup",
-        ".hidden ufutex_fx_fixup",
-        ".type ufutex_fx_fixup,@function",
-        "ufutex_fx_fixup:",
-        "xor eax, eax",
-        "mov edx, 1",
-        "ret",
-        ".size ufutex_fx_fixup, . - ufutex_fx_fixup",
+        fx_fn!("ufutex_fx_fixup", "xor eax, eax", "mov edx, 1", "ret"),
         ".popsection",
     );
 
@@ -378,90 +323,47 @@ mod fixup {
     core::arch::global_asm!(
         ".pushsection .text.ufutex_fx,\"ax\",%progbits",
         ".p2align 4",
-        ".globl ufutex_fx_load8",
-        ".hidden ufutex_fx_load8",
-        ".type ufutex_fx_load8,%function",
-        "ufutex_fx_load8:",
-        "ldrb w0, [x0]",
-        "mov x1, #0",
-        "ret",
-        ".size ufutex_fx_load8, . - ufutex_fx_load8",
-        ".globl ufutex_fx_load16",
-        ".hidden ufutex_fx_load16",
-        ".type ufutex_fx_load16,%function",
-        "ufutex_fx_load16:",
-        "ldrh w0, [x0]",
-        "mov x1, #0",
-        "ret",
-        ".size ufutex_fx_load16, . - ufutex_fx_load16",
-        ".globl ufutex_fx_load32",
-        ".hidden ufutex_fx_load32",
-        ".type ufutex_fx_load32,%function",
-        "ufutex_fx_load32:",
-        "ldr w0, [x0]",
-        "mov x1, #0",
-        "ret",
-        ".size ufutex_fx_load32, . - ufutex_fx_load32",
-        ".globl ufutex_fx_load64",
-        ".hidden ufutex_fx_load64",
-        ".type ufutex_fx_load64,%function",
-        "ufutex_fx_load64:",
-        "ldr x0, [x0]",
-        "mov x1, #0",
-        "ret",
-        ".size ufutex_fx_load64, . - ufutex_fx_load64",
-        ".globl ufutex_fx_touch8",
-        ".hidden ufutex_fx_touch8",
-        ".type ufutex_fx_touch8,%function",
-        "ufutex_fx_touch8:",
-        "ldxrb w2, [x0]",
-        "stxrb w3, w2, [x0]",
-        "cbnz w3, ufutex_fx_touch8",
-        "mov x0, #0",
-        "mov x1, #0",
-        "ret",
-        ".size ufutex_fx_touch8, . - ufutex_fx_touch8",
-        ".globl ufutex_fx_touch16",
-        ".hidden ufutex_fx_touch16",
-        ".type ufutex_fx_touch16,%function",
-        "ufutex_fx_touch16:",
-        "ldxrh w2, [x0]",
-        "stxrh w3, w2, [x0]",
-        "cbnz w3, ufutex_fx_touch16",
-        "mov x0, #0",
-        "mov x1, #0",
-        "ret",
-        ".size ufutex_fx_touch16, . - ufutex_fx_touch16",
-        ".globl ufutex_fx_touch32",
-        ".hidden ufutex_fx_touch32",
-        ".type ufutex_fx_touch32,%function",
-        "ufutex_fx_touch32:",
-        "ldxr w2, [x0]",
-        "stxr w3, w2, [x0]",
-        "cbnz w3, ufutex_fx_touch32",
-        "mov x0, #0",
-        "mov x1, #0",
-        "ret",
-        ".size ufutex_fx_touch32, . - ufutex_fx_touch32",
-        ".globl ufutex_fx_touch64",
-        ".hidden ufutex_fx_touch64",
-        ".type ufutex_fx_touch64,%function",
-        "ufutex_fx_touch64:",
-        "ldxr x2, [x0]",
-        "stxr w3, x2, [x0]",
-        "cbnz w3, ufutex_fx_touch64",
-        "mov x0, #0",
-        "mov x1, #0",
-        "ret",
-        ".size ufutex_fx_touch64, . - ufutex_fx_touch64",
-        ".globl ufutex_fx_fixup",
-        ".hidden ufutex_fx_fixup",
-        ".type ufutex_fx_fixup,%function",
-        "ufutex_fx_fixup:",
-        "mov x0, #0",
-        "mov x1, #1",
-        "ret",
-        ".size ufutex_fx_fixup, . - ufutex_fx_fixup",
+        fx_fn!("ufutex_fx_load8", "ldrb w0, [x0]", "mov x1, #0", "ret"),
+        fx_fn!("ufutex_fx_load16", "ldrh w0, [x0]", "mov x1, #0", "ret"),
+        fx_fn!("ufutex_fx_load32", "ldr w0, [x0]", "mov x1, #0", "ret"),
+        fx_fn!("ufutex_fx_load64", "ldr x0, [x0]", "mov x1, #0", "ret"),
+        fx_fn!(
+            "ufutex_fx_touch8",
+            "ldxrb w2, [x0]",
+            "stxrb w3, w2, [x0]",
+            "cbnz w3, ufutex_fx_touch8",
+            "mov x0, #0",
+            "mov x1, #0",
+            "ret"
+        ),
+        fx_fn!(
+            "ufutex_fx_touch16",
+            "ldxrh w2, [x0]",
+            "stxrh w3, w2, [x0]",
+            "cbnz w3, ufutex_fx_touch16",
+            "mov x0, #0",
+            "mov x1, #0",
+            "ret"
+        ),
+        fx_fn!(
+            "ufutex_fx_touch32",
+            "ldxr w2, [x0]",
+            "stxr w3, w2, [x0]",
+            "cbnz w3, ufutex_fx_touch32",
+            "mov x0, #0",
+            "mov x1, #0",
+            "ret"
+        ),
+        fx_fn!(
+            "ufutex_fx_touch64",
+            "ldxr x2, [x0]",
+            "stxr w3, x2, [x0]",
+            "cbnz w3, ufutex_fx_touch64",
+            "mov x0, #0",
+            "mov x1, #0",
+            "ret"
+        ),
+        fx_fn!("ufutex_fx_fixup", "mov x0, #0", "mov x1, #1", "ret"),
         ".popsection",
     );
 
@@ -957,8 +859,7 @@ mod tests {
         let (page, hole) = reads_mapped_words_and_holes(read_word);
         // The fast paths' reads (inline loads on x86-64, each with its own table entry; calls
         // on aarch64; none at once when every read takes the probe syscall).
-        let at_once = cfg!(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))
-            && std::env::var_os(PROBE_ENV).is_none_or(|v| v != "syscall");
+        let at_once = cfg!(ufutex_fixup) && std::env::var_os(PROBE_ENV).is_none_or(|v| v != "syscall");
         for (size, want) in
             [(Size::U8, 0x88), (Size::U16, 0x7788), (Size::U32, 0x5566_7788), (Size::U64, 0x1122_3344_5566_7788)]
         {
