@@ -220,9 +220,9 @@ impl<O: Operator> WaitTable for SharedTable<'_, O> {
                 REC_QUEUED => {}
                 _ => return Ok(false),
             }
-            let b = rec.bucket.load(Ordering::Relaxed);
+            let b = rec.bucket();
             let g = lock_bucket(h, b)?;
-            if rec.bucket.load(Ordering::Relaxed) != b {
+            if rec.bucket() != b {
                 continue; // moved by a requeue after we read it
             }
             if unlink_self(&g, w.r)? {

@@ -21,8 +21,10 @@ pub(crate) enum Point {
     Unlinked,
     /// A record marked Woken, its thread not yet kicked.
     Marked,
-    /// A requeued record out of its old queue, not yet in the new one.
+    /// A requeued record out of its old queue, its new key written but not yet its own.
     Moving,
+    /// A requeued record's new key and bucket its own (one store), not yet in the new queue.
+    Rekeyed,
     /// A waiter's own record unlinked after a timeout, not yet Idle.
     Cancelled,
     /// A named object's slot marked Busy, its fields not yet written (`named/table.rs`).
@@ -36,13 +38,14 @@ pub(crate) enum Point {
 }
 
 #[cfg(not(ufutex_loom))]
-const POINTS: [(&str, Point); 11] = [
+const POINTS: [(&str, Point); 12] = [
     ("counted", Point::Counted),
     ("locked", Point::Locked),
     ("enqueued", Point::Enqueued),
     ("unlinked", Point::Unlinked),
     ("marked", Point::Marked),
     ("moving", Point::Moving),
+    ("rekeyed", Point::Rekeyed),
     ("cancelled", Point::Cancelled),
     ("creating", Point::Creating),
     ("removing", Point::Removing),

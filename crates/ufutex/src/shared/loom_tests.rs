@@ -46,7 +46,12 @@ struct Model {
 
 impl Model {
     fn new() -> Arc<Model> {
-        let seg = Segment::model(Layout { procs: PROCS, records: 1, buckets: 1 });
+        Model::with_buckets(1)
+    }
+
+    /// With `buckets` buckets (with 2, [`KEY`] and [`KEY_B`] are in different ones).
+    fn with_buckets(buckets: u32) -> Arc<Model> {
+        let seg = Segment::model(Layout { procs: PROCS, records: 1, buckets });
         for s in 0..PROCS {
             seg.slot(s).unwrap().used.store(1, Ordering::Relaxed); // record s is slot s's
         }
@@ -131,24 +136,27 @@ fn wake_all(h: &Proc<'_>) -> Result<usize, SharedError> {
     Ok(n)
 }
 
-/// Take the lock as process `slot` (over a dead owner if need be) and check the queue is exactly
-/// the Queued records, in ticket order.
+/// Take each bucket's lock as process `slot` (over a dead owner if need be) and check its queue
+/// is exactly the records Queued in it, in ticket order.
 fn check_consistent(m: &Model, slot: u32) {
     let h = Proc { m, slot };
-    let g = lock_bucket(&h, 0).unwrap();
-    let mut linked = Vec::new();
-    walk(&g, |r, _| {
-        linked.push(r);
-        Ok(true)
-    })
-    .unwrap();
-    let mut queued: Vec<(u64, u32)> = (0..PROCS)
-        .filter(|&r| m.seg.record(r).unwrap().state.load(Ordering::Relaxed) == REC_QUEUED)
-        .map(|r| (m.seg.record(r).unwrap().ticket.load(Ordering::Relaxed), r))
-        .collect();
-    queued.sort();
-    assert_eq!(linked, queued.iter().map(|&(_, r)| r).collect::<Vec<_>>());
-    assert_eq!(g.bucket.pending.load(Ordering::Relaxed), NONE);
+    for b in 0..m.seg.layout.buckets {
+        let g = lock_bucket(&h, b).unwrap();
+        let mut linked = Vec::new();
+        walk(&g, |r, _| {
+            linked.push(r);
+            Ok(true)
+        })
+        .unwrap();
+        let mut queued: Vec<(u64, u32)> = (0..PROCS)
+            .map(|r| (r, m.seg.record(r).unwrap()))
+            .filter(|(_, rec)| rec.state.load(Ordering::Relaxed) == REC_QUEUED && rec.bucket() == b)
+            .map(|(r, rec)| (rec.ticket.load(Ordering::Relaxed), r))
+            .collect();
+        queued.sort();
+        assert_eq!(linked, queued.iter().map(|&(_, r)| r).collect::<Vec<_>>());
+        assert_eq!(g.bucket.pending.load(Ordering::Relaxed), NONE);
+    }
 }
 
 /// A waiter dies at any step of queueing, while a waker takes the bucket (over the dead owner)
@@ -315,4 +323,55 @@ fn a_shared_requeue_moves_the_waiter_it_finds() {
         filters_empty(&m);
         check_consistent(&m, 2);
     });
+}
+
+/// A requeuer of `a`'s waiter onto `b` (in another bucket) dies at any step of the move — out of
+/// the old queue (its new key written, not yet its own), or with its key and bucket changed and
+/// not yet in the new queue — and another process then wakes `b`, then `a`: the waiter is never
+/// left asleep (a loom deadlock) and never woken by no one. The repair leaves it where the move
+/// stood (on `a` before its commit, on `b` after), and the wake of that word finds it.
+#[test]
+fn a_requeuer_dying_anywhere_in_a_move_loses_no_waiter() {
+    assert_ne!(KEY.bucket(2), KEY_B.bucket(2));
+    for die_at in [None, Some(Point::Moving), Some(Point::Rekeyed)] {
+        loom::model(move || {
+            let m = Model::with_buckets(2);
+            let mw = m.clone();
+            let waiter = thread::spawn(move || engine_wait(&mw, 0, &mw.a, 0));
+            m.a.store(1, Ordering::Release);
+            let (a, b) = (word_of(&m.a).addr(), word_of(&m.b).addr());
+            // (A thread of its own: a thread that died is not used again.)
+            let mr = m.clone();
+            let moved = thread::spawn(move || {
+                as_process(&mr, 1, die_at, |_| {
+                    let holds = || mr.a.load(Ordering::Relaxed) == 1;
+                    crate::requeue::requeue(&mr.table(1), a, b, Some(holds), 0, 1, Pays::Waker).unwrap()
+                })
+            })
+            .join()
+            .unwrap();
+            let t = m.table(2);
+            let woken_b = crate::wake::wake(&t, b, 1, u64::MAX, Report::Count, Pays::Waker).unwrap().count;
+            let woken_a = crate::wake::wake(&t, a, 1, u64::MAX, Report::Count, Pays::Waker).unwrap().count;
+            let outcome = waiter.join().unwrap();
+            match (outcome, moved) {
+                // Moved: only the target's wake finds it.
+                (Ok(()), Some(1)) => assert_eq!((woken_a, woken_b), (0, 1)),
+                // Found mid-move by the requeuer that died: on one word or the other, once.
+                (Ok(()), None) => assert_eq!(woken_a + woken_b, 1),
+                (Err(SharedError::WouldBlock), Some(0) | None) => assert_eq!((woken_a, woken_b), (0, 0)),
+                other => panic!("unexpected {other:?} (woken a {woken_a}, b {woken_b})"),
+            }
+            if moved.is_some() {
+                filters_empty(&m);
+            } else {
+                // The move counts the waiter on `b` before it takes the count on `a` away: a
+                // requeuer that dies in between leaves `b`'s one too high (a wake's fast path
+                // lost, never a wakeup), never one too low.
+                let count = |w| m.seg.filter(word_of(w).addr()).load(Ordering::Relaxed);
+                assert!(count(&m.a) == 0 && count(&m.b) <= 1);
+            }
+            check_consistent(&m, 2);
+        });
+    }
 }

@@ -235,12 +235,12 @@ impl Proc {
         for r in base..base + used {
             let rec = self.seg.record(r)?;
             while rec.state.load(Ordering::Acquire) == REC_QUEUED {
-                let b = rec.bucket.load(Ordering::Relaxed);
+                let b = rec.bucket();
                 if self.seg.bucket(b).is_err() {
                     break; // a corrupt bucket index: the record is in no queue
                 }
                 let g = self.lock_bucket(b)?;
-                if rec.state.load(Ordering::Relaxed) == REC_QUEUED && rec.bucket.load(Ordering::Relaxed) == b {
+                if rec.state.load(Ordering::Relaxed) == REC_QUEUED && rec.bucket() == b {
                     g.begin();
                     g.unlink(r)?;
                     rec.state.store(REC_IDLE, Ordering::Release);

@@ -6,7 +6,8 @@
 //! from that. A process that dies between `begin` and `end` leaves `dirty` set, and whoever takes
 //! the lock next rebuilds the links from the records ([`Locked::recover`]); each record field is
 //! one aligned store, and x86's stores reach memory in program order, so the records are
-//! consistent at any instruction. A waker marks a record Woken and then kicks its thread
+//! consistent at any instruction. (A record's key and bucket change together in a requeue: one
+//! store of `Record::place` names both.) A waker marks a record Woken and then kicks its thread
 //! (`pending` names it in between); if it dies there, the recoverer kicks it.
 
 use super::lock::{self, Liveness, Owner, Taken};
@@ -158,7 +159,7 @@ impl Locked<'_> {
             let base = s * seg.layout.records;
             for r in base..base + used {
                 let rec = seg.record(r)?;
-                if rec.state.load(Ordering::Acquire) == REC_QUEUED && rec.bucket.load(Ordering::Relaxed) == self.index {
+                if rec.state.load(Ordering::Acquire) == REC_QUEUED && rec.bucket() == self.index {
                     queued.push((rec.ticket.load(Ordering::Relaxed), r));
                 }
             }

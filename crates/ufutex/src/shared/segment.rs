@@ -17,12 +17,12 @@
 //! however it dies, so the check is safe against PID reuse and PID namespaces.
 
 use super::SharedError;
-use crate::primitive::{AtomicU32, AtomicU64};
+use crate::primitive::{AtomicU32, AtomicU64, Ordering};
 
 pub(crate) const MAGIC: u64 = 0x5546_5554_5853_4831; // "UFUTXSH1"
 /// Bumped whenever the layout or the protocol changes: processes of two versions never share a
 /// segment (the later one gets `ENOTRECOVERABLE`), they would miss each other's waiters.
-pub(crate) const VERSION: u32 = 2;
+pub(crate) const VERSION: u32 = 3;
 pub(crate) const PAGE: usize = 4096;
 pub(crate) const FILTER_LEN: usize = 4096;
 #[cfg_attr(ufutex_loom, allow(dead_code))]
@@ -101,12 +101,16 @@ pub(crate) struct Bucket {
 #[repr(C, align(64))]
 pub(crate) struct Record {
     /// [`REC_IDLE`], [`REC_QUEUED`] or [`REC_WOKEN`]; changed only under the lock of the
-    /// bucket named by `bucket` (Queued), by the owner when Woken or Idle.
+    /// bucket the record is in (Queued), by the owner when Woken or Idle.
     pub(crate) state: AtomicU32,
     /// The park word, on a thread's first record: bumped and futex-woken by a waker.
     pub(crate) park_seq: AtomicU32,
-    /// The bucket the record is queued in.
-    pub(crate) bucket: AtomicU32,
+    /// Where the record is queued, in one word: its bucket, and which of `keys` is its key
+    /// ([`KEY_SLOT`]). A requeue writes the new key into the other slot and then changes both
+    /// with one store (`surgery::move_one`), so that a process that dies anywhere in a move
+    /// leaves the record's key and bucket in agreement: before that store the record belongs
+    /// where it was, after it where it goes.
+    pub(crate) place: AtomicU32,
     pub(crate) prev: AtomicU32,
     pub(crate) next: AtomicU32,
     /// The record whose `park_seq` the waiting thread sleeps on (its first record).
@@ -115,19 +119,42 @@ pub(crate) struct Record {
     pub(crate) gen: AtomicU32,
     /// The filter counter this record holds one count on, | [`COUNTED`]; 0 when it holds none.
     pub(crate) counted: AtomicU32,
-    /// The key: class, device, inode (or slot generation), offset (or address).
-    pub(crate) class: AtomicU32,
     /// The waitv index of this entry (returned to the waiter).
     pub(crate) index: AtomicU32,
-    pub(crate) dev: AtomicU64,
-    pub(crate) ino: AtomicU64,
-    pub(crate) off: AtomicU64,
-    pub(crate) mask: AtomicU64,
-    pub(crate) ticket: AtomicU64,
     /// On a thread's first record: 1 while the thread may be asleep in the kernel on
     /// `park_seq` (set before its last look at its records), so a waker calls `futex_wake`
     /// only then (see `park.rs`).
     pub(crate) asleep: AtomicU32,
+    pub(crate) mask: AtomicU64,
+    pub(crate) ticket: AtomicU64,
+    /// Two keys, of which `place` names the record's own (the other is scratch for a move).
+    pub(crate) keys: [KeyCell; 2],
+}
+
+/// A key as a record holds it: class, device, inode (or slot generation), offset (or address).
+#[repr(C)]
+pub(crate) struct KeyCell {
+    pub(crate) class: AtomicU32,
+    pub(crate) dev: AtomicU64,
+    pub(crate) ino: AtomicU64,
+    pub(crate) off: AtomicU64,
+}
+
+/// The bit of [`Record::place`] that names the record's key slot; the bits below it, its bucket.
+pub(crate) const KEY_SLOT: u32 = 1 << 31;
+
+impl Record {
+    /// The bucket the record is (or was last) queued in.
+    #[inline]
+    pub(crate) fn bucket(&self) -> u32 {
+        self.place.load(Ordering::Relaxed) & !KEY_SLOT
+    }
+
+    /// The record's own key slot.
+    #[inline]
+    pub(crate) fn key(&self) -> &KeyCell {
+        &self.keys[usize::from(self.place.load(Ordering::Relaxed) & KEY_SLOT != 0)]
+    }
 }
 
 pub(crate) const REC_IDLE: u32 = 0;
@@ -246,20 +273,22 @@ impl Segment {
                 .map(|_| Record {
                     state: AtomicU32::new(0),
                     park_seq: AtomicU32::new(0),
-                    bucket: AtomicU32::new(0),
+                    place: AtomicU32::new(0),
                     prev: AtomicU32::new(0),
                     next: AtomicU32::new(0),
                     park: AtomicU32::new(0),
                     gen: AtomicU32::new(0),
                     counted: AtomicU32::new(0),
-                    class: AtomicU32::new(0),
                     index: AtomicU32::new(0),
-                    dev: AtomicU64::new(0),
-                    ino: AtomicU64::new(0),
-                    off: AtomicU64::new(0),
+                    asleep: AtomicU32::new(0),
                     mask: AtomicU64::new(0),
                     ticket: AtomicU64::new(0),
-                    asleep: AtomicU32::new(0),
+                    keys: [0, 1].map(|_| KeyCell {
+                        class: AtomicU32::new(0),
+                        dev: AtomicU64::new(0),
+                        ino: AtomicU64::new(0),
+                        off: AtomicU64::new(0),
+                    }),
                 })
                 .collect(),
             layout,

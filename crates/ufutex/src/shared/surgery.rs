@@ -8,22 +8,23 @@ use super::fault::{point, Point};
 use super::identity::SharedKey;
 use super::lock::{Life, Owner};
 use super::queue::Locked;
-use super::segment::{Record, COUNTED, NONE, REC_IDLE, REC_QUEUED};
+use super::segment::{KeyCell, Record, COUNTED, KEY_SLOT, NONE, REC_IDLE, REC_QUEUED};
 use super::SharedError;
 use crate::primitive::Ordering;
 
 pub(crate) fn has_key(rec: &Record, k: &SharedKey) -> bool {
-    rec.class.load(Ordering::Relaxed) == k.class as u32
-        && rec.off.load(Ordering::Relaxed) == k.off
-        && rec.ino.load(Ordering::Relaxed) == k.ino
-        && rec.dev.load(Ordering::Relaxed) == k.dev
+    let c = rec.key();
+    c.class.load(Ordering::Relaxed) == k.class as u32
+        && c.off.load(Ordering::Relaxed) == k.off
+        && c.ino.load(Ordering::Relaxed) == k.ino
+        && c.dev.load(Ordering::Relaxed) == k.dev
 }
 
-fn set_key(rec: &Record, k: &SharedKey) {
-    rec.class.store(k.class as u32, Ordering::Relaxed);
-    rec.dev.store(k.dev, Ordering::Relaxed);
-    rec.ino.store(k.ino, Ordering::Relaxed);
-    rec.off.store(k.off, Ordering::Relaxed);
+fn set_key(c: &KeyCell, k: &SharedKey) {
+    c.class.store(k.class as u32, Ordering::Relaxed);
+    c.dev.store(k.dev, Ordering::Relaxed);
+    c.ino.store(k.ino, Ordering::Relaxed);
+    c.off.store(k.off, Ordering::Relaxed);
 }
 
 /// Queue record `r` on `key` at the tail: `(park, index, gen)` are the record of the thread's
@@ -37,13 +38,13 @@ pub(crate) fn enqueue_locked(
 ) -> Result<(), SharedError> {
     let rec = g.h.seg().record(r)?;
     g.begin();
-    set_key(rec, key);
+    set_key(&rec.keys[0], key);
     rec.mask.store(mask, Ordering::Relaxed);
     rec.park.store(park, Ordering::Relaxed);
     rec.index.store(index, Ordering::Relaxed);
     rec.gen.store(gen, Ordering::Relaxed);
     rec.ticket.store(g.ticket(), Ordering::Relaxed);
-    rec.bucket.store(g.index, Ordering::Relaxed);
+    rec.place.store(g.index, Ordering::Relaxed); // key slot 0
     rec.state.store(REC_QUEUED, Ordering::Release);
     g.push_back(r)?;
     point(Point::Enqueued);
@@ -54,7 +55,7 @@ pub(crate) fn enqueue_locked(
 /// Take our own record `r` out of this bucket if it is still queued here: `true` if it was.
 pub(crate) fn unlink_self(g: &Locked<'_>, r: u32) -> Result<bool, SharedError> {
     let rec = g.h.seg().record(r)?;
-    if rec.state.load(Ordering::Relaxed) != REC_QUEUED || rec.bucket.load(Ordering::Relaxed) != g.index {
+    if rec.state.load(Ordering::Relaxed) != REC_QUEUED || rec.bucket() != g.index {
         return Ok(false);
     }
     g.begin();
@@ -131,11 +132,20 @@ pub(crate) fn move_one(
     seg.filter(off).fetch_add(1, Ordering::SeqCst); // before the old count goes
     g1.begin();
     g2.begin();
+    // The new key into the slot the record does not use; then key and bucket change in one
+    // store, the commit: a death before it leaves the record in `g1` under its old key (the
+    // requeue did not happen), after it in `g2` under the new one (it did). Either bucket's
+    // repair links it where it then is.
+    let place = rec.place.load(Ordering::Relaxed);
+    let other = !place & KEY_SLOT;
+    set_key(&rec.keys[usize::from(other != 0)], key);
     g1.unlink(r)?;
     point(Point::Moving);
-    set_key(rec, key);
+    rec.place.store(g2.index | other, Ordering::Relaxed);
+    point(Point::Rekeyed);
+    // (After the commit: a repair before this store orders the record in `g2` by its old
+    // ticket, a FIFO place only.)
     rec.ticket.store(g2.ticket(), Ordering::Relaxed);
-    rec.bucket.store(g2.index, Ordering::Relaxed);
     g2.push_back(r)?;
     let old = rec.counted.swap(off as u32 | COUNTED, Ordering::AcqRel);
     g2.end();
