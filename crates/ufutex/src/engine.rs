@@ -61,10 +61,11 @@ pub(crate) trait Pick {
     fn done(&self) -> bool {
         false
     }
-    /// The waiter just given [`Fate::Wake`] could not be woken (its process died): it does not
-    /// count. (Only the shared table, which loom builds leave out, says so.)
+    /// The waiter just given `fate` ([`Fate::Wake`] or [`Fate::Move`]) was not taken: its
+    /// process died. It does not count. (Only the shared table, which loom builds leave out,
+    /// says so.)
     #[cfg_attr(ufutex_loom, allow(dead_code))]
-    fn not_woken(&mut self);
+    fn not_taken(&mut self, fate: Fate);
 }
 
 /// How a waker's look at a key went, after its (B) order.

@@ -49,8 +49,13 @@ impl Pick for RequeuePick {
         self.wake == 0 && self.moves == 0
     }
 
-    fn not_woken(&mut self) {
-        self.wake += 1;
+    fn not_taken(&mut self, fate: Fate) {
+        if fate == Fate::Move {
+            self.moves += 1;
+            self.moved -= 1;
+        } else {
+            self.wake += 1;
+        }
     }
 }
 

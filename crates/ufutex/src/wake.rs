@@ -78,7 +78,8 @@ impl Pick for WakePick {
         self.mask
     }
 
-    fn not_woken(&mut self) {
+    /// (It says only [`Fate::Wake`] to take a waiter.)
+    fn not_taken(&mut self, _: Fate) {
         self.left += 1;
     }
 }

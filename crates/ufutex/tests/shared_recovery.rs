@@ -116,6 +116,17 @@ fn a_process_killed_at_any_step_leaves_the_table_usable() {
         fresh_round_is_exact(c, 1);
     }
 
+    // A waiter killed while it sleeps: a requeue takes its record out, neither moving nor
+    // counting it (as a wake does not count it).
+    let w = waiter(b, LONG);
+    await_queued(b, 1);
+    // SAFETY: our child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(w, libc::SIGKILL) }, 0);
+    assert_eq!(reap(w), -libc::SIGKILL);
+    assert_eq!(shared::requeue(b, 0, c, 0, usize::MAX), Ok(0));
+    fresh_round_is_exact(b, 2);
+    fresh_round_is_exact(c, 1);
+
     // A waiter that timed out dies while taking itself out: rebuilt, found dead, not counted.
     dies_at("cancelled", || shared::wait(c, 0, deadline(Duration::from_millis(20))).map_or(2, |()| 0));
     assert_eq!(shared::wake(c, 1), Ok(0));

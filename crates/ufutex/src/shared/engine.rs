@@ -13,7 +13,7 @@ use super::fault::{point, Point};
 use super::identity::SharedKey;
 use super::queue::{lock_bucket, Host, Locked as Guard};
 use super::segment::{Segment, COUNTED, REC_QUEUED, REC_WOKEN};
-use super::surgery::{enqueue_locked, has_key, move_one, unlink_self, wake_one, walk};
+use super::surgery::{drop_dead, enqueue_locked, has_key, move_one, unlink_self, wake_one, walk, Lives};
 use super::SharedError;
 use crate::engine::{Fate, Locked, Look, Pair, Pick, Placed, WaitTable, Want, Woken};
 use crate::membarrier::Pays;
@@ -79,16 +79,23 @@ impl Locked for SharedLocked<'_> {
 
     fn take(&mut self, pick: &mut impl Pick, woken: &mut Kicked, moved: &mut Vec<u32>) -> Result<(), SharedError> {
         let g = &self.g;
+        let mut lives = Lives::default();
         walk(g, |r, rec| {
-            match pick.pick(has_key(rec, &self.key), rec.mask.load(Ordering::Relaxed)) {
+            let fate = pick.pick(has_key(rec, &self.key), rec.mask.load(Ordering::Relaxed));
+            match fate {
                 Fate::Stop => return Ok(false),
                 Fate::Skip => {}
                 Fate::Wake if wake_one(g, r)? => woken.0 += 1,
-                Fate::Wake => pick.not_woken(),
-                Fate::Move => {
+                Fate::Move if lives.alive(g, r, rec) => {
                     moved.try_reserve(1).map_err(|_| SharedError::NoMemory)?;
                     moved.push(r);
                 }
+                // A dead process's waiter, which a wake does not count either.
+                Fate::Move => {
+                    drop_dead(g, r)?;
+                    pick.not_taken(fate);
+                }
+                Fate::Wake => pick.not_taken(fate),
             }
             Ok(true)
         })

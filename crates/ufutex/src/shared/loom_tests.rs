@@ -17,7 +17,7 @@ use super::fault::{self, Point};
 use super::identity::{Class, SharedKey};
 use super::lock::{Life, Liveness, Owner};
 use super::queue::{lock_bucket, Host};
-use super::segment::{Layout, Segment, NONE, REC_IDLE, REC_QUEUED, REC_WOKEN};
+use super::segment::{Layout, Segment, COUNTED, NONE, REC_IDLE, REC_QUEUED, REC_WOKEN};
 use super::surgery::{enqueue_locked, has_key, wake_one, walk};
 use super::SharedError;
 use crate::engine::Want;
@@ -374,4 +374,37 @@ fn a_requeuer_dying_anywhere_in_a_move_loses_no_waiter() {
             check_consistent(&m, 2);
         });
     }
+}
+
+/// A requeue meets the waiter of a process that died queued (killed while it slept) and a live
+/// waiter that may queue meanwhile: it moves and counts the live one only, and takes the dead
+/// one out (neither moved nor counted, as a wake does not count it); the wake of the target
+/// then counts exactly what the requeue moved.
+#[test]
+fn a_requeue_neither_moves_nor_counts_a_dead_waiter() {
+    loom::model(|| {
+        let m = Model::new();
+        // Counted in `a`'s filter and queued, as a waiter is; then its process dies.
+        let off = word_of(&m.a).addr() & 4095;
+        m.seg.filter(off).fetch_add(1, Ordering::SeqCst);
+        m.seg.record(0).unwrap().counted.store(off as u32 | COUNTED, Ordering::Relaxed);
+        as_process(&m, 0, None, |h| enqueue(h).unwrap()).unwrap();
+        m.dead[0].store(true, Ordering::Release);
+        let mw = m.clone();
+        let waiter = thread::spawn(move || engine_wait(&mw, 1, &mw.a, 0));
+        let (a, b) = (word_of(&m.a).addr(), word_of(&m.b).addr());
+        let t = m.table(2);
+        let moved = crate::requeue::requeue(&t, a, b, None::<fn() -> bool>, 0, 2, Pays::Waker).unwrap();
+        m.a.store(1, Ordering::Release);
+        let woken = crate::wake::wake(&t, b, usize::MAX, u64::MAX, Report::Count, Pays::Waker).unwrap().count
+            + crate::wake::wake(&t, a, usize::MAX, u64::MAX, Report::Count, Pays::Waker).unwrap().count;
+        match waiter.join().unwrap() {
+            Ok(()) => assert!(moved <= 1 && woken == 1, "moved {moved}, woken {woken}"),
+            Err(SharedError::WouldBlock) => assert_eq!((moved, woken), (0, 0)),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(m.seg.record(0).unwrap().state.load(Ordering::Relaxed), REC_IDLE, "the dead record is left");
+        filters_empty(&m);
+        check_consistent(&m, 2);
+    });
 }

@@ -117,6 +117,43 @@ pub(crate) fn wake_one(g: &Locked<'_>, r: u32) -> Result<bool, SharedError> {
     Ok(false)
 }
 
+/// Take a dead process's waiter `r` out of the queue, its record given up and its filter count
+/// dropped: what a requeue does with it (it neither moves nor counts it).
+pub(crate) fn drop_dead(g: &Locked<'_>, r: u32) -> Result<(), SharedError> {
+    let seg = g.h.seg();
+    let rec = seg.record(r)?;
+    g.begin();
+    g.unlink(r)?;
+    rec.state.store(REC_IDLE, Ordering::Release);
+    g.end();
+    seg.release_filter(r)
+}
+
+/// Whether the owners of records live, asked once per owner in one operation: a look at
+/// another process's liveness is a system call (`process.rs`).
+#[derive(Default)]
+pub(crate) struct Lives {
+    /// (slot, generation, alive), the first few owners asked about.
+    known: [(u32, u32, bool); 4],
+    n: usize,
+}
+
+impl Lives {
+    /// Whether record `r`'s owner lives.
+    pub(crate) fn alive(&mut self, g: &Locked<'_>, r: u32, rec: &Record) -> bool {
+        let owner = Owner { slot: g.h.seg().owner_of(r), gen: rec.gen.load(Ordering::Relaxed) };
+        if let Some(&(_, _, alive)) = self.known[..self.n].iter().find(|k| (k.0, k.1) == (owner.slot, owner.gen)) {
+            return alive;
+        }
+        let alive = g.h.life(owner) == Life::Alive;
+        if self.n < self.known.len() {
+            self.known[self.n] = (owner.slot, owner.gen, alive);
+            self.n += 1;
+        }
+        alive
+    }
+}
+
 /// Move `r` from `g1`'s queue to the tail of `g2`'s (which may be the same bucket), keyed
 /// `key`, its filter count moved to in-page offset `off` (the new count first: a count is never
 /// too low).
