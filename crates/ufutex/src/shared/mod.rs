@@ -375,7 +375,8 @@ pub fn unregister_mapping(ptr: *const u8) -> Result<(), SharedError> {
 
 /// If `*from == expected`, wake up to `nr_wake` process-shared waiters on `from` and move up
 /// to `nr_requeue` more to wait on `to`: woken + moved. A moved waiter is woken later through
-/// `to`; its own wait returns `Ok` then.
+/// `to`; its own wait returns `Ok` then. A waiter whose process died is taken out, neither
+/// moved nor counted (as [`wake`] does not count it).
 ///
 /// # Errors
 /// [`SharedError::WouldBlock`] if `*from != expected`; as [`wake`] otherwise. With
