@@ -30,6 +30,7 @@ fn shared_futexes_across_processes() {
     shm_open_and_a_shared_file();
     private_memory_stays_in_its_process();
     requeue_across_processes();
+    requeue_between_mappings();
     waitv_across_processes_mixed_sizes();
     masks_across_processes();
     killed_waiters_are_not_counted();
@@ -194,6 +195,25 @@ fn requeue_across_processes() {
     for pid in pids {
         assert_eq!(reap(pid), 0);
     }
+}
+
+/// A requeue from a word of one mapping to a word of another (two shared anonymous mappings:
+/// two objects, never merged), whose identities are asked apart; and of a word onto itself,
+/// where one question answers both.
+fn requeue_between_mappings() {
+    let (p, q) = (shared_anon(4096), shared_anon(4096));
+    // SAFETY: live mappings.
+    let (a, b): (&AtomicU32, &AtomicU32) = unsafe { (at(p, 256), at(q, 256)) };
+    let pid = child(move || shared::wait(a, 0, deadline(LONG)).map_or_else(|e| e.errno(), |()| 0));
+    let t = Instant::now();
+    while shared::requeue(a, 0, a, 0, 1) != Ok(1) {
+        assert!(t.elapsed() < LONG);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(shared::requeue(a, 0, b, 0, 1), Ok(1));
+    assert_eq!(shared::wake(a, 1), Ok(0), "moved to the other mapping's word");
+    assert_eq!(shared::wake(b, 1), Ok(1));
+    assert_eq!(reap(pid), 0);
 }
 
 fn waitv_across_processes_mixed_sizes() {

@@ -25,6 +25,11 @@ pub(crate) trait Operator {
     fn host(&self) -> Result<&dyn Host, SharedError>;
     /// The identity of the word at `addr` now.
     fn key_of(&self, h: &dyn Host, addr: usize) -> Result<SharedKey, SharedError>;
+    /// The identities of a requeue's two words now, `a`'s asked first. Two questions by
+    /// default; an operator may answer both from the one mapping that covers them.
+    fn key_pair(&self, h: &dyn Host, a: usize, b: usize) -> Result<(SharedKey, SharedKey), SharedError> {
+        Ok((self.key_of(h, a)?, self.key_of(h, b)?))
+    }
     /// [`WaitTable::defer_wake`] for the word at `addr`: an operator whose words can be found
     /// again by address alone may defer. No by default.
     fn defer_wake(&self, addr: usize, n: usize, mask: u64) -> bool {
@@ -161,7 +166,7 @@ impl<O: Operator> WaitTable for SharedTable<'_, O> {
 
     fn lock_pair(&self, from: &usize, to: &usize) -> Result<Pair<SharedLocked<'_>>, SharedError> {
         let h = self.op.host()?;
-        let (k1, k2) = (self.op.key_of(h, *from)?, self.op.key_of(h, *to)?);
+        let (k1, k2) = self.op.key_pair(h, *from, *to)?;
         let target = (k2, to & 4095);
         let buckets = h.seg().layout.buckets;
         let (b1, b2) = (k1.bucket(buckets), k2.bucket(buckets));

@@ -76,6 +76,24 @@ impl Operator for Here {
         identity::classify(addr, &vma, (p.me.slot, p.me.gen))
     }
 
+    /// One question for both words when the mapping that covers `a` covers `b` too (a word
+    /// never crosses a page, so never a mapping's end): a requeue between two words of one
+    /// shared structure, or of a word onto itself, pays one query instead of two (~1 µs).
+    fn key_pair(&self, h: &dyn Host, a: usize, b: usize) -> Result<(SharedKey, SharedKey), SharedError> {
+        if known::key_of(a).is_some() || known::key_of(b).is_some() {
+            return Ok((self.key_of(h, a)?, self.key_of(h, b)?));
+        }
+        let p = proc()?;
+        debug_assert!(std::ptr::addr_eq(p, h), "one process operates here");
+        let local = (p.me.slot, p.me.gen);
+        let vma = identity::query(p.maps_fd, a)?;
+        let ka = identity::classify(a, &vma, local)?;
+        if (vma.start..vma.end).contains(&(b as u64)) {
+            return Ok((ka, identity::classify(b, &vma, local)?));
+        }
+        Ok((ka, identity::classify(b, &identity::query(p.maps_fd, b)?, local)?))
+    }
+
     /// A signal handler's wake that interrupted its thread inside a critical section
     /// (`reentry.rs`): the word is found again by its address when the wake is made.
     fn defer_wake(&self, addr: usize, n: usize, mask: u64) -> bool {
