@@ -90,7 +90,7 @@ impl Locked for SharedLocked<'_> {
             match fate {
                 Fate::Stop => return Ok(false),
                 Fate::Skip => {}
-                Fate::Wake if wake_one(g, r)? => woken.0 += 1,
+                Fate::Wake if wake_one(g, r, &mut lives)? => woken.0 += 1,
                 Fate::Move if lives.alive(g, r, rec) => {
                     moved.try_reserve(1).map_err(|_| SharedError::NoMemory)?;
                     moved.push(r);

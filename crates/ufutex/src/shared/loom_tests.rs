@@ -18,7 +18,7 @@ use super::identity::{Class, SharedKey};
 use super::lock::{Life, Liveness, Owner};
 use super::queue::{lock_bucket, Host};
 use super::segment::{Layout, Segment, COUNTED, NONE, REC_IDLE, REC_QUEUED, REC_WOKEN};
-use super::surgery::{enqueue_locked, has_key, wake_one, walk};
+use super::surgery::{enqueue_locked, has_key, wake_one, walk, Lives};
 use super::SharedError;
 use crate::engine::Want;
 use crate::membarrier::Pays;
@@ -126,9 +126,9 @@ fn enqueue(h: &Proc<'_>) -> Result<(), SharedError> {
 /// Wake every waiter on KEY: how many counted.
 fn wake_all(h: &Proc<'_>) -> Result<usize, SharedError> {
     let g = lock_bucket(h, 0)?;
-    let mut n = 0;
+    let (mut n, mut lives) = (0, Lives::default());
     walk(&g, |r, rec| {
-        if has_key(rec, &KEY) && wake_one(&g, r)? {
+        if has_key(rec, &KEY) && wake_one(&g, r, &mut lives)? {
             n += 1;
         }
         Ok(true)

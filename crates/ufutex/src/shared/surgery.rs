@@ -91,9 +91,10 @@ pub(crate) fn walk(
 }
 
 /// Dequeue `r`, mark it Woken and kick its thread. `true` if it counts as a wake: a thread was
-/// woken, or its process lives (it was about to sleep, or spinning). A dead process's waiter is
-/// not counted and its record is given up.
-pub(crate) fn wake_one(g: &Locked<'_>, r: u32) -> Result<bool, SharedError> {
+/// woken, or its process lives (it was about to sleep, or spinning; asked of `lives`, once per
+/// owner in the operation). A dead process's waiter is not counted and its record is given
+/// up.
+pub(crate) fn wake_one(g: &Locked<'_>, r: u32, lives: &mut Lives) -> Result<bool, SharedError> {
     let seg = g.h.seg();
     let rec = seg.record(r)?;
     g.begin();
@@ -105,11 +106,7 @@ pub(crate) fn wake_one(g: &Locked<'_>, r: u32) -> Result<bool, SharedError> {
     point(Point::Marked);
     let kicked = super::park::kick(seg, rec);
     g.bucket.pending.store(NONE, Ordering::Relaxed);
-    if kicked > 0 {
-        return Ok(true);
-    }
-    let owner = Owner { slot: seg.owner_of(r), gen: rec.gen.load(Ordering::Relaxed) };
-    if g.h.life(owner) == Life::Alive {
+    if kicked > 0 || lives.alive(g, r, rec) {
         return Ok(true);
     }
     seg.release_filter(r)?;
