@@ -67,31 +67,20 @@ impl Operator for Here {
     }
 
     fn key_of(&self, h: &dyn Host, addr: usize) -> Result<SharedKey, SharedError> {
-        if let Some(key) = known::key_of(addr) {
-            return Ok(key); // a mapping promised to stay: the library's own or registered (`known.rs`)
-        }
-        let p = proc()?;
-        debug_assert!(std::ptr::addr_eq(p, h), "one process operates here");
-        let vma = identity::query(p.maps_fd, addr)?;
-        identity::classify(addr, &vma, (p.me.slot, p.me.gen))
+        Ok(asked(h, addr)?.0)
     }
 
     /// One question for both words when the mapping that covers `a` covers `b` too (a word
     /// never crosses a page, so never a mapping's end): a requeue between two words of one
     /// shared structure, or of a word onto itself, pays one query instead of two (~1 µs).
     fn key_pair(&self, h: &dyn Host, a: usize, b: usize) -> Result<(SharedKey, SharedKey), SharedError> {
-        if known::key_of(a).is_some() || known::key_of(b).is_some() {
-            return Ok((self.key_of(h, a)?, self.key_of(h, b)?));
+        let (ka, mapping) = asked(h, a)?;
+        match mapping {
+            Some((vma, p)) if (vma.start..vma.end).contains(&(b as u64)) && known::key_of(b).is_none() => {
+                Ok((ka, identity::classify(b, &vma, (p.me.slot, p.me.gen))?))
+            }
+            _ => Ok((ka, self.key_of(h, b)?)),
         }
-        let p = proc()?;
-        debug_assert!(std::ptr::addr_eq(p, h), "one process operates here");
-        let local = (p.me.slot, p.me.gen);
-        let vma = identity::query(p.maps_fd, a)?;
-        let ka = identity::classify(a, &vma, local)?;
-        if (vma.start..vma.end).contains(&(b as u64)) {
-            return Ok((ka, identity::classify(b, &vma, local)?));
-        }
-        Ok((ka, identity::classify(b, &identity::query(p.maps_fd, b)?, local)?))
     }
 
     /// A signal handler's wake that interrupted its thread inside a critical section
@@ -103,6 +92,22 @@ impl Operator for Here {
         }
         busy
     }
+}
+
+/// A mapping as the kernel reported it, and the process that asked.
+type Asked = (identity::Vma, &'static Proc);
+
+/// The key of the word at `addr` now, and the mapping the kernel reported for it (none for a
+/// mapping promised to stay: the library's own or registered, `known.rs`, which the kernel is
+/// not asked about).
+fn asked(h: &dyn Host, addr: usize) -> Result<(SharedKey, Option<Asked>), SharedError> {
+    if let Some(key) = known::key_of(addr) {
+        return Ok((key, None));
+    }
+    let p = proc()?;
+    debug_assert!(std::ptr::addr_eq(p, h), "one process operates here");
+    let vma = identity::query(p.maps_fd, addr)?;
+    Ok((identity::classify(addr, &vma, (p.me.slot, p.me.gen))?, Some((vma, p))))
 }
 
 /// The shared table as this process sees it (the segment opened the first time).
