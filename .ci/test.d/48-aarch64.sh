@@ -1,8 +1,8 @@
 # aarch64, emulated by qemu-user: the library's unit tests, most of its integration tests
 # (private and shared words, named objects), the preload library under a Rust std program and
-# the C ABI's suite, built for aarch64 and run there — the code that differs by CPU (the fault fixup's
-# assembly and handler, which the C ABI's fault-safe reads take; errno through the thread
-# pointer; spin hints) and everything above it. (Emulated on this x86-64 host, memory is
+# the C ABI's suite, built for aarch64 and run there — the code that differs by CPU (the fault
+# fixup's assembly and handler, which the C ABI's fault-safe reads take; errno through the
+# thread pointer; spin hints) and everything above it. (Emulated on this x86-64 host, memory is
 # ordered as x86's: the loom models, not this step, prove the orderings.)
 # Left out, as qemu-user 7.2 cannot serve them (the x86-64 steps run them all):
 # - kernel mode for shared words (`shared::kernel`): qemu has no futex2 calls;
@@ -11,8 +11,9 @@
 # - NUMA placement (`real_tables_are_bound_to_their_node`): no memory policy under qemu;
 # - integration tests that start another program (binfmt_misc would be needed: `fork`,
 #   `named`, `shared_process`), that end threads holding named mutexes (`named_thread_exit`:
-#   under qemu it waits in vain for a word that a forked child sets; not looked into), that limit the address space (`no_memory`: qemu's own mappings count), or that rely on a
-#   wait restarted under SA_RESTART (`signals`, `signal_wakes`: the legacy wait that the parker
+#   under qemu it waits in vain for a word that a forked child sets; not looked into), that
+#   limit the address space (`no_memory`: qemu's own mappings count), or that rely on a wait
+#   restarted under SA_RESTART (`signals`, `signal_wakes`: the legacy wait that the parker
 #   falls back to without futex2 answers EINTR there, parker/futex.rs); `domain_slots` passes
 #   but takes half a minute emulated;
 # - `shared_kill`: in one CI run here its last check failed under qemu (a wake found 2 of the
