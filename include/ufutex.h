@@ -321,25 +321,27 @@ long ufutex_requeue(struct ufutex_waitv *waiters, unsigned int flags, int nr_wak
 /**
  * ufutex_wake_op() - wake waiters of two words, the second wake decided by an operation on the
  * second word (the legacy FUTEX_WAKE_OP, for 32-bit words).
- * @uaddr1: the first word (never read)
+ * @uaddr1: the first word (never read when private; a shared word's page is looked up)
  * @uaddr2: the second word, changed by @op
  * @nr1:    most waiters of @uaddr1 to wake
  * @nr2:    most waiters of @uaddr2 to wake, if the comparison holds
  * @op:     the operation word of linux/futex.h's FUTEX_OP(op, oparg, cmp, cmparg): SET, ADD, OR,
  *          ANDN or XOR with a 12-bit signed oparg (or 1 << oparg with FUTEX_OP_OPARG_SHIFT),
  *          then EQ, NE, LT, LE, GT or GE of the old value against a 12-bit signed cmparg
- * @flags:  UFUTEX_SIZE_U32 | UFUTEX_PRIVATE (required, see EOPNOTSUPP)
+ * @flags:  UFUTEX_SIZE_U32, and UFUTEX_PRIVATE unless the words are process-shared
  *
  * With the queues of both words locked: applies the operation to *@uaddr2 atomically, wakes up
  * to @nr1 waiters of @uaddr1 (any mask), oldest first, and, if the old value of *@uaddr2
- * compares true, up to @nr2 waiters of @uaddr2.
+ * compares true, up to @nr2 waiters of @uaddr2. Without UFUTEX_PRIVATE both words are
+ * process-shared: their queues are the shared table's (or the kernel's, with
+ * UFUTEX_SHARED=kernel), and waiters in other processes are woken.
  *
  * Return: the number woken; -1 and errno:
  *  - EINVAL: unknown flag bits, a size other than 32 bits, UFUTEX_NUMA or UFUTEX_MPOL;
  *    @nr1 < 0 or @nr2 < 0; a misaligned word;
- *  - EFAULT: a word NULL or in the kernel's half; @uaddr2 not mapped writable;
- *  - EOPNOTSUPP: no UFUTEX_PRIVATE: a process-shared FUTEX_WAKE_OP is not implemented
- *    (libufutex_preload.so sends those to the kernel);
+ *  - EFAULT: a word NULL or in the kernel's half; @uaddr2 not mapped writable; a shared
+ *    @uaddr1 not mapped (as the kernel, each word's key in turn: @uaddr1's page before
+ *    @uaddr2's alignment);
  *  - ENOSYS: an unknown op (nothing written) or comparison (the word was written, as the
  *    kernel does).
  */

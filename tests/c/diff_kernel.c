@@ -10,7 +10,8 @@
  *
  *     diff_kernel [CALLS [SEED]]      (default 200000 calls, seed 1)
  *
- * FUTEX_WAKE_OP (legacy SYS_futex) is compared with ufutex_wake_op, including the word it changes.
+ * FUTEX_WAKE_OP (legacy SYS_futex), private and shared, is compared with ufutex_wake_op,
+ * including the word it changes.
  * Single-threaded, so no call has a waiter to find; nothing can block: a NULL timeout goes
  * only with a vector or value that is sure to mismatch, other timeouts are in the past.
  * Where ufutex differs from the kernel on purpose, the input is not generated:
@@ -23,10 +24,11 @@
  * a shared word in read-only private anonymous memory. The kernel looks the page up first and
  * answers EFAULT to every call ("a read-only anonymous page will never change"); ufutex's fast
  * paths do not ask what backs a page, so a wait, waitv or requeue that mismatches is EAGAIN, a
- * wake (nobody can be waiting there) returns 0, and a requeue whose target is such a page goes
- * on. A wait that would queue is EFAULT on both. Everything else about shared words — the
- * order in which waitv and requeue find an unmapped shared page (key by key, in index order,
- * before any value) included — must agree. To make the known kind a failure, return 0 from
+ * wake (nobody can be waiting there) returns 0, and a requeue whose target (or a wake-op whose
+ * first word) is such a page goes on. A wait that would queue is EFAULT on both. Everything
+ * else about shared words — the order in which waitv, requeue and wake-op find an unmapped
+ * shared page (key by key, in index order, before any value or operation) included — must
+ * agree. To make the known kind a failure, return 0 from
  * known_shared_difference().
  * Exits 0 when the kernel lacks the futex2 calls (ENOSYS), saying so.
  */
@@ -216,11 +218,6 @@ static void compare_known(const char *op, long rk, int ek, long ru, int eu, cons
 	}
 }
 
-static void compare(const char *op, long rk, int ek, long ru, int eu, const char *detail)
-{
-	compare_known(op, rk, ek, ru, eu, detail, 0);
-}
-
 static void print_divergences(void)
 {
 	for (int i = 0; i < nkinds; i++)
@@ -333,10 +330,13 @@ static void one_requeue(void)
 	compare_known("requeue", rk, ek, ru, errno, d, known);
 }
 
-/* The legacy FUTEX_WAKE_OP against ufutex_wake_op: private 32-bit words only, counts >= 0 (the
- * kernel takes a negative count as 1, ufutex refuses it), no NULL word (ufutex's contract). */
+/* The legacy FUTEX_WAKE_OP against ufutex_wake_op: 32-bit words, private or process-shared,
+ * counts >= 0 (the kernel takes a negative count as 1, ufutex refuses it), no NULL word
+ * (ufutex's contract). A shared first word on the read-only page is the known difference. */
 static void one_wake_op(void)
 {
+	unsigned flags = below(2) ? UFUTEX_PRIVATE | UFUTEX_SIZE_U32 : UFUTEX_SIZE_U32;
+	int kflags = flags & UFUTEX_PRIVATE ? FUTEX_PRIVATE_FLAG : 0;
 	uint64_t a = rand_addr(1), b = rand_addr(1);
 	int n1 = below(4) ? (int)below(3) : INT_MAX, n2 = below(4) ? (int)below(3) : INT_MAX;
 	/* Mostly valid ops and comparisons, sometimes any of the 16 of each. */
@@ -347,11 +347,11 @@ static void one_wake_op(void)
 	memcpy(saved, arena, sizeof saved);
 	memcpy(saved_shm, shm, sizeof saved_shm);
 	char d[128];
-	snprintf(d, sizeof d, "wake_op a=%#llx b=%#llx n1=%d n2=%d op=%#x", (unsigned long long)a,
-		 (unsigned long long)b, n1, n2, enc);
+	snprintf(d, sizeof d, "wake_op a=%#llx b=%#llx n1=%d n2=%d op=%#x flags=%#x", (unsigned long long)a,
+		 (unsigned long long)b, n1, n2, enc, flags);
 	errno = 0;
-	long rk = syscall(SYS_futex, (void *)(uintptr_t)a, FUTEX_WAKE_OP | FUTEX_PRIVATE_FLAG, n1,
-			  (void *)(uintptr_t)n2, (void *)(uintptr_t)b, enc);
+	long rk = syscall(SYS_futex, (void *)(uintptr_t)a, FUTEX_WAKE_OP | kflags, n1, (void *)(uintptr_t)n2,
+			  (void *)(uintptr_t)b, enc);
 	int ek = errno;
 	uint32_t after_kernel[WORDS], after_kernel_shm[WORDS];
 	memcpy(after_kernel, arena, sizeof after_kernel);
@@ -359,11 +359,11 @@ static void one_wake_op(void)
 	memcpy(arena, saved, sizeof saved);
 	memcpy(shm, saved_shm, sizeof saved_shm);
 	errno = 0;
-	long ru = ufutex_wake_op((void *)(uintptr_t)a, (void *)(uintptr_t)b, n1, n2, enc,
-				 UFUTEX_PRIVATE | UFUTEX_SIZE_U32);
-	compare("wake_op", rk, ek, ru, errno, d);
+	long ru = ufutex_wake_op((void *)(uintptr_t)a, (void *)(uintptr_t)b, n1, n2, enc, flags);
+	int known = known_shared_difference() && ro_shared(a, flags);
+	compare_known("wake_op", rk, ek, ru, errno, d, known);
 	if (memcmp(after_kernel, arena, sizeof after_kernel) != 0 || memcmp(after_kernel_shm, shm, sizeof after_kernel_shm) != 0)
-		compare("wake_op word", 0, 0, 1, 0, d); /* the operation changed the word differently */
+		compare_known("wake_op word", 0, 0, 1, 0, d, known); /* the operation changed the word differently */
 }
 
 int main(int argc, char **argv)

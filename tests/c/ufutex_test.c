@@ -604,7 +604,8 @@ static void test_wake_op(void)
 	FAILS(ufutex_wake_op(NULL, &b, 1, 1, 0, f), EFAULT);
 	FAILS(ufutex_wake_op(&a, unmapped, 1, 1, 0, f), EFAULT);
 	FAILS(ufutex_wake_op(&a, edge, 1, 1, 0, f), EFAULT); /* an inaccessible page */
-	FAILS(ufutex_wake_op(&a, &b, 1, 1, 0, UFUTEX_SIZE_U32), EOPNOTSUPP);
+	/* Process-shared words in private memory: as the kernel's, this process's own. */
+	CHECK(ufutex_wake_op(&a, &b, 1, 1, OP(0, 0, 0, 0), UFUTEX_SIZE_U32) == 0 && b == 0);
 	b = 3;
 	FAILS(ufutex_wake_op(&a, &b, 1, 1, OP(5, 1, 0, 0), f), ENOSYS);
 	CHECK(b == 3); /* an unknown op writes nothing */
@@ -1080,8 +1081,10 @@ static void test_shared_no_waiter(void)
 	FAILS(ufutex_wait(np, 2, 1, UFUTEX_SIZE_U32 | UFUTEX_NUMA, NULL, 0), EAGAIN);
 	CHECK(np->node != UINT32_MAX);
 	CHECK(ufutex_wake(np, 1, 1, UFUTEX_SIZE_U32 | UFUTEX_NUMA) == 0);
-	/* FUTEX_WAKE_OP on shared words is not implemented. */
-	FAILS(ufutex_wake_op(shm, shm + 1, 1, 1, 0, UFUTEX_SIZE_U32), EOPNOTSUPP);
+	/* FUTEX_WAKE_OP on shared words, nobody waiting: the operation is made. */
+	uint32_t *w32 = (uint32_t *)shm;
+	w32[1] = 5;
+	CHECK(ufutex_wake_op(&w32[0], &w32[1], 1, 1, OP(1, 2, 0, 5), UFUTEX_SIZE_U32) == 0 && w32[1] == 7);
 	/* waitv: shared entries with private ones; requeue with nobody waiting. */
 	uint32_t priv = 1;
 	shm[0] = 2;
@@ -1313,6 +1316,47 @@ static void test_shared_requeue_fork(void)
 	CHECK(ufutex_wake(b, 0xffff, INT_MAX, f) == 0);
 	CHILD_OK(pid[0]);
 	CHILD_OK(pid[1]);
+	munmap(m, 4096);
+}
+
+/* FUTEX_WAKE_OP across processes: a child waits on each word; the operation on the second word
+ * decides whether its child is woken, always after the first's. The errors come in the kernel's
+ * order: both words' pages before the operation. */
+static void test_shared_wake_op_fork(void)
+{
+	uint32_t *m = map_shared_anon();
+	uint32_t *a = &m[0], *b = &m[33]; /* two buckets, most likely */
+	const unsigned f = UFUTEX_SIZE_U32;
+	struct sw wa = {.uaddr = a, .val = 0, .mask = ~0U, .flags = f, .want = 0};
+	struct sw wb = {.uaddr = b, .val = 0, .mask = ~0U, .flags = f, .want = 0};
+	pid_t pa = spawn(child_wait, &wa), pb = spawn(child_wait, &wb);
+	CHECK(until_waiters(a, 0, f, 1) && until_waiters(b, 0, f, 1));
+	/* ADD 0 to b, compare old == 1: false, so only a's waiter. */
+	CHECK(ufutex_wake_op(a, b, 1, 1, OP(1, 0, 0, 1), f) == 1);
+	CHILD_OK(pa);
+	CHECK(*b == 0 && shared_waiters(b, 0, f) == 1);
+	/* SET b = 7, compare old == 0: true; a has nobody left, b's waiter is woken. */
+	CHECK(ufutex_wake_op(a, b, 1, 1, OP(0, 7, 0, 0), f) == 1);
+	CHILD_OK(pb);
+	CHECK(*b == 7 && shared_waiters(b, 7, f) == 0);
+	/* One word as both: its waiter is woken once, by the first wake. */
+	struct sw wc = {.uaddr = b, .val = 7, .mask = ~0U, .flags = f, .want = 0};
+	pid_t pc = spawn(child_wait, &wc);
+	CHECK(until_waiters(b, 7, f, 1));
+	CHECK(ufutex_wake_op(b, b, 1, 1, OP(0, 7, 0, 7), f) == 1);
+	CHILD_OK(pc);
+
+	uint32_t *ro = mmap(NULL, 4096, PROT_READ, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(ro != MAP_FAILED);
+	FAILS(ufutex_wake_op(unmapped, b, 1, 1, OP(5, 1, 0, 0), f), EFAULT);
+	FAILS(ufutex_wake_op(a, unmapped, 1, 1, OP(5, 1, 0, 0), f), EFAULT);
+	FAILS(ufutex_wake_op(a, ro, 1, 1, 0, f), EFAULT); /* the second word is written */
+	CHECK(ufutex_wake_op(ro, b, 1, 1, OP(0, 7, 0, 7), f) == 0); /* the first is not */
+	FAILS(ufutex_wake_op(a, b, 1, 1, OP(5, 1, 0, 0), f), ENOSYS);
+	CHECK(*b == 7); /* an unknown op writes nothing */
+	FAILS(ufutex_wake_op(a, b, 1, 1, OP(1, 1, 6, 0), f), ENOSYS);
+	CHECK(*b == 8); /* an unknown comparison comes after the write */
+	munmap(ro, 4096);
 	munmap(m, 4096);
 }
 
@@ -1895,6 +1939,7 @@ int main(void)
 	RUN(test_shared_registered);
 	RUN(test_shared_heap_is_local);
 	RUN(test_shared_requeue_fork);
+	RUN(test_shared_wake_op_fork);
 	RUN(test_shared_waitv_mixed);
 	RUN(test_fork_private);
 	RUN(test_named);

@@ -2,24 +2,63 @@
 //! (the kernel's `FUTEX_WAKE_OP`): with both buckets locked, apply the caller's operation to
 //! word 2, wake up to `nr1` waiters of key 1, and — if the operation says so — up to `nr2`
 //! waiters of key 2. Holding both locks while the word changes is what makes it one step for
-//! every waiter of either word: a waiter of word 2 compares its value under its bucket's lock,
-//! so it sees the word either before the operation (and is queued, and may be woken) or after.
-// Only the C ABI calls it, and the C ABI is not built under loom (its model is below).
+//! every waiter of either word: a waiter of word 2 compares its value under its bucket's lock
+//! (in the private tables and in the shared table alike), so it sees the word either before the
+//! operation (and is queued, and may be woken) or after.
+// Only the C ABI calls it, and the C ABI is not built under loom (its models are below and in
+// `shared/loom_tests.rs`).
 #![cfg_attr(ufutex_loom, allow(dead_code))]
 
-use crate::engine::{infallible, Locked, Pair, WaitTable, Woken};
+use crate::engine::{Locked, Pair, WaitTable, Woken};
 use crate::key::Key;
-use crate::private_table::PrivateLocked;
-use crate::table::{MoveList, WakeList};
 use crate::tables::Tables;
 use crate::wake::{Report, WakePick};
 use crate::MATCH_ANY;
 
-/// Apply `op` to word 2 with the buckets of `k1` and `k2` locked; wake up to `nr1` waiters of
-/// `k1`, and up to `nr2` of `k2` if `op` returned `Ok(true)` (any mask: the kernel's wake-op
-/// has no bitset). Returns how many were woken, or `op`'s error (then nobody is woken). `op`
-/// runs exactly once. Both keys' tables must exist (plain keys always have theirs; see
-/// `Tables::table`).
+/// Why a wake-op woke nobody: its table failed, or its operation did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failed<T, E> {
+    Table(T),
+    Op(E),
+}
+
+/// Apply `op` to word 2 with the buckets of `k1` and `k2` locked in `t`; wake up to `nr1`
+/// waiters of `k1`, and up to `nr2` of `k2` if `op` returned `Ok(true)` (any mask: the
+/// kernel's wake-op has no bitset). Returns how many were woken, or why nobody was (an error
+/// of `op` comes after it ran, with the locks still held, and wakes nobody, as the kernel's).
+/// `op` runs at most once, and exactly once unless locking failed.
+pub(crate) fn wake_op_locked<T: WaitTable, E>(
+    t: &T,
+    k1: T::Key,
+    k2: T::Key,
+    nr1: usize,
+    nr2: usize,
+    op: impl FnOnce() -> Result<bool, E>,
+) -> Result<usize, Failed<T::Error, E>> {
+    let mut pair = t.lock_pair(&k1, &k2).map_err(Failed::Table)?;
+    let second = op().map_err(Failed::Op)?;
+    let mut woken = <<T::Locked<'_> as Locked>::Woken>::new();
+    take(pair.from(), nr1, &mut woken).map_err(Failed::Table)?;
+    if second {
+        match &mut pair {
+            Pair::One(g) => {
+                g.retarget();
+                take(g, nr2, &mut woken).map_err(Failed::Table)?;
+            }
+            Pair::Two { to, .. } => take(to, nr2, &mut woken).map_err(Failed::Table)?,
+        }
+    }
+    drop(pair);
+    Ok(woken.wake_all())
+}
+
+/// Take up to `n` waiters of `g`'s key into `woken`.
+fn take<L: Locked>(g: &mut L, n: usize, woken: &mut L::Woken) -> Result<(), L::Error> {
+    g.take(&mut WakePick::new(n, MATCH_ANY, Report::Count), woken, &mut L::Moved::default())
+}
+
+/// [`wake_op_locked`] in a domain's tables (private keys). Both keys' tables must exist (plain
+/// keys always have theirs; see `Tables::table`).
 pub(crate) fn wake_op<E>(
     tables: &Tables,
     k1: Key,
@@ -43,24 +82,10 @@ pub(crate) fn wake_op<E>(
         }
         return Ok(0);
     }
-    let mut pair = infallible(tables.lock_pair(&k1, &k2));
-    let second = op()?;
-    let mut woken = WakeList::new();
-    let mut take = |g: &mut PrivateLocked<'_>, n| {
-        infallible(g.take(&mut WakePick::new(n, MATCH_ANY, Report::Count), &mut woken, &mut MoveList::new()))
-    };
-    take(pair.from(), nr1);
-    if second {
-        match &mut pair {
-            Pair::One(g) => {
-                g.retarget();
-                take(g, nr2);
-            }
-            Pair::Two { to, .. } => take(to, nr2),
-        }
-    }
-    drop(pair);
-    Ok(woken.wake_all())
+    wake_op_locked(tables, k1, k2, nr1, nr2, op).map_err(|e| match e {
+        Failed::Table(never) => match never {},
+        Failed::Op(e) => e,
+    })
 }
 
 /// loom: the second word's waiter races a `wake_op` that changes that word and wakes it if the

@@ -1,17 +1,19 @@
 //! Stress with invariants on the process-shared table: 3 processes × 2 threads doing random
-//! wait / waitv / wake / requeue on four shared words (three at the same in-page offset, so they
-//! share a filter count; a 4-bucket table, so keys collide), with short deadlines, for
-//! `UFUTEX_STRESS_SECS` (2 s when unset; CI's stress step runs longer). Half the wakes change
-//! their word first and half do not, so waiters both see changes in their spin before queueing
-//! and are dequeued asleep.
+//! wait / waitv / wake / requeue / wake-op (the C ABI's `FUTEX_WAKE_OP`) on four shared words
+//! (three at the same in-page offset, so they share a filter count; a 4-bucket table, so keys
+//! collide), with short deadlines, for `UFUTEX_STRESS_SECS` (2 s when unset; CI's stress step
+//! runs longer). Half the wakes change their word first and half do not, so waiters both see
+//! changes in their spin before queueing and are dequeued asleep.
 //!
 //! Every wake is accounted for: requeues wake nobody themselves (`nr_wake` 0: what they move is
-//! woken by a later wake of the target, or times out), and a waitv's other entries are words
-//! nobody wakes, so the sum of every wake's count equals the number of waits and waitvs that
-//! returned `Ok`. A lost wakeup (a counted wake whose waiter timed out instead) or a double
-//! wake (a waiter returning `Ok` that no waker counted) breaks the equality. Beside them two
-//! processes pass a token with waits whose 10 s deadline must never expire, not even the last
-//! one, which the test's final change and wake end: a lost wakeup there stops them. At the end, with every worker gone, a wake of each word finds nobody queued.
+//! woken by a later wake of the target, or times out), a wake-op's count is both its wakes',
+//! and a waitv's other entries are words nobody wakes, so the sum of every wake's count equals
+//! the number of waits and waitvs that returned `Ok`. A lost wakeup (a counted wake whose waiter
+//! timed out instead) or a double wake (a waiter returning `Ok` that no waker counted) breaks
+//! the equality. Beside them two processes pass a token with waits whose 10 s deadline must
+//! never expire, not even the last one, which the test's final change and wake end: a lost
+//! wakeup there stops them. At the end, with every worker gone, a wake of each word finds
+//! nobody queued.
 //!
 //! Workers 0 and 2 and the first token holder register the mapping (`register_mapping`: their
 //! words' identities come from the noted list), the others ask the kernel for every operation:
@@ -46,6 +48,14 @@ struct Books {
     stop: &'static AtomicU32,
 }
 
+/// futex2's flags for a process-shared 32-bit word (`FUTEX2_SIZE_U32`, no `FUTEX2_PRIVATE`).
+const SHARED_U32: libc::c_uint = 0x02;
+
+/// A word's address as the C ABI takes it.
+fn addr(w: &AtomicU32) -> *mut libc::c_void {
+    w.as_ptr().cast()
+}
+
 /// A worker thread: random operations until stopped; 0, or 10 + errno of an unexpected error.
 fn worker(b: &Books, seed: u64) -> i32 {
     let mut s = Rng::new(seed);
@@ -70,6 +80,21 @@ fn worker(b: &Books, seed: u64) -> i32 {
                     b.woken.fetch_add(n as u64, Ordering::Relaxed);
                     0
                 })
+            }
+            14 => {
+                // The C ABI's FUTEX_WAKE_OP: ADD 1 to `to`, whose waiters are woken too when
+                // the comparison (GE 0 or LT 0 on its old value, which stays small) says so.
+                let to = b.w[((r >> 24) % 4) as usize];
+                let cmp = if r & (1 << 41) != 0 { 5 } else { 2 };
+                let op = (1 << 28) | (cmp << 24) | (1 << 12);
+                let (n1, n2) = (((r >> 28) % 3) as i32, ((r >> 32) % 3) as i32);
+                // SAFETY: both words are aligned u32s in a mapping that outlives the call.
+                let n = unsafe { ufutex::preload::ufutex_wake_op(addr(w), addr(to), n1, n2, op, SHARED_U32) };
+                if n < 0 {
+                    return 30 + std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                }
+                b.woken.fetch_add(n as u64, Ordering::Relaxed);
+                Ok(0)
             }
             _ => {
                 let to = b.w[((r >> 24) % 4) as usize];

@@ -654,19 +654,27 @@ pub unsafe extern "C" fn ufutex_wake_op(
         if f.size != Size::U32 || f.numa || f.mpol {
             return Err(Errno::EINVAL);
         }
-        if !f.private {
-            // Process-shared FUTEX_WAKE_OP is not implemented (the preload library sends it to
-            // the kernel).
-            return Err(Errno::EOPNOTSUPP);
-        }
         let (nr1, nr2) = (validate::count(nr1)?, validate::count(nr2)?);
+        // The kernel takes each word's key in turn, and a shared word's key is its page's:
+        // the first word's page is looked up before the second word's alignment is checked,
+        // the second's (for writing) before the operation is.
         let a1 = validate::nonnull(validate::address(uaddr1 as u64, f)?)?;
+        if !f.private {
+            validate::current(a1, Size::U32)?;
+        }
         let a2 = validate::nonnull(validate::address(uaddr2 as u64, f)?)?;
+        if !f.private {
+            fault::check_writable(a2, Size::U32)?;
+        }
+        let encoded = op;
         let op = WakeOp::decode(op).check()?;
         fault::check_writable(a2, Size::U32)?;
         // SAFETY: `a2` is aligned to 4, mapped and writable (just checked), and the caller keeps
         // it mapped for the call (module contract); an AtomicU32 has the layout of a u32.
         let word2 = unsafe { &*(a2 as *const std::sync::atomic::AtomicU32) };
+        if !f.private {
+            return Ok(shared::wake_op_words(a1, a2, nr1, nr2, (encoded, Errno), || op.apply(word2))? as c_long);
+        }
         let (k1, k2) = (Key::private(a1), Key::private(a2));
         Ok(wake_op(default_domain().tables(), k1, k2, nr1, nr2, || op.apply(word2))? as c_long)
     })

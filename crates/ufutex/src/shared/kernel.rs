@@ -524,5 +524,21 @@ fn legacy_requeue(
     result(r)
 }
 
+/// The kernel's shared `FUTEX_WAKE_OP` on the u32s at `a` and `b`, `op` as `linux/futex.h`
+/// encodes it: how many were woken. The kernel applies the operation.
+///
+/// # Errors
+/// The kernel's errno as it is (`ENOSYS` for an unknown operation or comparison, which
+/// [`SharedError`] has no name for); `EOPNOTSUPP` in a loom build.
+pub(crate) fn wake_op(a: usize, b: usize, nr1: usize, nr2: usize, op: u32) -> Result<usize, i32> {
+    kernel_reachable().map_err(SharedError::errno)?;
+    let (nr1, nr2) = (kernel_count(nr1), kernel_count(nr2));
+    // SAFETY:
+    // - FUTEX_WAKE_OP takes nr2 in the timeout slot as an integer, never as a pointer; it reads
+    //   both words' keys and reads and writes `b` through the kernel's checked accesses.
+    let r = unsafe { libc::syscall(libc::SYS_futex, a, libc::FUTEX_WAKE_OP, nr1, nr2 as libc::c_ulong, b, op) };
+    result(r)
+}
+
 #[cfg(all(test, not(ufutex_loom)))]
 pub(crate) mod tests;

@@ -484,6 +484,24 @@ pub(crate) fn requeue_words(
     }
 }
 
+/// The shared `FUTEX_WAKE_OP` (the C ABI's): `op` applies the operation to the u32 at `b` in
+/// the table's mode; `encoded` is the same operation as the kernel takes it, and `errno` makes
+/// the kernel's errors `E` (its `ENOSYS` for an unknown comparison has no [`SharedError`]).
+#[cfg(not(ufutex_loom))]
+pub(crate) fn wake_op_words<E: From<SharedError>>(
+    a: usize,
+    b: usize,
+    nr1: usize,
+    nr2: usize,
+    (encoded, errno): (u32, impl FnOnce(i32) -> E),
+    op: impl FnOnce() -> Result<bool, E>,
+) -> Result<usize, E> {
+    match mode() {
+        Mode::Table => ops::wake_op(a, b, nr1, nr2, op),
+        Mode::Kernel => kernel::wake_op(a, b, nr1, nr2, encoded).map_err(errno),
+    }
+}
+
 /// The untyped shared waitv (every entry shared).
 #[cfg(not(ufutex_loom))]
 pub(crate) fn waitv_words(entries: &[ops::Entry], timeout: Option<&Timeout>) -> Result<usize, SharedError> {

@@ -53,6 +53,7 @@ use crate::membarrier::Pays;
 use crate::requeue::Refused;
 use crate::waiter::{enqueue_all, take_back, try_collect, Unqueued, Why};
 use crate::wake::Report;
+use crate::wake_op::Failed;
 use crate::word::WordRef;
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
@@ -326,6 +327,36 @@ pub(crate) fn wake(addr: usize, n: usize, mask: u64) -> Result<usize, SharedErro
         return Ok(0);
     }
     Ok(crate::wake::wake(&here()?, addr, n, mask, Report::Count, Pays::Waker)?.count)
+}
+
+/// `FUTEX_WAKE_OP` on two shared words (`wake_op.rs`): `op` applied to the word at `b` with
+/// both buckets locked (which is what a waiter compares under, so it sees the word before or
+/// after the operation, never between); up to `nr1` waiters of `a` woken, and up to `nr2` of
+/// `b` if `op` said so. No filter look: the locks order this with every waiter of both words.
+pub(crate) fn wake_op<E: From<SharedError>>(
+    a: usize,
+    b: usize,
+    nr1: usize,
+    nr2: usize,
+    op: impl FnOnce() -> Result<bool, E>,
+) -> Result<usize, E> {
+    // A signal handler's wake-op that interrupted its thread inside a critical section or its
+    // set-up (`reentry.rs`): the operation now, the wakes when the thread leaves it, reported
+    // as none — as the private wake-op does, and for the same reason.
+    if crate::reentry::busy() {
+        let second = op()?;
+        if nr1 > 0 {
+            Here.defer_wake(a, nr1, crate::MATCH_ANY);
+        }
+        if second && nr2 > 0 {
+            Here.defer_wake(b, nr2, crate::MATCH_ANY);
+        }
+        return Ok(0);
+    }
+    crate::wake_op::wake_op_locked(&here()?, a, b, nr1, nr2, op).map_err(|e| match e {
+        Failed::Table(e) => E::from(e),
+        Failed::Op(e) => e,
+    })
 }
 
 /// Wake up to `nr_wake` waiters on `from` and move up to `nr_requeue` more to `to`, if `from`

@@ -218,6 +218,26 @@ fn u32_wait_is_woken_across_processes() {
     assert_eq!(child.join(), 0);
 }
 
+/// The kernel's shared `FUTEX_WAKE_OP`: the kernel applies the operation to the second word and
+/// wakes its waiter in another process when the old value compares true; ENOSYS for an unknown
+/// operation, which writes nothing.
+#[test]
+fn wake_op_wakes_the_second_word_across_processes() {
+    let m = Mapping::anon();
+    let (a, b, t) = (m.word(0, Size::U32), m.word(64, Size::U32), patient());
+    let child = spawn(move || code(wait(b, 0, ANY32, Some(&t))));
+    child.await_sleep(SYS_FUTEX_WAIT);
+    // SET b = 7, compare old == 0 (FUTEX_OP(0, 7, 0, 0)): true.
+    assert_eq!(wake_op(a.addr(), b.addr(), 1, 1, 7 << 12), Ok(1));
+    assert_eq!(child.join(), 0);
+    assert_eq!(m.u32(64).load(Ordering::SeqCst), 7);
+    assert_eq!(wake_op(a.addr(), b.addr(), 1, 1, 5 << 28), Err(libc::ENOSYS), "an unknown op");
+    assert_eq!(m.u32(64).load(Ordering::SeqCst), 7, "an unknown op writes nothing");
+    // ADD 1, an unknown comparison (6): written, then ENOSYS.
+    assert_eq!(wake_op(a.addr(), b.addr(), 1, 1, (1 << 28) | (6 << 24) | (1 << 12)), Err(libc::ENOSYS));
+    assert_eq!(m.u32(64).load(Ordering::SeqCst), 8);
+}
+
 /// The Rust API's match-any mask (`u64::MAX`, what `shared::wait` and `shared::wake` pass) is
 /// every size's all-ones: taken at every size, as the C ABI's all-ones is.
 #[test]
