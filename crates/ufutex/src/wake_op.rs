@@ -11,6 +11,7 @@
 
 use crate::engine::{Locked, Pair, WaitTable, Woken};
 use crate::key::Key;
+use crate::membarrier::Pays;
 use crate::tables::Tables;
 use crate::wake::{Report, WakePick};
 use crate::MATCH_ANY;
@@ -57,7 +58,34 @@ fn take<L: Locked>(g: &mut L, n: usize, woken: &mut L::Woken) -> Result<(), L::E
     g.take(&mut WakePick::new(n, MATCH_ANY, Report::Count), woken, &mut L::Moved::default())
 }
 
-/// [`wake_op_locked`] in a domain's tables (private keys). Both keys' tables must exist (plain
+/// [`wake_op_locked`], but without the locks when nobody waits on either word: (B) on both
+/// keys (as a waker paying `pays`), both found empty; the operation; (B) again on `k2`, still
+/// empty — a waiter of word 2 that comes after that second look sees the operation's result,
+/// one of word 1 after the first sees the caller's change to it (made before the call, as
+/// before any wake). A waiter of word 2 that came between the two looks is taken with the
+/// locks, after the operation: the one order the locked call never shows (the operation, then
+/// that waiter's compare, then the wake that takes it) — a wake of a waiter that had queued,
+/// which may always come. Where either key has waiters at the first look, the whole call is
+/// [`wake_op_locked`].
+pub(crate) fn wake_op_looking<T: WaitTable, E>(
+    t: &T,
+    k1: T::Key,
+    k2: T::Key,
+    (nr1, nr2): (usize, usize),
+    pays: Pays,
+    op: impl FnOnce() -> Result<bool, E>,
+) -> Result<usize, Failed<T::Error, E>> {
+    if (nr1 > 0 && t.anyone(&k1, pays)) || t.anyone(&k2, pays) {
+        return wake_op_locked(t, k1, k2, nr1, nr2, op);
+    }
+    let second = op().map_err(Failed::Op)?;
+    if !second || nr2 == 0 || !t.anyone(&k2, pays) {
+        return Ok(0);
+    }
+    wake_op_locked(t, k1, k2, nr1, nr2, || Ok(second))
+}
+
+/// [`wake_op_looking`] in a domain's tables (private keys). Both keys' tables must exist (plain
 /// keys always have theirs; see `Tables::table`).
 pub(crate) fn wake_op<E>(
     tables: &Tables,
@@ -82,7 +110,9 @@ pub(crate) fn wake_op<E>(
         }
         return Ok(0);
     }
-    wake_op_locked(tables, k1, k2, nr1, nr2, op).map_err(|e| match e {
+    // The waker pays for (B) (a fence): the waiters of a C call pay too, but a `sync` waiter,
+    // whose wakes always fence, does not.
+    wake_op_looking(tables, k1, k2, (nr1, nr2), Pays::Waker, op).map_err(|e| match e {
         Failed::Table(never) => match never {},
         Failed::Op(e) => e,
     })

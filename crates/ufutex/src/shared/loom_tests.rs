@@ -325,10 +325,11 @@ fn a_shared_requeue_moves_the_waiter_it_finds() {
     });
 }
 
-/// A shared `FUTEX_WAKE_OP` through the engine, racing the waiter of the word it changes (`b`,
-/// which held 0: the operation sets it and says wake), with both words in one bucket and in
-/// two: the waiter it finds queued is woken and counted; one it does not find saw the new
-/// value and returns WouldBlock, and nobody is counted. Never left asleep (a loom deadlock).
+/// A shared `FUTEX_WAKE_OP` through the engine (its filter looks, then the locks), racing the
+/// waiter of the word it changes (`b`, which held 0: the operation sets it and says wake), with
+/// both words in one bucket and in two: the waiter it finds queued is woken and counted; one it
+/// does not find saw the new value and returns WouldBlock, and nobody is counted. Never left
+/// asleep (a loom deadlock).
 #[test]
 fn a_shared_wake_op_wakes_the_second_words_waiter_or_it_saw_the_change() {
     for buckets in [1, 2] {
@@ -338,7 +339,7 @@ fn a_shared_wake_op_wakes_the_second_words_waiter_or_it_saw_the_change() {
             let waiter = thread::spawn(move || engine_wait(&m2, 0, &m2.b, 0));
             let (a, b) = (word_of(&m.a).addr(), word_of(&m.b).addr());
             let op = || Ok::<bool, SharedError>(m.b.swap(1, Ordering::SeqCst) == 0);
-            let woken = crate::wake_op::wake_op_locked(&m.table(1), a, b, 1, 1, op).unwrap();
+            let woken = crate::wake_op::wake_op_looking(&m.table(1), a, b, (1, 1), Pays::Waker, op).unwrap();
             match waiter.join().unwrap() {
                 Ok(()) => assert_eq!(woken, 1),
                 Err(SharedError::WouldBlock) => assert_eq!(woken, 0),

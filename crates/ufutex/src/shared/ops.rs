@@ -332,7 +332,8 @@ pub(crate) fn wake(addr: usize, n: usize, mask: u64) -> Result<usize, SharedErro
 /// `FUTEX_WAKE_OP` on two shared words (`wake_op.rs`): `op` applied to the word at `b` with
 /// both buckets locked (which is what a waiter compares under, so it sees the word before or
 /// after the operation, never between); up to `nr1` waiters of `a` woken, and up to `nr2` of
-/// `b` if `op` said so. No filter look: the locks order this with every waiter of both words.
+/// `b` if `op` said so. While the filter says nobody waits on either word, without the locks
+/// or the mapping queries that keying them takes (`wake_op::wake_op_looking`).
 pub(crate) fn wake_op<E: From<SharedError>>(
     a: usize,
     b: usize,
@@ -353,7 +354,7 @@ pub(crate) fn wake_op<E: From<SharedError>>(
         }
         return Ok(0);
     }
-    crate::wake_op::wake_op_locked(&here()?, a, b, nr1, nr2, op).map_err(|e| match e {
+    crate::wake_op::wake_op_looking(&here()?, a, b, (nr1, nr2), Pays::Waker, op).map_err(|e| match e {
         Failed::Table(e) => E::from(e),
         Failed::Op(e) => e,
     })
