@@ -332,8 +332,10 @@ long ufutex_requeue(struct ufutex_waitv *waiters, unsigned int flags, int nr_wak
  *
  * With the queues of both words locked: applies the operation to *@uaddr2 atomically, wakes up
  * to @nr1 waiters of @uaddr1 (any mask), oldest first, and, if the old value of *@uaddr2
- * compares true, up to @nr2 waiters of @uaddr2. Without UFUTEX_PRIVATE both words are
- * process-shared: their queues are the shared table's (or the kernel's, with
+ * compares true, up to @nr2 waiters of @uaddr2. While nobody waits on either word, no queue is
+ * locked: the operation alone, then a second look at @uaddr2's queue (a waiter that arrived
+ * during the call, after the operation, may then be woken too). Without UFUTEX_PRIVATE both
+ * words are process-shared: their queues are the shared table's (or the kernel's, with
  * UFUTEX_SHARED=kernel), and waiters in other processes are woken.
  *
  * Return: the number woken; -1 and errno:
