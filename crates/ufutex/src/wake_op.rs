@@ -67,6 +67,13 @@ fn take<L: Locked>(g: &mut L, n: usize, woken: &mut L::Woken) -> Result<(), L::E
 /// that waiter's compare, then the wake that takes it) — a wake of a waiter that had queued,
 /// which may always come. Where either key has waiters at the first look, the whole call is
 /// [`wake_op_locked`].
+///
+/// From a signal handler that interrupted its thread inside one of the table's critical
+/// sections (`reentry.rs`): the operation now, the wakes when the thread leaves it
+/// ([`WaitTable::defer_wake`]), reported as none. Without the locks around the operation, a
+/// waiter of word 2 that queues before it is woken by the deferred wake; one that queues after
+/// it saw the new value, and may be woken too (a wake it was not promised, but a wake by a
+/// waker that dequeued it).
 pub(crate) fn wake_op_looking<T: WaitTable, E>(
     t: &T,
     k1: T::Key,
@@ -75,6 +82,16 @@ pub(crate) fn wake_op_looking<T: WaitTable, E>(
     pays: Pays,
     op: impl FnOnce() -> Result<bool, E>,
 ) -> Result<usize, Failed<T::Error, E>> {
+    if crate::reentry::busy() {
+        let second = op().map_err(Failed::Op)?;
+        if nr1 > 0 {
+            t.defer_wake(&k1, nr1, MATCH_ANY);
+        }
+        if second && nr2 > 0 {
+            t.defer_wake(&k2, nr2, MATCH_ANY);
+        }
+        return Ok(0);
+    }
     if (nr1 > 0 && t.anyone(&k1, pays)) || t.anyone(&k2, pays) {
         return wake_op_locked(t, k1, k2, nr1, nr2, op);
     }
@@ -95,21 +112,6 @@ pub(crate) fn wake_op<E>(
     nr2: usize,
     op: impl FnOnce() -> Result<bool, E>,
 ) -> Result<usize, E> {
-    // From a signal handler that interrupted its thread's critical section (`reentry.rs`):
-    // the operation now, the wakes when the thread leaves it, reported as none. Without the
-    // locks around the operation, a waiter of word 2 that queues before it is woken by the
-    // deferred wake; one that queues after it saw the new value, and may be woken too (a wake
-    // it was not promised, but a wake by a waker that dequeued it).
-    if crate::reentry::busy() {
-        let second = op()?;
-        if nr1 > 0 {
-            crate::wake::defer_private(tables, k1, nr1, MATCH_ANY);
-        }
-        if second && nr2 > 0 {
-            crate::wake::defer_private(tables, k2, nr2, MATCH_ANY);
-        }
-        return Ok(0);
-    }
     // The waker pays for (B) (a fence): the waiters of a C call pay too, but a `sync` waiter,
     // whose wakes always fence, does not.
     wake_op_looking(tables, k1, k2, (nr1, nr2), Pays::Waker, op).map_err(|e| match e {

@@ -333,7 +333,8 @@ pub(crate) fn wake(addr: usize, n: usize, mask: u64) -> Result<usize, SharedErro
 /// both buckets locked (which is what a waiter compares under, so it sees the word before or
 /// after the operation, never between); up to `nr1` waiters of `a` woken, and up to `nr2` of
 /// `b` if `op` said so. While the filter says nobody waits on either word, without the locks
-/// or the mapping queries that keying them takes (`wake_op::wake_op_looking`).
+/// or the mapping queries that keying them takes (`wake_op::wake_op_looking`; which also
+/// defers the wakes of a signal handler's call, made in a critical section or the set-up).
 pub(crate) fn wake_op<E: From<SharedError>>(
     a: usize,
     b: usize,
@@ -341,19 +342,6 @@ pub(crate) fn wake_op<E: From<SharedError>>(
     nr2: usize,
     op: impl FnOnce() -> Result<bool, E>,
 ) -> Result<usize, E> {
-    // A signal handler's wake-op that interrupted its thread inside a critical section or its
-    // set-up (`reentry.rs`): the operation now, the wakes when the thread leaves it, reported
-    // as none — as the private wake-op does, and for the same reason.
-    if crate::reentry::busy() {
-        let second = op()?;
-        if nr1 > 0 {
-            Here.defer_wake(a, nr1, crate::MATCH_ANY);
-        }
-        if second && nr2 > 0 {
-            Here.defer_wake(b, nr2, crate::MATCH_ANY);
-        }
-        return Ok(0);
-    }
     crate::wake_op::wake_op_looking(&here()?, a, b, (nr1, nr2), Pays::Waker, op).map_err(|e| match e {
         Failed::Table(e) => E::from(e),
         Failed::Op(e) => e,
