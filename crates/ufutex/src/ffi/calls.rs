@@ -668,9 +668,11 @@ pub unsafe extern "C" fn ufutex_wake_op(
         }
         let encoded = op;
         let op = WakeOp::decode(op).check()?;
-        fault::check_writable(a2, Size::U32)?;
-        // SAFETY: `a2` is aligned to 4, mapped and writable (just checked), and the caller keeps
-        // it mapped for the call (module contract); an AtomicU32 has the layout of a u32.
+        if f.private {
+            fault::check_writable(a2, Size::U32)?; // (a shared one's, above)
+        }
+        // SAFETY: `a2` is aligned to 4, mapped and writable (checked above), and the caller
+        // keeps it mapped for the call (module contract); an AtomicU32 has the layout of a u32.
         let word2 = unsafe { &*(a2 as *const std::sync::atomic::AtomicU32) };
         if !f.private {
             return Ok(shared::wake_op_words(a1, a2, nr1, nr2, (encoded, Errno), || op.apply(word2))? as c_long);
