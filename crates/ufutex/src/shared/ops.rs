@@ -1,6 +1,6 @@
-//! The operations on ufutex's own shared table: wait (any of many words), wake, requeue — the
-//! engine's (`waiter.rs`, `wake.rs`, `requeue.rs`) on [`SharedTable`] (`engine.rs` here), with
-//! the records a wait needs.
+//! The operations on ufutex's own shared table: wait (any of many words), wake, requeue, the C
+//! ABI's wake-op — the engine's (`waiter.rs`, `wake.rs`, `requeue.rs`, `wake_op.rs`) on
+//! [`SharedTable`] (`engine.rs` here), with the records a wait needs.
 //!
 //! # The protocol
 //!
