@@ -27,16 +27,6 @@ struct Words {
     rounds: &'static AtomicU64,
 }
 
-/// The C ABI's `FUTEX_WAKE_OP` on two shared words: ADD 0 to `b` (the words stay 0, which every
-/// wait here expects) and compare its old value with 0, so that `b`'s waiters are woken too.
-fn wake_op(a: &AtomicU32, b: &AtomicU32, n1: i32, n2: i32) -> Result<usize, SharedError> {
-    const SHARED_U32: libc::c_uint = 0x02; // futex2's FUTEX2_SIZE_U32, without FUTEX2_PRIVATE
-                                           // SAFETY: both words are aligned u32s in a mapping that outlives the call.
-    let n =
-        unsafe { ufutex::preload::ufutex_wake_op(a.as_ptr().cast(), b.as_ptr().cast(), n1, n2, 1 << 28, SHARED_U32) };
-    usize::try_from(n).map_err(|_| SharedError::Fault)
-}
-
 /// A worker: random operations forever (until killed, or the stop flag).
 fn worker(ws: &'static Words) -> i32 {
     // SAFETY: getpid has no arguments.
@@ -52,7 +42,15 @@ fn worker(ws: &'static Words) -> i32 {
                 shared::waitv(&v, d)
             }
             11..=14 => shared::wake(w, 1 + (r >> 24) as usize % 3),
-            15 => wake_op(w, ws.w[((r >> 24) % 4) as usize], (r >> 28) as i32 & 1, 1 + (r >> 30) as i32 % 2),
+            15 => {
+                // ADD 0 (the words stay 0, which every wait here expects), compare with 0: the
+                // second word's waiters are woken too.
+                let (to, n1, n2) = (ws.w[((r >> 24) % 4) as usize], (r >> 28) as i32 & 1, 1 + (r >> 30) as i32 % 2);
+                match common::shared_wake_op(w, to, n1, n2, 1 << 28) {
+                    Ok(n) => Ok(n),
+                    Err(errno) => return 30 + errno,
+                }
+            }
             _ => shared::requeue(w, 0, ws.w[((r >> 24) % 4) as usize], (r >> 28) as usize % 2, (r >> 30) as usize % 3),
         };
         match res {

@@ -48,14 +48,6 @@ struct Books {
     stop: &'static AtomicU32,
 }
 
-/// futex2's flags for a process-shared 32-bit word (`FUTEX2_SIZE_U32`, no `FUTEX2_PRIVATE`).
-const SHARED_U32: libc::c_uint = 0x02;
-
-/// A word's address as the C ABI takes it.
-fn addr(w: &AtomicU32) -> *mut libc::c_void {
-    w.as_ptr().cast()
-}
-
 /// A worker thread: random operations until stopped; 0, or 10 + errno of an unexpected error.
 fn worker(b: &Books, seed: u64) -> i32 {
     let mut s = Rng::new(seed);
@@ -88,13 +80,13 @@ fn worker(b: &Books, seed: u64) -> i32 {
                 let cmp = if r & (1 << 41) != 0 { 5 } else { 2 };
                 let op = (1 << 28) | (cmp << 24) | (1 << 12);
                 let (n1, n2) = (((r >> 28) % 3) as i32, ((r >> 32) % 3) as i32);
-                // SAFETY: both words are aligned u32s in a mapping that outlives the call.
-                let n = unsafe { ufutex::preload::ufutex_wake_op(addr(w), addr(to), n1, n2, op, SHARED_U32) };
-                if n < 0 {
-                    return 30 + std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                match common::shared_wake_op(w, to, n1, n2, op) {
+                    Ok(n) => {
+                        b.woken.fetch_add(n as u64, Ordering::Relaxed);
+                        Ok(0)
+                    }
+                    Err(errno) => return 30 + errno,
                 }
-                b.woken.fetch_add(n as u64, Ordering::Relaxed);
-                Ok(0)
             }
             _ => {
                 let to = b.w[((r >> 24) % 4) as usize];

@@ -249,6 +249,15 @@ pub fn shared_word() -> &'static AtomicU32 {
     unsafe { at(p, 0) }
 }
 
+/// The C ABI's `FUTEX_WAKE_OP` on two process-shared 32-bit words, `op` as `linux/futex.h`
+/// encodes it: how many it woke, or its errno.
+pub fn shared_wake_op(a: &AtomicU32, b: &AtomicU32, n1: i32, n2: i32, op: u32) -> Result<usize, i32> {
+    const SHARED_U32: libc::c_uint = 0x02; // futex2's FUTEX2_SIZE_U32, without FUTEX2_PRIVATE
+                                           // SAFETY: both words are aligned u32s, borrowed for the call.
+    let n = unsafe { ufutex::preload::ufutex_wake_op(a.as_ptr().cast(), b.as_ptr().cast(), n1, n2, op, SHARED_U32) };
+    usize::try_from(n).map_err(|_| std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+}
+
 /// Wait until `w` holds `v` (another process or thread sets it); panics after [`CAP`].
 #[allow(dead_code)]
 pub fn await_value(w: &AtomicU32, v: u32) {
