@@ -58,8 +58,8 @@ fn take<L: Locked>(g: &mut L, n: usize, woken: &mut L::Woken) -> Result<(), L::E
     g.take(&mut WakePick::new(n, MATCH_ANY, Report::Count), woken, &mut L::Moved::default())
 }
 
-/// [`wake_op_locked`], but without the locks when nobody waits on either word: (B) on both
-/// keys (as a waker paying `pays`), both found empty; the operation; (B) again on `k2`, still
+/// [`wake_op_locked`], but without the locks when nobody waits on either word: (B) on each
+/// key it may wake waiters of (as a waker paying `pays`), each found empty; the operation; (B) again on `k2`, still
 /// empty — a waiter of word 2 that comes after that second look sees the operation's result,
 /// one of word 1 after the first sees the caller's change to it (made before the call, as
 /// before any wake). A waiter of word 2 that came between the two looks is taken with the
@@ -92,7 +92,7 @@ pub(crate) fn wake_op_looking<T: WaitTable, E>(
         }
         return Ok(0);
     }
-    if (nr1 > 0 && t.anyone(&k1, pays)) || t.anyone(&k2, pays) {
+    if (nr1 > 0 && t.anyone(&k1, pays)) || (nr2 > 0 && t.anyone(&k2, pays)) {
         return wake_op_locked(t, k1, k2, nr1, nr2, op);
     }
     let second = op().map_err(Failed::Op)?;
