@@ -8,10 +8,12 @@
 # namespace of named objects under random SIGKILLs for 8 s, and handles racing the reuse of
 # their objects' slots for 5 s. Then 300 forks amid waits, wakes, requeues and resizes, each
 # child checking that it has none of the parent's waiters and no lock held (fork.rs). Budget
-# ≤ 2.5 min on 2 cores.
+# ≤ 2.5 min on 2 cores. Also a waiter racing the wake-op's two looks, private and shared, 10 s
+# (wake_op.rs).
 set -euo pipefail
 UFUTEX_STRESS_SECS=10 cargo test --release -p ufutex --test stress -- --test-threads=3
 UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test stress --features fallback-parker -- --test-threads=3
+UFUTEX_STRESS_SECS=10 cargo test --release -p ufutex --test wake_op
 UFUTEX_STRESS_SECS=4 cargo test --release -p ufutex --test sync_stress
 UFUTEX_STRESS_SECS=4 cargo test --release -p ufutex --test sync_first_contention
 UFUTEX_STRESS_SECS=6 cargo test --release -p ufutex --test shared_stress

@@ -46,7 +46,7 @@ fn worker(ws: &'static Words) -> i32 {
                 // ADD 0 (the words stay 0, which every wait here expects), compare with 0: the
                 // second word's waiters are woken too.
                 let (to, n1, n2) = (ws.w[((r >> 24) % 4) as usize], (r >> 28) as i32 & 1, 1 + (r >> 30) as i32 % 2);
-                match common::shared_wake_op(w, to, n1, n2, 1 << 28) {
+                match common::shared_wake_op(w, to, n1, n2, common::futex_op(common::OP_ADD, 0, common::CMP_EQ, 0)) {
                     Ok(n) => Ok(n),
                     Err(errno) => return 30 + errno,
                 }

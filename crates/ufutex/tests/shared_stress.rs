@@ -77,8 +77,8 @@ fn worker(b: &Books, seed: u64) -> i32 {
                 // The C ABI's FUTEX_WAKE_OP: ADD 1 to `to`, whose waiters are woken too when
                 // the comparison (GE 0 or LT 0 on its old value, which stays small) says so.
                 let to = b.w[((r >> 24) % 4) as usize];
-                let cmp = if r & (1 << 41) != 0 { 5 } else { 2 };
-                let op = (1 << 28) | (cmp << 24) | (1 << 12);
+                let cmp = if r & (1 << 41) != 0 { common::CMP_GE } else { common::CMP_LT };
+                let op = common::futex_op(common::OP_ADD, 1, cmp, 0);
                 let (n1, n2) = (((r >> 28) % 3) as i32, ((r >> 32) % 3) as i32);
                 match common::shared_wake_op(w, to, n1, n2, op) {
                     Ok(n) => {

@@ -1,5 +1,6 @@
 //! Stress with invariants: 8 threads doing random wait / wait_bitset / waitv / wake /
-//! wake_bitset / requeue on a handful of words of every size, with random masks and deadlines
+//! wake_bitset / requeue on a handful of words of every size (and, on the default domain, the C
+//! ABI's `FUTEX_WAKE_OP` on its 32-bit words), with random masks and deadlines
 //! on both clocks, for `UFUTEX_STRESS_SECS` (2 s when unset; CI runs 10) — on the default
 //! domain, on a 2-bucket domain (every key collides), and while another thread resizes the
 //! table over and over.
@@ -175,6 +176,8 @@ fn record(books: &Books, r: Result<(), WaitError>, seed: u64) {
 /// One worker: random operations until `end`.
 fn worker(d: &Domain, live: &Live, filler: &Filler, books: &Books, end: Instant, seed: u64) {
     let mut rng = Rng::new(seed);
+    // The C ABI's wake-op works on the default domain's tables only.
+    let wake_ops = std::ptr::eq(d, Domain::default_domain());
     while Instant::now() < end {
         books.ops.fetch_add(1, Ordering::Relaxed);
         let i = rng.below(LIVE as u64) as usize;
@@ -202,6 +205,18 @@ fn worker(d: &Domain, live: &Live, filler: &Filler, books: &Books, end: Instant,
                     }
                     Err(e) => record(books, Err(e), seed),
                 }
+            }
+            10..=15 if wake_ops && i / 2 == 2 && rng.below(3) == 0 => {
+                // ADD 0 or 1 to the other 32-bit word (or the same), whose waiters are woken
+                // too when its old value compares so: both wakes are counted in the result.
+                let (a, b) = (&live.w32[i % 2], &live.w32[rng.below(2) as usize]);
+                let cmp = [common::CMP_EQ, common::CMP_LT, common::CMP_GE][rng.below(3) as usize];
+                let op = common::futex_op(common::OP_ADD, rng.below(2) as u32, cmp, rng.below(4) as u32);
+                let (n1, n2) = (rng.below(3) as i32, rng.below(3) as i32);
+                let woken = common::private_wake_op(a, b, n1, n2, op)
+                    .unwrap_or_else(|errno| panic!("seed {seed}: wake-op failed, errno {errno}"));
+                assert!(woken <= (n1 + n2) as usize, "seed {seed}: wake-op({n1}, {n2}) woke {woken}");
+                books.woken.fetch_add(woken, Ordering::Relaxed);
             }
             10..=15 => {
                 if rng.below(2) == 0 {

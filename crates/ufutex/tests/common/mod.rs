@@ -252,9 +252,38 @@ pub fn shared_word() -> &'static AtomicU32 {
 /// The C ABI's `FUTEX_WAKE_OP` on two process-shared 32-bit words, `op` as `linux/futex.h`
 /// encodes it: how many it woke, or its errno.
 pub fn shared_wake_op(a: &AtomicU32, b: &AtomicU32, n1: i32, n2: i32, op: u32) -> Result<usize, i32> {
-    const SHARED_U32: libc::c_uint = 0x02; // futex2's FUTEX2_SIZE_U32, without FUTEX2_PRIVATE
-                                           // SAFETY: both words are aligned u32s, borrowed for the call.
-    let n = unsafe { ufutex::preload::ufutex_wake_op(a.as_ptr().cast(), b.as_ptr().cast(), n1, n2, op, SHARED_U32) };
+    wake_op_flags(a, b, n1, n2, op, 0)
+}
+
+/// [`shared_wake_op`] on two process-private words (the default domain's tables).
+#[allow(dead_code)]
+pub fn private_wake_op(a: &AtomicU32, b: &AtomicU32, n1: i32, n2: i32, op: u32) -> Result<usize, i32> {
+    wake_op_flags(a, b, n1, n2, op, 0x80) // UFUTEX_PRIVATE
+}
+
+/// `FUTEX_WAKE_OP`'s `op` word: `op` on the second word with `oparg`, its old value compared by
+/// `cmp` with `cmparg` (`FUTEX_OP` of `linux/futex.h`).
+#[allow(dead_code)]
+pub const fn futex_op(op: u32, oparg: u32, cmp: u32, cmparg: u32) -> u32 {
+    (op & 0xf) << 28 | (cmp & 0xf) << 24 | (oparg & 0xfff) << 12 | (cmparg & 0xfff)
+}
+
+/// `FUTEX_OP_ADD`, and the comparisons `FUTEX_OP_CMP_EQ`, `_LT` and `_GE` (`linux/futex.h`).
+#[allow(dead_code)]
+pub const OP_ADD: u32 = 1;
+#[allow(dead_code)]
+pub const CMP_EQ: u32 = 0;
+#[allow(dead_code)]
+pub const CMP_LT: u32 = 2;
+#[allow(dead_code)]
+pub const CMP_GE: u32 = 5;
+
+/// The C ABI's `FUTEX_WAKE_OP` on two 32-bit words, `extra` added to the flags.
+fn wake_op_flags(a: &AtomicU32, b: &AtomicU32, n1: i32, n2: i32, op: u32, extra: libc::c_uint) -> Result<usize, i32> {
+    // futex2's FUTEX2_SIZE_U32 (process-shared without `extra`'s UFUTEX_PRIVATE).
+    const U32: libc::c_uint = 0x02;
+    // SAFETY: both words are aligned u32s, borrowed for the call.
+    let n = unsafe { ufutex::preload::ufutex_wake_op(a.as_ptr().cast(), b.as_ptr().cast(), n1, n2, op, U32 | extra) };
     usize::try_from(n).map_err(|_| std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
 }
 
