@@ -505,6 +505,9 @@ fn the_inspection_tool(ns: &Namespace) {
     assert_eq!(tool(&["remove", "tests", "0xabc"]).0, Some(0));
     assert_eq!(tool(&["remove", "tests", "0xabc"]).0, Some(1), "already removed");
     assert_eq!(tool(&["bogus"]).0, Some(2));
+    let (code, help) = tool(&["--help"]);
+    assert_eq!(code, Some(0));
+    assert!(help.starts_with("usage: ufutex-named") && help.contains("remove NAMESPACE KEY"), "{help}");
     // Looking at a namespace that does not exist fails, and does not create it.
     let absent = format!("tests-absent-{}", std::process::id());
     for args in [&["list", absent.as_str()][..], &["remove", absent.as_str(), "1"], &["reap", absent.as_str()]] {

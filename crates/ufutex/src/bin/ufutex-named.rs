@@ -1,16 +1,8 @@
 //! `ufutex-named`: list, inspect and remove the named objects of the user's namespaces — the
 //! `ipcs`/`ipcrm` of ufutex, for the people who debug a stuck program.
 //!
-//! ```text
-//! ufutex-named                         the user's namespaces and their object counts
-//! ufutex-named list NAMESPACE          every object: key, kind, generation, lifetime, state
-//! ufutex-named remove NAMESPACE KEY    remove one now (its waiters see EIDRM); KEY a number
-//!                                      or a name
-//! ufutex-named unlink NAMESPACE        remove the namespace's file (users keep their mapping)
-//! ufutex-named reap NAMESPACE          give back the references of processes that died
-//!                                      holding counted objects (opening it does this too)
-//! ```
-//! Keys are decimal or 0x hex. Exit status: 0 done, 1 failed (the reason on stderr), 2 usage.
+//! Its forms and exit status are in [`HELP`], which `-h` or `--help` prints. Keys are
+//! decimal or 0x hex.
 
 #![cfg_attr(ufutex_loom, allow(dead_code, unused_imports))]
 
@@ -112,14 +104,30 @@ fn run(_args: &[String]) -> Result<(), String> {
     Err("not built under loom".into())
 }
 
+const USAGE: &str = "usage: ufutex-named [list NAMESPACE | remove NAMESPACE KEY | unlink NAMESPACE | reap NAMESPACE]";
+
+/// What each form does (`-h`, `--help`).
+const HELP: &str = concat!(
+    "  ufutex-named                        the user's namespaces and their object counts\n",
+    "  ufutex-named list NAMESPACE         every object: key, kind, generation, lifetime, state\n",
+    "  ufutex-named remove NAMESPACE KEY   remove one now (its waiters see EIDRM); KEY a number\n",
+    "                                      (decimal or 0x hex) or a name\n",
+    "  ufutex-named unlink NAMESPACE       remove the namespace's file (users keep their mapping)\n",
+    "  ufutex-named reap NAMESPACE         give back the references of processes that died\n",
+    "                                      holding counted objects (opening it does this too)\n",
+    "Exit status: 0 done, 1 failed (the reason on stderr), 2 usage.",
+);
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if matches!(args.as_slice(), [h] if h == "-h" || h == "--help") {
+        println!("{USAGE}\n{HELP}");
+        return ExitCode::SUCCESS;
+    }
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is_empty() => {
-            eprintln!(
-                "usage: ufutex-named [list NAMESPACE | remove NAMESPACE KEY | unlink NAMESPACE | reap NAMESPACE]"
-            );
+            eprintln!("{USAGE} (--help says more)");
             ExitCode::from(2)
         }
         Err(e) => {
