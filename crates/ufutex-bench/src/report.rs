@@ -83,8 +83,8 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
             "lock",
             &format!("lock --threads {lock_threads} --cs {lock_cs} --reps {} --runtime {}", r(5), t(0.2, 0.05)),
         ),
-        // ~8 s a repetition (perf's own runs, kernel and preload library): one in a quick
-        // report, which two made the longest step and put within 10 s of its minute.
+        // ~8 s a repetition (perf's own runs, kernel and preload library). A quick report
+        // takes one: two made this its longest step and left it within 10 s of its minute.
         step("perf bench futex", &format!("perf-bench --reps {}", if quick { 1 } else { 5 })),
         // Process-shared futexes (issue #12): words in a MAP_SHARED memfd, against kernel-shared.
         step("fast paths, shared", &format!("fastpath --shared --reps {} --runtime {}", r(7), t(0.1, 0.03))),
