@@ -338,14 +338,14 @@ fn store_load_note(samples: &[(String, Vec<Figures>)]) -> Option<String> {
     ))
 }
 
-/// When the C ABI was counted: its reads of the caller's word take another path under valgrind
-/// (the fault-safe load is a call through a pointer there, `ffi/fault.rs`; on x86-64 it is an
-/// inline load natively), so its counts are above a native run's.
+/// When the C ABI was counted: its failing wait's read of the caller's word takes another path
+/// under valgrind (the fault-safe load is a call through a pointer there, `ffi/fault.rs`; on
+/// x86-64 it is an inline load natively), so that count is above a native run's.
 fn c_abi_note(samples: &[(String, Vec<Figures>)]) -> Option<String> {
     samples.iter().any(|(name, _)| name == UfutexC::NAME).then(|| {
         format!(
-            "{}'s reads of the caller's word are a call through a pointer under valgrind{}: its counts are \
-             those of that path",
+            "{}'s failing wait reads the caller's word through a call under valgrind{}: its wait count is \
+             that path's (its wakes read no word)",
             UfutexC::NAME,
             if cfg!(target_arch = "x86_64") { " and an inline load natively" } else { ", as natively here" }
         )
@@ -491,6 +491,6 @@ mod tests {
         assert!(store_load_note(&samples).unwrap().contains("counts 6 instructions"));
         assert_eq!(c_abi_note(&samples), None, "no C ABI counted");
         let with_c = vec![(UfutexC::NAME.to_string(), vec![vec![(Body::Call(Path::WaitMismatch), 60.0)]])];
-        assert!(c_abi_note(&with_c).unwrap().starts_with("ufutex-c's reads of the caller's word"));
+        assert!(c_abi_note(&with_c).unwrap().starts_with("ufutex-c's failing wait reads the caller's word"));
     }
 }
