@@ -26,12 +26,11 @@ fn a_namespace_grows_while_it_is_used() {
         ns.semaphore(k, Open::CreateNew, k as u32).unwrap();
     }
     let (sleeper_sem, _) = ns.semaphore(1000, Open::CreateNew, 0).unwrap();
-    let done = common::shared_word();
-    // Another process: looks the early objects up (and their counts) until told to stop, and
-    // counts the later ones it finds; then checks every one of them.
+    let (done, rounds) = (common::shared_word(), common::shared_word());
+    // Another process: looks the early objects up (and their counts) until told to stop,
+    // counting its rounds where this process waits for them; then checks every later one.
     let looker = child(|| {
         let ns = Namespace::open(NS).unwrap();
-        let mut rounds = 0u64;
         while done.load(Ordering::SeqCst) == 0 {
             for k in 0..EARLY {
                 match ns.semaphore(k, Open::Existing, 0) {
@@ -42,7 +41,7 @@ fn a_namespace_grows_while_it_is_used() {
                     }
                 }
             }
-            rounds += 1;
+            rounds.fetch_add(1, Ordering::SeqCst);
         }
         for k in 0..LATER {
             if ns.semaphore(10_000 + k, Open::Existing, 0).is_err() {
@@ -50,11 +49,11 @@ fn a_namespace_grows_while_it_is_used() {
                 return 2;
             }
         }
-        if rounds == 0 {
-            return 3;
-        }
         0
     });
+    // The looker's lookups span the growth: a round before it starts (here) and one after it
+    // ends (below), whenever the scheduler lets the looker run.
+    common::await_until("the looker's first round", || rounds.load(Ordering::SeqCst) > 0);
     // A waiter of another process on an object made before the growth.
     let sleeper = child(|| {
         let ns = Namespace::open(NS).unwrap();
@@ -95,6 +94,8 @@ fn a_namespace_grows_while_it_is_used() {
     assert!(ns.capacity() >= 2 * (LATER + EARLY) as usize, "grew: {} slots", ns.capacity());
     sleeper_sem.post(1).unwrap();
     assert_eq!(reap(sleeper), 0, "the sleeper on an early object woke");
+    let before = rounds.load(Ordering::SeqCst);
+    common::await_until("a round of the looker's after the growth", || rounds.load(Ordering::SeqCst) > before + 1);
     done.store(1, Ordering::SeqCst);
     assert_eq!(reap(looker), 0);
     // Everything is there, once; removals across levels; then empty.
