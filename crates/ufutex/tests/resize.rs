@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{auto, await_queued, fixed, watchdog, StopOnDrop};
+use common::{auto, await_queued, await_until, fixed, watchdog, StopOnDrop};
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::time::Duration;
 use ufutex::{Domain, Slots, WaitEntry, WaitError};
@@ -23,14 +23,14 @@ const SIZES: [Slots; 7] = [
     Slots::Fixed(4),
 ];
 
-/// Resize `d` through `SIZES` until `stop`; returns how many resizes ran.
-fn resize_until(d: &Domain, stop: &AtomicBool) -> usize {
+/// Resize `d` through `SIZES` until `stop`, counting the resizes made in `made`.
+fn resize_until(d: &Domain, stop: &AtomicBool, made: &AtomicUsize) {
     let mut n = 0;
     while !stop.load(Ordering::SeqCst) {
         d.set_slots(SIZES[n % SIZES.len()]).expect("valid size");
         n += 1;
+        made.store(n, Ordering::SeqCst);
     }
-    n
 }
 
 struct Words {
@@ -61,11 +61,11 @@ fn waiters_queued_during_resizes_are_each_woken_once() {
     let d = fixed(2);
     let words = Words { w8: AtomicU8::new(0), w16: AtomicU16::new(0), w32: AtomicU32::new(0), w64: AtomicU64::new(0) };
     let stop = AtomicBool::new(false);
-    let returned = AtomicUsize::new(0);
+    let (returned, made) = (AtomicUsize::new(0), AtomicUsize::new(0));
     const N: usize = 24;
-    let (woken, resizes) = std::thread::scope(|s| {
+    let woken = std::thread::scope(|s| {
         let _stop = StopOnDrop(&stop);
-        let resizer = s.spawn(|| resize_until(&d, &stop));
+        let resizer = s.spawn(|| resize_until(&d, &stop, &made));
         // Timed waiters churning through the queues while they move.
         let churn: Vec<_> = (0..2)
             .map(|t| {
@@ -100,6 +100,10 @@ fn waiters_queued_during_resizes_are_each_woken_once() {
         }
         // waitv waiters are queued twice (two entries).
         await_queued(&d, N + N / 3);
+        // Every waiter moves at least once while queued: a whole resize after they all queued
+        // (whenever the scheduler lets the resizer run).
+        let before = made.load(Ordering::SeqCst);
+        await_until("a resize with every waiter queued", || made.load(Ordering::SeqCst) > before + 1);
         let mut woken = 0;
         while returned.load(Ordering::SeqCst) < N {
             woken += words.wake_all_one_each(&d);
@@ -108,10 +112,11 @@ fn waiters_queued_during_resizes_are_each_woken_once() {
             assert_eq!(t.join().unwrap(), Ok(()));
         }
         stop.store(true, Ordering::SeqCst);
-        (woken, resizer.join().unwrap())
+        resizer.join().unwrap();
+        woken
     });
+    let resizes = made.load(Ordering::SeqCst);
     assert_eq!(woken, N, "each waiter woken exactly once (after {resizes} resizes)");
-    assert!(resizes > 0);
     assert_eq!(d.queued_waiters(), 0);
     assert_eq!(words.wake_all_one_each(&d), 0);
 }
