@@ -218,9 +218,9 @@ fn counted(mut g: Goal, benches: &[Bench], path: Path, competitor: &str) -> Goal
         // The C ABI's reads of the caller's word (its failing wait; a private wake reads none)
         // take another path under valgrind (the instructions bench's note).
         let c_read = competitor == crate::competitor::UfutexC::NAME && path == Path::WaitMismatch;
-        let path = if c_read { ", valgrind's path" } else { "" };
+        let which = if c_read { ", valgrind's path" } else { "" };
         g.measured.push_str(&format!(
-            "; {} instructions per call (callgrind, user space{path})",
+            "; {} instructions per call (callgrind, user space{which})",
             crate::instructions::instr(r.median)
         ));
     }

@@ -59,13 +59,13 @@ fn take<L: Locked>(g: &mut L, n: usize, woken: &mut L::Woken) -> Result<(), L::E
 }
 
 /// [`wake_op_locked`], but without the locks when nobody waits on either word: (B) on each
-/// key it may wake waiters of (as a waker paying `pays`), each found empty; the operation; (B) again on `k2`, still
-/// empty — a waiter of word 2 that comes after that second look sees the operation's result,
-/// one of word 1 after the first sees the caller's change to it (made before the call, as
-/// before any wake). A waiter of word 2 that came between the two looks is taken with the
-/// locks, after the operation: the one order the locked call never shows (the operation, then
-/// that waiter's compare, then the wake that takes it) — a wake of a waiter that had queued,
-/// which may always come. Where either key has waiters at the first look, the whole call is
+/// key it may wake waiters of (as a waker paying `pays`), each found empty; the operation; (B)
+/// again on `k2`, still empty — a waiter of word 2 that comes after that second look sees the
+/// operation's result, one of word 1 after the first sees the caller's change to it (made
+/// before the call, as before any wake). A waiter of word 2 that came between the two looks is
+/// taken with the locks, after the operation: the one order the locked call never shows (the
+/// operation, then that waiter's compare, then the wake that takes it) — a wake of a waiter
+/// that had queued, which may always come. Where either key has waiters at the first look, the whole call is
 /// [`wake_op_locked`].
 ///
 /// From a signal handler that interrupted its thread inside one of the table's critical

@@ -8,8 +8,9 @@
 //! waiter. The waker starts once the waiter is about to wait, and each side first pauses a
 //! random time, so that the waiter arrives before, during and after the waker's looks. Every
 //! round must end one of two ways: the waiter was woken and the wake-op counted it, or the
-//! waiter saw the new value (`WouldBlock`) and the wake-op counted nobody. A lost wakeup leaves the waiter asleep to its 10 s deadline; a wake counted for nobody, or a
-//! waiter woken without a count, breaks the pairing. Private words, then process-shared ones,
+//! waiter saw the new value (`WouldBlock`) and the wake-op counted nobody. A lost wakeup
+//! leaves the waiter asleep to its 10 s deadline; a wake counted for nobody, or a waiter woken
+//! without a count, breaks the pairing. Private words, then process-shared ones,
 //! for `UFUTEX_STRESS_SECS` each (2 s when unset; CI's stress step runs longer).
 //!
 //! The window is a few ns wide (a waiter must count itself and compare between the waker's first
