@@ -5,13 +5,20 @@
 #  2. a multi-threaded Rust std program (crates/ufutex-preload/examples/std_sync.rs);
 #  3. a C++20 program on std::atomic::wait, latch, semaphore and a realtime future deadline;
 #  4. perf bench futex hash, wake, wake-parallel, requeue (if perf is installed), every thread
-#     accounted for; 5. UFUTEX_PRELOAD=off passes everything through.
+#     accounted for; 5. UFUTEX_PRELOAD=off passes everything through;
+#  6. process-shared words (tests/preload/shared_mix.c: a waiter of one family of futex calls
+#     woken or requeued by the other, across processes) without the library, with it (shared
+#     words to the kernel) and with UFUTEX_PRELOAD_SHARED=table (to ufutex's shared table, where
+#     legacy.c's transcript and the C++20 program must hold too, every call taken).
 source "$(dirname "$0")/../../.ci/lib.sh"
 so=$(realpath "$1")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 stat_of() { # op file: the ufutex column of the stats line of op
   awk -v op="$1" '$1 == "ufutex-preload:" && $2 == op { print $3 }' "$2"
+}
+to_kernel() { # file: the futex operations of the stats that went to the kernel, "op count" each
+  awk '$1 == "ufutex-preload:" && ($2 ~ /^FUTEX_/ || $2 ~ /^futex_/) && $4 > 0 { print $2, $4 }' "$1"
 }
 
 cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread -o "$tmp/legacy" tests/preload/legacy.c
@@ -46,4 +53,21 @@ fi
 UFUTEX_PRELOAD=off UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 "$tmp/legacy" > "$tmp/off.txt" 2> "$tmp/stats.txt"
 diff -u "$tmp/kernel.txt" "$tmp/off.txt"
 [ -z "$(stat_of FUTEX_WAIT "$tmp/stats.txt")" ] || [ "$(stat_of FUTEX_WAIT "$tmp/stats.txt")" -eq 0 ]
+
+cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -o "$tmp/shared_mix" tests/preload/shared_mix.c
+timeout 120 "$tmp/shared_mix" > "$tmp/mix.txt" || { cat "$tmp/mix.txt" >&2; echo "preload: shared_mix fails on the kernel" >&2; exit 1; }
+LD_PRELOAD="$so" timeout 120 "$tmp/shared_mix" > "$tmp/mix.txt" || { cat "$tmp/mix.txt" >&2; exit 1; }
+# The table mode, in a shared table of its own.
+export UFUTEX_SHARED_DIR="$tmp/shared"
+mkdir "$UFUTEX_SHARED_DIR"
+UFUTEX_PRELOAD_SHARED=table UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 "$tmp/shared_mix" > "$tmp/mix.txt" 2> "$tmp/stats.txt" \
+  || { cat "$tmp/mix.txt" >&2; exit 1; }
+[ -z "$(to_kernel "$tmp/stats.txt")" ] || { echo "preload: table mode sent to the kernel: $(to_kernel "$tmp/stats.txt")" >&2; exit 1; }
+echo "preload: shared_mix, $(grep -c ' ok$' "$tmp/mix.txt") scenarios, on the kernel and through the library in both modes"
+UFUTEX_PRELOAD_SHARED=table UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 "$tmp/legacy" > "$tmp/table.txt" 2> "$tmp/stats.txt"
+diff -u "$tmp/kernel.txt" "$tmp/table.txt"
+[ -z "$(to_kernel "$tmp/stats.txt")" ] || { echo "preload: table mode sent to the kernel: $(to_kernel "$tmp/stats.txt")" >&2; exit 1; }
+UFUTEX_PRELOAD_SHARED=table UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 "$tmp/cxx_sync" 2> "$tmp/stats.txt"
+[ -z "$(to_kernel "$tmp/stats.txt")" ] || { echo "preload: table mode sent to the kernel: $(to_kernel "$tmp/stats.txt")" >&2; exit 1; }
+echo "preload: table mode: legacy.c's transcript identical, the C++20 program passes, no futex call to the kernel"
 echo "preload: ok"

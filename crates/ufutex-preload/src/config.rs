@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 const ENABLED: u8 = 1;
 const STATS: u8 = 2;
 const READ: u8 = 4;
+const SHARED_TABLE: u8 = 8;
 
 static FLAGS: AtomicU8 = AtomicU8::new(0);
 
@@ -20,9 +21,15 @@ fn env_is(name: &std::ffi::CStr, value: &[u8]) -> bool {
 pub(crate) fn init() {
     // Process-shared words go to the kernel, which every process meets on, preloaded or not;
     // `UFUTEX_PRELOAD_SHARED=table` sends them to ufutex's shared table instead, for
-    // deployments where every participant runs preloaded (or on ufutex) as the same user.
-    ufutex::preload::refuse_shared(!env_is(c"UFUTEX_PRELOAD_SHARED", b"table"));
+    // deployments where every participant runs preloaded (or on ufutex) as the same user. Either
+    // way every operation on a shared word goes to the same place, legacy and futex2 alike: the
+    // kernel lets the two families meet on one word, and so must we.
+    let table = env_is(c"UFUTEX_PRELOAD_SHARED", b"table");
+    ufutex::preload::refuse_shared(!table);
     let mut f = READ;
+    if table {
+        f |= SHARED_TABLE;
+    }
     if !env_is(c"UFUTEX_PRELOAD", b"off") {
         f |= ENABLED;
     }
@@ -48,6 +55,11 @@ fn flags() -> u8 {
 /// Whether calls go to ufutex (`UFUTEX_PRELOAD` is not `off`).
 pub(crate) fn enabled() -> bool {
     flags() & ENABLED != 0
+}
+
+/// Whether process-shared words go to ufutex's shared table (`UFUTEX_PRELOAD_SHARED=table`).
+pub(crate) fn shared_table() -> bool {
+    flags() & SHARED_TABLE != 0
 }
 
 /// Whether to print per-operation counts at exit (`UFUTEX_PRELOAD_STATS=1`).

@@ -1,5 +1,5 @@
-//! The legacy `SYS_futex` operations on private words, onto ufutex's C ABI with the legacy
-//! semantics: FUTEX_WAIT's timeout is relative (CLOCK_MONOTONIC), WAIT_BITSET's absolute (on
+//! The legacy `SYS_futex` operations on private words (and on process-shared ones with
+//! `UFUTEX_PRELOAD_SHARED=table`), onto ufutex's C ABI with the legacy semantics: FUTEX_WAIT's timeout is relative (CLOCK_MONOTONIC), WAIT_BITSET's absolute (on
 //! CLOCK_REALTIME with `FUTEX_CLOCK_REALTIME`, which any other operation refuses with
 //! `ENOSYS`); a wake count ≤ 0 wakes one, as the kernel's loop does; REQUEUE compares nothing;
 //! the second count of REQUEUE, CMP_REQUEUE and WAKE_OP sits in the timeout slot.
@@ -20,6 +20,8 @@ const CLOCK_REALTIME_FLAG: c_int = 256;
 
 /// A private 32-bit word, in the C ABI's flags.
 const U32_PRIVATE: c_uint = 0x02 | 0x80;
+/// A process-shared 32-bit word, in the C ABI's flags.
+const U32_SHARED: c_uint = 0x02;
 const MATCH_ANY: c_ulong = 0xffff_ffff;
 
 // The operations taken, a bit per command: `call` tests a command against these masks and at
@@ -60,7 +62,8 @@ fn kind_of(cmd: c_int) -> Kind {
 }
 
 /// `syscall(SYS_futex, uaddr, op, val, timeout or val2, uaddr2, val3)`: the result if ufutex
-/// takes it (a private word and one of the operations above), else `None`.
+/// takes it (one of the operations above, on a private word, or on a process-shared one with
+/// `UFUTEX_PRELOAD_SHARED=table`), else `None`.
 ///
 /// # Safety
 /// The arguments are the caller's: pointers are only handed to the C ABI, which checks them.
@@ -69,8 +72,9 @@ pub(crate) unsafe fn call(a: [c_long; 6]) -> Option<c_long> {
         (a[0] as *mut c_void, a[1] as c_int, a[2] as u32, a[3], a[4] as *mut c_void, a[5] as u32);
     let cmd = op & !(PRIVATE_FLAG | CLOCK_REALTIME_FLAG);
     let b = bit_of(cmd);
-    // Process-shared words go to the kernel (see `config::init`).
-    let ours = op & PRIVATE_FLAG != 0 && b != 0;
+    // Process-shared words go where the futex2 calls on them go (see `config::init`).
+    let private = op & PRIVATE_FLAG != 0;
+    let ours = b != 0 && (private || crate::config::shared_table());
     if crate::config::stats() {
         stats::record(kind_of(cmd), ours);
     }
@@ -82,22 +86,23 @@ pub(crate) unsafe fn call(a: [c_long; 6]) -> Option<c_long> {
     }
     let clock = if op & CLOCK_REALTIME_FLAG != 0 { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
     let val2 = utime as c_int;
+    let flags = if private { U32_PRIVATE } else { U32_SHARED };
     // SAFETY: for every call below: the pointers are the caller's, checked by the C ABI as the
     // kernel would check them; the C ABI's contract (memory found mapped stays mapped for the
     // call) is the caller's, as it is for the system call.
     Some(unsafe {
         if b & WAKES != 0 {
             let mask = if cmd == WAKE_BITSET { val3.into() } else { MATCH_ANY };
-            abi::ufutex_wake(uaddr, mask, at_least_one(val as c_int), U32_PRIVATE)
+            abi::ufutex_wake(uaddr, mask, at_least_one(val as c_int), flags)
         } else if b & REQUEUES != 0 {
             // REQUEUE compares nothing; CMP_REQUEUE compares the source with val3.
-            abi::preload_requeue(uaddr, uaddr2, val as c_int, val2, (cmd == CMP_REQUEUE).then_some(val3))
+            abi::preload_requeue(uaddr, uaddr2, val as c_int, val2, (cmd == CMP_REQUEUE).then_some(val3), !private)
         } else if b == bit(WAKE_OP) {
-            abi::ufutex_wake_op(uaddr, uaddr2, at_least_one(val as c_int), at_least_one(val2), val3, U32_PRIVATE)
+            abi::ufutex_wake_op(uaddr, uaddr2, at_least_one(val as c_int), at_least_one(val2), val3, flags)
         } else if cmd == WAIT {
-            abi::preload_wait_relative(uaddr, val.into(), MATCH_ANY, U32_PRIVATE, utime as *const timespec)
+            abi::preload_wait_relative(uaddr, val.into(), MATCH_ANY, flags, utime as *const timespec)
         } else {
-            abi::preload_wait(uaddr, val.into(), val3.into(), U32_PRIVATE, utime as *const timespec, clock)
+            abi::preload_wait(uaddr, val.into(), val3.into(), flags, utime as *const timespec, clock)
         }
     })
 }

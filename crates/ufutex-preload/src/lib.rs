@@ -10,9 +10,9 @@
 //! - `prctl(PR_FUTEX_HASH, SET_SLOTS | GET_SLOTS)`, onto `ufutex_hash_set_slots`/`get_slots`.
 //!
 //! Everything else goes to the kernel unchanged: process-shared futex words (so that processes
-//! that are not preloaded still meet them; `UFUTEX_PRELOAD_SHARED=table` sends the futex2 calls
-//! on them to ufutex's shared table instead), PI operations, robust lists, every other system
-//! call. A 32-bit wait that ufutex takes also sleeps in the kernel on its own word, so that a
+//! that are not preloaded still meet them; `UFUTEX_PRELOAD_SHARED=table` sends the operations
+//! above on them, legacy and futex2 alike, to ufutex's shared table instead), PI operations,
+//! robust lists, every other system call. A 32-bit wait that ufutex takes also sleeps in the kernel on its own word, so that a
 //! wake made without `syscall()` (a raw system call, the kernel's own) still reaches it; such a
 //! wait may return 0 spuriously, as a legacy futex wait may.
 //!

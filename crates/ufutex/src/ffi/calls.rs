@@ -61,11 +61,13 @@ unsafe fn holding(addr: usize, f: WordFlags, val: u64) -> Result<WordRef, Errno>
     Ok(unsafe { loadable(addr, f) })
 }
 
-/// A word the core only uses by address (NUMA resolution): never loaded.
+/// A word the core only uses by address (NUMA resolution, a shared requeue's target, the
+/// source of one that compares nothing): never loaded.
 ///
 /// # Safety
-/// - `addr` is aligned to the size; the returned word is passed only to `numa::resolve`, which
-///   uses its address and size and never loads through it.
+/// - `addr` is aligned to the size; the returned word is passed only where its address and size
+///   are used and nothing loads through it (`numa::resolve`; the shared requeue, whose kernel
+///   mode hands the address to the kernel, which reads it safely).
 unsafe fn address_only(addr: usize, f: WordFlags) -> WordRef {
     // SAFETY: alignment holds; the readability clause of `from_raw` is not exercised, as the
     // core never loads these words (see this function's contract).
@@ -326,12 +328,14 @@ unsafe fn wait_shared(
 }
 
 /// The legacy `FUTEX_REQUEUE` and `FUTEX_CMP_REQUEUE` for the preload library: wake up to
-/// `nr_wake` waiters of the private 32-bit word `uaddr` and move up to `nr_requeue` more to
-/// `uaddr2`; with `cmp`, only while `uaddr` holds that value (else `EAGAIN`; `EFAULT` if it does
-/// not read), without it neither word is read. `EINVAL` for a negative count or a misaligned
-/// word, `EFAULT` for a NULL word or one in the kernel's half. (The futex2 entry point,
-/// [`ufutex_requeue`], would take the same call through a caller's waitv pair, parsed and
-/// checked entry by entry: work a legacy call, whose words are plain by its op, need not do.)
+/// `nr_wake` waiters of the 32-bit word `uaddr` and move up to `nr_requeue` more to `uaddr2`;
+/// with `cmp`, only while `uaddr` holds that value (else `EAGAIN`; `EFAULT` if it does not
+/// read). Without it a private word is not read; a process-shared one (`shared`) is, as the
+/// kernel looks each shared word's page up for its key (`EFAULT`), the source's first. `EINVAL`
+/// for a negative count or a misaligned word, `EFAULT` for a NULL word or one in the kernel's
+/// half. (The futex2 entry point, [`ufutex_requeue`], would take the same call through a
+/// caller's waitv pair, parsed and checked entry by entry: work a legacy call, whose words are
+/// plain by its op, need not do.)
 #[doc(hidden)]
 #[inline(never)] // its own frame: the dispatch's wait and wake paths stay as lean as they were
 pub fn preload_requeue(
@@ -340,7 +344,11 @@ pub fn preload_requeue(
     nr_wake: c_int,
     nr_requeue: c_int,
     cmp: Option<u32>,
+    shared: bool,
 ) -> c_long {
+    if shared {
+        return preload_requeue_shared(uaddr, uaddr2, nr_wake, nr_requeue, cmp);
+    }
     entry(|| {
         let f = validate::word_flags(super::abi::UFUTEX_SIZE_U32 | super::abi::UFUTEX_PRIVATE)?;
         let (nr_wake, nr_requeue) = (validate::count(nr_wake)?, validate::count(nr_requeue)?);
@@ -353,6 +361,30 @@ pub fn preload_requeue(
             Some(val) => Some((unsafe { holding(from, f, val.into()) }?, val.into())),
         };
         Ok(requeue_keys(default_domain().tables(), k1, k2, check, nr_wake, nr_requeue, Pays::Waiter)? as c_long)
+    })
+}
+
+/// [`preload_requeue`] of process-shared words (the preload library's `UFUTEX_PRELOAD_SHARED=table`).
+#[cold]
+#[inline(never)]
+fn preload_requeue_shared(
+    uaddr: *mut c_void,
+    uaddr2: *mut c_void,
+    nr_wake: c_int,
+    nr_requeue: c_int,
+    cmp: Option<u32>,
+) -> c_long {
+    entry(|| {
+        let f = validate::word_flags(super::abi::UFUTEX_SIZE_U32)?;
+        let (nr_wake, nr_requeue) = (validate::count(nr_wake)?, validate::count(nr_requeue)?);
+        // Each shared key is made with its page looked up (EFAULT), source first.
+        let from = validate::nonnull(validate::address(uaddr as u64, f)?)?;
+        validate::current(from, f.size)?;
+        let to = validate::nonnull(validate::address(uaddr2 as u64, f)?)?;
+        validate::current(to, f.size)?;
+        // SAFETY: both words are aligned and were just read; the caller keeps them mapped (the
+        // C ABI's contract).
+        unsafe { requeue_shared((from, f, cmp.map(u64::from)), (to, f), nr_wake, nr_requeue) }
     })
 }
 
@@ -602,7 +634,7 @@ pub unsafe extern "C" fn ufutex_requeue(
         }
         if !fs.private {
             // SAFETY: forwarded contract.
-            return unsafe { requeue_shared((from, fs, src.val), (to, fd), nr_wake, nr_requeue) };
+            return unsafe { requeue_shared((from, fs, Some(src.val)), (to, fd), nr_wake, nr_requeue) };
         }
         let (k1, k2) = (key_of(from, fs, Purpose::Queue)?, key_of(to, fd, Purpose::Queue)?);
         // SAFETY: `from` is aligned; the caller keeps it mapped (the C ABI's contract).
@@ -613,12 +645,13 @@ pub unsafe extern "C" fn ufutex_requeue(
 }
 
 /// A validated process-shared requeue: node words resolved as for private words, the source
-/// value compared, then the shared table (or the kernel).
+/// value compared (if `val`: the legacy `FUTEX_REQUEUE` compares nothing), then the shared
+/// table (or the kernel).
 ///
 /// # Safety
 /// See the module documentation: memory found mapped stays mapped for the call.
 unsafe fn requeue_shared(
-    (from, fs, val): (usize, WordFlags, u64),
+    (from, fs, val): (usize, WordFlags, Option<u64>),
     (to, fd): (usize, WordFlags),
     nr_wake: usize,
     nr_requeue: usize,
@@ -627,12 +660,17 @@ unsafe fn requeue_shared(
         numa_key_of(from, fs, Purpose::Wake)?;
         numa_key_of(to, fd, Purpose::Wake)?;
     }
-    // SAFETY: `from` is aligned; the caller keeps it mapped (this function's contract).
-    let from = unsafe { holding(from, fs, val) }?;
+    let from = match val {
+        // SAFETY: `from` is aligned; the caller keeps it mapped (this function's contract).
+        Some(val) => unsafe { holding(from, fs, val) }?,
+        // SAFETY: `from` is aligned; without a value to compare the shared table uses its
+        // address only, and the kernel mode hands it to the kernel, which reads it safely.
+        None => unsafe { address_only(from, fs) },
+    };
     // SAFETY: `to` is aligned; the shared table uses its address only, and the kernel mode hands
     // it to the kernel, which reads it safely.
     let to = unsafe { address_only(to, fd) };
-    Ok(shared::requeue_words(from, Some(val), to, nr_wake, nr_requeue)? as c_long)
+    Ok(shared::requeue_words(from, val, to, nr_wake, nr_requeue)? as c_long)
 }
 
 /// Wake waiters of two 32-bit words, the second wake decided by an operation on the second

@@ -248,10 +248,10 @@ fn the_preloads_legacy_requeue_checks_and_moves() {
         ("mismatch",           px, py, 1, 1, Some(4), EAGAIN),
     ];
     for (what, from, to, nw, nq, cmp, errno) in table {
-        assert_eq!(errno_of(preload_requeue(from, to, nw, nq, cmp)), errno, "{what}");
+        assert_eq!(errno_of(preload_requeue(from, to, nw, nq, cmp, false)), errno, "{what}");
     }
-    assert_eq!(preload_requeue(h, py, 1, 1, None), 0, "FUTEX_REQUEUE reads neither word");
-    assert_eq!(preload_requeue(px, py, 1, 1, Some(5)), 0, "nobody waits");
+    assert_eq!(preload_requeue(h, py, 1, 1, None, false), 0, "FUTEX_REQUEUE reads neither word");
+    assert_eq!(preload_requeue(px, py, 1, 1, Some(5), false), 0, "nobody waits");
     // A waiter on x, moved to y by the compare-and-requeue, then woken through y.
     let (x, y) = (std::sync::atomic::AtomicU32::new(5), std::sync::atomic::AtomicU32::new(0));
     let (px, py): (*mut libc::c_void, *mut libc::c_void) = (x.as_ptr().cast(), y.as_ptr().cast());
@@ -262,7 +262,7 @@ fn the_preloads_legacy_requeue_checks_and_moves() {
         });
         let mut moved = 0;
         while moved == 0 {
-            moved = preload_requeue(px, py, 0, 1, Some(5));
+            moved = preload_requeue(px, py, 0, 1, Some(5), false);
             assert!(moved >= 0, "errno {}", errno_of(moved));
             std::thread::yield_now();
         }
@@ -271,6 +271,54 @@ fn the_preloads_legacy_requeue_checks_and_moves() {
         assert_eq!(unsafe { ufutex_wake(py, u32::MAX.into(), 1, P32) }, 1);
         assert_eq!(waiter.join().unwrap(), 0);
     });
+}
+
+/// The preload library's legacy requeue of process-shared words (`UFUTEX_PRELOAD_SHARED=table`):
+/// each word's page is looked up for its key, source first, so an unmapped word is `EFAULT`
+/// even where nothing is compared (the kernel's `get_futex_key`); then it moves a shared waiter,
+/// with and without a compare.
+#[test]
+fn the_preloads_legacy_requeue_of_shared_words() {
+    use super::calls::preload_requeue;
+    use std::sync::atomic::AtomicU32;
+    isolated_shared_table();
+    let (x, y) = (AtomicU32::new(5), AtomicU32::new(0));
+    let (px, py): (*mut libc::c_void, *mut libc::c_void) = (x.as_ptr().cast(), y.as_ptr().cast());
+    let h = hole() as *mut libc::c_void;
+    let odd = px.wrapping_byte_add(2);
+    #[rustfmt::skip]
+    let table: Vec<(&str, *mut libc::c_void, *mut libc::c_void, i32, i32, Option<u32>, i32)> = vec![
+        ("nr_wake < 0",                      px, py, -1, 1, Some(5), EINVAL),
+        ("source misaligned",                odd, py, 1, 1, None, EINVAL),
+        ("source unmapped, no compare",      h, odd, 1, 1, None, EFAULT),
+        ("target misaligned",                px, odd, 1, 1, None, EINVAL),
+        ("target unmapped, no compare",      px, h, 1, 1, None, EFAULT),
+        ("target NULL",                      px, null_mut(), 1, 1, None, EFAULT),
+        ("mismatch",                         px, py, 1, 1, Some(4), EAGAIN),
+    ];
+    for (what, from, to, nw, nq, cmp, errno) in table {
+        assert_eq!(errno_of(preload_requeue(from, to, nw, nq, cmp, true)), errno, "{what}");
+    }
+    assert_eq!(preload_requeue(px, py, 1, 1, None, true), 0, "nobody waits");
+    const S32: u32 = UFUTEX_SIZE_U32;
+    for cmp in [Some(5), None] {
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                // SAFETY: `x` outlives the scope; no timeout.
+                unsafe { ufutex_wait(x.as_ptr().cast(), 5, u32::MAX.into(), S32, null(), 0) }
+            });
+            let mut moved = 0;
+            while moved == 0 {
+                moved = preload_requeue(px, py, 0, 1, cmp, true);
+                assert!(moved >= 0, "errno {}", errno_of(moved));
+                std::thread::yield_now();
+            }
+            assert_eq!(moved, 1, "{cmp:?}");
+            // SAFETY: `y` is alive; a shared wake.
+            assert_eq!(unsafe { ufutex_wake(py, u32::MAX.into(), 1, S32) }, 1, "{cmp:?}");
+            assert_eq!(waiter.join().unwrap(), 0);
+        });
+    }
 }
 
 #[test]
