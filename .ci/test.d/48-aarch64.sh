@@ -31,7 +31,7 @@ cargo test -p ufutex --target aarch64-unknown-linux-gnu --target-dir target/aarc
   --test resize_storm --test wait_timeout --test wait_wouldblock --test stress --test numa \
   --test sync_mutex --test sync_condvar --test sync_starvation \
   --test shared_segment --test shared_stress --test shared_corrupt \
-  --test shared_recovery --test shared_register_full --test wake_op \
+  --test shared_recovery --test shared_register_full --test wake_op --test shared_watch \
   --test named_counted --test named_grow --test named_kill --test named_stale --test named_version
 # The preload library on aarch64: a Rust std program's futex calls through syscall() (the
 # fixed-argument interposer, the thread-local re-entry flag) run on ufutex.

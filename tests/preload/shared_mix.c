@@ -4,7 +4,9 @@
  * operations or the futex2 calls), and the parent wakes it, or requeues it and then wakes it,
  * with the other. The kernel keys both families' shared words alike, so they meet; under
  * LD_PRELOAD=libufutex_preload.so they must meet too, whether shared words go to the kernel
- * (the default) or to ufutex's shared table (UFUTEX_PRELOAD_SHARED=table).
+ * (the default) or to ufutex's shared table (UFUTEX_PRELOAD_SHARED=table). A wait must also be
+ * reached by a wake made with a raw system call (no interposer sees it), as the kernel's own
+ * wakes and processes that are not preloaded make them.
  *
  * No timing decides a result: the parent repeats its wake (or requeue) until the call reports
  * the child taken, so it never depends on the child having queued first, and a call that can
@@ -46,6 +48,26 @@ static long futex(uint32_t *u, int op, uint32_t val, const void *t, uint32_t *u2
 	return syscall(SYS_futex, u, op, val, t, u2, val3);
 }
 
+/* A shared FUTEX_WAKE of one by a raw system call, which no interposer sees: as a process that
+ * is not preloaded, or the kernel's own wake of a thread-id word, would wake. */
+static long raw_futex_wake(uint32_t *u)
+{
+#if defined(__x86_64__)
+	long r;
+	__asm__ volatile("syscall"
+			 : "=a"(r)
+			 : "0"((long)SYS_futex), "D"(u), "S"((long)FUTEX_WAKE), "d"(1L)
+			 : "rcx", "r11", "memory");
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+#else
+	return futex(u, FUTEX_WAKE, 1, NULL, NULL, 0);
+#endif
+}
+
 /* ---- the child's waits: each returns the call's result (0: woken), its timeout 20 s away */
 
 enum wait_kind { W_WAIT, W_WAIT_BITSET, W_F2_WAIT, W_F2_WAIT_MASK, W_F2_WAITV };
@@ -74,10 +96,21 @@ static long child_wait(enum wait_kind k)
 
 /* ---- the parent's calls: each returns how many waiters it took (woken or moved) */
 
-enum wake_kind { K_WAKE, K_WAKE_BITSET, K_F2_WAKE, K_F2_WAKE_MASK, K_WAKE_OP, K_CMP_REQUEUE, K_REQUEUE, K_F2_REQUEUE };
+enum wake_kind {
+	K_WAKE,
+	K_WAKE_BITSET,
+	K_F2_WAKE,
+	K_F2_WAKE_MASK,
+	K_WAKE_OP,
+	K_CMP_REQUEUE,
+	K_REQUEUE,
+	K_F2_REQUEUE,
+	K_RAW_WAKE
+};
 
 static const char *wake_name[] = {"FUTEX_WAKE", "FUTEX_WAKE_BITSET 1", "futex_wake", "futex_wake mask 1",
-				  "FUTEX_WAKE_OP", "FUTEX_CMP_REQUEUE", "FUTEX_REQUEUE", "futex_requeue"};
+				  "FUTEX_WAKE_OP", "FUTEX_CMP_REQUEUE", "FUTEX_REQUEUE", "futex_requeue",
+				  "a raw FUTEX_WAKE"};
 
 static long take(enum wake_kind k, uint32_t *u)
 {
@@ -100,6 +133,8 @@ static long take(enum wake_kind k, uint32_t *u)
 		return futex(u, FUTEX_REQUEUE, 0, (void *)1L, target, 0);
 	case K_F2_REQUEUE:
 		return syscall(SYS_REQUEUE2, pair, 0, 0, 1);
+	case K_RAW_WAKE:
+		return raw_futex_wake(u);
 	}
 	return -1;
 }
@@ -178,6 +213,7 @@ int main(void)
 		{W_WAIT, K_WAKE, 0},         {W_F2_WAIT, K_F2_WAKE, 0},          {W_WAIT, K_F2_WAKE, 0},
 		{W_F2_WAIT, K_WAKE, 0},      {W_WAIT_BITSET, K_F2_WAKE_MASK, 0}, {W_F2_WAIT_MASK, K_WAKE_BITSET, 0},
 		{W_F2_WAITV, K_WAKE, 0},     {W_F2_WAITV, K_WAKE_OP, 0},         {W_F2_WAIT, K_WAKE_OP, 0},
+		{W_WAIT, K_RAW_WAKE, 0},     {W_F2_WAIT, K_RAW_WAKE, 0},         {W_WAIT_BITSET, K_RAW_WAKE, 0},
 	};
 	struct scenario requeues[] = {
 		{W_WAIT, K_F2_REQUEUE, K_WAKE},        {W_F2_WAIT, K_CMP_REQUEUE, K_F2_WAKE},

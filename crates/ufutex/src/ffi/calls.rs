@@ -292,7 +292,7 @@ unsafe fn wait_with(
         let addr = validate::address(uaddr as u64, f)?;
         if !f.private {
             // SAFETY: forwarded contract.
-            return unsafe { wait_shared(addr, f, ulong(val), mask, timeout) };
+            return unsafe { wait_shared(addr, f, ulong(val), mask, timeout, wakers) };
         }
         // A NUMA/MPOL word's node is resolved before the value is compared, as the kernel
         // does; a plain word's key cannot fail, and is made only if the wait goes on.
@@ -317,13 +317,14 @@ unsafe fn wait_shared(
     val: u64,
     mask: u64,
     timeout: Option<Timeout>,
+    wakers: Wakers,
 ) -> Result<c_long, Errno> {
     if f.numa || f.mpol {
         numa_key_of(addr, f, Purpose::Wake)?;
     }
     // SAFETY: `addr` is aligned; the caller keeps it mapped (this function's contract).
     let word = unsafe { holding(addr, f, val) }?;
-    shared::wait_word(word, val, mask, timeout.as_ref())?;
+    shared::wait_word(word, val, mask, timeout.as_ref(), wakers == Wakers::AlsoKernel)?;
     Ok(0)
 }
 

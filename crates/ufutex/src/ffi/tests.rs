@@ -321,6 +321,45 @@ fn the_preloads_legacy_requeue_of_shared_words() {
     }
 }
 
+/// The preload library's wait of a process-shared word in the shared table also sleeps on the
+/// word in the kernel, as its private waits do: a kernel wake made without the library (a raw
+/// system call, a process that is not preloaded, the kernel's wake of a thread-id word) ends it
+/// with 0, and leaves nothing queued. (A wait that does not watch would never be reached: the
+/// wake below would find nobody until the deadline.)
+#[test]
+fn the_preloads_shared_wait_is_also_woken_by_the_kernel() {
+    use super::calls::preload_wait;
+    use std::sync::atomic::AtomicU32;
+    use std::time::{Duration, Instant};
+    isolated_shared_table();
+    const S32: u32 = UFUTEX_SIZE_U32;
+    let w = AtomicU32::new(3);
+    std::thread::scope(|s| {
+        // SAFETY: `w` outlives the scope; no timeout.
+        let waiter = s.spawn(|| unsafe { preload_wait(w.as_ptr().cast(), 3, u32::MAX.into(), S32, null(), 0) });
+        // The kernel's shared wake, the value unchanged, until it reaches the waiter asleep.
+        let give_up = Instant::now() + Duration::from_secs(10);
+        loop {
+            // SAFETY: FUTEX_WAKE reads only the address of a live word.
+            let r = unsafe { libc::syscall(libc::SYS_futex, w.as_ptr(), libc::FUTEX_WAKE, 1, 0, 0, 0) };
+            if r == 1 {
+                break;
+            }
+            assert_eq!(r, 0, "errno {}", std::io::Error::last_os_error());
+            if Instant::now() > give_up {
+                // SAFETY: `w` is alive; the library's own shared wake lets the waiter go, so
+                // that the test fails instead of hanging.
+                unsafe { ufutex_wake(w.as_ptr().cast(), u32::MAX.into(), 1, S32) };
+                panic!("the kernel's wake never reached the shared wait");
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(waiter.join().unwrap(), 0);
+    });
+    // SAFETY: `w` is alive; a shared wake of the word: nobody is left queued on it.
+    assert_eq!(unsafe { ufutex_wake(w.as_ptr().cast(), u32::MAX.into(), 1, S32) }, 0);
+}
+
 #[test]
 fn wait_and_wake_every_size_through_the_abi() {
     use std::sync::atomic::{AtomicU64, Ordering};

@@ -9,12 +9,9 @@
 //! `Interrupted`: the one difference, and only on such systems.
 
 use crate::deadline::Timeout;
-#[cfg(not(feature = "fallback-parker"))]
-use std::sync::atomic::AtomicU8;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 
 const SYS_FUTEX_WAIT: libc::c_long = 455;
-#[cfg(not(feature = "fallback-parker"))] // the Linux parker's bell only
 const SYS_FUTEX_WAITV: libc::c_long = 449;
 const FUTEX2_SIZE_U32: libc::c_ulong = 0x02;
 const FUTEX2_PRIVATE: libc::c_ulong = 128;
@@ -78,7 +75,6 @@ fn wait_flags(word: &AtomicU32, val: u32, bits: u32, timeout: Option<&Timeout>, 
     outcome(timeout)
 }
 
-#[cfg(not(feature = "fallback-parker"))] // the Linux parker's bell only
 /// One entry of `futex_waitv` (the kernel's `struct futex_waitv`).
 #[repr(C)]
 struct WaitvEntry {
@@ -88,11 +84,9 @@ struct WaitvEntry {
     reserved: u32,
 }
 
-#[cfg(not(feature = "fallback-parker"))] // the Linux parker's bell only
 /// Whether the kernel has `futex_waitv` (449): 0 not asked yet, 1 yes, 2 no.
 static WAITV: AtomicU8 = AtomicU8::new(0);
 
-#[cfg(not(feature = "fallback-parker"))] // the Linux parker's bell only
 /// Whether [`waitv`] can be used (asked once: an empty vector is EINVAL where the call exists).
 pub(crate) fn has_waitv() -> bool {
     // Relaxed: a cached answer; two threads that both ask get the same one.
@@ -109,14 +103,26 @@ pub(crate) fn has_waitv() -> bool {
     }
 }
 
-#[cfg(not(feature = "fallback-parker"))] // the Linux parker's bell and watched word only
-/// Sleep while every `*word == val` of `words` (u32 words, at most 3, private but for the last
-/// if `last_shared`), until one is woken or `timeout` passes (`futex_waitv`, whose deadline is
-/// absolute on `clock` like `futex_wait`'s): `Ok(index of the woken word)`, or why not. Only
-/// after [`has_waitv`] said yes.
+/// Which words of a [`waitv`] are in memory shared between processes (woken with the kernel's
+/// shared futex); the others are private.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fallback-parker", allow(dead_code))] // that parker sleeps on no word of its own
+pub(crate) enum Sharing {
+    /// None: the parker's own word and bell.
+    Private,
+    /// The last one: a watched process-shared word (a mixed waitv's park word).
+    Last,
+    /// All: a process-shared waiter's park word and the word it waits on (`shared/park.rs`).
+    All,
+}
+
+/// Sleep while every `*word == val` of `words` (u32 words, at most 3, shared as `shared` says),
+/// until one is woken or `timeout` passes (`futex_waitv`, whose deadline is absolute on `clock`
+/// like `futex_wait`'s): `Ok(index of the woken word)`, or why not. Only after [`has_waitv`]
+/// said yes. (The Linux parker's bell and watched word, and the process-shared park.)
 pub(crate) fn waitv(
     words: &[(&AtomicU32, u32)],
-    last_shared: bool,
+    shared: Sharing,
     timeout: Option<&Timeout>,
 ) -> Result<usize, KernelWait> {
     let ts = timeout.map(|t| t.at.to_libc());
@@ -128,8 +134,13 @@ pub(crate) fn waitv(
         *e = WaitvEntry { val: u64::from(*val), uaddr: w.as_ptr() as u64, flags, reserved: 0 };
     }
     let n = words.len().min(v.len());
-    if last_shared && n > 0 {
-        v[n - 1].flags = FUTEX2_SIZE_U32 as u32;
+    let first_shared = match shared {
+        Sharing::Private => n,
+        Sharing::Last => n.saturating_sub(1),
+        Sharing::All => 0,
+    };
+    for e in &mut v[first_shared..n] {
+        e.flags = FUTEX2_SIZE_U32 as u32;
     }
     // SAFETY:
     // - every word is a live, aligned u32 for the whole call (borrowed);

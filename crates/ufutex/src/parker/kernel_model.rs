@@ -80,11 +80,20 @@ pub(crate) fn wait_bits(word: &AtomicU32, val: u32, bits: u32, timeout: Option<&
     wait_all(&[(word, val)], bits, timeout)
 }
 
+/// Which words of a [`waitv`] are process-shared: the model has one kind of word.
+#[allow(dead_code)] // the model does not tell them apart
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sharing {
+    Private,
+    Last,
+    All,
+}
+
 /// `futex_waitv`: the model does not say which word woke the sleeper (index 0), and has one
 /// kind of word (private and shared alike).
 pub(crate) fn waitv(
     words: &[(&AtomicU32, u32)],
-    _last_shared: bool,
+    _shared: Sharing,
     timeout: Option<&Timeout>,
 ) -> Result<usize, KernelWait> {
     match wait_all(words, u32::MAX, timeout) {

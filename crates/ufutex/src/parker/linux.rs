@@ -237,7 +237,9 @@ impl Park for Parker {
                         words[n] = (w.word, w.val);
                         n += 1;
                     }
-                    match futex::waitv(&words[..n], watch.is_some_and(|w| w.shared), timeout) {
+                    let sharing =
+                        if watch.is_some_and(|w| w.shared) { futex::Sharing::Last } else { futex::Sharing::Private };
+                    match futex::waitv(&words[..n], sharing, timeout) {
                         // The watched word (last) was woken by someone else's kernel wake.
                         Ok(i) if watch.is_some() && i == n - 1 && !self.reached(need) => {
                             return Err(ParkTimeout::Watched)

@@ -232,7 +232,7 @@ fn a_parked_waiter_is_always_woken() {
         as_process(&m, 0, None, |h| enqueue(h).unwrap()).unwrap();
         let m2 = m.clone();
         let waker = thread::spawn(move || as_process(&m2, 1, None, |h| wake_all(h).unwrap()).unwrap());
-        assert_eq!(super::park::park(&m.seg, 0, &[0], None), Ok(0));
+        assert_eq!(super::park::park(&m.seg, 0, &[0], None, None), Ok(Some(0)));
         assert_eq!(waker.join().unwrap(), 1);
         assert_eq!(m.seg.record(0).unwrap().asleep.load(Ordering::Relaxed), 0);
     });
@@ -243,6 +243,17 @@ fn a_parked_waiter_is_always_woken() {
 /// parked, taken back; the record's filter count dropped and its state made Idle, as
 /// `ops::wait` and `ops::Waiting` do.
 fn engine_wait(m: &Model, slot: u32, word: &AtomicU32, expected: u32) -> Result<(), SharedError> {
+    match engine_wait_with(m, slot, word, expected, false) {
+        Ok(true) => Ok(()),
+        Ok(false) => panic!("parked out without a wake"),
+        Err(e) => Err(e),
+    }
+}
+
+/// [`engine_wait`], with `watch` the thread also sleeping on `word` itself in the kernel (the
+/// preload library's waits, `ops::wait_watching`): `Ok(true)` if a waker took its record,
+/// `Ok(false)` if the watched word ended the park and nobody had (a spurious wakeup).
+fn engine_wait_with(m: &Model, slot: u32, word: &AtomicU32, expected: u32, watch: bool) -> Result<bool, SharedError> {
     if super::park::spin_before_queueing(|| word.load(Ordering::Relaxed) != expected) {
         return Err(SharedError::WouldBlock);
     }
@@ -255,7 +266,7 @@ fn engine_wait(m: &Model, slot: u32, word: &AtomicU32, expected: u32) -> Result<
         mask: u64::MAX,
     };
     let (queued, outcome) = match enqueue_all(&t, &[want], Pays::Waker) {
-        Ok(()) => (1, super::park::park(&m.seg, slot, &[slot], None).map(|_| ())),
+        Ok(()) => (1, super::park::park(&m.seg, slot, &[slot], None, watch.then_some((word, expected)))),
         Err(Unqueued { queued, why: Why::Changed }) => (queued, Err(SharedError::WouldBlock)),
         Err(e) => panic!("the model segment failed: {e:?}"),
     };
@@ -263,9 +274,10 @@ fn engine_wait(m: &Model, slot: u32, word: &AtomicU32, expected: u32) -> Result<
     m.seg.release_filter(slot).unwrap();
     m.seg.record(slot).unwrap().state.store(REC_IDLE, Ordering::Release);
     match (s.woken, outcome) {
-        (1, _) => Ok(()),
+        (1, _) => Ok(true),
         (_, Err(e)) => Err(e),
-        (_, Ok(())) => panic!("parked out without a wake"),
+        (_, Ok(None)) => Ok(false),
+        (_, Ok(Some(_))) => panic!("parked out without a wake"),
     }
 }
 
@@ -301,6 +313,36 @@ fn the_engine_never_loses_a_shared_wakeup() {
         filters_empty(&m);
         check_consistent(&m, 2);
     });
+}
+
+/// A watched shared wait (the preload library's, `ops::wait_watching`): its thread sleeps on its
+/// park word and on the word itself in the kernel. The word is changed, then woken by a waker of
+/// ours or by the kernel alone (a raw system call, a process that is not preloaded): the waiter
+/// is never left asleep (a loom deadlock); our wake counts it exactly when it took its record
+/// (a waiter that left on the watched word first is not counted), and nothing is left queued.
+#[test]
+fn a_watched_shared_wait_ends_by_either_wake() {
+    for ours in [true, false] {
+        loom::model(move || {
+            let m = Model::new();
+            let m2 = m.clone();
+            let waiter = thread::spawn(move || engine_wait_with(&m2, 0, &m2.a, 0, true));
+            m.a.store(1, Ordering::Release);
+            let a = word_of(&m.a).addr();
+            let woken = if ours {
+                crate::wake::wake(&m.table(1), a, 1, u64::MAX, Report::Count, Pays::Waker).unwrap().count
+            } else {
+                crate::parker::futex::wake_shared(&m.a, 1);
+                0
+            };
+            match (waiter.join().unwrap(), woken) {
+                (Ok(true), 1) | (Ok(false), 0) | (Err(SharedError::WouldBlock), 0) => {}
+                other => panic!("wait and wake disagree: {other:?}"),
+            }
+            filters_empty(&m);
+            check_consistent(&m, 2);
+        });
+    }
 }
 
 /// A shared requeue through the engine, racing the waiter of the word it changed: a waiter it

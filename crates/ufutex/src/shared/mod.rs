@@ -262,7 +262,7 @@ pub fn wait_bitset<F: Futex>(
     deadline: Option<Deadline>,
 ) -> Result<(), SharedError> {
     let timeout = deadline.map(Timeout::from);
-    wait_word(word_of(f), F::value_bits(expected), mask, timeout.as_ref())
+    wait_word(word_of(f), F::value_bits(expected), mask, timeout.as_ref(), false)
 }
 
 /// Wake up to `n` threads waiting (process-shared) on `f`, in any process, oldest first: how
@@ -450,11 +450,22 @@ pub fn waitv(entries: &[WaitEntry<'_>], deadline: Option<Deadline>) -> Result<us
     waitv_words(&entries, timeout.as_ref())
 }
 
-/// The untyped shared wait every front end calls, in this process's [`mode`].
+/// The untyped shared wait every front end calls, in this process's [`mode`]. `also_kernel`:
+/// the kernel's own wakes of the (32-bit) word end it too, as they end a wait in the kernel
+/// (the preload library's waits: `ops::wait_watching`).
 #[cfg(not(ufutex_loom))]
-pub(crate) fn wait_word(word: WordRef, expected: u64, mask: u64, timeout: Option<&Timeout>) -> Result<(), SharedError> {
+pub(crate) fn wait_word(
+    word: WordRef,
+    expected: u64,
+    mask: u64,
+    timeout: Option<&Timeout>,
+    also_kernel: bool,
+) -> Result<(), SharedError> {
     match mode() {
-        Mode::Table => ops::wait(&[ops::Entry { word, expected, mask }], timeout).map(|_| ()),
+        Mode::Table => {
+            let watch = word.as_u32().filter(|_| also_kernel).map(|w| (w, expected as u32));
+            ops::wait_watching(&[ops::Entry { word, expected, mask }], timeout, watch).map(|_| ())
+        }
         Mode::Kernel => kernel::wait(word, expected, mask, timeout),
     }
 }

@@ -50,6 +50,7 @@ use super::SharedError;
 use crate::deadline::Timeout;
 use crate::engine::Want;
 use crate::membarrier::Pays;
+use crate::primitive::AtomicU32;
 use crate::requeue::Refused;
 use crate::waiter::{enqueue_all, take_back, try_collect, Unqueued, Why};
 use crate::wake::Report;
@@ -160,6 +161,20 @@ fn my_record(p: &'static Proc) -> Result<u32, SharedError> {
 /// Wait until a waker dequeues one of `entries` (all process-shared): the index of a woken
 /// entry (the highest, if several were), or why not.
 pub(crate) fn wait(entries: &[Entry], timeout: Option<&Timeout>) -> Result<usize, SharedError> {
+    wait_watching(entries, timeout, None)
+}
+
+/// [`wait`], with `watch` (one of the entries' words, if 32-bit, and its expected value) also
+/// woken by the kernel's own wakes of that word, as a shared futex: such a wake, or a change of
+/// the word's value while the thread sleeps, ends the wait with `Ok(0)` although no waker of
+/// ours took a record — the legacy futex semantics, which allow spurious wakeups (the preload
+/// library's waits: a raw-syscall waker, a process that is not preloaded, the kernel's wake of a
+/// thread-id word must still reach them; `wait::Wakers::AlsoKernel`).
+pub(crate) fn wait_watching(
+    entries: &[Entry],
+    timeout: Option<&Timeout>,
+    watch: Option<(&AtomicU32, u32)>,
+) -> Result<usize, SharedError> {
     // Early exit without the table: linearisable at the load that saw the mismatch.
     if changed(entries) {
         return Err(SharedError::WouldBlock);
@@ -173,11 +188,13 @@ pub(crate) fn wait(entries: &[Entry], timeout: Option<&Timeout>) -> Result<usize
         return Err(SharedError::Interrupted);
     };
     let mut w = Waiting::new(entries)?;
-    let mut outcome = w.queue();
-    if outcome.is_ok() {
-        outcome = park::park(w.p.seg, w.first, &w.recs, timeout).map(|_| ());
+    let outcome = w.queue().and_then(|()| park::park(w.p.seg, w.first, &w.recs, timeout, watch));
+    match outcome {
+        // Ended by the watched word: unless a waker of ours took a record meanwhile (then its
+        // index), a spurious wakeup.
+        Ok(None) => w.finish_with(Ok(0)),
+        other => w.finish(other.err()),
     }
-    w.finish(outcome.err())
 }
 
 /// Whether a word of `entries` no longer holds its value.
@@ -277,13 +294,19 @@ impl<'e> Waiting<'e> {
     /// Take every still-queued record out; if wakers took any, the highest woken index, else
     /// `otherwise` (or `NotRecoverable` if there is no reason at all). Every record's filter
     /// count is dropped and its state made Idle (`Drop`).
-    pub(crate) fn finish(mut self, otherwise: Option<SharedError>) -> Result<usize, SharedError> {
+    pub(crate) fn finish(self, otherwise: Option<SharedError>) -> Result<usize, SharedError> {
+        self.finish_with(Err(otherwise.unwrap_or(SharedError::NotRecoverable)))
+    }
+
+    /// [`Waiting::finish`] with the answer for "no record Woken" given whole: `otherwise`, unless
+    /// taking a record back failed (that error).
+    pub(crate) fn finish_with(mut self, otherwise: Result<usize, SharedError>) -> Result<usize, SharedError> {
         let s = take_back(&self.table(), self.waiters().take(self.queued));
         self.queued = 0;
-        match (s.best, s.failed.or(otherwise)) {
+        match (s.best, s.failed) {
             (Some(i), _) => Ok(i),
             (None, Some(e)) => Err(e),
-            (None, None) => Err(SharedError::NotRecoverable),
+            (None, None) => otherwise,
         }
     }
 }

@@ -15,6 +15,13 @@
 //! Either the waker sees `asleep` and wakes (and a wait that had not begun sees `park_seq`
 //! changed and returns at once), or the waiter's look after its fence sees Woken: a spinning
 //! waiter costs its waker no system call.
+//!
+//! A waiter that watches its word (the preload library's waits: a wake that bypasses the
+//! library must reach them) sleeps with `futex_waitv` on `park_seq` and on the word itself, both
+//! as shared futexes. A kernel wake of the word, or a change of its value, ends the park without
+//! a Woken record; the waiter then takes its records back as after a timeout (`ops::Waiting`),
+//! so a waker of ours that took one first still counts it, and one that comes later finds
+//! nothing. The handshake above is unchanged: the watch only adds a way out.
 
 use super::segment::{Record, Segment};
 use crate::primitive::{fence, Ordering};
@@ -25,7 +32,8 @@ use {
     super::segment::REC_WOKEN,
     super::SharedError,
     crate::deadline::{Deadline, Timeout},
-    crate::parker::futex::{self, KernelWait},
+    crate::parker::futex::{self, KernelWait, Sharing},
+    crate::primitive::AtomicU32,
     std::time::{Duration, Instant},
 };
 
@@ -47,6 +55,10 @@ const YIELD_EVERY: Duration = Duration::from_micros(1);
 const SLICE: Option<Duration> = Some(Duration::from_millis(200));
 #[cfg(all(ufutex_loom, test))]
 const SLICE: Option<Duration> = None;
+/// The slices of a waiter that watches a word where the kernel has no `futex_waitv` (see
+/// [`park`]).
+#[cfg(any(not(ufutex_loom), test))]
+const BLIND_SLICE: Duration = Duration::from_millis(1);
 
 /// Before a shared waiter queues, it spins on its words with its thread's adaptive budget, as a
 /// private waiter does (`wait.rs`): `true` if `changed` came true; the wait then ends with
@@ -91,9 +103,20 @@ pub(crate) fn announce_sleep(
     Ok(false)
 }
 
-/// Sleep until one of `recs` is Woken: its position, or why not.
+/// Sleep until one of `recs` is Woken: `Some(its position)`, or why not. With `watch` (a word
+/// and the value the wait expects of it: the preload library's waits, see
+/// `wait::Wakers::AlsoKernel`), the thread also sleeps on that word in the kernel, as a shared
+/// futex, and a kernel wake of it, or a change of its value, ends the park with `None` (the
+/// caller takes its records back). Without `futex_waitv` such a waiter sleeps in slices of
+/// [`BLIND_SLICE`] and looks at the word's value between them.
 #[cfg(any(not(ufutex_loom), test))]
-pub(crate) fn park(seg: &Segment, park: u32, recs: &[u32], timeout: Option<&Timeout>) -> Result<usize, SharedError> {
+pub(crate) fn park(
+    seg: &Segment,
+    park: u32,
+    recs: &[u32],
+    timeout: Option<&Timeout>,
+    watch: Option<(&AtomicU32, u32)>,
+) -> Result<Option<usize>, SharedError> {
     let woken = || -> Result<Option<usize>, SharedError> {
         for (i, &r) in recs.iter().enumerate() {
             if seg.record(r)?.state.load(Ordering::Acquire) == REC_WOKEN {
@@ -107,7 +130,7 @@ pub(crate) fn park(seg: &Segment, park: u32, recs: &[u32], timeout: Option<&Time
     let mut next_yield = YIELD_EVERY;
     loop {
         if let Some(i) = woken()? {
-            return Ok(i);
+            return Ok(Some(i));
         }
         let spent = start.elapsed();
         if spent >= SPIN {
@@ -124,20 +147,33 @@ pub(crate) fn park(seg: &Segment, park: u32, recs: &[u32], timeout: Option<&Time
     loop {
         let seq = park.park_seq.load(Ordering::Acquire);
         if announce_sleep(park, || woken().map(|w| w.is_some()))? {
-            return Ok(woken()?.unwrap_or(0));
+            return Ok(Some(woken()?.unwrap_or(0)));
         }
+        let both = watch.filter(|_| futex::has_waitv());
         // Sleep in slices: a waker that dies between marking a record Woken and kicking its
         // thread (holding the bucket lock) leaves the thread asleep; the slice bounds that.
-        let slice = SLICE.map(|s| (s, Timeout::from(Deadline::from(s))));
+        let len = if watch.is_some() && both.is_none() { Some(BLIND_SLICE) } else { SLICE };
+        let slice = len.map(|s| (s, Timeout::from(Deadline::from(s))));
         let until = match (timeout, &slice) {
             (Some(t), Some((len, _))) if t.remaining() < *len => Some(t),
             (_, Some((_, s))) => Some(s),
             (t, None) => t,
         };
-        let slept = futex::wait_shared(&park.park_seq, seq, until);
+        let (slept, rung) = match both {
+            Some(w) => match futex::waitv(&[(&park.park_seq, seq), w], Sharing::All, until) {
+                Ok(i) => (KernelWait::Retry, i == 1),
+                Err(k) => (k, false),
+            },
+            None => (futex::wait_shared(&park.park_seq, seq, until), false),
+        };
         park.asleep.store(0, Ordering::Relaxed);
         if let Some(i) = woken()? {
-            return Ok(i);
+            return Ok(Some(i));
+        }
+        // Relaxed: a watched word that changed ends the park too (the kernel compared it and did
+        // not sleep; its waker may wake through the kernel only).
+        if rung || watch.is_some_and(|(w, val)| w.load(Ordering::Relaxed) != val) {
+            return Ok(None);
         }
         match slept {
             KernelWait::Retry => {}
