@@ -5,7 +5,8 @@
 #  2. a multi-threaded Rust std program (crates/ufutex-preload/examples/std_sync.rs);
 #  3. a C++20 program on std::atomic::wait, latch, semaphore and a realtime future deadline;
 #  4. perf bench futex hash, wake, wake-parallel, requeue (if perf is installed), every thread
-#     accounted for; 5. UFUTEX_PRELOAD=off passes everything through;
+#     accounted for, on private words and (-S) on shared ones in the table;
+#  5. UFUTEX_PRELOAD=off passes everything through;
 #  6. process-shared words (tests/preload/shared_mix.c: a waiter of one family of futex calls
 #     woken or requeued by the other, across processes) without the library, with it (shared
 #     words to the kernel) and with UFUTEX_PRELOAD_SHARED=table (to ufutex's shared table, where
@@ -20,6 +21,10 @@ stat_of() { # op file: the ufutex column of the stats line of op
 to_kernel() { # file: the futex operations of the stats that went to the kernel, "op count" each
   awk '$1 == "ufutex-preload:" && ($2 ~ /^FUTEX_/ || $2 ~ /^futex_/) && $4 > 0 { print $2, $4 }' "$1"
 }
+
+# The table mode (UFUTEX_PRELOAD_SHARED=table) in a shared table of its own.
+export UFUTEX_SHARED_DIR="$tmp/shared"
+mkdir "$UFUTEX_SHARED_DIR"
 
 cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread -o "$tmp/legacy" tests/preload/legacy.c
 timeout 120 "$tmp/legacy" > "$tmp/kernel.txt"
@@ -37,14 +42,21 @@ c++ -std=c++20 -O1 -Wall -Werror -pthread -o "$tmp/cxx_sync" tests/preload/cxx_s
 LD_PRELOAD="$so" timeout 120 "$tmp/cxx_sync"
 
 if command -v perf >/dev/null && perf --version >/dev/null 2>&1; then
-  for b in "hash -r 1 -t 2" "wake -t 8" "wake-parallel -t 8 -w 2" "requeue -t 8"; do
-    # shellcheck disable=SC2086 # the benchmark's words
-    out=$(UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 perf bench futex $b 2>&1)
-    echo "$out" | grep -q "ufutex-preload: FUTEX_WAIT" || { echo "$out" >&2; echo "preload: perf bench futex $b did not reach ufutex" >&2; exit 1; }
-    case $b in
-      wake*|requeue*) echo "$out" | grep -Eq "(Wokeup|waking|Requeued) " || { echo "$out" >&2; exit 1; } ;;
-    esac
-    echo "preload: perf bench futex $b: $(echo "$out" | grep -E '^(Averaged|Wokeup|Avg|Requeued)' | tail -1)"
+  # Private words (perf's default), then process-shared ones (-S) in the shared table, where
+  # every futex call must go to ufutex.
+  for shared in "" table; do
+    for b in "hash -r 1 -t 2" "wake -t 8" "wake-parallel -t 8 -w 2" "requeue -t 8"; do
+      [ -z "$shared" ] || b="$b -S"
+      # shellcheck disable=SC2086 # the benchmark's words
+      UFUTEX_PRELOAD_SHARED=$shared UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 perf bench futex $b > "$tmp/perf.txt" 2>&1 \
+        || { cat "$tmp/perf.txt" >&2; exit 1; }
+      [ "$(stat_of FUTEX_WAIT "$tmp/perf.txt")" -gt 0 ] || { cat "$tmp/perf.txt" >&2; echo "preload: perf bench futex $b did not reach ufutex" >&2; exit 1; }
+      [ -z "$shared" ] || [ -z "$(to_kernel "$tmp/perf.txt")" ] || { cat "$tmp/perf.txt" >&2; echo "preload: table mode sent to the kernel" >&2; exit 1; }
+      case $b in
+        wake*|requeue*) grep -Eq "(Wokeup|waking|Requeued) " "$tmp/perf.txt" || { cat "$tmp/perf.txt" >&2; exit 1; } ;;
+      esac
+      echo "preload: perf bench futex $b: $(grep -E '^(Averaged|Wokeup|Avg|Requeued)' "$tmp/perf.txt" | tail -1)"
+    done
   done
 else
   echo "preload: perf not installed; perf bench futex skipped"
@@ -57,9 +69,6 @@ diff -u "$tmp/kernel.txt" "$tmp/off.txt"
 cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -o "$tmp/shared_mix" tests/preload/shared_mix.c
 timeout 120 "$tmp/shared_mix" > "$tmp/mix.txt" || { cat "$tmp/mix.txt" >&2; echo "preload: shared_mix fails on the kernel" >&2; exit 1; }
 LD_PRELOAD="$so" timeout 120 "$tmp/shared_mix" > "$tmp/mix.txt" || { cat "$tmp/mix.txt" >&2; exit 1; }
-# The table mode, in a shared table of its own.
-export UFUTEX_SHARED_DIR="$tmp/shared"
-mkdir "$UFUTEX_SHARED_DIR"
 UFUTEX_PRELOAD_SHARED=table UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 "$tmp/shared_mix" > "$tmp/mix.txt" 2> "$tmp/stats.txt" \
   || { cat "$tmp/mix.txt" >&2; exit 1; }
 [ -z "$(to_kernel "$tmp/stats.txt")" ] || { echo "preload: table mode sent to the kernel: $(to_kernel "$tmp/stats.txt")" >&2; exit 1; }
