@@ -74,10 +74,14 @@ pub enum Command {
         shared: SharedArg,
     },
     /// The kernel's own perf bench futex (hash, wake, wake-parallel, requeue), as it is and
-    /// through the preload library, interleaved
+    /// through the preload library, interleaved; with --shared, perf's -S (process-shared words)
+    /// on the kernel's shared futex and, through the preload library's
+    /// UFUTEX_PRELOAD_SHARED=table, on ufutex's shared table
     PerfBench {
         #[command(flatten)]
         common: CommonArgs,
+        #[command(flatten)]
+        shared: SharedArg,
     },
     /// perf's futex-hash: T threads × F futexes, waits that mismatch; --contend takes bucket locks
     Hash {

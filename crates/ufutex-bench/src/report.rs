@@ -117,6 +117,8 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
         ),
     ];
     if !quick {
+        // perf's -S through the preload library's table mode (no goal; ~5 s a repetition).
+        steps.push(step("perf bench futex, shared (table mode)", "perf-bench --shared --reps 5"));
         // Past semget's 32,000 sets: ufutex alone, for the flat goal (~20 s).
         steps.push(step(
             "keyed, 10⁶ keys",

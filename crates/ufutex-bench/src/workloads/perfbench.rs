@@ -6,8 +6,13 @@
 //! Needs `perf` (Debian's `linux-perf`) and the preload library, looked for beside this
 //! executable (`cargo build --release -p ufutex-preload` puts it there) or at
 //! `UFUTEX_PRELOAD_SO`; without either, the benchmark says why and is skipped.
+//!
+//! With `--shared`, perf's `-S`: its words are process-shared, so the kernel's runs use its
+//! shared futex, and the preload library's send them to ufutex's shared table
+//! (`UFUTEX_PRELOAD_SHARED=table`; perf's words are in its own memory, keyed by process and
+//! address). The cases are named with `, shared`, as every `--shared` bench is.
 
-use super::Common;
+use super::{Common, SHARED_SUFFIX};
 use crate::result::{Bench, Metric, MetricResult, Skip};
 use std::io;
 use std::path::PathBuf;
@@ -74,12 +79,19 @@ pub fn parse(output: &str, line: &str, before: &str) -> Option<f64> {
     words.find_map(|w| w.trim_end_matches(',').parse::<f64>().ok())
 }
 
-/// One perf run, under the preload library or not: its sample.
-fn once(case: &PerfCase, preload: Option<&PathBuf>) -> io::Result<f64> {
+/// One perf run, under the preload library or not, on process-shared words (`-S`, the preload
+/// library in its table mode) if `shared`: its sample.
+fn once(case: &PerfCase, preload: Option<&PathBuf>, shared: bool) -> io::Result<f64> {
     let mut cmd = Command::new("perf");
     cmd.arg("bench").arg("futex").args(case.args.split_whitespace());
+    if shared {
+        cmd.arg("-S");
+    }
     if let Some(so) = preload {
         cmd.env("LD_PRELOAD", so);
+        if shared {
+            cmd.env("UFUTEX_PRELOAD_SHARED", "table");
+        }
     }
     let out = cmd.output()?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -97,15 +109,23 @@ fn once(case: &PerfCase, preload: Option<&PathBuf>) -> io::Result<f64> {
 pub fn run(common: &Common) -> io::Result<Vec<Bench>> {
     let skip = unavailable();
     let so = preload_library();
+    let shared = common.shared;
     let mut benches = Vec::new();
     for case in cases() {
+        let (flag, suffix) = if shared { (" -S", SHARED_SUFFIX) } else { ("", "") };
+        let how = if shared {
+            "perf's own benchmark, unmodified, on process-shared words (-S); ufutex through \
+             LD_PRELOAD=libufutex_preload.so with UFUTEX_PRELOAD_SHARED=table (its shared table)"
+        } else {
+            "perf's own benchmark, unmodified; ufutex through LD_PRELOAD=libufutex_preload.so"
+        };
         let mut bench = Bench {
             workload: "perf-bench".into(),
-            case: format!("perf bench futex {}", case.args),
+            case: format!("perf bench futex {}{flag}{suffix}", case.args),
             repetitions: common.repetitions,
             metrics: Vec::new(),
             skipped: Vec::new(),
-            notes: vec!["perf's own benchmark, unmodified; ufutex through LD_PRELOAD=libufutex_preload.so".into()],
+            notes: vec![how.into()],
         };
         if let Some(why) = &skip {
             bench.skipped.push(Skip { competitor: "kernel and ufutex-preload".into(), reason: why.clone() });
@@ -116,11 +136,11 @@ pub fn run(common: &Common) -> io::Result<Vec<Bench>> {
         for rep in 0..common.repetitions {
             // Alternate which goes first, so neither always runs on a warmer machine.
             if rep % 2 == 0 {
-                kernel.push(once(&case, None)?);
-                ufutex.push(once(&case, so.as_ref())?);
+                kernel.push(once(&case, None, shared)?);
+                ufutex.push(once(&case, so.as_ref(), shared)?);
             } else {
-                ufutex.push(once(&case, so.as_ref())?);
-                kernel.push(once(&case, None)?);
+                ufutex.push(once(&case, so.as_ref(), shared)?);
+                kernel.push(once(&case, None, shared)?);
             }
         }
         let samples = vec![(PRELOAD.to_string(), ufutex), ("kernel".to_string(), kernel)];
