@@ -1,8 +1,9 @@
 //! The legacy `SYS_futex` operations on private words (and on process-shared ones with
-//! `UFUTEX_PRELOAD_SHARED=table`), onto ufutex's C ABI with the legacy semantics: FUTEX_WAIT's timeout is relative (CLOCK_MONOTONIC), WAIT_BITSET's absolute (on
-//! CLOCK_REALTIME with `FUTEX_CLOCK_REALTIME`, which any other operation refuses with
-//! `ENOSYS`); a wake count ≤ 0 wakes one, as the kernel's loop does; REQUEUE compares nothing;
-//! the second count of REQUEUE, CMP_REQUEUE and WAKE_OP sits in the timeout slot.
+//! `UFUTEX_PRELOAD_SHARED=table`), onto ufutex's C ABI with the legacy semantics: FUTEX_WAIT's
+//! timeout is relative (CLOCK_MONOTONIC), WAIT_BITSET's absolute (on CLOCK_REALTIME with
+//! `FUTEX_CLOCK_REALTIME`, which any other operation refuses with `ENOSYS`); a wake count ≤ 0
+//! wakes one, as the kernel's loop does; REQUEUE compares nothing; the second count of
+//! REQUEUE, CMP_REQUEUE and WAKE_OP sits in the timeout slot.
 
 use crate::stats::{self, Kind};
 use libc::{c_int, c_long, c_uint, c_ulong, c_void, timespec};

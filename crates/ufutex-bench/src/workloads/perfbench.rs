@@ -110,15 +110,15 @@ pub fn run(common: &Common) -> io::Result<Vec<Bench>> {
     let skip = unavailable();
     let so = preload_library();
     let shared = common.shared;
+    let (flag, suffix) = if shared { (" -S", SHARED_SUFFIX) } else { ("", "") };
+    let how = if shared {
+        "perf's own benchmark, unmodified, on process-shared words (-S); ufutex through \
+         LD_PRELOAD=libufutex_preload.so with UFUTEX_PRELOAD_SHARED=table (its shared table)"
+    } else {
+        "perf's own benchmark, unmodified; ufutex through LD_PRELOAD=libufutex_preload.so"
+    };
     let mut benches = Vec::new();
     for case in cases() {
-        let (flag, suffix) = if shared { (" -S", SHARED_SUFFIX) } else { ("", "") };
-        let how = if shared {
-            "perf's own benchmark, unmodified, on process-shared words (-S); ufutex through \
-             LD_PRELOAD=libufutex_preload.so with UFUTEX_PRELOAD_SHARED=table (its shared table)"
-        } else {
-            "perf's own benchmark, unmodified; ufutex through LD_PRELOAD=libufutex_preload.so"
-        };
         let mut bench = Bench {
             workload: "perf-bench".into(),
             case: format!("perf bench futex {}{flag}{suffix}", case.args),

@@ -144,15 +144,15 @@ pub(crate) fn park(
             crate::primitive::spin_hint();
         }
     }
+    let both = watch.filter(|_| futex::has_waitv());
+    // Sleep in slices: a waker that dies between marking a record Woken and kicking its thread
+    // (holding the bucket lock) leaves the thread asleep; the slice bounds that.
+    let len = if watch.is_some() && both.is_none() { Some(BLIND_SLICE) } else { SLICE };
     loop {
         let seq = park.park_seq.load(Ordering::Acquire);
         if announce_sleep(park, || woken().map(|w| w.is_some()))? {
             return Ok(Some(woken()?.unwrap_or(0)));
         }
-        let both = watch.filter(|_| futex::has_waitv());
-        // Sleep in slices: a waker that dies between marking a record Woken and kicking its
-        // thread (holding the bucket lock) leaves the thread asleep; the slice bounds that.
-        let len = if watch.is_some() && both.is_none() { Some(BLIND_SLICE) } else { SLICE };
         let slice = len.map(|s| (s, Timeout::from(Deadline::from(s))));
         let until = match (timeout, &slice) {
             (Some(t), Some((len, _))) if t.remaining() < *len => Some(t),
