@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../c/deadline.h"
+#include "raw_futex.h"
 
 enum { SYS_WAITV = 449, SYS_WAKE2 = 454, SYS_WAIT2 = 455, SYS_REQUEUE2 = 456 };
 #define F2_U32_PRIVATE 0x82
@@ -45,23 +46,6 @@ static void show(const char *what, long r)
 static long futex(uint32_t *u, int op, uint32_t val, const void *t, uint32_t *u2, uint32_t val3)
 {
 	return syscall(SYS_futex, u, op, val, t, u2, val3);
-}
-
-/* A raw system call: it does not go through syscall(), so no interposer sees it. */
-static long raw_futex_wake_private(uint32_t *u, int n)
-{
-#if defined(__x86_64__)
-	long r;
-	__asm__ volatile("syscall"
-			 : "=a"(r)
-			 : "0"((long)SYS_futex), "D"(u), "S"((long)(FUTEX_WAKE | FUTEX_PRIVATE_FLAG)), "d"((long)n)
-			 : "rcx", "r11", "memory");
-	return r;
-#else
-	(void)u;
-	(void)n;
-	return -ENOSYS;
-#endif
 }
 
 static void single_threaded(void)
@@ -231,7 +215,7 @@ static void threaded(void)
 		pthread_create(&t[0], NULL, sleep_on, &s[0]);
 		for (int i = 0; i < 100000 && !__atomic_load_n(&s[0].done, __ATOMIC_SEQ_CST); i++) {
 			if (priv)
-				raw_futex_wake_private(&a, 1);
+				raw_futex_wake(&a, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1);
 			else
 				futex(&a, FUTEX_WAKE, 1, NULL, NULL, 0);
 			usleep(100);

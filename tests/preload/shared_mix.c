@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "../c/deadline.h"
+#include "raw_futex.h"
 
 enum { SYS_WAITV = 449, SYS_WAKE2 = 454, SYS_WAIT2 = 455, SYS_REQUEUE2 = 456 };
 enum { F2_U32_SHARED = 0x02 };
@@ -48,24 +49,19 @@ static long futex(uint32_t *u, int op, uint32_t val, const void *t, uint32_t *u2
 	return syscall(SYS_futex, u, op, val, t, u2, val3);
 }
 
-/* A shared FUTEX_WAKE of one by a raw system call, which no interposer sees: as a process that
- * is not preloaded, or the kernel's own wake of a thread-id word, would wake. */
-static long raw_futex_wake(uint32_t *u)
+/* A shared FUTEX_WAKE of one by a raw system call (raw_futex.h), as a process that is not
+ * preloaded, or the kernel's own wake of a thread-id word, would wake; through syscall() where
+ * there is no raw call. */
+static long raw_wake(uint32_t *u)
 {
-#if defined(__x86_64__)
-	long r;
-	__asm__ volatile("syscall"
-			 : "=a"(r)
-			 : "0"((long)SYS_futex), "D"(u), "S"((long)FUTEX_WAKE), "d"(1L)
-			 : "rcx", "r11", "memory");
+	long r = raw_futex_wake(u, FUTEX_WAKE, 1);
+	if (r == -ENOSYS)
+		return futex(u, FUTEX_WAKE, 1, NULL, NULL, 0);
 	if (r < 0) {
 		errno = (int)-r;
 		return -1;
 	}
 	return r;
-#else
-	return futex(u, FUTEX_WAKE, 1, NULL, NULL, 0);
-#endif
 }
 
 /* ---- the child's waits: each returns the call's result (0: woken), its timeout 20 s away */
@@ -134,7 +130,7 @@ static long take(enum wake_kind k, uint32_t *u)
 	case K_F2_REQUEUE:
 		return syscall(SYS_REQUEUE2, pair, 0, 0, 1);
 	case K_RAW_WAKE:
-		return raw_futex_wake(u);
+		return raw_wake(u);
 	}
 	return -1;
 }
