@@ -305,19 +305,23 @@ fn mixed_private_and_shared_waitv() {
     let p = shared_anon(4096);
     // SAFETY: a live mapping.
     let s: &AtomicU32 = unsafe { at(p, 256) };
-    let private: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+    let first: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+    let last: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+    // A private entry on each side of the shared one: a wake returns the woken entry's own
+    // index, not its place among the entries of its kind.
     let waitv = move || {
         let mut v = [
-            UfutexWaitv { val: 0, uaddr: private.as_ptr() as u64, flags: U32 | PRIVATE, reserved: 0 },
+            UfutexWaitv { val: 0, uaddr: first.as_ptr() as u64, flags: U32 | PRIVATE, reserved: 0 },
             UfutexWaitv { val: 0, uaddr: s.as_ptr() as u64, flags: U32, reserved: 0 },
+            UfutexWaitv { val: 0, uaddr: last.as_ptr() as u64, flags: U32 | PRIVATE, reserved: 0 },
         ];
         let ts = libc::timespec { tv_sec: LONG.as_secs() as i64, tv_nsec: 0 };
         let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: valid out-pointer.
         unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
         let at = libc::timespec { tv_sec: now.tv_sec + ts.tv_sec, tv_nsec: now.tv_nsec };
-        // SAFETY: two readable entries and a readable timespec.
-        unsafe { ufutex_waitv(v.as_mut_ptr(), 2, 0, &at, libc::CLOCK_MONOTONIC) }
+        // SAFETY: three readable entries and a readable timespec.
+        unsafe { ufutex_waitv(v.as_mut_ptr(), 3, 0, &at, libc::CLOCK_MONOTONIC) }
     };
     // The shared entry, woken from another process.
     let t = std::thread::spawn(waitv);
@@ -333,14 +337,16 @@ fn mixed_private_and_shared_waitv() {
     });
     assert_eq!(reap(pid), 0);
     assert_eq!(t.join().unwrap(), 1);
-    // The private entry, woken by a private wake in this process.
-    let t = std::thread::spawn(waitv);
-    let start = Instant::now();
-    while ufutex::wake(private, 1) != 1 {
-        assert!(start.elapsed() < LONG);
-        std::thread::sleep(Duration::from_millis(1));
+    // Each private entry, woken by a private wake in this process.
+    for (word, index) in [(first, 0), (last, 2)] {
+        let t = std::thread::spawn(waitv);
+        let start = Instant::now();
+        while ufutex::wake(word, 1) != 1 {
+            assert!(start.elapsed() < LONG);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(t.join().unwrap(), index);
     }
-    assert_eq!(t.join().unwrap(), 0);
     assert_eq!(shared::wake(s, 1), Ok(0), "the shared entry left its queue");
 }
 

@@ -27,7 +27,8 @@ const BLIND_SLICE: Duration = Duration::from_millis(1);
 const SLICE: Duration = Duration::from_millis(200);
 
 /// Wait on `n` entries: `private[k] = (index, entry)` in `tables`, `shared[k] = (index, entry)`
-/// in the shared table; every index in `0..n` once. The highest woken index, or why not.
+/// in the shared table; every index in `0..n` once, `private`'s in ascending order. The highest
+/// woken index, or why not.
 pub(crate) fn waitv_mixed(
     tables: &Tables,
     private: &[(usize, WaitEntry<'_>)],
@@ -73,7 +74,10 @@ pub(crate) fn waitv_mixed(
         if outcome.is_none() {
             outcome = sleep(td, &w, timeout.as_ref()).err();
         }
-        let private_best = settle(tables, td, queued.iter().map(|w| w.waiter));
+        // `settle` counts places among the nodes it is given: the k-th queued is `private[k]`
+        // (ascending, so the highest place is the highest index).
+        debug_assert!(private.windows(2).all(|p| p[0].0 < p[1].0));
+        let private_best = settle(tables, td, queued.iter().map(|w| w.waiter)).map(|k| private[k].0);
         match (private_best, w.finish(outcome)) {
             (Some(a), Ok(b)) => Ok(a.max(b)),
             (Some(a), Err(_)) => Ok(a),
