@@ -10,7 +10,10 @@
 #  6. process-shared words (tests/preload/shared_mix.c: a waiter of one family of futex calls
 #     woken or requeued by the other, across processes) without the library, with it (shared
 #     words to the kernel) and with UFUTEX_PRELOAD_SHARED=table (to ufutex's shared table, where
-#     legacy.c's transcript and the C++20 program must hold too, every call taken).
+#     legacy.c's transcript and the C++20 program must hold too, every call taken);
+#  7. futex_waitv woken every way the kernel's is (tests/preload/waitv_watch.c: private words,
+#     and private words beside shared ones, woken through the library, through the kernel, and
+#     by a raw system call), in the same three ways.
 source "$(dirname "$0")/../../.ci/lib.sh"
 so=$(realpath "$1")
 tmp=$(mktemp -d)
@@ -75,6 +78,13 @@ UFUTEX_PRELOAD_SHARED=table UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 
   || { cat "$tmp/mix.txt" >&2; exit 1; }
 none_to_kernel "$tmp/stats.txt"
 echo "preload: shared_mix, $(grep -c ' ok$' "$tmp/mix.txt") scenarios, on the kernel and through the library in both modes"
+cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread -o "$tmp/waitv_watch" tests/preload/waitv_watch.c
+timeout 120 "$tmp/waitv_watch" > "$tmp/wv.txt" || { cat "$tmp/wv.txt" >&2; echo "preload: waitv_watch fails on the kernel" >&2; exit 1; }
+LD_PRELOAD="$so" timeout 120 "$tmp/waitv_watch" > "$tmp/wv.txt" || { cat "$tmp/wv.txt" >&2; exit 1; }
+UFUTEX_PRELOAD_SHARED=table UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 "$tmp/waitv_watch" > "$tmp/wv.txt" 2> "$tmp/stats.txt" \
+  || { cat "$tmp/wv.txt" >&2; exit 1; }
+[ "$(stat_of futex_waitv "$tmp/stats.txt")" -gt 0 ] || { cat "$tmp/stats.txt" >&2; echo "preload: waitv_watch's waits did not reach ufutex" >&2; exit 1; }
+echo "preload: waitv_watch, $(grep -c ' ok$' "$tmp/wv.txt") scenarios, on the kernel and through the library in both modes"
 UFUTEX_PRELOAD_SHARED=table UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 "$tmp/legacy" > "$tmp/table.txt" 2> "$tmp/stats.txt"
 diff -u "$tmp/kernel.txt" "$tmp/table.txt"
 none_to_kernel "$tmp/stats.txt"

@@ -1,6 +1,7 @@
 //! The futex2 system calls, one to one onto ufutex's C ABI (same arguments, same flags, same
 //! errors). A call on a process-shared word (no `FUTEX2_PRIVATE`) is refused by ufutex with
-//! `EOPNOTSUPP` before anything is queued or woken: it then goes to the kernel as it is.
+//! `EOPNOTSUPP` before anything is queued or woken: it then goes to the kernel as it is. (A
+//! `futex_waitv` that mixes private and shared words is taken: `preload_waitv`.)
 
 use crate::stats::{self, Kind};
 use libc::{c_int, c_long, c_uint, c_ulong, c_void, clockid_t, timespec};
@@ -36,9 +37,11 @@ pub(crate) unsafe fn call(number: c_long, a: [c_long; 6]) -> Option<c_long> {
                 Kind::Futex2Wake,
                 abi::ufutex_wake(a[0] as *mut c_void, a[1] as c_ulong, a[2] as c_int, a[3] as c_uint),
             ),
+            // Its 32-bit words too; and a vector that mixes process-shared words with private
+            // ones waits on the shared ones in the kernel (`preload_waitv`).
             WAITV => (
                 Kind::Futex2Waitv,
-                abi::ufutex_waitv(
+                abi::preload_waitv(
                     a[0] as *mut UfutexWaitv,
                     a[1] as c_uint,
                     a[2] as c_uint,

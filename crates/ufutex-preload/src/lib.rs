@@ -12,10 +12,13 @@
 //! Everything else goes to the kernel unchanged: process-shared futex words (so that processes
 //! that are not preloaded still meet them; `UFUTEX_PRELOAD_SHARED=table` sends the operations
 //! above on them, legacy and futex2 alike, to ufutex's shared table instead), PI operations,
-//! robust lists, every other system call. A 32-bit wait that ufutex takes (`futex_waitv` apart)
-//! also sleeps in the kernel on its own word, private or shared, so that a wake made without
-//! `syscall()` (a raw system call, the kernel's own, a process that is not preloaded) still
-//! reaches it; such a wait may return 0 spuriously, as a legacy futex wait may.
+//! robust lists, every other system call. A 32-bit wait that ufutex takes (a `futex_waitv` too,
+//! on each of its 32-bit words) also sleeps in the kernel on its own word, private or shared, so
+//! that a wake made without `syscall()` (a raw system call, the kernel's own, a process that is
+//! not preloaded) still reaches it; such a wait may return spuriously, as a legacy futex wait
+//! may. A `futex_waitv` that mixes private words with shared ones that go to the kernel is taken
+//! whole: its private words wait in ufutex, its shared ones in the kernel, and the thread sleeps
+//! on all of them (a waitv of shared words only goes to the kernel).
 //!
 //! Environment: `UFUTEX_PRELOAD=off` passes every call through; `UFUTEX_PRELOAD_STATS=1`
 //! prints at exit how many calls of each operation went to ufutex and to the kernel.

@@ -110,8 +110,8 @@ pub use primitive::hint_ns as calibrated_spin_hint_ns;
 pub mod preload {
     pub use crate::ffi::abi::UfutexWaitv;
     pub use crate::ffi::calls::{
-        preload_requeue, preload_wait, preload_wait_relative, ufutex_hash_get_slots, ufutex_hash_set_slots,
-        ufutex_requeue, ufutex_wait, ufutex_waitv, ufutex_wake, ufutex_wake_op,
+        preload_requeue, preload_wait, preload_wait_relative, preload_waitv, ufutex_hash_get_slots,
+        ufutex_hash_set_slots, ufutex_requeue, ufutex_wait, ufutex_waitv, ufutex_wake, ufutex_wake_op,
     };
 
     /// Refuse process-shared words with `EOPNOTSUPP` (so that the caller can give them to the

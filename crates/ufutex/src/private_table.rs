@@ -430,7 +430,7 @@ pub(crate) fn register(tables: &Tables, td: &ThreadData) {
 /// Wait, without a deadline, until `n` unparks of this episode arrived; then end the episode.
 pub(crate) fn await_unparks(parker: &Parker, n: u32) {
     // The unparks are owed by wakers that already dequeued our nodes: they arrive promptly.
-    while parker.park(n, None, None, None, true).is_err() {}
+    while parker.park(n, None, None, &[], true).is_err() {}
     parker.reset();
 }
 

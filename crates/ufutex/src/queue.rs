@@ -1085,7 +1085,7 @@ mod tests {
         fn unparks(&self, i: usize) -> u32 {
             let past = Timeout { clock: Clock::Monotonic, at: Timespec::ZERO };
             let parker = &self.parkers[self.owner[i]];
-            (1..).take_while(|&need| parker.sleep(need, Some(&past), None, None).is_ok()).count() as u32
+            (1..).take_while(|&need| parker.sleep(need, Some(&past), None, &[]).is_ok()).count() as u32
         }
 
         /// `Woken → Idle` once the unpark has arrived.

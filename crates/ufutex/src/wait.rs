@@ -148,7 +148,7 @@ fn wait_slow(
             Wakers::AlsoKernel => word.as_u32().map(|w| Watch { word: w, val: expected as u32, shared: false }),
         };
         // The paying waiter has spun already; the other spins for its unpark.
-        match td.parker.park(1, timeout.as_ref(), Some(bell), watch, pays == Pays::Waker) {
+        match td.parker.park(1, timeout.as_ref(), Some(bell), watch.as_slice(), pays == Pays::Waker) {
             Ok(()) => {
                 td.parker.reset();
                 // SAFETY: a waker dequeued the node and its unpark has arrived: nobody else
@@ -160,7 +160,7 @@ fn wait_slow(
                 // Dequeued by a waker after all, or woken by the kernel on the watched word (a
                 // legacy wait may return 0 without a ufutex waker): Ok.
                 let woken = dequeue_self(tables, node);
-                let r = if woken || why == ParkTimeout::Watched { Ok(()) } else { Err(why.into()) };
+                let r = if woken || matches!(why, ParkTimeout::Watched(_)) { Ok(()) } else { Err(why.into()) };
                 await_unparks(&td.parker, u32::from(woken));
                 // SAFETY: out of its queue (by us or a waker) and every owed unpark received.
                 unsafe { node.reclaim() };

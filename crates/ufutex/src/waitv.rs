@@ -1,11 +1,12 @@
 //! Waiting on any of many words (futex_waitv), of any sizes mixed.
 
-use crate::deadline::Timeout;
+use crate::deadline::{Deadline, Timeout};
 use crate::engine::Want;
 use crate::error::WaitError;
 use crate::key::Key;
 use crate::membarrier::Pays;
-use crate::parker::Park;
+use crate::parker::{Park, ParkTimeout, Watch, MAX_WATCH};
+use crate::primitive::Ordering;
 use crate::private_table::{await_unparks, register};
 use crate::table::Node;
 use crate::tables::Tables;
@@ -14,6 +15,11 @@ use crate::waiter::{enqueue_all, take_back, try_collect, Unqueued, Why};
 use crate::word::{word_of, Futex, WordRef};
 use crate::MATCH_ANY;
 use std::marker::PhantomData;
+use std::time::Duration;
+
+/// The slices in which a waitv watching more words than one park can ([`MAX_WATCH`]) sleeps,
+/// looking at the rest between them.
+const BLIND_SLICE: Duration = Duration::from_millis(1);
 
 /// The most entries one [`waitv`](crate::waitv()) takes (the kernel takes 128); more panics.
 ///
@@ -112,6 +118,11 @@ impl<'a> WaitEntry<'a> {
         (self.word, self.expected, self.mask)
     }
 
+    /// Its word for the kernel to watch (see [`AlsoKernel`]), if 32-bit: a private futex.
+    pub(crate) fn watch(&self) -> Option<Watch<'_>> {
+        Some(Watch { word: self.word.as_u32()?, val: self.expected as u32, shared: false })
+    }
+
     /// Whether the word no longer holds the expected value (a wait on it would mismatch).
     #[inline]
     pub(crate) fn changed(&self) -> bool {
@@ -166,33 +177,97 @@ pub(crate) fn try_waitv_entries(
     entries: &[WaitEntry<'_>],
     timeout: Option<Timeout>,
 ) -> Result<usize, WaitvError> {
+    try_waitv_watching(tables, entries, &AlsoKernel::default(), timeout)
+}
+
+/// What else ends a waitv of the preload library, besides ufutex's wakes: the kernel's own wakes
+/// of 32-bit words (see `wait::Wakers::AlsoKernel`; a raw-syscall waker, the kernel's wake of a
+/// thread-id word, a process that is not preloaded). The thread sleeps on those words in the
+/// kernel too, and a kernel wake of one, or a change of its value, ends the waitv with that
+/// word's index although no waker of ours dequeued it (a spurious wakeup, which the kernel's
+/// futex allows).
+#[derive(Default)]
+pub(crate) struct AlsoKernel<'a> {
+    /// The entries' own 32-bit words are watched.
+    pub(crate) own: bool,
+    /// Each entry's index in the caller's vector, ascending (`entries[k]` is `index[k]`); none:
+    /// `k`.
+    pub(crate) index: Option<&'a [usize]>,
+    /// Words that only the kernel wakes, not queued here (process-shared words that the preload
+    /// library leaves to the kernel): their index in the caller's vector, and their value.
+    pub(crate) kernel_only: &'a [(usize, WordRef, u32)],
+}
+
+impl AlsoKernel<'_> {
+    /// The caller's index of `entries[k]`.
+    fn index(&self, k: usize) -> usize {
+        self.index.map_or(k, |ix| ix[k])
+    }
+
+    /// The words to watch, each with its index in the caller's vector.
+    fn watch<'w>(&self, entries: &'w [WaitEntry<'_>]) -> Option<(Vec<Watch<'w>>, Vec<usize>)>
+    where
+        Self: 'w,
+    {
+        let own = entries.iter().enumerate().filter(|_| self.own);
+        let own = own.filter_map(|(k, e)| Some((e.watch()?, self.index(k))));
+        let kernel_only = self
+            .kernel_only
+            .iter()
+            .filter_map(|(i, word, val)| word.as_u32().map(|w| (Watch { word: w, val: *val, shared: true }, *i)));
+        let (mut watch, mut index) = (Vec::new(), Vec::new());
+        let n = own.clone().count() + self.kernel_only.len();
+        watch.try_reserve_exact(n).ok()?;
+        index.try_reserve_exact(n).ok()?;
+        for (w, i) in own.chain(kernel_only) {
+            watch.push(w);
+            index.push(i);
+        }
+        Some((watch, index))
+    }
+
+    /// Whether a word that only the kernel wakes no longer holds its value.
+    fn kernel_only_changed(&self) -> bool {
+        self.kernel_only.iter().any(|(_, word, val)| word.load() != u64::from(*val))
+    }
+}
+
+/// [`try_waitv_entries`], also ended by the kernel's wakes that `also` names.
+pub(crate) fn try_waitv_watching(
+    tables: &Tables,
+    entries: &[WaitEntry<'_>],
+    also: &AlsoKernel<'_>,
+    timeout: Option<Timeout>,
+) -> Result<usize, WaitvError> {
     assert!(
         !entries.is_empty() && entries.len() <= WAITV_MAX,
         "waitv takes 1..={WAITV_MAX} entries, got {}",
         entries.len()
     );
     // Early exit without touching a bucket: linearisable at the load that saw the mismatch.
-    if entries.iter().any(WaitEntry::changed) {
+    if entries.iter().any(WaitEntry::changed) || also.kernel_only_changed() {
         return Err(WaitError::WouldBlock.into());
     }
     // As a wait (`wait.rs`): not from a handler that interrupted a wait or a critical section.
     let Some(_episode) = crate::reentry::episode() else {
         return Err(WaitError::Interrupted.into());
     };
-    with_thread(|td| waitv_queued(tables, td, entries, timeout))
+    with_thread(|td| waitv_queued(tables, td, entries, also, timeout))
 }
 
 fn waitv_queued(
     tables: &Tables,
     td: &ThreadData,
     entries: &[WaitEntry<'_>],
+    also: &AlsoKernel<'_>,
     timeout: Option<Timeout>,
 ) -> Result<usize, WaitvError> {
     register(tables, td);
     // Spin before queueing, as a wait does (`wait.rs`): a change is a mismatch.
-    if td.parker.spin_for(|| entries.iter().any(WaitEntry::changed)) {
+    if td.parker.spin_for(|| entries.iter().any(WaitEntry::changed) || also.kernel_only_changed()) {
         return Err(WaitError::WouldBlock.into());
     }
+    let (watch, watched) = also.watch(entries).ok_or(WaitvError::NoMemory)?;
     // SAFETY: this thread is between episodes: the previous one ended with every node dequeued
     // and every owed unpark received (`finish`).
     let nodes = unsafe { td.waitv_nodes(entries.len()) }.ok_or(WaitvError::NoMemory)?;
@@ -200,12 +275,41 @@ fn waitv_queued(
         Ok(()) => {}
         Err(Unqueued { why: Why::NoMemory, .. }) => return Err(WaitvError::NoMemory),
         Err(Unqueued { queued, why: Why::Changed }) => {
-            return Ok(finish(tables, td, &nodes[..queued], Err(WaitError::WouldBlock))?);
+            return Ok(finish(tables, td, &nodes[..queued], also, Err(WaitError::WouldBlock))?);
         }
         Err(Unqueued { why: Why::Table(never), .. }) => match never {},
     }
-    let parked = td.parker.park(1, timeout.as_ref(), None, None, false).map_err(WaitError::from);
-    Ok(finish(tables, td, nodes, parked)?)
+    let parked = match park_watching(td, timeout.as_ref(), &watch) {
+        Ok(()) => Ok(None),
+        Err(ParkTimeout::Watched(j)) => Ok(Some(watched[j])),
+        Err(e) => Err(WaitError::from(e)),
+    };
+    Ok(finish(tables, td, nodes, also, parked)?)
+}
+
+/// Park for one unpark, also watching `watch` (see [`AlsoKernel`]): the words past what one
+/// park watches ([`MAX_WATCH`]) are looked at between slices of [`BLIND_SLICE`].
+fn park_watching(td: &ThreadData, timeout: Option<&Timeout>, watch: &[Watch<'_>]) -> Result<(), ParkTimeout> {
+    let (kernel, rest) = watch.split_at(watch.len().min(MAX_WATCH));
+    if rest.is_empty() {
+        return td.parker.park(1, timeout, None, watch, false);
+    }
+    loop {
+        let slice = Timeout::from(Deadline::from(BLIND_SLICE));
+        let until = match timeout {
+            Some(t) if t.remaining() < BLIND_SLICE => t,
+            _ => &slice,
+        };
+        match td.parker.park(1, Some(until), None, kernel, false) {
+            Err(ParkTimeout::TimedOut) if !timeout.is_some_and(Timeout::expired) => {
+                // Relaxed: as the parker's own look at its watched words.
+                if let Some(j) = rest.iter().position(|w| w.word.load(Ordering::Relaxed) != w.val) {
+                    return Err(ParkTimeout::Watched(MAX_WATCH + j));
+                }
+            }
+            other => return other,
+        }
+    }
 }
 
 /// What [`enqueue_all`] queues for `entries`, node `i` for entry `i`.
@@ -221,17 +325,20 @@ fn wants<'n>(entries: &[WaitEntry<'_>], nodes: &'n [Node]) -> Result<Vec<Want<'n
 }
 
 /// Take every still-queued node out; if wakers dequeued any, wait for all their unparks and
-/// return the highest woken index, else `otherwise`'s error.
+/// return the highest woken index (the caller's, `also`), else `otherwise`: an error, or the
+/// index of a word the kernel woke.
 fn finish(
     tables: &Tables,
     td: &ThreadData,
     nodes: &[Node],
-    otherwise: Result<(), WaitError>,
+    also: &AlsoKernel<'_>,
+    otherwise: Result<Option<usize>, WaitError>,
 ) -> Result<usize, WaitError> {
-    match (settle(tables, td, nodes.iter()), otherwise) {
+    match (settle(tables, td, nodes.iter()).map(|k| also.index(k)), otherwise) {
         (Some(i), _) => Ok(i),
+        (None, Ok(Some(i))) => Ok(i),
         (None, Err(e)) => Err(e),
-        (None, Ok(())) => unreachable!("an unpark without a dequeued node"),
+        (None, Ok(None)) => unreachable!("an unpark without a dequeued node"),
     }
 }
 

@@ -22,7 +22,7 @@ use crate::shared;
 use crate::table::Table;
 use crate::tables::Slots;
 use crate::wait::{wait_key, Wakers};
-use crate::waitv::{try_waitv_entries, WaitEntry};
+use crate::waitv::{try_waitv_watching, AlsoKernel, WaitEntry};
 use crate::wake::{wake_private, wake_private_at, Report};
 use crate::wake_op::wake_op;
 use crate::word::{Size, WordRef};
@@ -467,6 +467,44 @@ pub unsafe extern "C" fn ufutex_waitv(
     timeout: *const timespec,
     clockid: clockid_t,
 ) -> c_long {
+    // SAFETY: forwarded contract.
+    unsafe { waitv_with(waiters, nr_futexes, flags, timeout, clockid, Wakers::Ufutex) }
+}
+
+/// [`ufutex_waitv`] for the preload library. The entries' 32-bit words are also woken by the
+/// kernel's own wakes, as the wait of [`preload_wait`] is (such a wake ends the call with that
+/// entry's index). And while process-shared words are refused (the preload library's default,
+/// which leaves them to the kernel), a vector that mixes them with private words is still taken:
+/// the private words wait here, the shared ones in the kernel, the thread asleep on all of them
+/// (`waitv::AlsoKernel`); so a wake of either kind reaches it. A vector of shared words only, or
+/// one whose shared words the kernel could not watch (not 32-bit, NUMA, or no `futex_waitv`),
+/// is refused whole (`EOPNOTSUPP`) before anything is read.
+///
+/// # Safety
+/// As [`ufutex_waitv`].
+#[doc(hidden)]
+pub unsafe fn preload_waitv(
+    waiters: *mut UfutexWaitv,
+    nr_futexes: c_uint,
+    flags: c_uint,
+    timeout: *const timespec,
+    clockid: clockid_t,
+) -> c_long {
+    // SAFETY: forwarded contract.
+    unsafe { waitv_with(waiters, nr_futexes, flags, timeout, clockid, Wakers::AlsoKernel) }
+}
+
+/// # Safety
+/// As [`ufutex_waitv`].
+#[inline(always)]
+unsafe fn waitv_with(
+    waiters: *mut UfutexWaitv,
+    nr_futexes: c_uint,
+    flags: c_uint,
+    timeout: *const timespec,
+    clockid: clockid_t,
+    wakers: Wakers,
+) -> c_long {
     entry(|| {
         if flags != 0 {
             return Err(Errno::EINVAL);
@@ -483,11 +521,11 @@ pub unsafe extern "C" fn ufutex_waitv(
         // nothing; a wait that goes on takes a second pass that keeps the entries.
         match validate::plain_waitv(ptr, n, &mut words, |_, _| ()) {
             Some(Err(e)) => Err(e),
-            Some(Ok(())) => match waitv_plain(ptr, n, &mut words, timeout) {
+            Some(Ok(())) => match waitv_plain(ptr, n, &mut words, timeout, wakers) {
                 Some(r) => r,
-                None => waitv_any(ptr, n, &mut words, timeout),
+                None => waitv_any(ptr, n, &mut words, timeout, wakers),
             },
-            None => waitv_any(ptr, n, &mut words, timeout),
+            None => waitv_any(ptr, n, &mut words, timeout, wakers),
         }
     })
 }
@@ -501,6 +539,7 @@ fn waitv_plain(
     n: usize,
     words: &mut fault::ReadPages,
     timeout: Option<Timeout>,
+    wakers: Wakers,
 ) -> Option<Result<c_long, Errno>> {
     let mut entries = Vec::new();
     if entries.try_reserve_exact(n).is_err() {
@@ -512,7 +551,8 @@ fn waitv_plain(
         let word = unsafe { WordRef::from_raw(addr, Size::U32) };
         entries.push(WaitEntry::from_raw(word, u64::from(v), crate::MATCH_ANY));
     })?;
-    Some(checked.and_then(|()| Ok(try_waitv_entries(default_domain().tables(), &entries, timeout)? as c_long)))
+    let also = AlsoKernel { own: wakers == Wakers::AlsoKernel, ..AlsoKernel::default() };
+    Some(checked.and_then(|()| Ok(try_waitv_watching(default_domain().tables(), &entries, &also, timeout)? as c_long)))
 }
 
 /// [`ufutex_waitv`] of any array: parsed, then every key (alignment, NULL, support), then the
@@ -523,12 +563,20 @@ pub(super) fn waitv_any(
     n: usize,
     words: &mut fault::ReadPages,
     timeout: Option<Timeout>,
+    wakers: Wakers,
 ) -> Result<c_long, Errno> {
     let parsed = validate::parse_waitv(ptr, n)?;
+    // Process-shared words that this process leaves to the kernel, beside private ones (see
+    // `preload_waitv`): checked as the kernel would, then watched there.
+    let beside_kernel =
+        wakers == Wakers::AlsoKernel && validate::shared_refused() && parsed.iter().any(|(_, f)| !f.private);
+    if beside_kernel && !kernel_can_watch(&parsed) {
+        return Err(Errno::EOPNOTSUPP);
+    }
     let mut addrs = Vec::new();
     addrs.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
     for (e, f) in &parsed {
-        let addr = validate::address(e.uaddr, *f)?;
+        let addr = if beside_kernel { validate::placed(e.uaddr, *f)? } else { validate::address(e.uaddr, *f)? };
         if !f.private {
             // The kernel looks a shared word's page up while making its key (EFAULT).
             words.read(addr, f.size)?;
@@ -555,10 +603,47 @@ pub(super) fn waitv_any(
         let word = unsafe { loadable(addr, *f) };
         entries.push(WaitEntry::from_raw(word, e.val, crate::MATCH_ANY).with_key(key));
     }
-    if parsed.iter().all(|(_, f)| f.private) {
-        return Ok(try_waitv_entries(default_domain().tables(), &entries, timeout)? as c_long);
+    if beside_kernel {
+        return waitv_beside_kernel(&parsed, &entries, timeout);
     }
-    waitv_shared(&parsed, &entries, timeout)
+    if parsed.iter().all(|(_, f)| f.private) {
+        let also = AlsoKernel { own: wakers == Wakers::AlsoKernel, ..AlsoKernel::default() };
+        return Ok(try_waitv_watching(default_domain().tables(), &entries, &also, timeout)? as c_long);
+    }
+    waitv_shared(&parsed, &entries, timeout, wakers)
+}
+
+/// Whether the kernel can watch every process-shared entry of a vector that has private ones too
+/// (`futex_waitv` sleeps on 32-bit words, by address: no NUMA node word).
+fn kernel_can_watch(parsed: &[(UfutexWaitv, WordFlags)]) -> bool {
+    crate::parker::can_watch()
+        && parsed.iter().any(|(_, f)| f.private)
+        && parsed.iter().all(|(_, f)| f.private || (f.size == Size::U32 && !f.numa && !f.mpol))
+}
+
+/// [`ufutex_waitv`] of private entries queued here and process-shared ones left to the kernel
+/// (see [`preload_waitv`]).
+#[inline(never)]
+fn waitv_beside_kernel(
+    parsed: &[(UfutexWaitv, WordFlags)],
+    entries: &[WaitEntry<'_>],
+    timeout: Option<Timeout>,
+) -> Result<c_long, Errno> {
+    let (mut private, mut index, mut kernel_only) = (Vec::new(), Vec::new(), Vec::new());
+    private.try_reserve_exact(entries.len()).map_err(|_| Errno::ENOMEM)?;
+    index.try_reserve_exact(entries.len()).map_err(|_| Errno::ENOMEM)?;
+    kernel_only.try_reserve_exact(entries.len()).map_err(|_| Errno::ENOMEM)?;
+    for (i, ((_, f), e)) in parsed.iter().zip(entries).enumerate() {
+        if f.private {
+            private.push(*e);
+            index.push(i);
+        } else {
+            let (word, expected, _) = e.parts();
+            kernel_only.push((i, word, expected as u32)); // a 32-bit word (`kernel_can_watch`)
+        }
+    }
+    let also = AlsoKernel { own: true, index: Some(&index), kernel_only: &kernel_only };
+    Ok(try_waitv_watching(default_domain().tables(), &private, &also, timeout)? as c_long)
 }
 
 /// [`ufutex_waitv`] with process-shared entries, all of them or some.
@@ -567,6 +652,7 @@ fn waitv_shared(
     parsed: &[(UfutexWaitv, WordFlags)],
     entries: &[WaitEntry<'_>],
     timeout: Option<Timeout>,
+    wakers: Wakers,
 ) -> Result<c_long, Errno> {
     let mut private = Vec::new();
     let mut shared = Vec::new();
@@ -580,9 +666,16 @@ fn waitv_shared(
     }
     let i = if private.is_empty() {
         let v: Vec<shared::Entry> = shared.iter().map(|&(_, e)| e).collect();
-        shared::waitv_words(&v, timeout.as_ref())?
+        shared::waitv_words(&v, timeout.as_ref(), wakers == Wakers::AlsoKernel)?
     } else {
-        shared::waitv_mixed(default_domain().tables(), &private, &shared, entries.len(), timeout)?
+        shared::waitv_mixed(
+            default_domain().tables(),
+            &private,
+            &shared,
+            entries.len(),
+            timeout,
+            wakers == Wakers::AlsoKernel,
+        )?
     };
     Ok(i as c_long)
 }

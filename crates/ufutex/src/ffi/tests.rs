@@ -376,6 +376,59 @@ fn the_preloads_shared_wait_is_also_woken_by_the_kernel() {
     assert_eq!(unsafe { ufutex_wake(w.as_ptr().cast(), u32::MAX.into(), 1, S32) }, 0);
 }
 
+/// The preload library's waitv of private words also sleeps on each 32-bit word in the kernel,
+/// as its plain waits do: a kernel wake of one (a raw system call, the kernel's wake of a
+/// thread-id word) ends it with that entry's index, and leaves nothing queued. Without
+/// `futex_waitv` (qemu-user) its private waits do not watch, and there is nothing to test.
+#[test]
+fn the_preloads_waitv_is_also_woken_by_the_kernel() {
+    use super::calls::preload_waitv;
+    use std::sync::atomic::AtomicU32;
+    use std::time::{Duration, Instant};
+    if !crate::parker::futex::has_waitv() {
+        return;
+    }
+    let words = [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)];
+    let flags = UFUTEX_SIZE_U32 | UFUTEX_PRIVATE;
+    let mut v = words.each_ref().map(|w| UfutexWaitv { val: 0, uaddr: w.as_ptr() as u64, flags, reserved: 0 });
+    std::thread::scope(|s| {
+        let vp = v.as_mut_ptr() as usize;
+        // SAFETY: three readable entries naming words that outlive the scope; no timeout.
+        let waiter = s.spawn(move || unsafe { preload_waitv(vp as *mut UfutexWaitv, 3, 0, null(), 0) });
+        let give_up = Instant::now() + Duration::from_secs(10);
+        loop {
+            // SAFETY: FUTEX_WAKE reads only the address of a live word.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    words[2].as_ptr(),
+                    libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                    1,
+                    0,
+                    0,
+                    0,
+                )
+            };
+            if r == 1 {
+                break;
+            }
+            assert_eq!(r, 0, "errno {}", std::io::Error::last_os_error());
+            if Instant::now() > give_up {
+                // SAFETY: `words[2]` is alive; the library's wake lets the waiter go, so that the
+                // test fails instead of hanging.
+                unsafe { ufutex_wake(words[2].as_ptr().cast(), u32::MAX.into(), 1, flags) };
+                panic!("the kernel's wake never reached the waitv");
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(waiter.join().unwrap(), 2, "the index of the word the kernel woke");
+    });
+    for w in &words {
+        // SAFETY: `w` is alive: nobody is left queued on it.
+        assert_eq!(unsafe { ufutex_wake(w.as_ptr().cast(), u32::MAX.into(), 1, flags) }, 0);
+    }
+}
+
 #[test]
 fn wait_and_wake_every_size_through_the_abi() {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -689,7 +742,13 @@ fn waitv_plain_pass_agrees_with_the_whole_validation() {
         let fast = if r == -1 { Err(super::Errno(errno_of(r))) } else { Ok(r) };
         let timeout = super::validate::timeout(&past as *const timespec as usize, libc::CLOCK_MONOTONIC).unwrap();
         // SAFETY: the pages stay mapped (leaked) while `words` lives.
-        let whole = super::calls::waitv_any(ptr, n, &mut unsafe { super::fault::ReadPages::new() }, timeout);
+        let whole = super::calls::waitv_any(
+            ptr,
+            n,
+            &mut unsafe { super::fault::ReadPages::new() },
+            timeout,
+            crate::wait::Wakers::Ufutex,
+        );
         assert_eq!(fast, whole, "{es:x?}");
         *tally.entry(format!("{fast:?}")).or_insert(0) += 1;
     }

@@ -155,6 +155,16 @@ pub(crate) fn plain_private(flags: u32, addr: usize, a: u64, mask: u64) -> Optio
 /// `EFAULT` (which keeps the kernel's order in `waitv`); calls that never read the word check
 /// [`nonnull`] instead.
 pub(crate) fn address(addr: u64, f: WordFlags) -> Result<usize, Errno> {
+    let addr = placed(addr, f)?;
+    if !f.private && shared_refused() {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    Ok(addr)
+}
+
+/// [`address`], for a process-shared word too while [`refuse_shared`] says so: a caller that
+/// leaves such a word to the kernel still checks it as the kernel would.
+pub(crate) fn placed(addr: u64, f: WordFlags) -> Result<usize, Errno> {
     let addr = usize::try_from(addr).map_err(|_| Errno::EFAULT)?;
     let align = if f.numa { 2 * f.size.bytes() } else { f.size.bytes() };
     if addr % align != 0 {
@@ -163,17 +173,20 @@ pub(crate) fn address(addr: u64, f: WordFlags) -> Result<usize, Errno> {
     if addr > USER_END - align {
         return Err(Errno::EFAULT);
     }
-    if !f.private && (addr == 0 || SHARED_REFUSED.load(Ordering::Relaxed)) {
-        return Err(if addr == 0 { Errno::EFAULT } else { Errno::EOPNOTSUPP });
-    }
-    if (f.numa || f.mpol) && addr == 0 {
-        return Err(Errno::EFAULT); // the kernel faults reading the node word / the policy
+    // The kernel faults resolving a NULL shared key, reading a NULL node word or policy.
+    if addr == 0 && (!f.private || f.numa || f.mpol) {
+        return Err(Errno::EFAULT);
     }
     Ok(addr)
 }
 
 /// Whether process-shared words are refused with `EOPNOTSUPP` (see [`refuse_shared`]).
 static SHARED_REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// Whether [`refuse_shared`] said to refuse process-shared words.
+pub(crate) fn shared_refused() -> bool {
+    SHARED_REFUSED.load(Ordering::Relaxed)
+}
 
 /// Refuse (`true`) or take (`false`, the default) process-shared words in this process: the
 /// preload library refuses them so that they go to the kernel, which every process — preloaded

@@ -8,6 +8,7 @@
 //! returns `EINTR` even for `SA_RESTART` handlers, so there a signal may end a wait early as
 //! `Interrupted`: the one difference, and only on such systems.
 
+use super::Watch;
 use crate::deadline::Timeout;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 
@@ -103,44 +104,41 @@ pub(crate) fn has_waitv() -> bool {
     }
 }
 
-/// Which words of a [`waitv`] are in memory shared between processes (woken with the kernel's
-/// shared futex); the others are private.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "fallback-parker", allow(dead_code))] // that parker sleeps on no word of its own
-pub(crate) enum Sharing {
-    /// None: the parker's own word and bell.
-    Private,
-    /// The last one: a watched process-shared word (a mixed waitv's park word).
-    Last,
-    /// All: a process-shared waiter's park word and the word it waits on (`shared/park.rs`).
-    All,
+/// The most words one `futex_waitv` takes (the kernel's `FUTEX_WAITV_MAX`).
+pub(crate) const WAITV_MAX: usize = 128;
+
+/// Sleep while every word of `head` and then `tail` holds its value (u32 words, at most
+/// [`WAITV_MAX`] in all, each private or process-shared as its [`Watch`] says), until one is
+/// woken or `timeout` passes (`futex_waitv`, whose deadline is absolute on `clock` like
+/// `futex_wait`'s): `Ok(index of the woken word in head ++ tail)`, or why not. Only after
+/// [`has_waitv`] said yes. (The Linux parker's own word, bell and watched words; the
+/// process-shared park.)
+pub(crate) fn waitv(head: &[Watch<'_>], tail: &[Watch<'_>], timeout: Option<&Timeout>) -> Result<usize, KernelWait> {
+    assert!(head.len() + tail.len() <= WAITV_MAX, "futex_waitv takes at most {WAITV_MAX} words");
+    // The common sleeps (a parker's own word, its bell, one watched word) on a small array.
+    if head.len() + tail.len() <= 4 {
+        waitv_in::<4>(head, tail, timeout)
+    } else {
+        waitv_in::<WAITV_MAX>(head, tail, timeout)
+    }
 }
 
-/// Sleep while every `*word == val` of `words` (u32 words, at most 3, shared as `shared` says),
-/// until one is woken or `timeout` passes (`futex_waitv`, whose deadline is absolute on `clock`
-/// like `futex_wait`'s): `Ok(index of the woken word)`, or why not. Only after [`has_waitv`]
-/// said yes. (The Linux parker's bell and watched word, and the process-shared park.)
-pub(crate) fn waitv(
-    words: &[(&AtomicU32, u32)],
-    shared: Sharing,
+/// [`waitv`] with the kernel's vector on the stack, `N` entries long.
+#[inline(never)]
+fn waitv_in<const N: usize>(
+    head: &[Watch<'_>],
+    tail: &[Watch<'_>],
     timeout: Option<&Timeout>,
 ) -> Result<usize, KernelWait> {
     let ts = timeout.map(|t| t.at.to_libc());
     let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |ts| ts as *const libc::timespec);
     let clock = timeout.map_or(libc::CLOCK_MONOTONIC, |t| t.clock.id());
-    let flags = (FUTEX2_SIZE_U32 | FUTEX2_PRIVATE) as u32;
-    let mut v = [const { WaitvEntry { val: 0, uaddr: 0, flags: 0, reserved: 0 } }; 3];
-    for (e, (w, val)) in v.iter_mut().zip(words) {
-        *e = WaitvEntry { val: u64::from(*val), uaddr: w.as_ptr() as u64, flags, reserved: 0 };
-    }
-    let n = words.len().min(v.len());
-    let first_shared = match shared {
-        Sharing::Private => n,
-        Sharing::Last => n.saturating_sub(1),
-        Sharing::All => 0,
-    };
-    for e in &mut v[first_shared..n] {
-        e.flags = FUTEX2_SIZE_U32 as u32;
+    let mut v = [const { WaitvEntry { val: 0, uaddr: 0, flags: 0, reserved: 0 } }; N];
+    let words = head.iter().chain(tail);
+    let n = words.clone().count().min(N);
+    for (e, w) in v.iter_mut().zip(words) {
+        let flags = if w.shared { FUTEX2_SIZE_U32 } else { FUTEX2_SIZE_U32 | FUTEX2_PRIVATE };
+        *e = WaitvEntry { val: u64::from(w.val), uaddr: w.word.as_ptr() as u64, flags: flags as u32, reserved: 0 };
     }
     // SAFETY:
     // - every word is a live, aligned u32 for the whole call (borrowed);

@@ -18,7 +18,7 @@ pub(crate) use super::KernelWait;
 
 struct Sleeper {
     id: usize,
-    words: [usize; 2],
+    words: Vec<usize>,
     /// The bits a wake must meet (`u32::MAX` for a plain wait).
     bits: u32,
     thread: Thread,
@@ -28,6 +28,8 @@ struct Sleeper {
 struct Kernel {
     next_id: usize,
     sleepers: Vec<Sleeper>,
+    /// Sleepers woken and the word that woke each, until each asks ([`wait_all`]).
+    woken: Vec<(usize, usize)>,
 }
 
 loom::lazy_static! {
@@ -39,30 +41,30 @@ fn addr(w: *const AtomicU32) -> usize {
 }
 
 /// Sleep while every `(word, value)` still matches, until a wake names one of the words (and
-/// meets `bits`).
-fn wait_all(words: &[(&AtomicU32, u32)], bits: u32, timeout: Option<&Timeout>) -> KernelWait {
+/// meets `bits`): `Ok(index of that word)`, or why not.
+fn wait_all(words: &[(&AtomicU32, u32)], bits: u32, timeout: Option<&Timeout>) -> Result<usize, KernelWait> {
     let id = {
         let mut k = KERNEL.lock().unwrap();
         // Relaxed under the kernel lock: the lock orders this compare with every wake.
         if words.iter().any(|(w, v)| w.load(Ordering::Relaxed) != *v) {
-            return KernelWait::Retry; // EAGAIN
+            return Err(KernelWait::Retry); // EAGAIN
         }
         if timeout.is_some() {
-            return KernelWait::TimedOut;
+            return Err(KernelWait::TimedOut);
         }
         let id = k.next_id;
         k.next_id += 1;
-        let mut a = [0; 2];
-        for (slot, (w, _)) in a.iter_mut().zip(words) {
-            *slot = addr(*w);
-        }
+        let a = words.iter().map(|(w, _)| addr(*w)).collect();
         k.sleepers.push(Sleeper { id, words: a, bits, thread: loom::thread::current() });
         id
     };
     loop {
         loom::thread::park();
-        if !KERNEL.lock().unwrap().sleepers.iter().any(|s| s.id == id) {
-            return KernelWait::Retry; // woken
+        let mut k = KERNEL.lock().unwrap();
+        if let Some(at) = k.woken.iter().position(|&(s, _)| s == id) {
+            let (_, by) = k.woken.swap_remove(at);
+            return Ok(words.iter().position(|(w, _)| addr(*w) == by).unwrap_or(0));
+            // woken
         }
     }
 }
@@ -72,34 +74,23 @@ pub(crate) fn has_waitv() -> bool {
 }
 
 pub(crate) fn wait(word: &AtomicU32, val: u32, timeout: Option<&Timeout>) -> KernelWait {
-    wait_all(&[(word, val)], u32::MAX, timeout)
+    wait_all(&[(word, val)], u32::MAX, timeout).err().unwrap_or(KernelWait::Retry)
 }
 
 /// `FUTEX_WAIT_BITSET`.
 pub(crate) fn wait_bits(word: &AtomicU32, val: u32, bits: u32, timeout: Option<&Timeout>) -> KernelWait {
-    wait_all(&[(word, val)], bits, timeout)
+    wait_all(&[(word, val)], bits, timeout).err().unwrap_or(KernelWait::Retry)
 }
 
-/// Which words of a [`waitv`] are process-shared: the model has one kind of word.
-#[allow(dead_code)] // the model does not tell them apart
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Sharing {
-    Private,
-    Last,
-    All,
-}
-
-/// `futex_waitv`: the model does not say which word woke the sleeper (index 0), and has one
-/// kind of word (private and shared alike).
+/// `futex_waitv` over `head` and then `tail`; the model has one kind of word (private and
+/// shared alike).
 pub(crate) fn waitv(
-    words: &[(&AtomicU32, u32)],
-    _shared: Sharing,
+    head: &[super::Watch<'_>],
+    tail: &[super::Watch<'_>],
     timeout: Option<&Timeout>,
 ) -> Result<usize, KernelWait> {
-    match wait_all(words, u32::MAX, timeout) {
-        KernelWait::Retry => Ok(0),
-        other => Err(other),
-    }
+    let words: Vec<(&AtomicU32, u32)> = head.iter().chain(tail).map(|w| (w.word, w.val)).collect();
+    wait_all(&words, u32::MAX, timeout)
 }
 
 /// The shared futex (the process-shared table's park words): in the model, the same kind of
@@ -126,11 +117,13 @@ pub(crate) fn wake_bits(word: &AtomicU32, bits: u32) {
 
 fn wake_matching(word: *const AtomicU32, n: i32, bits: u32) -> usize {
     let mut k = KERNEL.lock().unwrap();
-    let mut left = n;
+    let k = &mut *k;
+    let (mut left, woken) = (n, &mut k.woken);
     let a = addr(word);
     k.sleepers.retain(|s| {
         if left > 0 && s.words.contains(&a) && s.bits & bits != 0 {
             left -= 1;
+            woken.push((s.id, a));
             s.thread.unpark();
             false
         } else {

@@ -51,7 +51,7 @@
 //! word.
 
 use super::futex::{self, KernelWait};
-use super::{Bell, Park, ParkTimeout, Watch};
+use super::{Bell, Park, ParkTimeout, Watch, MAX_WATCH};
 use crate::deadline::Timeout;
 use crate::primitive::{hints_for, spin_hint, yield_now, AtomicU32, Ordering};
 
@@ -192,22 +192,27 @@ impl Park for Parker {
         need: u32,
         timeout: Option<&Timeout>,
         bell: Option<&Bell>,
-        watch: Option<Watch<'_>>,
+        watch: &[Watch<'_>],
     ) -> Result<(), ParkTimeout> {
         // Relaxed: this thread's own flag (read first: the line is also the wakers').
         if !self.slept.load(std::sync::atomic::Ordering::Relaxed) {
             self.slept.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         // (Near its bell's ring word: the threads of one bucket share few words.)
-        let slot = match (bell, watch) {
-            (Some(b), None) => rings::take(rings::near(std::ptr::from_ref(b).cast())),
+        let slot = match bell {
+            Some(b) if watch.is_empty() => rings::take(rings::near(std::ptr::from_ref(b).cast())),
             _ => None,
         };
         let waitv = futex::has_waitv();
-        let (bell, watch) = (bell.filter(|_| waitv && slot.is_none()), watch.filter(|_| waitv));
+        let bell = bell.filter(|_| waitv && slot.is_none());
+        debug_assert!(watch.len() <= MAX_WATCH, "at most {MAX_WATCH} watched words");
+        let watch = if waitv { &watch[..watch.len().min(MAX_WATCH)] } else { &[] };
         let flags = SLEEPING
             | if bell.is_some() { BELLED } else { 0 }
             | slot.as_ref().map_or(0, |s| SLOTTED | s.number << SLOT_SHIFT);
+        // Relaxed: a watched word that changed ends the park (its waker may have woken it
+        // before we slept; the kernel compared it and did not sleep).
+        let changed = || watch.iter().position(|w| w.word.load(Ordering::Relaxed) != w.val);
         loop {
             // SeqCst, this read, the next and the CAS: see "Why no wakeup is lost" (module
             // docs) for a slotted sleep. (Otherwise the kernel compares the own word again
@@ -223,26 +228,19 @@ impl Park for Parker {
                 continue; // an unpark arrived: re-check
             }
             let v = (v & COUNT) | flags;
-            let slept = match (ring, bell, watch) {
-                (Some((ring, seq, bit)), _, _) => futex::wait_bits(&ring.seq, seq, bit, timeout),
-                (None, None, None) => futex::wait(&self.word, v, timeout),
-                _ => {
-                    let (mut words, mut n) = ([(&self.word, v); 3], 1);
-                    if let Some(b) = bell {
-                        // Relaxed: the sequence only has to be one the bell had; the own word decides.
-                        words[n] = (&b.seq, b.seq.load(Ordering::Relaxed));
-                        n += 1;
-                    }
-                    if let Some(w) = watch {
-                        words[n] = (w.word, w.val);
-                        n += 1;
-                    }
-                    let sharing =
-                        if watch.is_some_and(|w| w.shared) { futex::Sharing::Last } else { futex::Sharing::Private };
-                    match futex::waitv(&words[..n], sharing, timeout) {
-                        // The watched word (last) was woken by someone else's kernel wake.
-                        Ok(i) if watch.is_some() && i == n - 1 && !self.reached(need) => {
-                            return Err(ParkTimeout::Watched)
+            let slept = match (ring, bell) {
+                (Some((ring, seq, bit)), _) => futex::wait_bits(&ring.seq, seq, bit, timeout),
+                (None, None) if watch.is_empty() => futex::wait(&self.word, v, timeout),
+                (None, bell) => {
+                    let own = Watch { word: &self.word, val: v, shared: false };
+                    // Relaxed: the sequence only has to be one the bell had; the own word decides.
+                    let rang = bell.map(|b| Watch { word: &b.seq, val: b.seq.load(Ordering::Relaxed), shared: false });
+                    let head = [own, rang.unwrap_or(own)];
+                    let head = &head[..1 + usize::from(rang.is_some())];
+                    match futex::waitv(head, watch, timeout) {
+                        // A watched word was woken by someone else's kernel wake.
+                        Ok(i) if i >= head.len() && !self.reached(need) => {
+                            return Err(ParkTimeout::Watched(i - head.len()))
                         }
                         Ok(_) => KernelWait::Retry,
                         Err(k) => k,
@@ -250,14 +248,10 @@ impl Park for Parker {
                 }
             };
             match slept {
-                // Relaxed: a watched word that changed ends the park (its waker may have woken
-                // it before we slept; the kernel compared it and did not sleep).
-                KernelWait::Retry
-                    if watch.is_some_and(|w| w.word.load(Ordering::Relaxed) != w.val) && !self.reached(need) =>
-                {
-                    return Err(ParkTimeout::Watched)
-                }
-                KernelWait::Retry => {}
+                KernelWait::Retry => match changed() {
+                    Some(i) if !self.reached(need) => return Err(ParkTimeout::Watched(i)),
+                    _ => {}
+                },
                 KernelWait::TimedOut if !self.reached(need) => return Err(ParkTimeout::TimedOut),
                 KernelWait::Interrupted if !self.reached(need) => return Err(ParkTimeout::Interrupted),
                 _ => return Ok(()),
@@ -388,7 +382,7 @@ mod loom_models {
         let p = Arc::new(Parker::new());
         let (p2, bell) = (p.clone(), bell.clone());
         let h = thread::spawn(move || {
-            p2.park(1, None, use_bell.then_some(&*bell), None, true)
+            p2.park(1, None, use_bell.then_some(&*bell), &[], true)
                 .expect("an untimed park only returns when unparked");
             p2.word.load(Ordering::Acquire) & COUNT
         });
@@ -402,8 +396,8 @@ mod loom_models {
         let (p2, bell) = (p.clone(), bell.clone());
         let h = thread::spawn(move || {
             let t = Timeout::from(crate::Deadline::from(std::time::Duration::from_secs(1)));
-            if p2.park(1, Some(&t), Some(&*bell), None, true).is_err() {
-                while p2.park(1, None, None, None, true).is_err() {}
+            if p2.park(1, Some(&t), Some(&*bell), &[], true).is_err() {
+                while p2.park(1, None, None, &[], true).is_err() {}
             }
             p2.word.load(Ordering::Acquire) & COUNT
         });
@@ -533,11 +527,11 @@ mod loom_models {
             let watched = Arc::new(AtomicU32::new(7));
             let (p2, w2) = (p.clone(), watched.clone());
             let sleeper =
-                thread::spawn(move || p2.park(1, None, None, Some(Watch { word: &w2, val: 7, shared: false }), true));
+                thread::spawn(move || p2.park(1, None, None, &[Watch { word: &w2, val: 7, shared: false }], true));
             watched.store(0, Ordering::SeqCst);
             futex::wake(&watched, 1);
             match sleeper.join().unwrap() {
-                Err(ParkTimeout::Watched) => assert_eq!(p.word.load(Ordering::Acquire) & COUNT, 0),
+                Err(ParkTimeout::Watched(0)) => assert_eq!(p.word.load(Ordering::Acquire) & COUNT, 0),
                 other => panic!("only the watched word could end this park, got {other:?}"),
             }
         });
@@ -557,7 +551,7 @@ mod tests {
         let mut batch = WakeBatch::new(None);
         batch.unpark(p.handle(), false);
         batch.finish();
-        assert_eq!(p.sleep(1, None, None, None), Ok(()));
+        assert_eq!(p.sleep(1, None, None, &[]), Ok(()));
         p.reset();
         assert!(p.yield_worth_trying());
     }
@@ -578,7 +572,7 @@ mod tests {
                 .iter()
                 .map(|p| {
                     let (p, bell) = (p.clone(), bell.clone());
-                    std::thread::spawn(move || p.sleep(1, None, Some(&bell), None))
+                    std::thread::spawn(move || p.sleep(1, None, Some(&bell), &[]))
                 })
                 .collect();
             while !parkers.iter().all(|p| asleep(p)) {

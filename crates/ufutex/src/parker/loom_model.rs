@@ -39,7 +39,7 @@ impl Park for Parker {
         need: u32,
         timeout: Option<&Timeout>,
         _bell: Option<&Bell>,
-        _watch: Option<Watch<'_>>,
+        _watch: &[Watch<'_>],
     ) -> Result<(), ParkTimeout> {
         loop {
             if self.count.load(Ordering::Acquire) >= need {

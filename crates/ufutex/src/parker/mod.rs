@@ -44,15 +44,15 @@ pub(crate) trait Park {
     /// a signal handler runs. `bell`: the bell of the bucket the thread's one node was queued
     /// in, which a backend may sleep on too, or go by to choose where the thread sleeps (see
     /// [`Bell`]).
-    /// `watch`: a word the kernel may wake directly, slept on too where the backend can
-    /// (Linux with `futex_waitv`); a wake or change of it ends the park with
-    /// [`ParkTimeout::Watched`].
+    /// `watch`: words the kernel may wake directly (at most [`MAX_WATCH`]), slept on too where
+    /// the backend can (Linux with `futex_waitv`); a wake or change of `watch[i]` ends the park
+    /// with [`ParkTimeout::Watched`]`(i)`.
     fn sleep(
         &self,
         need: u32,
         timeout: Option<&Timeout>,
         bell: Option<&Bell>,
-        watch: Option<Watch<'_>>,
+        watch: &[Watch<'_>],
     ) -> Result<(), ParkTimeout>;
     /// End the episode; only once every unpark owed to it has arrived.
     fn reset(&self);
@@ -65,7 +65,7 @@ pub(crate) trait Park {
         need: u32,
         timeout: Option<&Timeout>,
         bell: Option<&Bell>,
-        watch: Option<Watch<'_>>,
+        watch: &[Watch<'_>],
         spin: bool,
     ) -> Result<(), ParkTimeout> {
         if spin && self.spin(need) {
@@ -87,6 +87,11 @@ pub(crate) struct Watch<'a> {
     /// a process-shared waiter's park word.
     pub(crate) shared: bool,
 }
+
+/// The most words one park watches: `futex_waitv` takes 128, and the parker sleeps on its own
+/// word and a bell besides.
+#[cfg_attr(any(feature = "fallback-parker", ufutex_loom), allow(dead_code))]
+pub(crate) const MAX_WATCH: usize = 126;
 
 /// Whether this backend can sleep on a [`Watch`] word (else a waiter that needs one sleeps in
 /// short slices and looks).
@@ -218,9 +223,9 @@ pub(crate) enum ParkTimeout {
     /// Only the Linux parker sees signals.
     #[cfg_attr(any(feature = "fallback-parker", ufutex_loom), allow(dead_code))]
     Interrupted,
-    /// The watched word was woken or changed (Linux parker only).
+    /// The watched word of this index was woken or changed (Linux parker only).
     #[cfg_attr(any(feature = "fallback-parker", ufutex_loom), allow(dead_code))]
-    Watched,
+    Watched(usize),
 }
 
 impl From<ParkTimeout> for crate::WaitError {
@@ -230,7 +235,7 @@ impl From<ParkTimeout> for crate::WaitError {
             ParkTimeout::Interrupted => crate::WaitError::Interrupted,
             // Callers that watch a word handle this before converting (a legacy futex wait
             // may return 0 spuriously); anywhere else it is as good as a spurious wakeup.
-            ParkTimeout::Watched => crate::WaitError::Interrupted,
+            ParkTimeout::Watched(_) => crate::WaitError::Interrupted,
         }
     }
 }

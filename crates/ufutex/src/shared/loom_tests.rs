@@ -232,7 +232,7 @@ fn a_parked_waiter_is_always_woken() {
         as_process(&m, 0, None, |h| enqueue(h).unwrap()).unwrap();
         let m2 = m.clone();
         let waker = thread::spawn(move || as_process(&m2, 1, None, |h| wake_all(h).unwrap()).unwrap());
-        assert_eq!(super::park::park(&m.seg, 0, &[0], None, None), Ok(Some(0)));
+        assert_eq!(super::park::park(&m.seg, 0, &[0], None, &[]), Ok(super::park::Parked::Woken(0)));
         assert_eq!(waker.join().unwrap(), 1);
         assert_eq!(m.seg.record(0).unwrap().asleep.load(Ordering::Relaxed), 0);
     });
@@ -241,7 +241,7 @@ fn a_parked_waiter_is_always_woken() {
 /// A shared wait on `word` (holding `expected`) as model process `slot`, through the engine: the
 /// spin before queueing (one look under loom), its record queued (or not: the word changed),
 /// parked, taken back; the record's filter count dropped and its state made Idle, as
-/// `ops::wait` and `ops::Waiting` do.
+/// `ops::wait_watching` and `ops::Waiting` do.
 fn engine_wait(m: &Model, slot: u32, word: &AtomicU32, expected: u32) -> Result<(), SharedError> {
     match engine_wait_with(m, slot, word, expected, false) {
         Ok(true) => Ok(()),
@@ -266,7 +266,10 @@ fn engine_wait_with(m: &Model, slot: u32, word: &AtomicU32, expected: u32, watch
         mask: u64::MAX,
     };
     let (queued, outcome) = match enqueue_all(&t, &[want], Pays::Waker) {
-        Ok(()) => (1, super::park::park(&m.seg, slot, &[slot], None, watch.then_some((word, expected)))),
+        Ok(()) => {
+            let watched = [crate::parker::Watch { word, val: expected, shared: true }];
+            (1, super::park::park(&m.seg, slot, &[slot], None, &watched[..usize::from(watch)]))
+        }
         Err(Unqueued { queued, why: Why::Changed }) => (queued, Err(SharedError::WouldBlock)),
         Err(e) => panic!("the model segment failed: {e:?}"),
     };
@@ -276,8 +279,8 @@ fn engine_wait_with(m: &Model, slot: u32, word: &AtomicU32, expected: u32, watch
     match (s.woken, outcome) {
         (1, _) => Ok(true),
         (_, Err(e)) => Err(e),
-        (_, Ok(None)) => Ok(false),
-        (_, Ok(Some(_))) => panic!("parked out without a wake"),
+        (_, Ok(super::park::Parked::Watched(_))) => Ok(false),
+        (_, Ok(super::park::Parked::Woken(_))) => panic!("parked out without a wake"),
     }
 }
 

@@ -447,7 +447,7 @@ pub fn waitv(entries: &[WaitEntry<'_>], deadline: Option<Deadline>) -> Result<us
             ops::Entry { word, expected, mask }
         })
         .collect();
-    waitv_words(&entries, timeout.as_ref())
+    waitv_words(&entries, timeout.as_ref(), false)
 }
 
 /// The untyped shared wait every front end calls, in this process's [`mode`]. `also_kernel`:
@@ -462,10 +462,7 @@ pub(crate) fn wait_word(
     also_kernel: bool,
 ) -> Result<(), SharedError> {
     match mode() {
-        Mode::Table => {
-            let watch = word.as_u32().filter(|_| also_kernel).map(|w| (w, expected as u32));
-            ops::wait_watching(&[ops::Entry { word, expected, mask }], timeout, watch).map(|_| ())
-        }
+        Mode::Table => ops::wait_watching(&[ops::Entry { word, expected, mask }], timeout, also_kernel).map(|_| ()),
         Mode::Kernel => kernel::wait(word, expected, mask, timeout),
     }
 }
@@ -515,9 +512,13 @@ pub(crate) fn wake_op_words<E: From<SharedError>>(
 
 /// The untyped shared waitv (every entry shared).
 #[cfg(not(ufutex_loom))]
-pub(crate) fn waitv_words(entries: &[ops::Entry], timeout: Option<&Timeout>) -> Result<usize, SharedError> {
+pub(crate) fn waitv_words(
+    entries: &[ops::Entry],
+    timeout: Option<&Timeout>,
+    also_kernel: bool,
+) -> Result<usize, SharedError> {
     match mode() {
-        Mode::Table => ops::wait(entries, timeout),
+        Mode::Table => ops::wait_watching(entries, timeout, also_kernel),
         Mode::Kernel => {
             let v: Vec<(WordRef, u64)> = entries
                 .iter()

@@ -42,7 +42,7 @@
 use super::engine::{Operator, Rec, SharedTable};
 use super::identity::{self, SharedKey};
 use super::known;
-use super::park;
+use super::park::{self, Parked};
 use super::process::{proc, segment, Proc};
 use super::queue::Host;
 use super::segment::{REC_IDLE, REC_WOKEN};
@@ -50,7 +50,7 @@ use super::SharedError;
 use crate::deadline::Timeout;
 use crate::engine::Want;
 use crate::membarrier::Pays;
-use crate::primitive::AtomicU32;
+use crate::parker::Watch;
 use crate::requeue::Refused;
 use crate::waiter::{enqueue_all, take_back, try_collect, Unqueued, Why};
 use crate::wake::Report;
@@ -125,6 +125,13 @@ pub(crate) struct Entry {
     pub(crate) mask: u64,
 }
 
+impl Entry {
+    /// Its word for the kernel to watch, if 32-bit: a shared futex (see [`wait_watching`]).
+    pub(crate) fn watch(&self) -> Option<Watch<'_>> {
+        Some(Watch { word: self.word.as_u32()?, val: self.expected as u32, shared: true })
+    }
+}
+
 thread_local! {
     /// This thread's first record (its park word) and the process it belongs to.
     static MINE: Mine = const { Mine { rec: Cell::new(None) } };
@@ -159,21 +166,16 @@ fn my_record(p: &'static Proc) -> Result<u32, SharedError> {
 }
 
 /// Wait until a waker dequeues one of `entries` (all process-shared): the index of a woken
-/// entry (the highest, if several were), or why not.
-pub(crate) fn wait(entries: &[Entry], timeout: Option<&Timeout>) -> Result<usize, SharedError> {
-    wait_watching(entries, timeout, None)
-}
-
-/// [`wait`], with `watch` (one of the entries' words, if 32-bit, and its expected value) also
-/// woken by the kernel's own wakes of that word, as a shared futex: such a wake, or a change of
-/// the word's value while the thread sleeps, ends the wait with `Ok(0)` although no waker of
-/// ours took a record — the legacy futex semantics, which allow spurious wakeups (the preload
-/// library's waits: a raw-syscall waker, a process that is not preloaded, the kernel's wake of a
-/// thread-id word must still reach them; `wait::Wakers::AlsoKernel`).
+/// entry (the highest, if several were), or why not. With `also_kernel`, the entries' 32-bit
+/// words are also woken by the kernel's own wakes of them, as shared futexes: such a wake, or a
+/// change of the word's value while the thread sleeps, ends the wait with that entry's index
+/// although no waker of ours took a record — the legacy futex semantics, which allow spurious
+/// wakeups (the preload library's waits: a raw-syscall waker, a process that is not preloaded,
+/// the kernel's wake of a thread-id word must still reach them; `wait::Wakers::AlsoKernel`).
 pub(crate) fn wait_watching(
     entries: &[Entry],
     timeout: Option<&Timeout>,
-    watch: Option<(&AtomicU32, u32)>,
+    also_kernel: bool,
 ) -> Result<usize, SharedError> {
     // Early exit without the table: linearisable at the load that saw the mismatch.
     if changed(entries) {
@@ -187,13 +189,25 @@ pub(crate) fn wait_watching(
     let Some(_episode) = crate::reentry::episode() else {
         return Err(SharedError::Interrupted);
     };
+    // The 32-bit words the kernel may wake, and their entries' indices.
+    let mut watch = Vec::new();
+    let mut index = Vec::new();
+    if also_kernel {
+        for (i, e) in entries.iter().enumerate() {
+            if let Some(w) = e.watch() {
+                watch.try_reserve(1).and(index.try_reserve(1)).map_err(|_| SharedError::NoMemory)?;
+                watch.push(w);
+                index.push(i);
+            }
+        }
+    }
     let mut w = Waiting::new(entries)?;
-    let outcome = w.queue().and_then(|()| park::park(w.p.seg, w.first, &w.recs, timeout, watch));
-    match outcome {
-        // Ended by the watched word: unless a waker of ours took a record meanwhile (then its
-        // index), a spurious wakeup.
-        Ok(None) => w.finish_with(Ok(0)),
-        other => w.finish(other.err()),
+    match w.queue().and_then(|()| park::park(w.p.seg, w.first, &w.recs, timeout, &watch)) {
+        // Ended by a watched word: unless a waker of ours took a record meanwhile (then its
+        // index), a spurious wakeup of that word's entry.
+        Ok(Parked::Watched(j)) => w.finish_with(Ok(index[j])),
+        Ok(Parked::Woken(_)) => w.finish(None),
+        Err(e) => w.finish(Some(e)),
     }
 }
 

@@ -32,8 +32,8 @@ use {
     super::segment::REC_WOKEN,
     super::SharedError,
     crate::deadline::{Deadline, Timeout},
-    crate::parker::futex::{self, KernelWait, Sharing},
-    crate::primitive::AtomicU32,
+    crate::parker::futex::{self, KernelWait},
+    crate::parker::{Watch, MAX_WATCH},
     std::time::{Duration, Instant},
 };
 
@@ -103,20 +103,30 @@ pub(crate) fn announce_sleep(
     Ok(false)
 }
 
-/// Sleep until one of `recs` is Woken: `Some(its position)`, or why not. With `watch` (a word
-/// and the value the wait expects of it: the preload library's waits, see
-/// `wait::Wakers::AlsoKernel`), the thread also sleeps on that word in the kernel, as a shared
-/// futex, and a kernel wake of it, or a change of its value, ends the park with `None` (the
-/// caller takes its records back). Without `futex_waitv` such a waiter sleeps in slices of
-/// [`BLIND_SLICE`] and looks at the word's value between them.
+/// How a [`park`] ended.
+#[cfg(any(not(ufutex_loom), test))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Parked {
+    /// The record at this position of `recs` is Woken.
+    Woken(usize),
+    /// The watched word at this position was woken by the kernel, or changed.
+    Watched(usize),
+}
+
+/// Sleep until one of `recs` is Woken, or why not. With `watch` (words and the values the wait
+/// expects of them: the preload library's waits, see `wait::Wakers::AlsoKernel`), the thread
+/// also sleeps on those words in the kernel, each as its [`Watch`] says, and a kernel wake of
+/// one, or a change of its value, ends the park with [`Parked::Watched`] (the caller takes its
+/// records back). Without `futex_waitv`, or for the words past [`MAX_WATCH`], such a waiter
+/// sleeps in slices of [`BLIND_SLICE`] and looks at the values between them.
 #[cfg(any(not(ufutex_loom), test))]
 pub(crate) fn park(
     seg: &Segment,
     park: u32,
     recs: &[u32],
     timeout: Option<&Timeout>,
-    watch: Option<(&AtomicU32, u32)>,
-) -> Result<Option<usize>, SharedError> {
+    watch: &[Watch<'_>],
+) -> Result<Parked, SharedError> {
     let woken = || -> Result<Option<usize>, SharedError> {
         for (i, &r) in recs.iter().enumerate() {
             if seg.record(r)?.state.load(Ordering::Acquire) == REC_WOKEN {
@@ -130,7 +140,7 @@ pub(crate) fn park(
     let mut next_yield = YIELD_EVERY;
     loop {
         if let Some(i) = woken()? {
-            return Ok(Some(i));
+            return Ok(Parked::Woken(i));
         }
         let spent = start.elapsed();
         if spent >= SPIN {
@@ -144,14 +154,14 @@ pub(crate) fn park(
             crate::primitive::spin_hint();
         }
     }
-    let both = watch.filter(|_| futex::has_waitv());
+    let kernel = if futex::has_waitv() { &watch[..watch.len().min(MAX_WATCH)] } else { &[] };
     // Sleep in slices: a waker that dies between marking a record Woken and kicking its thread
     // (holding the bucket lock) leaves the thread asleep; the slice bounds that.
-    let len = if watch.is_some() && both.is_none() { Some(BLIND_SLICE) } else { SLICE };
+    let len = if kernel.len() < watch.len() { Some(BLIND_SLICE) } else { SLICE };
     loop {
         let seq = park.park_seq.load(Ordering::Acquire);
         if announce_sleep(park, || woken().map(|w| w.is_some()))? {
-            return Ok(Some(woken()?.unwrap_or(0)));
+            return Ok(Parked::Woken(woken()?.unwrap_or(0)));
         }
         let slice = len.map(|s| (s, Timeout::from(Deadline::from(s))));
         let until = match (timeout, &slice) {
@@ -159,21 +169,23 @@ pub(crate) fn park(
             (_, Some((_, s))) => Some(s),
             (t, None) => t,
         };
-        let (slept, rung) = match both {
-            Some(w) => match futex::waitv(&[(&park.park_seq, seq), w], Sharing::All, until) {
-                Ok(i) => (KernelWait::Retry, i == 1),
-                Err(k) => (k, false),
-            },
-            None => (futex::wait_shared(&park.park_seq, seq, until), false),
+        let (slept, rung) = if kernel.is_empty() {
+            (futex::wait_shared(&park.park_seq, seq, until), None)
+        } else {
+            let park_word = Watch { word: &park.park_seq, val: seq, shared: true };
+            match futex::waitv(&[park_word], kernel, until) {
+                Ok(i) => (KernelWait::Retry, i.checked_sub(1)),
+                Err(k) => (k, None),
+            }
         };
         park.asleep.store(0, Ordering::Relaxed);
         if let Some(i) = woken()? {
-            return Ok(Some(i));
+            return Ok(Parked::Woken(i));
         }
         // Relaxed: a watched word that changed ends the park too (the kernel compared it and did
         // not sleep; its waker may wake through the kernel only).
-        if rung || watch.is_some_and(|(w, val)| w.load(Ordering::Relaxed) != val) {
-            return Ok(None);
+        if let Some(i) = rung.or_else(|| watch.iter().position(|w| w.word.load(Ordering::Relaxed) != w.val)) {
+            return Ok(Parked::Watched(i));
         }
         match slept {
             KernelWait::Retry => {}
