@@ -10,7 +10,8 @@
 # child checking that it has none of the parent's waiters and no lock held (fork.rs). Budget
 # ≤ 2.5 min on 2 cores. Also a waiter racing the wake-op's two looks, private and shared, 10 s
 # (wake_op.rs), and the preload's watched shared waits woken by the library and by the kernel
-# alone, 6 s (shared_watch.rs).
+# alone, 6 s (shared_watch.rs), and its waitvs of private and shared words so woken, 6 s
+# (waitv_watch.rs).
 set -euo pipefail
 UFUTEX_STRESS_SECS=10 cargo test --release -p ufutex --test stress -- --test-threads=3
 UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test stress --features fallback-parker -- --test-threads=3
@@ -19,6 +20,7 @@ UFUTEX_STRESS_SECS=4 cargo test --release -p ufutex --test sync_stress
 UFUTEX_STRESS_SECS=4 cargo test --release -p ufutex --test sync_first_contention
 UFUTEX_STRESS_SECS=6 cargo test --release -p ufutex --test shared_stress
 UFUTEX_STRESS_SECS=6 cargo test --release -p ufutex --test shared_watch
+UFUTEX_STRESS_SECS=6 cargo test --release -p ufutex --test waitv_watch
 UFUTEX_STRESS_SECS=15 cargo test --release -p ufutex --test shared_kill
 UFUTEX_CORRUPT_TRIALS=300 cargo test --release -p ufutex --test shared_corrupt
 UFUTEX_STRESS_SECS=8 cargo test --release -p ufutex --test named_kill

@@ -379,13 +379,14 @@ fn the_preloads_shared_wait_is_also_woken_by_the_kernel() {
 /// The preload library's waitv of private words also sleeps on each 32-bit word in the kernel,
 /// as its plain waits do: a kernel wake of one (a raw system call, the kernel's wake of a
 /// thread-id word) ends it with that entry's index, and leaves nothing queued. Without
-/// `futex_waitv` (qemu-user) its private waits do not watch, and there is nothing to test.
+/// `futex_waitv` (qemu-user), or with the portable parker, its private waits do not watch, and
+/// there is nothing to test.
 #[test]
 fn the_preloads_waitv_is_also_woken_by_the_kernel() {
     use super::calls::preload_waitv;
     use std::sync::atomic::AtomicU32;
     use std::time::{Duration, Instant};
-    if !crate::parker::futex::has_waitv() {
+    if !crate::parker::can_watch() {
         return;
     }
     let words = [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)];

@@ -536,6 +536,37 @@ mod loom_models {
             }
         });
     }
+
+    /// A thread asleep watching several words (a waitv's, the preload library's) is reached by
+    /// a kernel wake of any one of them and says which: the park ends `Watched` with that word's
+    /// index, whether the change lands before or during the sleep. With an unpark racing the
+    /// wake, the park ends either way, and an unpark it returned `Ok` for was counted.
+    #[test]
+    fn a_kernel_wake_of_one_of_several_watched_words_ends_the_park_with_its_index() {
+        loom::model(|| {
+            let p = Arc::new(Parker::new());
+            let words = Arc::new([AtomicU32::new(7), AtomicU32::new(7), AtomicU32::new(7)]);
+            let (p2, w2) = (p.clone(), words.clone());
+            let sleeper = thread::spawn(move || {
+                let watch = w2.each_ref().map(|w| Watch { word: w, val: 7, shared: false });
+                p2.park(1, None, None, &watch, true)
+            });
+            let p3 = p.clone();
+            let unparker = thread::spawn(move || {
+                let mut batch = WakeBatch::new(None);
+                batch.unpark(p3.handle(), false);
+                batch.finish();
+            });
+            words[1].store(0, Ordering::SeqCst);
+            futex::wake(&words[1], 1);
+            unparker.join().unwrap();
+            match sleeper.join().unwrap() {
+                Ok(()) => assert_eq!(p.word.load(Ordering::Acquire) & COUNT, 1),
+                Err(ParkTimeout::Watched(1)) => {}
+                other => panic!("only the unpark or the second word could end this park, got {other:?}"),
+            }
+        });
+    }
 }
 
 #[cfg(all(test, not(ufutex_loom)))]
