@@ -114,7 +114,8 @@ pub(crate) const WAITV_MAX: usize = 128;
 /// [`has_waitv`] said yes. (The Linux parker's own word, bell and watched words; the
 /// process-shared park.)
 pub(crate) fn waitv(head: &[Watch<'_>], tail: &[Watch<'_>], timeout: Option<&Timeout>) -> Result<usize, KernelWait> {
-    assert!(head.len() + tail.len() <= WAITV_MAX, "futex_waitv takes at most {WAITV_MAX} words");
+    // (Callers cap their words; past the kernel's limit, `waitv_in` would sleep on the first.)
+    debug_assert!(head.len() + tail.len() <= WAITV_MAX, "futex_waitv takes at most {WAITV_MAX} words");
     // The common sleeps (a parker's own word, its bell, one watched word) on a small array.
     if head.len() + tail.len() <= 4 {
         waitv_in::<4>(head, tail, timeout)
