@@ -19,26 +19,17 @@
 
 mod common;
 
-use common::{at, isolated_shared_table, shared_anon, stress_secs, watchdog, Rng, StopOnDrop};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use common::{at, errno, isolated_shared_table, monotonic_in, shared_anon, watchdog, watched_stress, Watched};
+use std::sync::atomic::{AtomicU32, Ordering};
 use ufutex::preload::{preload_wait, ufutex_wake};
 
 /// A 32-bit process-shared word, in the C ABI's flags.
 const SHARED_U32: u32 = 0x02;
 const ANY: libc::c_ulong = 0xffff_ffff;
 
-/// The last errno.
-fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
-}
-
 /// The preload library's wait of `w` for `val`, 10 s at most: 0, or the errno.
 fn wait(w: &AtomicU32, val: u32) -> i32 {
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    let due = libc::timespec { tv_sec: now.tv_sec + 10, tv_nsec: now.tv_nsec };
+    let due = monotonic_in(10);
     // SAFETY: `w` is a live word of a mapping that stays; `due` outlives the call.
     match unsafe { preload_wait(w.as_ptr().cast(), val.into(), ANY, SHARED_U32, &due, libc::CLOCK_MONOTONIC) } {
         0 => 0,
@@ -68,60 +59,33 @@ fn kernel_wakes_and_ours_end_every_watched_wait_and_count_once() {
     let p = shared_anon(4096);
     // SAFETY: a fresh shared mapping, never unmapped; the words are 64 bytes apart, aligned.
     let words: Vec<&AtomicU32> = (0..4).map(|i| unsafe { at::<AtomicU32>(p, 64 * i) }).collect();
-    let (stop, done) = (AtomicBool::new(false), AtomicU64::new(0));
-    let (oks, counted, changes) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
-    const WAITERS: u64 = 3;
-    let secs = stress_secs();
-    std::thread::scope(|s| {
-        let _stop = StopOnDrop(&stop);
-        for t in 0..WAITERS {
-            let (words, stop, done, oks, changes) = (&words, &stop, &done, &oks, &changes);
-            s.spawn(move || {
-                let mut rng = Rng::new(0x51ed_2701 + t);
-                while !stop.load(Ordering::Relaxed) {
-                    let w = words[rng.below(4) as usize];
-                    match wait(w, w.load(Ordering::SeqCst)) {
-                        0 => _ = oks.fetch_add(1, Ordering::Relaxed),
-                        libc::EAGAIN => _ = changes.fetch_add(1, Ordering::Relaxed),
-                        e => panic!("a watched wait ended with errno {e} (110: a lost wakeup)"),
-                    }
-                }
-                done.fetch_add(1, Ordering::SeqCst);
-            });
-        }
-        for t in 0..2 {
-            let (words, stop, counted) = (&words, &stop, &counted);
-            s.spawn(move || {
-                let mut rng = Rng::new(0x000a_11ce + t);
-                while !stop.load(Ordering::Relaxed) {
-                    let w = words[rng.below(4) as usize];
-                    w.fetch_add(1, Ordering::SeqCst);
-                    let n = if rng.below(4) == 0 { i32::MAX } else { 1 };
-                    if rng.below(2) == 0 {
-                        counted.fetch_add(wake_ours(w, n), Ordering::Relaxed);
-                    } else {
-                        wake_kernel(w, n);
-                    }
-                    for _ in 0..rng.below(64) {
-                        std::hint::spin_loop();
-                    }
-                }
-            });
-        }
-        std::thread::sleep(Duration::from_secs(secs));
-        stop.store(true, Ordering::SeqCst);
-        // Bring every waiter home: a change and a kernel wake of every word, until all left.
-        let give_up = Instant::now() + Duration::from_secs(30);
-        while done.load(Ordering::SeqCst) < WAITERS {
-            assert!(Instant::now() < give_up, "a waiter never came home");
+    let Watched { woken: oks, counted, changed: changes } = watched_stress(
+        0x51ed_2701,
+        |rng| {
+            let w = words[rng.below(4) as usize];
+            match wait(w, w.load(Ordering::SeqCst)) {
+                0 => Ok(()),
+                e => Err(e),
+            }
+        },
+        |rng| {
+            let w = words[rng.below(4) as usize];
+            w.fetch_add(1, Ordering::SeqCst);
+            let n = if rng.below(4) == 0 { i32::MAX } else { 1 };
+            if rng.below(2) == 0 {
+                wake_ours(w, n)
+            } else {
+                wake_kernel(w, n);
+                0
+            }
+        },
+        || {
             for w in &words {
                 w.fetch_add(1, Ordering::SeqCst);
                 wake_kernel(w, i32::MAX);
             }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    });
-    let (oks, counted, changes) = (oks.into_inner(), counted.into_inner(), changes.into_inner());
+        },
+    );
     eprintln!("shared_watch: {oks} waits returned 0 ({counted} counted by our wakes), {changes} saw a change");
     assert!(counted <= oks, "our wakes counted {counted} waiters, but only {oks} waits returned 0");
     assert!(oks > 0, "no wait was ever woken");

@@ -26,19 +26,13 @@
 
 mod common;
 
-use common::{at, shared_anon, stress_secs, watchdog, Rng, StopOnDrop};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use common::{at, errno, monotonic_in, shared_anon, watchdog, watched_stress, Watched};
+use std::sync::atomic::{AtomicU32, Ordering};
 use ufutex::preload::{preload_waitv, ufutex_wake, UfutexWaitv};
 
 const U32: u32 = 0x02;
 const PRIVATE: u32 = 0x80;
 const ANY: libc::c_ulong = 0xffff_ffff;
-
-/// The last errno.
-fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
-}
 
 /// Whether the library's waits watch their words in the kernel: a vector of a private word and
 /// a shared one (refused) is taken then, and its private word's wrong value is `EAGAIN`; it is
@@ -73,10 +67,7 @@ fn waitv(words: &[(&AtomicU32, bool)]) -> Result<usize, i32> {
             reserved: 0,
         })
         .collect();
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    let due = libc::timespec { tv_sec: now.tv_sec + 10, tv_nsec: now.tv_nsec };
+    let due = monotonic_in(10);
     // SAFETY: `v` names live words of memory that stays mapped; `due` outlives the call.
     let r = unsafe { preload_waitv(v.as_mut_ptr(), v.len() as u32, 0, &due, libc::CLOCK_MONOTONIC) };
     usize::try_from(r).map_err(|_| errno())
@@ -123,64 +114,33 @@ fn every_kind_of_wake_ends_the_preloads_waitv_and_counts_once() {
         vec![words[2], words[4]],
         vec![words[2]],
     ];
-    let (stop, done) = (AtomicBool::new(false), AtomicU64::new(0));
-    let (oks, counted, changes) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
-    const WAITERS: u64 = 3;
-    let secs = stress_secs();
-    std::thread::scope(|s| {
-        let _stop = StopOnDrop(&stop);
-        for t in 0..WAITERS {
-            let (vectors, stop, done, oks, changes) = (&vectors, &stop, &done, &oks, &changes);
-            s.spawn(move || {
-                let mut rng = Rng::new(0x3a17_0b5e + t);
-                while !stop.load(Ordering::Relaxed) {
-                    let v = &vectors[rng.below(4) as usize];
-                    match waitv(v) {
-                        Ok(i) => {
-                            assert!(i < v.len(), "index {i} of a vector of {}", v.len());
-                            oks.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(libc::EAGAIN) => _ = changes.fetch_add(1, Ordering::Relaxed),
-                        Err(e) => panic!("a watched waitv ended with errno {e} (110: a lost wakeup)"),
-                    }
-                }
-                done.fetch_add(1, Ordering::SeqCst);
-            });
-        }
-        for t in 0..2 {
-            let (words, stop, counted) = (&words, &stop, &counted);
-            s.spawn(move || {
-                let mut rng = Rng::new(0x0b0e_55ed + t);
-                while !stop.load(Ordering::Relaxed) {
-                    let k = rng.below(5) as usize;
-                    let (w, private) = words[k];
-                    w.fetch_add(1, Ordering::SeqCst);
-                    let n = if rng.below(4) == 0 { i32::MAX } else { 1 };
-                    if private && k < 2 && rng.below(2) == 0 {
-                        counted.fetch_add(wake_ours(w, n), Ordering::Relaxed);
-                    } else {
-                        wake_kernel(w, private, n);
-                    }
-                    for _ in 0..rng.below(64) {
-                        std::hint::spin_loop();
-                    }
-                }
-            });
-        }
-        std::thread::sleep(Duration::from_secs(secs));
-        stop.store(true, Ordering::SeqCst);
-        // Bring every waiter home: a change and a kernel wake of every word, until all left.
-        let give_up = Instant::now() + Duration::from_secs(30);
-        while done.load(Ordering::SeqCst) < WAITERS {
-            assert!(Instant::now() < give_up, "a waiter never came home");
+    let Watched { woken: oks, counted, changed: changes } = watched_stress(
+        0x3a17_0b5e,
+        |rng| {
+            let v = &vectors[rng.below(4) as usize];
+            let i = waitv(v)?;
+            assert!(i < v.len(), "index {i} of a vector of {}", v.len());
+            Ok(())
+        },
+        |rng| {
+            let k = rng.below(5) as usize;
+            let (w, private) = words[k];
+            w.fetch_add(1, Ordering::SeqCst);
+            let n = if rng.below(4) == 0 { i32::MAX } else { 1 };
+            if private && k < 2 && rng.below(2) == 0 {
+                wake_ours(w, n)
+            } else {
+                wake_kernel(w, private, n);
+                0
+            }
+        },
+        || {
             for &(w, private) in &words {
                 w.fetch_add(1, Ordering::SeqCst);
                 wake_kernel(w, private, i32::MAX);
             }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    });
-    let (oks, counted, changes) = (oks.into_inner(), counted.into_inner(), changes.into_inner());
+        },
+    );
     eprintln!("waitv_watch: {oks} waitvs returned an index ({counted} counted by our wakes), {changes} saw a change");
     assert!(counted <= 2 * oks, "our wakes counted {counted} waiters, but only {oks} waitvs returned an index");
     assert!(oks > 0, "no waitv was ever woken");

@@ -91,6 +91,83 @@ pub fn stress_secs() -> u64 {
     std::env::var("UFUTEX_STRESS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(2)
 }
 
+/// The last errno.
+pub fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// CLOCK_MONOTONIC `secs` seconds from now, for a C entry's absolute timeout.
+pub fn monotonic_in(secs: i64) -> libc::timespec {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    libc::timespec { tv_sec: now.tv_sec + secs, tv_nsec: now.tv_nsec }
+}
+
+/// What a [`watched_stress`] counted: waits that returned woken, waiters that the library's
+/// wakes counted, waits that saw a change (`EAGAIN`).
+pub struct Watched {
+    pub woken: u64,
+    pub counted: u64,
+    pub changed: u64,
+}
+
+/// A stress of the preload library's watched waits, for [`stress_secs`]: three threads run
+/// `wait` (with its own `Rng`) until stopped — `Ok` counts as woken, `EAGAIN` as a change, any
+/// other errno fails the test (110, its deadline: a lost wakeup) — while two run `wake`, which
+/// returns how many waiters the library's wake counted (0 for the kernel's). Then `kick` (a
+/// change and a kernel wake of every word) until every waiter came home; fails if one does not
+/// within 30 s.
+pub fn watched_stress(
+    seed: u64,
+    wait: impl Fn(&mut Rng) -> Result<(), i32> + Sync,
+    wake: impl Fn(&mut Rng) -> u64 + Sync,
+    mut kick: impl FnMut(),
+) -> Watched {
+    use std::sync::atomic::AtomicU64;
+    const WAITERS: u64 = 3;
+    let (stop, done) = (AtomicBool::new(false), AtomicU64::new(0));
+    let (woken, counted, changed) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    std::thread::scope(|s| {
+        let _stop = StopOnDrop(&stop);
+        for t in 0..WAITERS {
+            let (wait, stop, done, woken, changed) = (&wait, &stop, &done, &woken, &changed);
+            s.spawn(move || {
+                let mut rng = Rng::new(seed + t);
+                while !stop.load(Ordering::Relaxed) {
+                    match wait(&mut rng) {
+                        Ok(()) => _ = woken.fetch_add(1, Ordering::Relaxed),
+                        Err(libc::EAGAIN) => _ = changed.fetch_add(1, Ordering::Relaxed),
+                        Err(e) => panic!("a watched wait ended with errno {e} (110: a lost wakeup)"),
+                    }
+                }
+                done.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+        for t in 0..2 {
+            let (wake, stop, counted) = (&wake, &stop, &counted);
+            s.spawn(move || {
+                let mut rng = Rng::new(!seed - t);
+                while !stop.load(Ordering::Relaxed) {
+                    counted.fetch_add(wake(&mut rng), Ordering::Relaxed);
+                    for _ in 0..rng.below(64) {
+                        std::hint::spin_loop();
+                    }
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_secs(stress_secs()));
+        stop.store(true, Ordering::SeqCst);
+        let give_up = Instant::now() + Duration::from_secs(30);
+        while done.load(Ordering::SeqCst) < WAITERS {
+            assert!(Instant::now() < give_up, "a waiter never came home");
+            kick();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    Watched { woken: woken.into_inner(), counted: counted.into_inner(), changed: changed.into_inner() }
+}
+
 /// Sets the flag when dropped: helper threads looping on it stop even if the test panics
 /// (otherwise a failed assertion would hang the thread scope instead of failing).
 pub struct StopOnDrop<'a>(pub &'a AtomicBool);
