@@ -204,7 +204,9 @@ impl AlsoKernel<'_> {
         self.index.map_or(k, |ix| ix[k])
     }
 
-    /// The words to watch, each with its index in the caller's vector.
+    /// The words to watch, each with its index in the caller's vector: those that only the
+    /// kernel wakes first (past [`MAX_WATCH`], a word is looked at between slices only, and the
+    /// entries' own words are reached by ufutex's wakes too).
     fn watch<'w>(&self, entries: &'w [WaitEntry<'_>]) -> Option<(Vec<Watch<'w>>, Vec<usize>)>
     where
         Self: 'w,
@@ -219,7 +221,7 @@ impl AlsoKernel<'_> {
         let n = own.clone().count() + self.kernel_only.len();
         watch.try_reserve_exact(n).ok()?;
         index.try_reserve_exact(n).ok()?;
-        for (w, i) in own.chain(kernel_only) {
+        for (w, i) in kernel_only.chain(own) {
             watch.push(w);
             index.push(i);
         }

@@ -205,8 +205,9 @@ impl Park for Parker {
         };
         let waitv = futex::has_waitv();
         let bell = bell.filter(|_| waitv && slot.is_none());
-        debug_assert!(watch.len() <= MAX_WATCH, "at most {MAX_WATCH} watched words");
-        let watch = if waitv { &watch[..watch.len().min(MAX_WATCH)] } else { &[] };
+        let room = MAX_WATCH - usize::from(bell.is_some());
+        debug_assert!(watch.len() <= room, "at most {room} watched words");
+        let watch = if waitv { &watch[..watch.len().min(room)] } else { &[] };
         let flags = SLEEPING
             | if bell.is_some() { BELLED } else { 0 }
             | slot.as_ref().map_or(0, |s| SLOTTED | s.number << SLOT_SHIFT);

@@ -44,9 +44,9 @@ pub(crate) trait Park {
     /// a signal handler runs. `bell`: the bell of the bucket the thread's one node was queued
     /// in, which a backend may sleep on too, or go by to choose where the thread sleeps (see
     /// [`Bell`]).
-    /// `watch`: words the kernel may wake directly (at most [`MAX_WATCH`]), slept on too where
-    /// the backend can (Linux with `futex_waitv`); a wake or change of `watch[i]` ends the park
-    /// with [`ParkTimeout::Watched`]`(i)`.
+    /// `watch`: words the kernel may wake directly (at most [`MAX_WATCH`], one fewer with a
+    /// `bell`), slept on too where the backend can (Linux with `futex_waitv`); a wake or change
+    /// of `watch[i]` ends the park with [`ParkTimeout::Watched`]`(i)`.
     fn sleep(
         &self,
         need: u32,
@@ -88,10 +88,10 @@ pub(crate) struct Watch<'a> {
     pub(crate) shared: bool,
 }
 
-/// The most words one park watches: `futex_waitv` takes 128, and the parker sleeps on its own
-/// word and a bell besides.
+/// The most words one park without a bell watches: `futex_waitv` takes 128, and the parker
+/// sleeps on its own word besides (and on a bell, when it has one, in place of one more).
 #[cfg_attr(any(feature = "fallback-parker", ufutex_loom), allow(dead_code))]
-pub(crate) const MAX_WATCH: usize = 126;
+pub(crate) const MAX_WATCH: usize = 127;
 
 /// Whether this backend can sleep on a [`Watch`] word (else a waiter that needs one sleeps in
 /// short slices and looks).
