@@ -1,12 +1,11 @@
 //! Waiting on any of many words (futex_waitv), of any sizes mixed.
 
-use crate::deadline::{Deadline, Timeout};
+use crate::deadline::Timeout;
 use crate::engine::Want;
 use crate::error::WaitError;
 use crate::key::Key;
 use crate::membarrier::Pays;
-use crate::parker::{Park, ParkTimeout, Watch, MAX_WATCH};
-use crate::primitive::Ordering;
+use crate::parker::{Park, ParkTimeout, Watch};
 use crate::private_table::{await_unparks, register};
 use crate::table::Node;
 use crate::tables::Tables;
@@ -15,11 +14,6 @@ use crate::waiter::{enqueue_all, take_back, try_collect, Unqueued, Why};
 use crate::word::{word_of, Futex, WordRef};
 use crate::MATCH_ANY;
 use std::marker::PhantomData;
-use std::time::Duration;
-
-/// The slices in which a waitv watching more words than one park can ([`MAX_WATCH`]) sleeps,
-/// looking at the rest between them.
-const BLIND_SLICE: Duration = Duration::from_millis(1);
 
 /// The most entries one [`waitv`](crate::waitv()) takes (the kernel takes 128); more panics.
 ///
@@ -205,7 +199,7 @@ impl AlsoKernel<'_> {
     }
 
     /// The words to watch, each with its index in the caller's vector: those that only the
-    /// kernel wakes first (past [`MAX_WATCH`], a word is looked at between slices only, and the
+    /// kernel wakes first (past [`crate::parker::MAX_WATCH`], a word is looked at between slices only, and the
     /// entries' own words are reached by ufutex's wakes too).
     fn watch<'w>(&self, entries: &'w [WaitEntry<'_>]) -> Option<(Vec<Watch<'w>>, Vec<usize>)>
     where
@@ -281,37 +275,12 @@ fn waitv_queued(
         }
         Err(Unqueued { why: Why::Table(never), .. }) => match never {},
     }
-    let parked = match park_watching(td, timeout.as_ref(), &watch) {
+    let parked = match td.parker.park(1, timeout.as_ref(), None, &watch, false) {
         Ok(()) => Ok(None),
         Err(ParkTimeout::Watched(j)) => Ok(Some(watched[j])),
         Err(e) => Err(WaitError::from(e)),
     };
     Ok(finish(tables, td, nodes, also, parked)?)
-}
-
-/// Park for one unpark, also watching `watch` (see [`AlsoKernel`]): the words past what one
-/// park watches ([`MAX_WATCH`]) are looked at between slices of [`BLIND_SLICE`].
-fn park_watching(td: &ThreadData, timeout: Option<&Timeout>, watch: &[Watch<'_>]) -> Result<(), ParkTimeout> {
-    let (kernel, rest) = watch.split_at(watch.len().min(MAX_WATCH));
-    if rest.is_empty() {
-        return td.parker.park(1, timeout, None, watch, false);
-    }
-    loop {
-        let slice = Timeout::from(Deadline::from(BLIND_SLICE));
-        let until = match timeout {
-            Some(t) if t.remaining() < BLIND_SLICE => t,
-            _ => &slice,
-        };
-        match td.parker.park(1, Some(until), None, kernel, false) {
-            Err(ParkTimeout::TimedOut) if !timeout.is_some_and(Timeout::expired) => {
-                // Relaxed: as the parker's own look at its watched words.
-                if let Some(j) = rest.iter().position(|w| w.word.load(Ordering::Relaxed) != w.val) {
-                    return Err(ParkTimeout::Watched(MAX_WATCH + j));
-                }
-            }
-            other => return other,
-        }
-    }
 }
 
 /// What [`enqueue_all`] queues for `entries`, node `i` for entry `i`.

@@ -135,9 +135,8 @@ fn waitv_in<const N: usize>(
     let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |ts| ts as *const libc::timespec);
     let clock = timeout.map_or(libc::CLOCK_MONOTONIC, |t| t.clock.id());
     let mut v = [const { WaitvEntry { val: 0, uaddr: 0, flags: 0, reserved: 0 } }; N];
-    let words = head.iter().chain(tail);
-    let n = words.clone().count().min(N);
-    for (e, w) in v.iter_mut().zip(words) {
+    let n = (head.len() + tail.len()).min(N);
+    for (e, w) in v.iter_mut().zip(head.iter().chain(tail)) {
         let flags = if w.shared { FUTEX2_SIZE_U32 } else { FUTEX2_SIZE_U32 | FUTEX2_PRIVATE };
         *e = WaitvEntry { val: u64::from(w.val), uaddr: w.word.as_ptr() as u64, flags: flags as u32, reserved: 0 };
     }

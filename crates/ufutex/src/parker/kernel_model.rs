@@ -61,10 +61,10 @@ fn wait_all(words: &[(&AtomicU32, u32)], bits: u32, timeout: Option<&Timeout>) -
     loop {
         loom::thread::park();
         let mut k = KERNEL.lock().unwrap();
+        // Woken: by which word.
         if let Some(at) = k.woken.iter().position(|&(s, _)| s == id) {
             let (_, by) = k.woken.swap_remove(at);
             return Ok(words.iter().position(|(w, _)| addr(*w) == by).unwrap_or(0));
-            // woken
         }
     }
 }

@@ -51,8 +51,8 @@
 //! word.
 
 use super::futex::{self, KernelWait};
-use super::{Bell, Park, ParkTimeout, Watch, MAX_WATCH};
-use crate::deadline::Timeout;
+use super::{Bell, Park, ParkTimeout, Watch, BLIND_SLICE, MAX_WATCH};
+use crate::deadline::{Deadline, Timeout};
 use crate::primitive::{hints_for, spin_hint, yield_now, AtomicU32, Ordering};
 
 #[path = "rings.rs"]
@@ -205,9 +205,11 @@ impl Park for Parker {
         };
         let waitv = futex::has_waitv();
         let bell = bell.filter(|_| waitv && slot.is_none());
-        let room = MAX_WATCH - usize::from(bell.is_some());
-        debug_assert!(watch.len() <= room, "at most {room} watched words");
-        let watch = if waitv { &watch[..watch.len().min(room)] } else { &[] };
+        let watch = if waitv { watch } else { &[] };
+        // The words past what one futex_waitv takes besides the own word and bell are looked
+        // at between slices.
+        let kernel = &watch[..watch.len().min(MAX_WATCH - usize::from(bell.is_some()))];
+        let slices = kernel.len() < watch.len();
         let flags = SLEEPING
             | if bell.is_some() { BELLED } else { 0 }
             | slot.as_ref().map_or(0, |s| SLOTTED | s.number << SLOT_SHIFT);
@@ -229,16 +231,22 @@ impl Park for Parker {
                 continue; // an unpark arrived: re-check
             }
             let v = (v & COUNT) | flags;
+            let slice = slices.then(|| Timeout::from(Deadline::from(BLIND_SLICE)));
+            let until = match (timeout, &slice) {
+                (Some(t), Some(_)) if t.remaining() < BLIND_SLICE => Some(t),
+                (_, Some(s)) => Some(s),
+                (t, None) => t,
+            };
             let slept = match (ring, bell) {
-                (Some((ring, seq, bit)), _) => futex::wait_bits(&ring.seq, seq, bit, timeout),
-                (None, None) if watch.is_empty() => futex::wait(&self.word, v, timeout),
+                (Some((ring, seq, bit)), _) => futex::wait_bits(&ring.seq, seq, bit, until),
+                (None, None) if watch.is_empty() => futex::wait(&self.word, v, until),
                 (None, bell) => {
                     let own = Watch { word: &self.word, val: v, shared: false };
                     // Relaxed: the sequence only has to be one the bell had; the own word decides.
                     let rang = bell.map(|b| Watch { word: &b.seq, val: b.seq.load(Ordering::Relaxed), shared: false });
                     let head = [own, rang.unwrap_or(own)];
                     let head = &head[..1 + usize::from(rang.is_some())];
-                    match futex::waitv(head, watch, timeout) {
+                    match futex::waitv(head, kernel, until) {
                         // A watched word was woken by someone else's kernel wake.
                         Ok(i) if i >= head.len() && !self.reached(need) => {
                             return Err(ParkTimeout::Watched(i - head.len()))
@@ -248,8 +256,10 @@ impl Park for Parker {
                     }
                 }
             };
+            // A slice that ended before the caller's deadline: look, then sleep on.
+            let sliced = slept == KernelWait::TimedOut && slices && !timeout.is_some_and(Timeout::expired);
             match slept {
-                KernelWait::Retry => match changed() {
+                KernelWait::Retry | KernelWait::TimedOut if slept == KernelWait::Retry || sliced => match changed() {
                     Some(i) if !self.reached(need) => return Err(ParkTimeout::Watched(i)),
                     _ => {}
                 },

@@ -44,9 +44,10 @@ pub(crate) trait Park {
     /// a signal handler runs. `bell`: the bell of the bucket the thread's one node was queued
     /// in, which a backend may sleep on too, or go by to choose where the thread sleeps (see
     /// [`Bell`]).
-    /// `watch`: words the kernel may wake directly (at most [`MAX_WATCH`], one fewer with a
-    /// `bell`), slept on too where the backend can (Linux with `futex_waitv`); a wake or change
-    /// of `watch[i]` ends the park with [`ParkTimeout::Watched`]`(i)`.
+    /// `watch`: words the kernel may wake directly, slept on too where the backend can (Linux
+    /// with `futex_waitv`; past [`MAX_WATCH`], one fewer with a `bell`, looked at between
+    /// slices of [`BLIND_SLICE`]); a wake or change of `watch[i]` ends the park with
+    /// [`ParkTimeout::Watched`]`(i)`.
     fn sleep(
         &self,
         need: u32,
@@ -92,6 +93,11 @@ pub(crate) struct Watch<'a> {
 /// sleeps on its own word besides (and on a bell, when it has one, in place of one more).
 #[cfg_attr(any(feature = "fallback-parker", ufutex_loom), allow(dead_code))]
 pub(crate) const MAX_WATCH: usize = 127;
+
+/// The slices in which a thread sleeps that watches words it cannot sleep on (past
+/// [`MAX_WATCH`], or without `futex_waitv`), looking at their values between them.
+#[cfg_attr(any(feature = "fallback-parker", ufutex_loom), allow(dead_code))]
+pub(crate) const BLIND_SLICE: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Whether this backend can sleep on a [`Watch`] word (else a waiter that needs one sleeps in
 /// short slices and looks).

@@ -10,7 +10,7 @@ use super::{mode, Mode, SharedError};
 use crate::deadline::{Deadline, Timeout};
 use crate::engine::Want;
 use crate::membarrier::Pays;
-use crate::parker::{can_watch, Park, ParkTimeout, Watch, MAX_WATCH};
+use crate::parker::{can_watch, Park, ParkTimeout, Watch, BLIND_SLICE};
 use crate::private_table::register;
 use crate::tables::Tables;
 use crate::thread::{with_thread, ThreadData};
@@ -19,10 +19,8 @@ use crate::waitv::{settle, WaitEntry};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-/// Without a way to sleep on the park word too, a mixed waiter sleeps in slices this long and
-/// looks at its shared entries between them.
-const BLIND_SLICE: Duration = Duration::from_millis(1);
-/// With it, slices as long as a shared-only waiter's (see `park.rs`: a waker that died between
+/// Without a way to sleep on the park word too, a mixed waiter sleeps in slices of
+/// [`BLIND_SLICE`] and looks at its shared entries between them. With it, slices as long as a shared-only waiter's (see `park.rs`: a waker that died between
 /// marking an entry Woken and kicking the thread).
 const SLICE: Duration = Duration::from_millis(200);
 
@@ -116,11 +114,10 @@ fn sleep(
     let park = w.park_record()?;
     let word = &park.park_seq;
     let watch = can_watch();
-    // The park word and as many of `watched` as one park watches; the rest are looked at
-    // between slices.
-    let kernel = if watch { &watched[..watched.len().min(MAX_WATCH - 1)] } else { &[] };
+    // The park word, then `watched` (the parker looks at those it cannot sleep on between
+    // slices of its own).
     let mut words = Vec::new();
-    words.try_reserve_exact(1 + kernel.len()).map_err(|_| SharedError::NoMemory)?;
+    words.try_reserve_exact(1 + watched.len()).map_err(|_| SharedError::NoMemory)?;
     // Relaxed: as the parker's own look at its watched words.
     let changed = || watched.iter().position(|(_, w)| w.word.load(Ordering::Relaxed) != w.val);
     loop {
@@ -129,7 +126,7 @@ fn sleep(
         if announce_sleep(park, || w.woken())? {
             return Ok(None);
         }
-        let len = if watch && kernel.len() == watched.len() { SLICE } else { BLIND_SLICE };
+        let len = if watch { SLICE } else { BLIND_SLICE };
         let slice = Timeout::from(Deadline::from(len));
         let until = match timeout {
             Some(t) if t.remaining() < len => t,
@@ -138,7 +135,7 @@ fn sleep(
         words.clear();
         if watch {
             words.push(Watch { word, val: seq, shared: true });
-            words.extend(kernel.iter().map(|&(_, w)| w));
+            words.extend(watched.iter().map(|&(_, w)| w));
         }
         let parked = td.parker.park(1, Some(until), None, &words, true);
         park.asleep.store(0, Ordering::Relaxed);

@@ -190,15 +190,13 @@ pub(crate) fn wait_watching(
         return Err(SharedError::Interrupted);
     };
     // The 32-bit words the kernel may wake, and their entries' indices.
-    let mut watch = Vec::new();
-    let mut index = Vec::new();
+    let (mut watch, mut index) = (Vec::new(), Vec::new());
     if also_kernel {
-        for (i, e) in entries.iter().enumerate() {
-            if let Some(w) = e.watch() {
-                watch.try_reserve(1).and(index.try_reserve(1)).map_err(|_| SharedError::NoMemory)?;
-                watch.push(w);
-                index.push(i);
-            }
+        let n = entries.len();
+        watch.try_reserve_exact(n).and(index.try_reserve_exact(n)).map_err(|_| SharedError::NoMemory)?;
+        for (i, w) in entries.iter().enumerate().filter_map(|(i, e)| Some((i, e.watch()?))) {
+            watch.push(w);
+            index.push(i);
         }
     }
     let mut w = Waiting::new(entries)?;

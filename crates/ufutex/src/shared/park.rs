@@ -33,7 +33,7 @@ use {
     super::SharedError,
     crate::deadline::{Deadline, Timeout},
     crate::parker::futex::{self, KernelWait},
-    crate::parker::{Watch, MAX_WATCH},
+    crate::parker::{Watch, BLIND_SLICE, MAX_WATCH},
     std::time::{Duration, Instant},
 };
 
@@ -55,10 +55,6 @@ const YIELD_EVERY: Duration = Duration::from_micros(1);
 const SLICE: Option<Duration> = Some(Duration::from_millis(200));
 #[cfg(all(ufutex_loom, test))]
 const SLICE: Option<Duration> = None;
-/// The slices of a waiter that watches a word where the kernel has no `futex_waitv` (see
-/// [`park`]).
-#[cfg(any(not(ufutex_loom), test))]
-const BLIND_SLICE: Duration = Duration::from_millis(1);
 
 /// Before a shared waiter queues, it spins on its words with its thread's adaptive budget, as a
 /// private waiter does (`wait.rs`): `true` if `changed` came true; the wait then ends with
