@@ -19,8 +19,8 @@
  * with errno set. Arguments are checked in the kernel's order (kernel/futex/syscalls.c) and
  * rejected with the kernel's errno; tests/c/diff_kernel.c checks that against the running
  * kernel. Two deliberate differences: a wake with @nr < 0 is EINVAL (later mainline's choice;
- * 6.18 returns 0), and a NULL word is EFAULT even where the kernel would not read it (a wake,
- * a requeue target).
+ * 6.18 returns 0 or wakes one), and a NULL word is EFAULT even where the kernel would not read
+ * it (a wake, a requeue target). libufutex_preload.so answers both as the kernel does.
  *
  * NUMA (UFUTEX_NUMA): the word is followed by a node word of the same size, the pair aligned to
  * twice the size. A node word of -1 (all ones at the size) is replaced by the caller's current

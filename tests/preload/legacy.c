@@ -68,6 +68,10 @@ static void single_threaded(void)
 		CALL("WAKE nr 0", futex(&w[0], FUTEX_WAKE | P, 0, NULL, NULL, 0));
 		CALL("WAKE nr INT_MAX", futex(&w[0], FUTEX_WAKE | P, INT_MAX, NULL, NULL, 0));
 		CALL("WAKE misaligned", futex((uint32_t *)((char *)&w[0] + 2), FUTEX_WAKE | P, 1, NULL, NULL, 0));
+		CALL("WAKE NULL", futex(NULL, FUTEX_WAKE | P, 1, NULL, NULL, 0));
+		CALL("REQUEUE to NULL", futex(&w[0], FUTEX_REQUEUE | P, 1, (void *)1L, NULL, 0));
+		CALL("CMP_REQUEUE mismatch, to NULL", futex(&w[0], FUTEX_CMP_REQUEUE | P, 1, (void *)1L, NULL, 2));
+		CALL("WAKE_OP of NULL", futex(NULL, FUTEX_WAKE_OP | P, 1, (void *)1L, &w[1], FUTEX_OP(FUTEX_OP_ADD, 0, 0, 0)));
 		CALL("WAKE CLOCK_REALTIME", futex(&w[0], FUTEX_WAKE | P | FUTEX_CLOCK_REALTIME, 1, NULL, NULL, 0));
 		struct timespec mono = ts_after_now(CLOCK_MONOTONIC, 1000000), real = ts_after_now(CLOCK_REALTIME, 1000000);
 		CALL("WAIT_BITSET mono", futex(&w[0], FUTEX_WAIT_BITSET | P, 1, &mono, NULL, FUTEX_BITSET_MATCH_ANY));
@@ -103,9 +107,19 @@ static void single_threaded(void)
 	CALL("futex_wait bad flags", syscall(SYS_WAIT2, &w[2], 2UL, ~0UL >> 32, 0x40, NULL, 0));
 	CALL("futex_wake", syscall(SYS_WAKE2, &w[2], ~0UL >> 32, 1, F2_U32_PRIVATE));
 	CALL("futex_wake shared", syscall(SYS_WAKE2, &w[2], ~0UL >> 32, 1, 0x02));
+	CALL("futex_wake nr -1", syscall(SYS_WAKE2, &w[2], ~0UL >> 32, -1, F2_U32_PRIVATE));
+	CALL("futex_wake NULL", syscall(SYS_WAKE2, NULL, ~0UL >> 32, 1, F2_U32_PRIVATE));
+	CALL("futex_wake NULL shared", syscall(SYS_WAKE2, NULL, ~0UL >> 32, 1, 0x02));
 	struct { uint64_t val, uaddr; uint32_t flags, reserved; } v[2] = {
 		{2, (uintptr_t)&w[2], F2_U32_PRIVATE, 0}, {0, (uintptr_t)&w[3], F2_U32_PRIVATE, 0}};
 	CALL("futex_waitv mismatch", syscall(SYS_WAITV, v, 2, 0, NULL, 0));
+	/* The kernel makes every entry's key before it compares a value: a shared word on
+	 * read-only private memory (where nobody can wait) fails the call, mismatch or not. */
+	uint32_t *ro = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	v[1] = (typeof(v[1])){1, (uintptr_t)ro, 0x02, 0};
+	CALL("futex_waitv mismatch, then shared read-only", syscall(SYS_WAITV, v, 2, 0, NULL, 0));
+	munmap(ro, 4096);
+	v[1] = (typeof(v[1])){0, (uintptr_t)&w[3], F2_U32_PRIVATE, 0};
 	CALL("futex_requeue mismatch", syscall(SYS_REQUEUE2, v, 0, 1, 1));
 	v[0].val = 3;
 	CALL("futex_requeue", syscall(SYS_REQUEUE2, v, 0, 1, 1));
@@ -127,6 +141,17 @@ static void *sleep_on(void *p)
 {
 	struct sleeper *s = p;
 	while ((s->ret = futex(s->word, s->op, s->val, NULL, NULL, FUTEX_BITSET_MATCH_ANY)) == -1 && errno == EINTR)
+		;
+	__atomic_store_n(&s->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/* The same with futex_wait (futex2); `op` is ignored: a private 32-bit word. */
+static void *sleep_on2(void *p)
+{
+	struct sleeper *s = p;
+	while ((s->ret = syscall(SYS_WAIT2, s->word, (unsigned long)s->val, ~0UL >> 32, F2_U32_PRIVATE, NULL, 0)) == -1 &&
+	       errno == EINTR)
 		;
 	__atomic_store_n(&s->done, 1, __ATOMIC_SEQ_CST);
 	return NULL;
@@ -223,6 +248,35 @@ static void threaded(void)
 		pthread_join(t[0], NULL);
 		EXPECT(s[0].ret == 0);
 	}
+	/* futex_wake with a negative count wakes one (the kernel stops after the first). */
+	a = 0;
+	s[0] = (struct sleeper){&a, 0, 0, 1, 0};
+	pthread_create(&t[0], NULL, sleep_on2, &s[0]);
+	long woken = 0;
+	for (int i = 0; i < 100000 && woken == 0; i++) {
+		long r = syscall(SYS_WAKE2, &a, ~0UL >> 32, -1, F2_U32_PRIVATE);
+		EXPECT(r == 0 || r == 1);
+		woken += r > 0 ? r : 0;
+		if (!woken)
+			usleep(100);
+	}
+	pthread_join(t[0], NULL);
+	EXPECT(woken == 1 && s[0].ret == 0);
+	/* A private NULL word is a key like any other: a requeue moves a sleeper there, and a
+	 * wake of NULL wakes it. */
+	s[0] = (struct sleeper){&a, 0, FUTEX_WAIT_PRIVATE, 1, 0};
+	pthread_create(&t[0], NULL, sleep_on, &s[0]);
+	long moved = 0;
+	for (int i = 0; i < 100000 && moved == 0; i++) {
+		long r = futex(&a, FUTEX_REQUEUE_PRIVATE, 0, (void *)1L, NULL, 0);
+		moved += r > 0 ? r : 0;
+		if (!moved)
+			usleep(100);
+	}
+	EXPECT(moved == 1);
+	EXPECT(wake_until(NULL, FUTEX_WAKE_PRIVATE, 1) == 1);
+	pthread_join(t[0], NULL);
+	EXPECT(s[0].ret == 0);
 	printf("-- threads: %s\n", failures ? "FAILED" : "ok");
 }
 

@@ -13,7 +13,9 @@
 #     legacy.c's transcript and the C++20 program must hold too, every call taken);
 #  7. futex_waitv woken every way the kernel's is (tests/preload/waitv_watch.c: private words,
 #     and private words beside shared ones, woken through the library, through the kernel, and
-#     by a raw system call), in the same three ways.
+#     by a raw system call), in the same three ways;
+#  8. random calls, good and bad (tests/preload/fuzz_calls.c): the same transcript with and
+#     without the library, in both modes (the table's without read-only memory, see there).
 source "$(dirname "$0")/../../.ci/lib.sh"
 so=$(realpath "$1")
 tmp=$(mktemp -d)
@@ -85,6 +87,18 @@ UFUTEX_PRELOAD_SHARED=table UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 
   || { cat "$tmp/wv.txt" >&2; exit 1; }
 [ "$(stat_of futex_waitv "$tmp/stats.txt")" -gt 0 ] || { cat "$tmp/stats.txt" >&2; echo "preload: waitv_watch's waits did not reach ufutex" >&2; exit 1; }
 echo "preload: waitv_watch, $(grep -c ' ok$' "$tmp/wv.txt") scenarios, on the kernel and through the library in both modes"
+cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -o "$tmp/fuzz_calls" tests/preload/fuzz_calls.c
+fuzz_same() { # seed shared-mode [no-readonly]: the library's transcript is the kernel's
+  timeout 120 "$tmp/fuzz_calls" "$1" 4000 ${3:+"$3"} > "$tmp/fk.txt"
+  UFUTEX_PRELOAD_SHARED=$2 LD_PRELOAD="$so" timeout 120 "$tmp/fuzz_calls" "$1" 4000 ${3:+"$3"} > "$tmp/fu.txt"
+  diff -u "$tmp/fk.txt" "$tmp/fu.txt" > "$tmp/fuzz.diff" \
+    || { head -40 "$tmp/fuzz.diff" >&2; echo "preload: fuzz_calls $1 (${2:-default} mode) differs from the kernel" >&2; exit 1; }
+}
+for seed in $(seq 1 20); do
+  fuzz_same "$seed" ""
+  fuzz_same "$seed" table no-readonly
+done
+echo "preload: fuzz_calls, 20 seeds x 4000 random calls, the kernel's answers in both modes"
 UFUTEX_PRELOAD_SHARED=table UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 "$tmp/legacy" > "$tmp/table.txt" 2> "$tmp/stats.txt"
 diff -u "$tmp/kernel.txt" "$tmp/table.txt"
 none_to_kernel "$tmp/stats.txt"

@@ -33,9 +33,11 @@ pub(crate) unsafe fn call(number: c_long, a: [c_long; 6]) -> Option<c_long> {
                     a[5] as clockid_t,
                 ),
             ),
+            // A negative count wakes one, as the kernel's loop does (its count check comes
+            // after the first wake); ufutex's C ABI refuses it.
             WAKE => (
                 Kind::Futex2Wake,
-                abi::ufutex_wake(a[0] as *mut c_void, a[1] as c_ulong, a[2] as c_int, a[3] as c_uint),
+                abi::ufutex_wake(a[0] as *mut c_void, a[1] as c_ulong, strict_count(a[2] as c_int), a[3] as c_uint),
             ),
             // Its 32-bit words too; and a vector that mixes process-shared words with private
             // ones waits on the shared ones in the kernel (`preload_waitv`).
@@ -58,4 +60,14 @@ pub(crate) unsafe fn call(number: c_long, a: [c_long; 6]) -> Option<c_long> {
     let shared = r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EOPNOTSUPP);
     stats::count(op, true, !shared);
     (!shared).then_some(r)
+}
+
+/// `futex_wake`'s count as the kernel's loop reads it: 0 wakes none, a negative count one (the
+/// loop stops once it has woken at least that many).
+fn strict_count(nr: c_int) -> c_int {
+    if nr < 0 {
+        1
+    } else {
+        nr
+    }
 }

@@ -1,7 +1,8 @@
 //! The legacy `SYS_futex` operations on private words (and on process-shared ones with
 //! `UFUTEX_PRELOAD_SHARED=table`), onto ufutex's C ABI with the legacy semantics: FUTEX_WAIT's
 //! timeout is relative (CLOCK_MONOTONIC), WAIT_BITSET's absolute (on CLOCK_REALTIME with
-//! `FUTEX_CLOCK_REALTIME`, which any other operation refuses with `ENOSYS`); a wake count ≤ 0
+//! `FUTEX_CLOCK_REALTIME`, which any other operation refuses with `ENOSYS`, FUTEX_WAIT once its
+//! timeout passed the checks); a private word that is not read may be NULL; a wake count ≤ 0
 //! wakes one, as the kernel's loop does; REQUEUE compares nothing; the second count of
 //! REQUEUE, CMP_REQUEUE and WAKE_OP sits in the timeout slot.
 
@@ -83,7 +84,9 @@ pub(crate) unsafe fn call(a: [c_long; 6]) -> Option<c_long> {
         return None;
     }
     if op & CLOCK_REALTIME_FLAG != 0 && cmd != WAIT_BITSET {
-        return Some(abi::fail(libc::ENOSYS));
+        // The kernel reads and checks a wait's timeout on entry, before it refuses the clock.
+        let bad_timeout = if cmd == WAIT { abi::relative_timeout_error(utime as *const timespec) } else { None };
+        return Some(abi::fail(bad_timeout.unwrap_or(libc::ENOSYS)));
     }
     let clock = if op & CLOCK_REALTIME_FLAG != 0 { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
     let val2 = utime as c_int;

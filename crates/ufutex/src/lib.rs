@@ -120,6 +120,20 @@ pub mod preload {
         crate::ffi::validate::refuse_shared(refuse)
     }
 
+    /// Answer a private wake, requeue or wake-op of a NULL word that it does not read as the
+    /// kernel does (`true`: a word like any other, nobody waits there unless a requeue moved
+    /// them), or with `EFAULT` (`false`, the default: the C ABI's contract).
+    pub fn pass_null(pass: bool) {
+        crate::ffi::validate::pass_null(pass)
+    }
+
+    /// The error, if any, that the kernel's `FUTEX_WAIT` gives its relative `timeout` before it
+    /// looks at anything else: `EFAULT` if it cannot be read (it is read without trusting it),
+    /// `EINVAL` if it is malformed.
+    pub fn relative_timeout_error(timeout: *const libc::timespec) -> Option<i32> {
+        crate::ffi::validate::relative_timeout(timeout as usize).err().map(|e| e.0)
+    }
+
     /// Return as a failed system call does, as the entry points above do: `errno` set to
     /// `errno`, -1.
     #[inline]

@@ -173,8 +173,9 @@ pub(crate) fn placed(addr: u64, f: WordFlags) -> Result<usize, Errno> {
     if addr > USER_END - align {
         return Err(Errno::EFAULT);
     }
-    // The kernel faults resolving a NULL shared key, reading a NULL node word or policy.
-    if addr == 0 && (!f.private || f.numa || f.mpol) {
+    // The kernel faults resolving a NULL shared key or reading a NULL word's node word (a
+    // policy it only looks up: none covers NULL).
+    if addr == 0 && (!f.private || f.numa) {
         return Err(Errno::EFAULT);
     }
     Ok(addr)
@@ -196,13 +197,25 @@ pub(crate) fn refuse_shared(refuse: bool) {
 }
 
 /// A word that is never read (a wake, a requeue target) must still not be NULL → `EFAULT` (our
-/// contract; the kernel's private wake would not notice).
+/// contract; the kernel's private wake would not notice), unless [`pass_null`] said to let it
+/// through as the kernel does.
 pub(crate) fn nonnull(addr: usize) -> Result<usize, Errno> {
-    if addr == 0 {
+    if addr == 0 && !NULL_PASSES.load(Ordering::Relaxed) {
         Err(Errno::EFAULT)
     } else {
         Ok(addr)
     }
+}
+
+/// Whether [`nonnull`] lets NULL through (see [`pass_null`]).
+static NULL_PASSES: AtomicBool = AtomicBool::new(false);
+
+/// Let a NULL private word that a call never reads through, as the kernel's `get_futex_key`
+/// does (`true`: the preload library, which answers as the system calls), or refuse it with
+/// `EFAULT` (`false`, the default: the C ABI's contract). Such a word is a key like any other:
+/// a requeue can move waiters to it and a wake of it finds them.
+pub(crate) fn pass_null(pass: bool) {
+    NULL_PASSES.store(pass, Ordering::Relaxed);
 }
 
 /// The word's current value, read without trusting the address (`EFAULT` if unmapped).
@@ -456,6 +469,8 @@ mod tests {
         assert_eq!(address(0x1004, numa), Err(Errno::EINVAL)); // a pair needs 8-byte alignment
         assert_eq!(address(0x1008, numa), Ok(0x1008));
         assert_eq!(address(0, numa), Err(Errno::EFAULT)); // the kernel faults on the node word
+        let mpol = word_flags(0x8a).unwrap();
+        assert_eq!(address(0, mpol), Ok(0)); // a policy is looked up, not read: none covers NULL
         assert_eq!(address(0x1002, shared), Err(Errno::EINVAL)); // alignment before sharing
         assert_eq!(address(0, shared), Err(Errno::EFAULT));
         assert_eq!(address(0x1000, shared), Ok(0x1000));
