@@ -48,21 +48,10 @@
 #include <unistd.h>
 
 #include "deadline.h"
+#include "rng.h"
 
 enum { SYS_WAITV = 449, SYS_WAKE = 454, SYS_WAIT = 455, SYS_REQUEUE = 456 };
 
-static uint64_t rng = 1;
-static uint64_t rnd(void)
-{
-	rng ^= rng >> 12;
-	rng ^= rng << 25;
-	rng ^= rng >> 27;
-	return rng * 0x2545F4914F6CDD1DULL;
-}
-static uint64_t below(uint64_t n)
-{
-	return rnd() % n;
-}
 
 enum { WORDS = 64 };
 static uint32_t *arena, *shm;
@@ -369,10 +358,10 @@ static void one_wake_op(void)
 int main(int argc, char **argv)
 {
 	long calls = argc > 1 ? atol(argv[1]) : 200000;
-	rng = argc > 2 ? strtoull(argv[2], NULL, 0) : 1;
-	if (!rng)
-		rng = 1;
-	if (syscall(SYS_WAKE, &rng, 1UL, 0, UFUTEX_PRIVATE | UFUTEX_SIZE_U32) == -1 && errno == ENOSYS) {
+	rng_state = argc > 2 ? strtoull(argv[2], NULL, 0) : 1;
+	if (!rng_state)
+		rng_state = 1;
+	if (syscall(SYS_WAKE, &rng_state, 1UL, 0, UFUTEX_PRIVATE | UFUTEX_SIZE_U32) == -1 && errno == ENOSYS) {
 		puts("diff_kernel: this kernel has no futex2 calls; skipped");
 		return 0;
 	}

@@ -32,22 +32,9 @@
 #include <unistd.h>
 
 #include "deadline.h"
+#include "rng.h"
 
-static uint64_t rng_state;
 
-static uint64_t rnd(void)
-{
-	/* xorshift64* */
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 0x2545F4914F6CDD1DULL;
-}
-
-static uint64_t below(uint64_t n)
-{
-	return n ? rnd() % n : 0;
-}
 
 enum { ARENA_WORDS = 64 };
 static uint64_t *arena;         /* valid words, shared with the helpers */

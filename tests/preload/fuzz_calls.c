@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../c/rng.h"
+
 enum { SYS_WAITV = 449, SYS_WAKE2 = 454, SYS_WAIT2 = 455, SYS_REQUEUE2 = 456 };
 
 struct waitv2 {
@@ -38,20 +40,9 @@ struct waitv2 {
 	uint32_t reserved;
 };
 
-static uint64_t rng;
-
-static uint64_t next(void)
-{
-	/* xorshift64*: the same sequence for the same seed, with and without the library */
-	rng ^= rng >> 12;
-	rng ^= rng << 25;
-	rng ^= rng >> 27;
-	return rng * 2685821657736338717ULL;
-}
-
 static unsigned pick(unsigned n)
 {
-	return (unsigned)(next() % n);
+	return (unsigned)below(n);
 }
 
 static uint64_t *words;      /* a page of words whose values stay small (0..3) */
@@ -83,7 +74,7 @@ static void *address(const char **what)
 static uint64_t value(void)
 {
 	switch (pick(8)) {
-	case 0: return next();
+	case 0: return rnd();
 	case 1: return 0x100000000ULL + pick(4);
 	case 2: return (uint64_t)-1;
 	default: return pick(4);
@@ -146,7 +137,7 @@ static void legacy(void)
 	const char *aw, *bw, *tw = "-";
 	void *a = address(&aw), *b = address(&bw);
 	uint64_t val = value();
-	uint32_t val3 = pick(3) ? (uint32_t)value() : (uint32_t)next();
+	uint32_t val3 = pick(3) ? (uint32_t)value() : (uint32_t)rnd();
 	const struct timespec *t = NULL;
 	long arg4;
 	int waits = base == FUTEX_WAIT || base == FUTEX_WAIT_BITSET;
@@ -158,7 +149,7 @@ static void legacy(void)
 		t = timeout(bitset, c, could_sleep(a, (uint32_t)val, 4), &tw);
 		arg4 = (long)t;
 	} else {
-		arg4 = pick(4) ? (long)pick(4) : (long)next();
+		arg4 = pick(4) ? (long)pick(4) : (long)rnd();
 	}
 	printf("futex op=%#x %s %s val=%#llx arg4=%s val3=%#x", op, aw, bw, (unsigned long long)(uint32_t)val,
 	       waits ? tw : "n", val3);
@@ -234,7 +225,7 @@ static void futex2(void)
 		a = address(&aw);
 		m = mask2();
 		f = flags2();
-		int nr = pick(4) ? (int)pick(3) : (int)next();
+		int nr = pick(4) ? (int)pick(3) : (int)rnd();
 		printf("futex_wake %s mask=%#llx nr=%d flags=%#x", aw, (unsigned long long)m, nr, f);
 		report(syscall(SYS_WAKE2, a, m, nr, f));
 		break;
@@ -269,7 +260,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s SEED CALLS [no-readonly]\n", argv[0]);
 		return 2;
 	}
-	rng = strtoull(argv[1], NULL, 0) | 1;
+	rng_state = strtoull(argv[1], NULL, 0) | 1;
 	long calls = strtol(argv[2], NULL, 0);
 	no_readonly = argc == 4;
 	words = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
