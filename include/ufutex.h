@@ -302,7 +302,8 @@ long ufutex_waitv(struct ufutex_waitv *waiters, unsigned int nr_futexes, unsigne
  *
  * If *waiters[0].uaddr == waiters[0].val (compared with both queues locked), wakes up to
  * @nr_wake waiters of the source, oldest first, and moves up to @nr_requeue more behind the
- * target's waiters. The target word is never read. Shared words: waiters of any process are
+ * target's waiters (a target that is the source: counted and left in their places, as the
+ * kernel leaves them). The target word is never read. Shared words: waiters of any process are
  * woken or moved (a waiter whose process died is taken out, not moved or counted); with
  * UFUTEX_SHARED=kernel only U32 words.
  *

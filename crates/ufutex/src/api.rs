@@ -122,8 +122,10 @@ pub fn waitv(entries: &[WaitEntry<'_>], deadline: Option<Deadline>) -> Result<us
 }
 
 /// If `*from == expected`, wake up to `nr_wake` waiters of `from` (oldest first, any mask) and
-/// move up to `nr_requeue` more to wait on `to`, behind `to`'s existing waiters. Returns woken
-/// + moved. The comparison is made with both queues locked, so it is atomic with the moves.
+/// move up to `nr_requeue` more to wait on `to`, behind `to`'s existing waiters (when `to` is
+/// `from`, they are counted and stay in their places, as with the kernel's requeue). Returns
+/// woken + moved. The comparison is made with both queues locked, so it is atomic with the
+/// moves.
 ///
 /// A moved waiter keeps its mask and deadline; it is later woken through `to`.
 ///

@@ -30,6 +30,9 @@ pub(crate) enum Fate {
     Wake,
     /// Dequeue it and move it to the requeue's target.
     Move,
+    /// Count it as moved and leave it where it is: a requeue onto its own key (the kernel's
+    /// requeue leaves a waiter whose new key hashes to its bucket in its place).
+    Stay,
     /// Look no further.
     Stop,
 }

@@ -69,7 +69,7 @@ impl Locked for PrivateLocked<'_> {
             Ask::Node(mask) => match pick.pick(true, mask) {
                 Fate::Wake => Step::Take,
                 Fate::Move => Step::Move,
-                Fate::Skip => Step::Skip,
+                Fate::Skip | Fate::Stay => Step::Skip,
                 Fate::Stop => Step::Stop,
             },
         };

@@ -9,11 +9,14 @@ use crate::tables::Tables;
 use crate::word::WordRef;
 
 /// Which waiters a requeue takes: of the source key, oldest first, the first `wake` are woken
-/// and the next `moves` moved (to the target's tail, also when the target is the source).
+/// and the next `moves` moved to the target's tail. When the target is the source (`in_place`)
+/// they are counted and left where they are, as the kernel's requeue leaves a waiter whose new
+/// key hashes to the bucket it is in.
 pub(crate) struct RequeuePick {
     wake: usize,
     moves: usize,
     moved: usize,
+    in_place: bool,
 }
 
 impl Pick for RequeuePick {
@@ -25,7 +28,11 @@ impl Pick for RequeuePick {
             (true, 0, _) => {
                 self.moves -= 1;
                 self.moved += 1;
-                Fate::Move
+                if self.in_place {
+                    Fate::Stay
+                } else {
+                    Fate::Move
+                }
             }
             (true, _, _) => {
                 self.wake -= 1;
@@ -36,7 +43,7 @@ impl Pick for RequeuePick {
 
     #[inline]
     fn whole(&mut self, n: usize) -> bool {
-        let all = self.wake == 0 && self.moves >= n;
+        let all = !self.in_place && self.wake == 0 && self.moves >= n;
         if all {
             self.moves -= n;
             self.moved += n;
@@ -50,7 +57,7 @@ impl Pick for RequeuePick {
     }
 
     fn not_taken(&mut self, fate: Fate) {
-        if fate == Fate::Move {
+        if matches!(fate, Fate::Move | Fate::Stay) {
             self.moves += 1;
             self.moved -= 1;
         } else {
@@ -107,7 +114,7 @@ pub(crate) fn requeue<T: WaitTable>(
     if !holds() {
         return Err(Refused::WouldBlock);
     }
-    let mut pick = RequeuePick { wake: nr_wake, moves: nr_requeue, moved: 0 };
+    let mut pick = RequeuePick { wake: nr_wake, moves: nr_requeue, moved: 0, in_place: from == to };
     let mut woken = <<T::Locked<'_> as Locked>::Woken>::new();
     let mut moved = Default::default();
     pair.from().take(&mut pick, &mut woken, &mut moved)?;

@@ -113,7 +113,7 @@ impl Locked for ToyLocked<'_> {
             let (id, key, mask) = i.queues[self.b][k];
             match pick.pick(key == self.key, mask) {
                 Fate::Stop => break,
-                Fate::Skip => k += 1,
+                Fate::Skip | Fate::Stay => k += 1,
                 Fate::Wake => {
                     i.queues[self.b].remove(k);
                     i.counts[self.b] -= 1;
@@ -304,15 +304,18 @@ mod tests {
     }
 
     #[test]
-    fn a_requeue_onto_its_own_word_moves_to_the_tail() {
+    fn a_requeue_onto_its_own_word_counts_its_waiters_in_place() {
+        // As the kernel's: a waiter whose new key is in its bucket stays where it is.
         let t = Toy::new(4);
         for id in 1..=3 {
             queue(&t, id, A, !0);
         }
         assert_eq!(requeue(&t, A, A, None::<fn() -> bool>, 0, 1, Pays::Waker), Ok(1));
-        assert_eq!(t.queued(A), [2, 3, 1]);
+        assert_eq!(t.queued(A), [1, 2, 3]);
         assert_eq!(requeue(&t, A, A, None::<fn() -> bool>, 1, usize::MAX, Pays::Waker), Ok(3));
-        assert_eq!(t.queued(A), [3, 1]);
+        assert_eq!(woken(&t, &[1, 2, 3]), [1]);
+        assert_eq!(t.queued(A), [2, 3]);
+        assert_eq!(t.count(A), 2, "counted, not moved: the bucket's count is unchanged");
     }
 
     #[test]

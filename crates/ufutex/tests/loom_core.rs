@@ -276,6 +276,42 @@ fn a_timeout_races_a_requeue_of_part_of_a_group() {
     });
 }
 
+/// A requeue of a word onto itself (one woken, the rest counted where they are, as the kernel
+/// leaves them) racing two waiters that queue and wait until the word changes: each waiter is
+/// counted once at most, the one it wakes returns Ok, the ones it counts stay queued for the
+/// wake after the change, and nothing is left queued.
+#[test]
+fn a_requeue_of_a_word_onto_itself_counts_its_waiters_in_place() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let waiters = [wait_until_changed(&d, &w), wait_until_changed(&d, &w)];
+        let counted = d.requeue(&w.a, 0, &w.a, 1, 2).unwrap();
+        w.a.store(1, Ordering::Release);
+        let woken = d.wake(&w.a, 2);
+        assert!(counted <= 2);
+        let oks: usize = waiters.map(|h| h.join().unwrap()).into_iter().sum();
+        assert_eq!(oks, usize::from(counted > 0) + woken);
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
+
+/// The same racing two timed waiters' timeouts (under loom a timed park may give up at once).
+#[test]
+fn timeouts_race_a_requeue_of_a_word_onto_itself() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let waiters = two_timed_waiters(&d, &w);
+        let counted = d.requeue(&w.a, 0, &w.a, 1, 2).unwrap();
+        let woken = d.wake(&w.a, 2);
+        assert!(counted <= 2 && usize::from(counted > 0) + woken <= 2);
+        let ok = oks(waiters.map(|h| h.join().unwrap()));
+        assert_eq!(ok, usize::from(counted > 0) + woken);
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
+
 /// A requeue of a whole group (both waiters of `a` to `b`, in another bucket) racing both
 /// timeouts: a waiter whose group moved finds it through the group's new key and bucket.
 #[test]

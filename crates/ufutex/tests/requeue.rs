@@ -1,7 +1,8 @@
 //! Requeue: with the source holding `expected`, wakes up to `nr_wake` of its waiters (oldest
 //! first) and moves up to `nr_requeue` more behind the target's existing waiters, returning
 //! woken + moved; a value mismatch returns `WouldBlock` and changes nothing; requeueing to the
-//! same word moves waiters to its tail; moved waiters keep their deadlines.
+//! same word counts the waiters it would move and leaves them in their places (as the kernel
+//! does); moved waiters keep their deadlines.
 #![cfg(not(ufutex_loom))]
 
 mod common;
@@ -122,22 +123,23 @@ fn requeued_waiters_go_behind_the_targets_waiters() {
 }
 
 #[test]
-fn requeue_to_the_same_word_moves_to_its_tail() {
+fn requeue_to_the_same_word_counts_its_waiters_in_place() {
     watchdog();
     let d = fixed(2);
     let w = AtomicU32::new(0);
     let log = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         queue_in_order(s, &d, &w, &["a", "b", "c"], &log);
-        assert_eq!(d.requeue(&w, 0, &w, 0, 1), Ok(1), "a moves behind c");
+        assert_eq!(d.requeue(&w, 0, &w, 0, 1), Ok(1), "a counted, and left first");
+        assert_eq!(d.requeue(&w, 0, &w, 0, 5), Ok(3), "all three counted");
         assert_eq!(d.queued_waiters(), 3);
         drain_one_by_one(&d, &w, 3, &log);
     });
-    assert_eq!(*log.lock().unwrap(), ["b", "c", "a"]);
+    assert_eq!(*log.lock().unwrap(), ["a", "b", "c"]);
     let log = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         queue_in_order(s, &d, &w, &["a", "b", "c"], &log);
-        assert_eq!(d.requeue(&w, 0, &w, 1, usize::MAX), Ok(3), "a woken, b and c moved");
+        assert_eq!(d.requeue(&w, 0, &w, 1, usize::MAX), Ok(3), "a woken, b and c counted");
         await_until("a to leave", || len(&log) == 1);
         drain_one_by_one(&d, &w, 2, &log);
     });

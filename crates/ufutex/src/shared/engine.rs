@@ -90,13 +90,14 @@ impl Locked for SharedLocked<'_> {
             match fate {
                 Fate::Stop => return Ok(false),
                 Fate::Skip => {}
+                Fate::Stay if lives.alive(g, r, rec) => {}
                 Fate::Wake if wake_one(g, r, &mut lives)? => woken.0 += 1,
                 Fate::Move if lives.alive(g, r, rec) => {
                     moved.try_reserve(1).map_err(|_| SharedError::NoMemory)?;
                     moved.push(r);
                 }
                 // A dead process's waiter, which a wake does not count either.
-                Fate::Move => {
+                Fate::Move | Fate::Stay => {
                     drop_dead(g, r)?;
                     pick.not_taken(fate);
                 }
