@@ -2,10 +2,16 @@
  * Random sleepers, wakes and requeues through syscall(), with the queues' state known at each
  * call: sleepers fall asleep one at a time (each waits until /proc shows the last one asleep in
  * a futex call), so every queue's order is fixed, and each wake or requeue waits until every
- * sleeper it counted has returned. One line per call: what was asked, the result, and which
- * sleepers woke. Run with and without LD_PRELOAD=libufutex_preload.so, the transcripts must be
- * the same (tests/preload/run.sh): the same waiters woken, oldest first, masks honoured,
- * requeued waiters behind those already waiting on the target, the same counts.
+ * sleeper it counted has returned. Sleepers wait with FUTEX_WAIT_BITSET, futex_wait (each
+ * with a mask) or futex_waitv on two words. One line per call: what was asked, the result, and
+ * which sleepers woke with what. Each is checked against a model of the kernel's queues:
+ * oldest first; a wake honours masks, a requeue and a wake-op do not; a requeue onto the same
+ * word leaves its waiters in place; a waitv's entries are queued apart, each counted when
+ * taken (two of one waitv on one word count twice), and it returns the highest index taken.
+ * A requeue to another word goes only to a word nobody waits on: the kernel keeps a requeued
+ * waiter's place when both words share a hash bucket, so its order behind waiters already
+ * there depends on the hash. Exits 1 on a mismatch. And the transcripts with and without
+ * LD_PRELOAD=libufutex_preload.so must be the same (tests/preload/run.sh).
  *
  *     fuzz_queue SEED STEPS [shared]
  *
@@ -27,7 +33,7 @@
 
 #include "../c/rng.h"
 
-enum { SYS_WAKE2 = 454, SYS_WAIT2 = 455, SYS_REQUEUE2 = 456, WORDS = 3, SLOTS = 8 };
+enum { SYS_WAITV = 449, SYS_WAKE2 = 454, SYS_WAIT2 = 455, SYS_REQUEUE2 = 456, WORDS = 3, SLOTS = 8 };
 /* The words, private or process-shared (the third argument), and the calls' flags for them. */
 static uint32_t *words;
 static int PRIV = FUTEX_PRIVATE_FLAG;
@@ -43,62 +49,92 @@ struct slot {
 	pthread_t thread;
 	pid_t tid;
 	int pipe[2];
-	int word, futex2;
-	uint32_t mask;
+	int kind;           /* FUTEX_WAIT_BITSET, futex_wait, or futex_waitv of two words */
+	int entries;        /* 1, or 2 for the waitv */
+	int word[2];        /* each entry's word now (a requeue moves an entry) */
+	uint32_t mask;      /* all bits for the waitv */
 	int busy;           /* driver's view: a command given, its return not yet seen */
+	long want;          /* the model's return for it, once woken (the waitv: the highest index) */
 	long ret;           /* written by the sleeper before `returned` */
 	int err;
 	int returned;       /* set by the sleeper (atomic) */
 };
+enum { WAIT_BITSET, FUTEX_WAIT2, FUTEX_WAITV2 };
 
 static struct slot slots[SLOTS];
 
-/* The model: each word's sleepers, oldest first. */
-static int queue[WORDS][SLOTS], queued[WORDS];
+/* The model: each word's queued entries (a sleeper and its entry), oldest first. */
+struct entry {
+	int slot, index;
+};
+static struct entry queue[WORDS][2 * SLOTS];
+static int queued[WORDS];
+static unsigned woken_now; /* the sleepers the current call woke */
 static int failures;
 
-static void model_sleep(int w, int i)
+static void model_append(int w, int i, int index)
 {
-	queue[w][queued[w]++] = i;
+	queue[w][queued[w]++] = (struct entry){ i, index };
 }
 
-/* Take the `k`-th sleeper of word `w` out of the model. */
-static int model_take(int w, int k)
+static struct entry model_take(int w, int k)
 {
-	int i = queue[w][k];
-	memmove(&queue[w][k], &queue[w][k + 1], (size_t)(queued[w] - k - 1) * sizeof(int));
+	struct entry e = queue[w][k];
+	memmove(&queue[w][k], &queue[w][k + 1], (size_t)(queued[w] - k - 1) * sizeof(struct entry));
 	queued[w]--;
-	return i;
+	return e;
 }
 
-/* Wake up to `nr` sleepers of `w` (those whose mask meets `mask`): the set, as bits. */
-static unsigned model_wake(int w, int nr, uint32_t mask)
+/* Entry `e` is woken: its sleeper returns the highest index woken (0 for a single wait). */
+static void model_woke(struct entry e)
 {
-	unsigned woken = 0;
-	for (int k = 0; k < queued[w] && nr > 0;) {
-		if (slots[queue[w][k]].mask & mask) {
-			woken |= 1u << model_take(w, k);
-			nr--;
+	struct slot *s = &slots[e.slot];
+	if (!(woken_now & (1u << e.slot)) || e.index > s->want)
+		s->want = e.index;
+	woken_now |= 1u << e.slot;
+}
+
+/* Wake up to `nr` entries of `w` (with `use_mask`, those whose mask meets `mask`): how many.
+ * Each entry counts, two of one waitv too (the kernel wakes each of its futexes apart). */
+static int model_wake(int w, int nr, uint32_t mask, int use_mask)
+{
+	int n = 0;
+	for (int k = 0; k < queued[w] && n < nr;) {
+		if (!use_mask || (slots[queue[w][k].slot].mask & mask)) {
+			model_woke(model_take(w, k));
+			n++;
 		} else {
 			k++;
 		}
 	}
-	return woken;
+	return n;
 }
 
-/* Requeue: wake `nr` of `w` (any mask), move `nr2` more to `w2` (in place if the same word);
- * `*moved` says how many moved. */
-static unsigned model_requeue(int w, int w2, int nr, int nr2, int *moved)
+/* Requeue: wake `nr` entries of `w` (any mask), move `nr2` more to `w2` (in place if the same
+ * word): woken + moved. */
+static int model_requeue(int w, int w2, int nr, int nr2)
 {
-	unsigned woken = model_wake(w, nr, ~0u);
-	*moved = nr2 < queued[w] ? nr2 : queued[w];
+	int n = model_wake(w, nr, 0, 0);
+	int moved = nr2 < queued[w] ? nr2 : queued[w];
 	if (w != w2)
-		for (int k = 0; k < *moved; k++) {
-			int i = model_take(w, 0);
-			model_sleep(w2, i);
-			slots[i].word = w2;
+		for (int k = 0; k < moved; k++) {
+			struct entry e = model_take(w, 0);
+			model_append(w2, e.slot, e.index);
+			slots[e.slot].word[e.index] = w2;
 		}
-	return woken;
+	return n + moved;
+}
+
+/* After the call: a woken sleeper takes its other entries out of their queues as it returns. */
+static void model_leave(void)
+{
+	for (int w = 0; w < WORDS; w++)
+		for (int k = 0; k < queued[w];) {
+			if (woken_now & (1u << queue[w][k].slot))
+				model_take(w, k);
+			else
+				k++;
+		}
 }
 
 static void *sleeper(void *p)
@@ -107,10 +143,13 @@ static void *sleeper(void *p)
 	__atomic_store_n(&s->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_SEQ_CST);
 	char c;
 	while (read(s->pipe[0], &c, 1) == 1) {
-		uint32_t *w = &words[s->word];
+		uint32_t *w = &words[s->word[0]];
+		struct waitv2 v[2] = { { 0, (uintptr_t)w, F2, 0 }, { 0, (uintptr_t)&words[s->word[1]], F2, 0 } };
 		long r;
 		do {
-			if (s->futex2)
+			if (s->kind == FUTEX_WAITV2)
+				r = syscall(SYS_WAITV, v, 2, 0, NULL, 0);
+			else if (s->kind == FUTEX_WAIT2)
 				r = syscall(SYS_WAIT2, w, 0UL, (unsigned long)s->mask, F2, NULL, 0);
 			else
 				r = syscall(SYS_futex, w, FUTEX_WAIT_BITSET | PRIV, 0, NULL, NULL, s->mask);
@@ -171,7 +210,7 @@ static int all_settled(void)
 
 /* Report the sleepers that returned since the last call (waiting until `expect` have, and a
  * little longer for any extra), as " woke=[i:ret/errno ...]". */
-static unsigned report_returns(long expect)
+static unsigned report_returns(long expect, long *rets)
 {
 	unsigned set = 0;
 	int seen = 0;
@@ -188,8 +227,13 @@ static unsigned report_returns(long expect)
 	for (int i = 0; i < SLOTS; i++) {
 		struct slot *s = &slots[i];
 		if (s->busy && __atomic_load_n(&s->returned, __ATOMIC_SEQ_CST)) {
-			printf(" %d:%ld/%d", i, s->ret, s->err);
+			if (rets)
+				printf(" %d:%ld/%d", i, s->ret, s->err);
+			else
+				printf(" %d", i); /* (the last round's results depend on timing) */
 			set |= 1u << i;
+			if (rets)
+				rets[i] = s->ret;
 			s->busy = 0;
 			__atomic_store_n(&s->returned, 0, __ATOMIC_SEQ_CST);
 		}
@@ -199,11 +243,21 @@ static unsigned report_returns(long expect)
 	return set;
 }
 
-static void check(const char *what, long r, long want_r, unsigned set, unsigned want_set)
+/* The call returned `r` and woke the sleepers in `set`, each returning its own result: as the
+ * model says? (`rets` holds what the woken returned, read by `report_returns`.) */
+static void check(const char *what, long r, long want_r, unsigned set, const long *rets)
 {
-	if (r == want_r && set == want_set)
+	int ok = r == want_r && set == woken_now;
+	for (int i = 0; i < SLOTS; i++)
+		if (set & woken_now & (1u << i))
+			ok &= rets[i] == slots[i].want;
+	if (ok)
 		return;
-	printf("MISMATCH %s: returned %ld, woke %#x; the model says %ld, %#x\n", what, r, set, want_r, want_set);
+	printf("MISMATCH %s: returned %ld, woke %#x; the model says %ld, %#x", what, r, set, want_r, woken_now);
+	for (int i = 0; i < SLOTS; i++)
+		if (woken_now & (1u << i))
+			printf(" (%d returns %ld)", i, slots[i].want);
+	printf("\n");
 	failures++;
 }
 
@@ -232,12 +286,18 @@ static void step(void)
 		while (slots[i].busy)
 			i++;
 		struct slot *s = &slots[i];
-		s->word = w;
-		s->futex2 = (int)below(2);
-		s->mask = a_mask();
+		s->kind = (int)below(3);
+		s->entries = s->kind == FUTEX_WAITV2 ? 2 : 1;
+		s->word[0] = w;
+		s->word[1] = (w + 1 + (int)below(WORDS - 1)) % WORDS; /* another word */
+		s->mask = s->kind == FUTEX_WAITV2 ? ~0u : a_mask();
 		s->busy = 1;
-		model_sleep(w, i);
-		printf("sleep %d on %d mask=%#x %s\n", i, w, s->mask, s->futex2 ? "futex_wait" : "WAIT_BITSET");
+		for (int e = 0; e < s->entries; e++)
+			model_append(s->word[e], i, e);
+		if (s->kind == FUTEX_WAITV2)
+			printf("sleep %d on %d,%d futex_waitv\n", i, w, s->word[1]);
+		else
+			printf("sleep %d on %d mask=%#x %s\n", i, w, s->mask, s->kind == FUTEX_WAIT2 ? "futex_wait" : "WAIT_BITSET");
 		if (write(s->pipe[1], "g", 1) != 1)
 			abort();
 		if (!all_settled()) {
@@ -246,11 +306,11 @@ static void step(void)
 		}
 		return;
 	}
-	int nr = (int)below(4), nr2 = (int)below(4), moved = 0;
+	int nr = (int)below(4), nr2 = (int)below(4);
 	uint32_t mask = a_mask();
-	unsigned want;
 	long r, want_r;
 	const char *name;
+	woken_now = 0;
 	errno = 0;
 	switch (what) {
 	case 0:
@@ -258,15 +318,13 @@ static void step(void)
 		name = "WAKE_BITSET";
 		r = syscall(SYS_futex, &words[w], FUTEX_WAKE_BITSET | PRIV, nr, NULL, NULL, mask);
 		printf("%s %d nr=%d mask=%#x -> %ld", name, w, nr, mask, r);
-		want = model_wake(w, nr, mask);
-		want_r = __builtin_popcount(want);
+		want_r = model_wake(w, nr, mask, 1);
 		break;
 	case 1:
 		name = "futex_wake";
 		r = syscall(SYS_WAKE2, &words[w], (unsigned long)mask, nr, F2);
 		printf("%s %d nr=%d mask=%#x -> %ld", name, w, nr, mask, r);
-		want = model_wake(w, nr, mask);
-		want_r = __builtin_popcount(want);
+		want_r = model_wake(w, nr, mask, 1);
 		break;
 	case 2:
 	case 3:
@@ -284,8 +342,7 @@ static void step(void)
 			r = syscall(SYS_REQUEUE2, v, 0, nr, nr2);
 		}
 		printf("%s %d->%d wake=%d move=%d -> %ld", name, w, w2, nr, nr2, r);
-		want = model_requeue(w, w2, nr, nr2, &moved);
-		want_r = __builtin_popcount(want) + moved;
+		want_r = model_requeue(w, w2, nr, nr2);
 		break;
 	default:
 		/* wake-op: an OR of 0 keeps the words 0, and "was 0" holds: both words woken, up to
@@ -294,15 +351,16 @@ static void step(void)
 		r = syscall(SYS_futex, &words[w], FUTEX_WAKE_OP | PRIV, nr, (void *)(long)nr2, &words[w2],
 			    FUTEX_OP(FUTEX_OP_OR, 0, FUTEX_OP_CMP_EQ, 0));
 		printf("%s %d,%d nr=%d nr2=%d -> %ld", name, w, w2, nr, nr2, r);
-		want = model_wake(w, nr ? nr : 1, ~0u);
-		want |= model_wake(w2, nr2 ? nr2 : 1, ~0u);
-		want_r = __builtin_popcount(want);
+		want_r = model_wake(w, nr ? nr : 1, 0, 0);
+		want_r += model_wake(w2, nr2 ? nr2 : 1, 0, 0);
 		break;
 	}
 	if (r == -1)
 		printf(" %s", strerror(errno));
-	unsigned set = report_returns(__builtin_popcount(want));
-	check(name, r, want_r, set, want);
+	model_leave();
+	long rets[SLOTS] = { 0 };
+	unsigned set = report_returns(__builtin_popcount(woken_now), rets);
+	check(name, r, want_r, set, rets);
 }
 
 int main(int argc, char **argv)
@@ -344,7 +402,7 @@ int main(int argc, char **argv)
 			syscall(SYS_futex, &words[w], FUTEX_WAKE | PRIV, SLOTS, NULL, NULL, 0);
 		settle();
 	}
-	report_returns(0);
+	report_returns(0, NULL);
 	for (int i = 0; i < SLOTS; i++) {
 		close(slots[i].pipe[1]);
 		pthread_join(slots[i].thread, NULL);
