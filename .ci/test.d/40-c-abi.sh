@@ -1,7 +1,8 @@
 # The C ABI (issue 3): install into a temporary prefix, build the C tests with
 # `cc $(pkg-config --cflags --libs ufutex)` against the INSTALLED header and library, run them
-# (shared and static), run the README's C example, the 10^6-call random-call driver and the
-# differential test against the kernel's own futex2 calls, then ASan/UBSan, memcheck and helgrind.
+# (shared and static), run the README's C example, the 10^6-call random-call driver, the
+# differential test against the kernel's own futex2 calls and the queue model's random sleepers
+# and wakes, then ASan/UBSan, memcheck and helgrind.
 #
 # Valgrind (3.19 here) does not know the futex2 futex_wait syscall (455) that the default parker
 # sleeps in, so the valgrind runs use a library built with the portable parker
@@ -63,6 +64,17 @@ cc -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -Wall -Wextra -Werror -o "$tmp/bench_m
 timeout 240 "$tmp/fuzz_abi" 1000000 "${UFUTEX_FUZZ_SEED:-1}"
 # The same random calls to the kernel's futex2 syscalls and to ufutex: same result, same errno.
 timeout 120 "$tmp/diff_kernel" 1000000 "${UFUTEX_FUZZ_SEED:-1}"
+# Random sleepers (plain, masked, waitv), wakes, requeues and wake-ops at every size, private
+# and shared, each call checked against a model of the kernel's queues (the same program runs
+# on the system calls, with and without the preload library, in 42-preload).
+# shellcheck disable=SC2046
+cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread -DFUZZ_ABI -o "$tmp/fuzz_queue" tests/c/fuzz_queue.c $(pkg-config --cflags --libs ufutex)
+for size in u8 u16 u32 u64 su8 su16 su32 su64; do
+  for seed in 1 2 3; do
+    timeout 120 "$tmp/fuzz_queue" "$seed" 300 "$size" > "$tmp/queue.txt" \
+      || { grep MISMATCH "$tmp/queue.txt" >&2; echo "C ABI: fuzz_queue $seed $size differs from the model" >&2; exit 1; }
+  done
+done
 UFUTEX_FAULT_PROBE=syscall timeout 120 "$tmp/diff_kernel" 100000 "${UFUTEX_FUZZ_SEED:-1}"
 # The same drivers and the suite on a clock that reads ~20 s, as on a freshly booted machine:
 # a test that takes a small absolute deadline for one in the past blocks on it there (issue 10).

@@ -16,8 +16,9 @@
 #     by a raw system call), in the same three ways;
 #  8. random calls, good and bad (tests/preload/fuzz_calls.c): the same transcript with and
 #     without the library, in both modes (the table's without read-only memory, see there);
-#  9. random sleepers, wakes and requeues with known queues (tests/preload/fuzz_queue.c): the
-#     waiters each call wakes are the kernel's, on the kernel and through the library.
+#  9. random sleepers, wakes and requeues with known queues (tests/c/fuzz_queue.c): the
+#     waiters each call wakes are the kernel's, on the kernel and through the library, on
+#     private words, shared ones (the table) and both (waitvs that mix them, both modes).
 source "$(dirname "$0")/../../.ci/lib.sh"
 so=$(realpath "$1")
 tmp=$(mktemp -d)
@@ -101,7 +102,7 @@ for seed in $(seq 1 20); do
   fuzz_same "$seed" table no-readonly
 done
 echo "preload: fuzz_calls, 20 seeds x 4000 random calls, the kernel's answers in both modes"
-cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread -o "$tmp/fuzz_queue" tests/preload/fuzz_queue.c
+cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread -o "$tmp/fuzz_queue" tests/c/fuzz_queue.c
 queue_same() { # seed shared-mode [shared]: the waiters woken are the model's, the kernel's
   timeout 120 "$tmp/fuzz_queue" "$1" 400 ${3:+"$3"} > "$tmp/qk.txt" \
     || { grep MISMATCH "$tmp/qk.txt" >&2; echo "preload: fuzz_queue $1 $3: the kernel is not as modelled" >&2; exit 1; }
@@ -109,13 +110,15 @@ queue_same() { # seed shared-mode [shared]: the waiters woken are the model's, t
     || { grep MISMATCH "$tmp/qu.txt" >&2; echo "preload: fuzz_queue $1 $3 fails through the library" >&2; exit 1; }
   diff -u "$tmp/qk.txt" "$tmp/qu.txt" >&2
 }
-for seed in $(seq 1 10); do
+for seed in $(seq 1 6); do
   queue_same "$seed" ""
 done
-for seed in $(seq 1 5); do
+for seed in $(seq 1 3); do
   queue_same "$seed" table shared
+  queue_same "$seed" "" mixed
+  queue_same "$seed" table mixed
 done
-echo "preload: fuzz_queue, 10 seeds x 400 steps on private words, 5 on shared ones in the table: the kernel's waiters woken"
+echo "preload: fuzz_queue, 6 seeds x 400 steps on private words, 3 on shared ones in the table, 3 mixed in both modes: the kernel's waiters woken"
 UFUTEX_PRELOAD_SHARED=table UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 "$tmp/legacy" > "$tmp/table.txt" 2> "$tmp/stats.txt"
 diff -u "$tmp/kernel.txt" "$tmp/table.txt"
 none_to_kernel "$tmp/stats.txt"

@@ -13,10 +13,16 @@
  * there depends on the hash. Exits 1 on a mismatch. And the transcripts with and without
  * LD_PRELOAD=libufutex_preload.so must be the same (tests/preload/run.sh).
  *
- *     fuzz_queue SEED STEPS [shared]
+ *     fuzz_queue SEED STEPS [shared | mixed]
+ *     fuzz_queue SEED STEPS [s]u8|u16|u32|u64   (built with -DFUZZ_ABI against libufutex)
  *
  * shared: process-shared words (in a MAP_SHARED mapping, the calls without the private flag):
  * the kernel's shared futexes, or with UFUTEX_PRELOAD_SHARED=table the library's shared table.
+ * mixed: word 0 private, the others shared (a waitv may mix them; a requeue or wake-op takes
+ * two of a kind).
+ * u8 .. u64: private words of that size through the C ABI (ufutex_wait, _waitv, _wake,
+ * _requeue; _wake_op for 32 bits), checked against the same model (40-c-abi); su8 .. su64:
+ * process-shared ones (the library's shared table).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,13 +37,24 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../c/rng.h"
+#include "rng.h"
+#ifdef FUZZ_ABI
+#include <ufutex.h> /* built against libufutex: the C ABI's calls instead of the system calls */
+#endif
 
 enum { SYS_WAITV = 449, SYS_WAKE2 = 454, SYS_WAIT2 = 455, SYS_REQUEUE2 = 456, WORDS = 3, SLOTS = 8 };
-/* The words, private or process-shared (the third argument), and the calls' flags for them. */
-static uint32_t *words;
-static int PRIV = FUTEX_PRIVATE_FLAG;
+/* The words, each private or process-shared (the third argument), and the calls' flags for
+ * them: `F2` is a private word's futex2 (and C ABI) flags, its size with the private bit. */
+static void *word_at[WORDS];
+static int shared_word[WORDS];
+#define WORD(w) (word_at[w])
+#define PRIV(w) (shared_word[w] ? 0 : FUTEX_PRIVATE_FLAG)
+#define F2_OF(w) (shared_word[w] ? F2 & ~0x80u : F2)
 static unsigned F2 = 0x82; /* FUTEX2_SIZE_U32 | FUTEX2_PRIVATE */
+static uint32_t ALL = 0xffffffff; /* every bit of a mask */
+#ifdef FUZZ_ABI
+static int abi; /* a size was asked for: the C ABI's calls */
+#endif
 
 struct waitv2 {
 	uint64_t val, uaddr;
@@ -137,23 +154,84 @@ static void model_leave(void)
 		}
 }
 
+/* ---- the calls: the system calls, or (FUZZ_ABI with a size argument) the C ABI's ---- */
+
+static long call_wait(struct slot *s)
+{
+	int w0 = s->word[0], w1 = s->word[1];
+	void *w = WORD(w0);
+	struct waitv2 v[2] = { { 0, (uintptr_t)w, F2_OF(w0), 0 }, { 0, (uintptr_t)WORD(w1), F2_OF(w1), 0 } };
+#ifdef FUZZ_ABI
+	if (abi)
+		return s->kind == FUTEX_WAITV2 ? ufutex_waitv((struct ufutex_waitv *)v, 2, 0, NULL, 0)
+					       : ufutex_wait(w, 0, s->mask, F2_OF(w0), NULL, 0);
+#endif
+	if (s->kind == FUTEX_WAITV2)
+		return syscall(SYS_WAITV, v, 2, 0, NULL, 0);
+	if (s->kind == FUTEX_WAIT2)
+		return syscall(SYS_WAIT2, w, 0UL, (unsigned long)s->mask, F2_OF(w0), NULL, 0);
+	return syscall(SYS_futex, w, FUTEX_WAIT_BITSET | PRIV(w0), 0, NULL, NULL, s->mask);
+}
+
+/* A wake of `w`: legacy FUTEX_WAKE_BITSET or futex_wake (futex2). */
+static long call_wake(int legacy, int w, int nr, uint32_t mask)
+{
+#ifdef FUZZ_ABI
+	if (abi)
+		return ufutex_wake(WORD(w), mask, nr, F2_OF(w));
+#endif
+	if (legacy)
+		return syscall(SYS_futex, WORD(w), FUTEX_WAKE_BITSET | PRIV(w), nr, NULL, NULL, mask);
+	return syscall(SYS_WAKE2, WORD(w), (unsigned long)mask, nr, F2_OF(w));
+}
+
+/* A requeue: FUTEX_CMP_REQUEUE, FUTEX_REQUEUE or futex_requeue (`how` 0, 1, 2). */
+static long call_requeue(int how, int w, int w2, int nr, int nr2)
+{
+	struct waitv2 v[2] = { { 0, (uintptr_t)WORD(w), F2_OF(w), 0 }, { 0, (uintptr_t)WORD(w2), F2_OF(w2), 0 } };
+#ifdef FUZZ_ABI
+	if (abi)
+		return ufutex_requeue((struct ufutex_waitv *)v, 0, nr, nr2);
+#endif
+	if (how == 0)
+		return syscall(SYS_futex, WORD(w), FUTEX_CMP_REQUEUE | PRIV(w), nr, (void *)(long)nr2, WORD(w2), 0);
+	if (how == 1)
+		return syscall(SYS_futex, WORD(w), FUTEX_REQUEUE | PRIV(w), nr, (void *)(long)nr2, WORD(w2), 0);
+	return syscall(SYS_REQUEUE2, v, 0, nr, nr2);
+}
+
+/* A wake-op that keeps the words 0 (an OR of 0) and whose comparison ("was 0") holds. */
+static long call_wake_op(int w, int w2, int nr, int nr2)
+{
+	unsigned op = FUTEX_OP(FUTEX_OP_OR, 0, FUTEX_OP_CMP_EQ, 0);
+#ifdef FUZZ_ABI
+	if (abi)
+		return ufutex_wake_op(WORD(w), WORD(w2), nr, nr2, op, F2_OF(w));
+#endif
+	return syscall(SYS_futex, WORD(w), FUTEX_WAKE_OP | PRIV(w), nr, (void *)(long)nr2, WORD(w2), op);
+}
+
+static void call_wake_all(int w)
+{
+#ifdef FUZZ_ABI
+	if (abi) {
+		ufutex_wake(WORD(w), ALL, SLOTS, F2_OF(w));
+		return;
+	}
+#endif
+	syscall(SYS_futex, WORD(w), FUTEX_WAKE | PRIV(w), SLOTS, NULL, NULL, 0);
+}
+
 static void *sleeper(void *p)
 {
 	struct slot *s = p;
 	__atomic_store_n(&s->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_SEQ_CST);
 	char c;
 	while (read(s->pipe[0], &c, 1) == 1) {
-		uint32_t *w = &words[s->word[0]];
-		struct waitv2 v[2] = { { 0, (uintptr_t)w, F2, 0 }, { 0, (uintptr_t)&words[s->word[1]], F2, 0 } };
 		long r;
-		do {
-			if (s->kind == FUTEX_WAITV2)
-				r = syscall(SYS_WAITV, v, 2, 0, NULL, 0);
-			else if (s->kind == FUTEX_WAIT2)
-				r = syscall(SYS_WAIT2, w, 0UL, (unsigned long)s->mask, F2, NULL, 0);
-			else
-				r = syscall(SYS_futex, w, FUTEX_WAIT_BITSET | PRIV, 0, NULL, NULL, s->mask);
-		} while (r == -1 && errno == EINTR);
+		do
+			r = call_wait(s);
+		while (r == -1 && errno == EINTR);
 		s->err = r == -1 ? errno : 0;
 		s->ret = r;
 		__atomic_store_n(&s->returned, 1, __ATOMIC_SEQ_CST);
@@ -263,15 +341,16 @@ static void check(const char *what, long r, long want_r, unsigned set, const lon
 
 static uint32_t a_mask(void)
 {
-	static const uint32_t masks[] = { 0xffffffff, 1, 2, 3, 4, 6 };
-	return masks[below(sizeof masks / sizeof masks[0])];
+	static const uint32_t masks[] = { 0, 1, 2, 3, 4, 6 }; /* 0: every bit, at the word's size */
+	uint32_t m = masks[below(sizeof masks / sizeof masks[0])];
+	return m ? m : ALL;
 }
 
 /* A word to requeue `w`'s sleepers to: `w` itself or one nobody waits on. */
 static int requeue_target(int w)
 {
 	int w2 = (int)below(WORDS);
-	return w2 == w || queued[w2] == 0 ? w2 : w;
+	return w2 == w || (queued[w2] == 0 && shared_word[w2] == shared_word[w]) ? w2 : w;
 }
 
 static void step(void)
@@ -290,7 +369,7 @@ static void step(void)
 		s->entries = s->kind == FUTEX_WAITV2 ? 2 : 1;
 		s->word[0] = w;
 		s->word[1] = (w + 1 + (int)below(WORDS - 1)) % WORDS; /* another word */
-		s->mask = s->kind == FUTEX_WAITV2 ? ~0u : a_mask();
+		s->mask = s->kind == FUTEX_WAITV2 ? ALL : a_mask();
 		s->busy = 1;
 		for (int e = 0; e < s->entries; e++)
 			model_append(s->word[e], i, e);
@@ -316,13 +395,13 @@ static void step(void)
 	case 0:
 		nr = nr ? nr : 1;
 		name = "WAKE_BITSET";
-		r = syscall(SYS_futex, &words[w], FUTEX_WAKE_BITSET | PRIV, nr, NULL, NULL, mask);
+		r = call_wake(1, w, nr, mask);
 		printf("%s %d nr=%d mask=%#x -> %ld", name, w, nr, mask, r);
 		want_r = model_wake(w, nr, mask, 1);
 		break;
 	case 1:
 		name = "futex_wake";
-		r = syscall(SYS_WAKE2, &words[w], (unsigned long)mask, nr, F2);
+		r = call_wake(0, w, nr, mask);
 		printf("%s %d nr=%d mask=%#x -> %ld", name, w, nr, mask, r);
 		want_r = model_wake(w, nr, mask, 1);
 		break;
@@ -330,17 +409,8 @@ static void step(void)
 	case 3:
 	case 4:
 		w2 = requeue_target(w);
-		if (what == 2) {
-			name = "CMP_REQUEUE";
-			r = syscall(SYS_futex, &words[w], FUTEX_CMP_REQUEUE | PRIV, nr, (void *)(long)nr2, &words[w2], 0);
-		} else if (what == 3) {
-			name = "REQUEUE";
-			r = syscall(SYS_futex, &words[w], FUTEX_REQUEUE | PRIV, nr, (void *)(long)nr2, &words[w2], 0);
-		} else {
-			struct waitv2 v[2] = { { 0, (uintptr_t)&words[w], F2, 0 }, { 0, (uintptr_t)&words[w2], F2, 0 } };
-			name = "futex_requeue";
-			r = syscall(SYS_REQUEUE2, v, 0, nr, nr2);
-		}
+		name = what == 2 ? "CMP_REQUEUE" : what == 3 ? "REQUEUE" : "futex_requeue";
+		r = call_requeue((int)what - 2, w, w2, nr, nr2);
 		printf("%s %d->%d wake=%d move=%d -> %ld", name, w, w2, nr, nr2, r);
 		want_r = model_requeue(w, w2, nr, nr2);
 		break;
@@ -348,8 +418,21 @@ static void step(void)
 		/* wake-op: an OR of 0 keeps the words 0, and "was 0" holds: both words woken, up to
 		 * each count (a count of 0 wakes one, as the kernel's loop), whatever the masks */
 		name = "WAKE_OP";
-		r = syscall(SYS_futex, &words[w], FUTEX_WAKE_OP | PRIV, nr, (void *)(long)nr2, &words[w2],
-			    FUTEX_OP(FUTEX_OP_OR, 0, FUTEX_OP_CMP_EQ, 0));
+#ifdef FUZZ_ABI
+		if (abi && (F2 & 3) != UFUTEX_SIZE_U32) { /* the C ABI's wake-op is for 32-bit words: a futex_wake */
+			name = "futex_wake";
+			nr = nr ? nr : 1;
+			r = call_wake(0, w, nr, mask);
+			printf("%s %d nr=%d mask=%#x -> %ld", name, w, nr, mask, r);
+			want_r = model_wake(w, nr, mask, 1);
+			break;
+		}
+		if (abi) /* the C ABI's counts say how many, 0 none */
+			nr = nr ? nr : 1, nr2 = nr2 ? nr2 : 1;
+#endif
+		if (shared_word[w2] != shared_word[w]) /* both words private or both shared */
+			w2 = w;
+		r = call_wake_op(w, w2, nr, nr2);
 		printf("%s %d,%d nr=%d nr2=%d -> %ld", name, w, w2, nr, nr2, r);
 		want_r = model_wake(w, nr ? nr : 1, 0, 0);
 		want_r += model_wake(w2, nr2 ? nr2 : 1, 0, 0);
@@ -365,18 +448,41 @@ static void step(void)
 
 int main(int argc, char **argv)
 {
-	if (argc < 3 || argc > 4 || (argc == 4 && strcmp(argv[3], "shared"))) {
-		fprintf(stderr, "usage: %s SEED STEPS [shared]\n", argv[0]);
+	const char *mode = argc == 4 ? argv[3] : "private";
+	int mixed = !strcmp(mode, "mixed"), shared = !strcmp(mode, "shared") || !strncmp(mode, "su", 2);
+	int size = 0; /* u8 .. u64 (su8 .. su64: shared): the C ABI */
+#ifdef FUZZ_ABI
+	if (mode[0] == 'u' || !strncmp(mode, "su", 2))
+		size = atoi(mode + (mode[0] == 's') + 1);
+#endif
+	int known = argc == 3 || shared || mixed || size == 8 || size == 16 || size == 32 || size == 64;
+	if (argc < 3 || argc > 4 || !known) {
+		fprintf(stderr, "usage: %s SEED STEPS [shared | mixed%s]\n", argv[0],
+#ifdef FUZZ_ABI
+			" | u8 | u16 | u32 | u64 | su8 | su16 | su32 | su64 (the C ABI, su: shared)"
+#else
+			""
+#endif
+		);
 		return 2;
 	}
-	int shared = argc == 4;
-	words = mmap(NULL, 4096, PROT_READ | PROT_WRITE, (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS, -1, 0);
-	if (words == MAP_FAILED)
+	/* Shared words in a MAP_SHARED mapping, private ones in a private mapping; mixed: word 0
+	 * private, the others shared. */
+	char *priv = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *shm = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (priv == MAP_FAILED || shm == MAP_FAILED)
 		return 2;
-	if (shared) {
-		PRIV = 0;
-		F2 = 0x02;
+	for (int w = 0; w < WORDS; w++) {
+		shared_word[w] = shared || (mixed && w > 0);
+		word_at[w] = (shared_word[w] ? shm : priv) + 8 * w;
 	}
+#ifdef FUZZ_ABI
+	if (size) {
+		abi = 1;
+		F2 = UFUTEX_PRIVATE | (unsigned)__builtin_ctz((unsigned)size / 8);
+		ALL = size >= 32 ? 0xffffffff : (1u << size) - 1;
+	}
+#endif
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	rng_state = strtoull(argv[1], NULL, 0) | 1;
 	long steps = strtol(argv[2], NULL, 0);
@@ -399,7 +505,7 @@ int main(int argc, char **argv)
 		if (!left)
 			break;
 		for (int w = 0; w < WORDS; w++)
-			syscall(SYS_futex, &words[w], FUTEX_WAKE | PRIV, SLOTS, NULL, NULL, 0);
+			call_wake_all(w);
 		settle();
 	}
 	report_returns(0, NULL);
