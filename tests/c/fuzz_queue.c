@@ -13,13 +13,13 @@
  * there depends on the hash. Exits 1 on a mismatch. And the transcripts with and without
  * LD_PRELOAD=libufutex_preload.so must be the same (tests/preload/run.sh).
  *
- *     fuzz_queue SEED STEPS [shared | mixed]
+ *     fuzz_queue SEED STEPS [shared | mixed | cross]
  *     fuzz_queue SEED STEPS [s]u8|u16|u32|u64   (built with -DFUZZ_ABI against libufutex)
  *
  * shared: process-shared words (in a MAP_SHARED mapping, the calls without the private flag):
  * the kernel's shared futexes, or with UFUTEX_PRELOAD_SHARED=table the library's shared table.
  * mixed: word 0 private, the others shared (a waitv may mix them; a requeue or wake-op takes
- * two of a kind).
+ * two of a kind). cross: shared words, half the sleepers in a forked child process.
  * u8 .. u64: private words of that size through the C ABI (ufutex_wait, _waitv, _wake,
  * _requeue; _wake_op for 32 bits), checked against the same model (40-c-abi); su8 .. su64:
  * process-shared ones (the library's shared table).
@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,7 +65,7 @@ struct waitv2 {
 /* A sleeper: the driver writes a command into `pipe`; the sleeper waits, then reports. */
 struct slot {
 	pthread_t thread;
-	pid_t tid;
+	pid_t pid, tid;     /* its process (the child's, for half of them with "cross") and thread */
 	int pipe[2];
 	int kind;           /* FUTEX_WAIT_BITSET, futex_wait, or futex_waitv of two words */
 	int entries;        /* 1, or 2 for the waitv */
@@ -78,7 +79,7 @@ struct slot {
 };
 enum { WAIT_BITSET, FUTEX_WAIT2, FUTEX_WAITV2 };
 
-static struct slot slots[SLOTS];
+static struct slot *slots; /* in shared memory: a child's sleepers report there too */
 
 /* The model: each word's queued entries (a sleeper and its entry), oldest first. */
 struct entry {
@@ -225,6 +226,7 @@ static void call_wake_all(int w)
 static void *sleeper(void *p)
 {
 	struct slot *s = p;
+	s->pid = getpid();
 	__atomic_store_n(&s->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_SEQ_CST);
 	char c;
 	while (read(s->pipe[0], &c, 1) == 1) {
@@ -241,10 +243,10 @@ static void *sleeper(void *p)
 
 /* Whether thread `tid` is asleep in a futex call (state S, in futex, futex_wait or futex_waitv:
  * the library's sleeps are those calls too, on words of its own). */
-static int asleep_in_futex(pid_t tid)
+static int asleep_in_futex(pid_t pid, pid_t tid)
 {
 	char path[64], buf[512];
-	snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+	snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, tid);
 	FILE *f = fopen(path, "r");
 	if (!f)
 		return 0;
@@ -254,7 +256,7 @@ static int asleep_in_futex(pid_t tid)
 	char *close = strrchr(buf, ')');
 	if (!close || close[1] != ' ' || close[2] != 'S')
 		return 0;
-	snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
+	snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", pid, tid);
 	f = fopen(path, "r");
 	if (!f)
 		return 0;
@@ -277,7 +279,7 @@ static int all_settled(void)
 		int all = 1;
 		for (int i = 0; i < SLOTS; i++)
 			if (slots[i].busy && !__atomic_load_n(&slots[i].returned, __ATOMIC_SEQ_CST) &&
-			    !asleep_in_futex(slots[i].tid))
+			    !asleep_in_futex(slots[i].pid, slots[i].tid))
 				all = 0;
 		if (all)
 			return 1;
@@ -361,9 +363,9 @@ static void step(void)
 	unsigned what = (unsigned)below(free_slots ? 10 : 6);
 	int w = (int)below(WORDS), w2 = (int)below(WORDS);
 	if (what >= 6) { /* a new sleeper */
-		int i = 0;
+		int i = (int)below(SLOTS); /* a free slot, from a random start (with "cross": either process) */
 		while (slots[i].busy)
-			i++;
+			i = (i + 1) % SLOTS;
 		struct slot *s = &slots[i];
 		s->kind = (int)below(3);
 		s->entries = s->kind == FUTEX_WAITV2 ? 2 : 1;
@@ -449,15 +451,16 @@ static void step(void)
 int main(int argc, char **argv)
 {
 	const char *mode = argc == 4 ? argv[3] : "private";
-	int mixed = !strcmp(mode, "mixed"), shared = !strcmp(mode, "shared") || !strncmp(mode, "su", 2);
+	int mixed = !strcmp(mode, "mixed"), cross = !strcmp(mode, "cross");
+	int shared = cross || !strcmp(mode, "shared") || !strncmp(mode, "su", 2);
 	int size = 0; /* u8 .. u64 (su8 .. su64: shared): the C ABI */
 #ifdef FUZZ_ABI
 	if (mode[0] == 'u' || !strncmp(mode, "su", 2))
 		size = atoi(mode + (mode[0] == 's') + 1);
 #endif
-	int known = argc == 3 || shared || mixed || size == 8 || size == 16 || size == 32 || size == 64;
+	int known = argc == 3 || shared || mixed || cross || size == 8 || size == 16 || size == 32 || size == 64;
 	if (argc < 3 || argc > 4 || !known) {
-		fprintf(stderr, "usage: %s SEED STEPS [shared | mixed%s]\n", argv[0],
+		fprintf(stderr, "usage: %s SEED STEPS [shared | mixed | cross%s]\n", argv[0],
 #ifdef FUZZ_ABI
 			" | u8 | u16 | u32 | u64 | su8 | su16 | su32 | su64 (the C ABI, su: shared)"
 #else
@@ -486,12 +489,41 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	rng_state = strtoull(argv[1], NULL, 0) | 1;
 	long steps = strtol(argv[2], NULL, 0);
-	for (int i = 0; i < SLOTS; i++) {
-		if (pipe(slots[i].pipe) || pthread_create(&slots[i].thread, NULL, sleeper, &slots[i]))
+	slots = mmap(NULL, SLOTS * sizeof *slots, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (slots == MAP_FAILED)
+		return 2;
+	for (int i = 0; i < SLOTS; i++)
+		if (pipe(slots[i].pipe))
 			abort();
+	/* cross: the upper half of the sleepers in a child process, which exits once its pipes
+	 * close (forked before any thread exists) */
+	int first = 0, last = SLOTS;
+	pid_t child = -1;
+	if (cross) {
+		child = fork();
+		if (child < 0)
+			abort();
+		first = child == 0 ? SLOTS / 2 : 0;
+		last = child == 0 ? SLOTS : SLOTS / 2;
+		for (int i = 0; i < SLOTS; i++) {
+			int mine = i >= first && i < last; /* its sleeper lives in this process */
+			if (child == 0)
+				close(slots[i].pipe[1]); /* the child never drives */
+			if (!mine)
+				close(slots[i].pipe[0]);
+		}
+	}
+	for (int i = first; i < last; i++)
+		if (pthread_create(&slots[i].thread, NULL, sleeper, &slots[i]))
+			abort();
+	if (child == 0) {
+		for (int i = first; i < last; i++)
+			pthread_join(slots[i].thread, NULL);
+		_exit(0);
+	}
+	for (int i = 0; i < SLOTS; i++)
 		while (!__atomic_load_n(&slots[i].tid, __ATOMIC_SEQ_CST))
 			settle();
-	}
 	for (long k = 0; k < steps; k++) {
 		printf("%ld ", k);
 		step();
@@ -509,10 +541,12 @@ int main(int argc, char **argv)
 		settle();
 	}
 	report_returns(0, NULL);
-	for (int i = 0; i < SLOTS; i++) {
+	for (int i = 0; i < SLOTS; i++)
 		close(slots[i].pipe[1]);
+	for (int i = 0; i < (cross ? SLOTS / 2 : SLOTS); i++)
 		pthread_join(slots[i].thread, NULL);
-	}
+	if (cross && waitpid(child, NULL, 0) != child)
+		failures++;
 	printf("-- %d mismatches\n", failures);
 	return failures ? 1 : 0;
 }

@@ -117,7 +117,9 @@ static const struct timespec *timeout(int absolute, clockid_t clock, int must, c
 
 static void report(long r)
 {
-	printf(" -> %ld %s\n", r, r == -1 ? strerror(errno) : "");
+	/* the result, and the words after it (a wake-op changes one) */
+	printf(" -> %ld %s [%llx %llx %llx %llx]\n", r, r == -1 ? strerror(errno) : "", (unsigned long long)words[0],
+	       (unsigned long long)words[1], (unsigned long long)words[2], (unsigned long long)words[3]);
 	fflush(stdout);
 }
 

@@ -18,7 +18,8 @@
 #     without the library, in both modes (the table's without read-only memory, see there);
 #  9. random sleepers, wakes and requeues with known queues (tests/c/fuzz_queue.c): the
 #     waiters each call wakes are the kernel's, on the kernel and through the library, on
-#     private words, shared ones (the table) and both (waitvs that mix them, both modes).
+#     private words, shared ones (the table), both (waitvs that mix them) and shared ones
+#     slept on from two processes (both modes).
 source "$(dirname "$0")/../../.ci/lib.sh"
 so=$(realpath "$1")
 tmp=$(mktemp -d)
@@ -117,8 +118,10 @@ for seed in $(seq 1 3); do
   queue_same "$seed" table shared
   queue_same "$seed" "" mixed
   queue_same "$seed" table mixed
+  queue_same "$seed" "" cross
+  queue_same "$seed" table cross
 done
-echo "preload: fuzz_queue, 6 seeds x 400 steps on private words, 3 on shared ones in the table, 3 mixed in both modes: the kernel's waiters woken"
+echo "preload: fuzz_queue, 6 seeds x 400 steps on private words, 3 on shared ones in the table, 3 mixed and 3 across two processes in both modes: the kernel's waiters woken"
 UFUTEX_PRELOAD_SHARED=table UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 "$tmp/legacy" > "$tmp/table.txt" 2> "$tmp/stats.txt"
 diff -u "$tmp/kernel.txt" "$tmp/table.txt"
 none_to_kernel "$tmp/stats.txt"
