@@ -14,7 +14,7 @@
  * LD_PRELOAD=libufutex_preload.so must be the same (tests/preload/run.sh).
  *
  *     fuzz_queue SEED STEPS [shared | mixed | cross]
- *     fuzz_queue SEED STEPS [s]u8|u16|u32|u64   (built with -DFUZZ_ABI against libufutex)
+ *     fuzz_queue SEED STEPS [s|n]u8|u16|u32|u64   (built with -DFUZZ_ABI against libufutex)
  *
  * shared: process-shared words (in a MAP_SHARED mapping, the calls without the private flag):
  * the kernel's shared futexes, or with UFUTEX_PRELOAD_SHARED=table the library's shared table.
@@ -22,7 +22,8 @@
  * two of a kind). cross: shared words, half the sleepers in a forked child process.
  * u8 .. u64: private words of that size through the C ABI (ufutex_wait, _waitv, _wake,
  * _requeue; _wake_op for 32 bits), checked against the same model (40-c-abi); su8 .. su64:
- * process-shared ones (the library's shared table).
+ * process-shared ones (the library's shared table); nu8 .. nu64: UFUTEX_NUMA words on two
+ * virtual nodes, a futex per word and node (waiters and wakers meet only on the same node).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -44,13 +45,17 @@
 #endif
 
 enum { SYS_WAITV = 449, SYS_WAKE2 = 454, SYS_WAIT2 = 455, SYS_REQUEUE2 = 456, WORDS = 3, SLOTS = 8 };
+/* A futex is a word, or with NUMA (nu8 .. nu64) a word and a node: futex f is word f % WORDS
+ * on node f / WORDS, each word followed by its node word. */
+static int nodes = 1;
+#define FUTEXES (WORDS * nodes)
 /* The words, each private or process-shared (the third argument), and the calls' flags for
  * them: `F2` is a private word's futex2 (and C ABI) flags, its size with the private bit. */
-static void *word_at[WORDS];
+static char *word_at[WORDS];
 static int shared_word[WORDS];
-#define WORD(w) (word_at[w])
-#define PRIV(w) (shared_word[w] ? 0 : FUTEX_PRIVATE_FLAG)
-#define F2_OF(w) (shared_word[w] ? F2 & ~0x80u : F2)
+#define WORD(f) aim(f)
+#define PRIV(f) (shared_word[(f) % WORDS] ? 0 : FUTEX_PRIVATE_FLAG)
+#define F2_OF(f) (shared_word[(f) % WORDS] ? F2 & ~0x80u : F2)
 static unsigned F2 = 0x82; /* FUTEX2_SIZE_U32 | FUTEX2_PRIVATE */
 static uint32_t ALL = 0xffffffff; /* every bit of a mask */
 #ifdef FUZZ_ABI
@@ -85,8 +90,8 @@ static struct slot *slots; /* in shared memory: a child's sleepers report there 
 struct entry {
 	int slot, index;
 };
-static struct entry queue[WORDS][2 * SLOTS];
-static int queued[WORDS];
+static struct entry queue[WORDS * 2][2 * SLOTS];
+static int queued[WORDS * 2];
 static unsigned woken_now; /* the sleepers the current call woke */
 static int failures;
 
@@ -146,7 +151,7 @@ static int model_requeue(int w, int w2, int nr, int nr2)
 /* After the call: a woken sleeper takes its other entries out of their queues as it returns. */
 static void model_leave(void)
 {
-	for (int w = 0; w < WORDS; w++)
+	for (int w = 0; w < FUTEXES; w++)
 		for (int k = 0; k < queued[w];) {
 			if (woken_now & (1u << queue[w][k].slot))
 				model_take(w, k);
@@ -156,6 +161,19 @@ static void model_leave(void)
 }
 
 /* ---- the calls: the system calls, or (FUZZ_ABI with a size argument) the C ABI's ---- */
+
+/* Futex `f`'s word, its node word (with NUMA) set to the futex's node first: each call reads
+ * it when made, and nothing else runs meanwhile (a sleeper calls once the driver let it). */
+static void *aim(int f)
+{
+	char *at = word_at[f % WORDS];
+	if (nodes > 1) {
+		unsigned bytes = 1u << (F2 & 3);
+		memset(at + bytes, 0, bytes);
+		at[bytes] = (char)(f / WORDS); /* little-endian: the node's low byte */
+	}
+	return at;
+}
 
 static long call_wait(struct slot *s)
 {
@@ -348,11 +366,13 @@ static uint32_t a_mask(void)
 	return m ? m : ALL;
 }
 
-/* A word to requeue `w`'s sleepers to: `w` itself or one nobody waits on. */
+/* A futex to requeue `w`'s sleepers to: `w` itself or one nobody waits on. */
 static int requeue_target(int w)
 {
-	int w2 = (int)below(WORDS);
-	return w2 == w || (queued[w2] == 0 && shared_word[w2] == shared_word[w]) ? w2 : w;
+	int w2 = (int)below(FUTEXES);
+	/* (another futex: of another word, whose node word a call reads apart from the source's) */
+	int other = w2 % WORDS != w % WORDS && queued[w2] == 0 && shared_word[w2 % WORDS] == shared_word[w % WORDS];
+	return w2 == w || other ? w2 : w;
 }
 
 static void step(void)
@@ -361,7 +381,7 @@ static void step(void)
 	for (int i = 0; i < SLOTS; i++)
 		free_slots += !slots[i].busy;
 	unsigned what = (unsigned)below(free_slots ? 10 : 6);
-	int w = (int)below(WORDS), w2 = (int)below(WORDS);
+	int w = (int)below(FUTEXES), w2 = (int)below(FUTEXES);
 	if (what >= 6) { /* a new sleeper */
 		int i = (int)below(SLOTS); /* a free slot, from a random start (with "cross": either process) */
 		while (slots[i].busy)
@@ -370,7 +390,8 @@ static void step(void)
 		s->kind = (int)below(3);
 		s->entries = s->kind == FUTEX_WAITV2 ? 2 : 1;
 		s->word[0] = w;
-		s->word[1] = (w + 1 + (int)below(WORDS - 1)) % WORDS; /* another word */
+		/* another word, on any node */
+		s->word[1] = (w % WORDS + 1 + (int)below(WORDS - 1)) % WORDS + WORDS * (int)below(nodes);
 		s->mask = s->kind == FUTEX_WAITV2 ? ALL : a_mask();
 		s->busy = 1;
 		for (int e = 0; e < s->entries; e++)
@@ -421,7 +442,7 @@ static void step(void)
 		 * each count (a count of 0 wakes one, as the kernel's loop), whatever the masks */
 		name = "WAKE_OP";
 #ifdef FUZZ_ABI
-		if (abi && (F2 & 3) != UFUTEX_SIZE_U32) { /* the C ABI's wake-op is for 32-bit words: a futex_wake */
+		if (abi && ((F2 & 3) != UFUTEX_SIZE_U32 || nodes > 1)) { /* the C ABI's wake-op is for 32-bit words: a futex_wake */
 			name = "futex_wake";
 			nr = nr ? nr : 1;
 			r = call_wake(0, w, nr, mask);
@@ -432,7 +453,7 @@ static void step(void)
 		if (abi) /* the C ABI's counts say how many, 0 none */
 			nr = nr ? nr : 1, nr2 = nr2 ? nr2 : 1;
 #endif
-		if (shared_word[w2] != shared_word[w]) /* both words private or both shared */
+		if (shared_word[w2 % WORDS] != shared_word[w % WORDS]) /* both private or both shared */
 			w2 = w;
 		r = call_wake_op(w, w2, nr, nr2);
 		printf("%s %d,%d nr=%d nr2=%d -> %ld", name, w, w2, nr, nr2, r);
@@ -453,16 +474,20 @@ int main(int argc, char **argv)
 	const char *mode = argc == 4 ? argv[3] : "private";
 	int mixed = !strcmp(mode, "mixed"), cross = !strcmp(mode, "cross");
 	int shared = cross || !strcmp(mode, "shared") || !strncmp(mode, "su", 2);
-	int size = 0; /* u8 .. u64 (su8 .. su64: shared): the C ABI */
+	int size = 0; /* u8 .. u64 (su8 .. su64: shared; nu8 .. nu64: NUMA): the C ABI */
 #ifdef FUZZ_ABI
-	if (mode[0] == 'u' || !strncmp(mode, "su", 2))
-		size = atoi(mode + (mode[0] == 's') + 1);
+	if (mode[0] == 'u' || ((mode[0] == 's' || mode[0] == 'n') && mode[1] == 'u'))
+		size = atoi(mode + (mode[0] != 'u') + 1);
+	if (mode[0] == 'n' && size) {
+		nodes = 2; /* two virtual nodes (read at the library's first NUMA call) */
+		setenv("UFUTEX_NUMA_NODES", "2", 1);
+	}
 #endif
 	int known = argc == 3 || shared || mixed || cross || size == 8 || size == 16 || size == 32 || size == 64;
 	if (argc < 3 || argc > 4 || !known) {
 		fprintf(stderr, "usage: %s SEED STEPS [shared | mixed | cross%s]\n", argv[0],
 #ifdef FUZZ_ABI
-			" | u8 | u16 | u32 | u64 | su8 | su16 | su32 | su64 (the C ABI, su: shared)"
+			" | [s|n]u8 | [s|n]u16 | [s|n]u32 | [s|n]u64 (the C ABI; s: shared, n: NUMA)"
 #else
 			""
 #endif
@@ -477,12 +502,12 @@ int main(int argc, char **argv)
 		return 2;
 	for (int w = 0; w < WORDS; w++) {
 		shared_word[w] = shared || (mixed && w > 0);
-		word_at[w] = (shared_word[w] ? shm : priv) + 8 * w;
+		word_at[w] = (shared_word[w] ? shm : priv) + 16 * w;
 	}
 #ifdef FUZZ_ABI
 	if (size) {
 		abi = 1;
-		F2 = UFUTEX_PRIVATE | (unsigned)__builtin_ctz((unsigned)size / 8);
+		F2 = UFUTEX_PRIVATE | (nodes > 1 ? UFUTEX_NUMA : 0) | (unsigned)__builtin_ctz((unsigned)size / 8);
 		ALL = size >= 32 ? 0xffffffff : (1u << size) - 1;
 	}
 #endif
@@ -536,8 +561,8 @@ int main(int argc, char **argv)
 			left += slots[i].busy && !__atomic_load_n(&slots[i].returned, __ATOMIC_SEQ_CST);
 		if (!left)
 			break;
-		for (int w = 0; w < WORDS; w++)
-			call_wake_all(w);
+		for (int f = 0; f < FUTEXES; f++)
+			call_wake_all(f);
 		settle();
 	}
 	report_returns(0, NULL);
