@@ -9,17 +9,17 @@ use crate::tables::Tables;
 use crate::word::WordRef;
 
 /// Which waiters a requeue takes: of the source key, oldest first, the first `wake` are woken
-/// and the next `moves` moved to the target's tail. When the target is the source (`in_place`)
-/// they are counted and left where they are, as the kernel's requeue leaves a waiter whose new
-/// key hashes to the bucket it is in.
-pub(crate) struct RequeuePick {
+/// and the next `moves` moved to the target's tail. When the target is the source
+/// (`IN_PLACE`) they are counted and left where they are, as the kernel's requeue leaves a
+/// waiter whose new key hashes to the bucket it is in. (A constant: the common requeue's code
+/// has no trace of the rare one.)
+pub(crate) struct RequeuePick<const IN_PLACE: bool> {
     wake: usize,
     moves: usize,
     moved: usize,
-    in_place: bool,
 }
 
-impl Pick for RequeuePick {
+impl<const IN_PLACE: bool> Pick for RequeuePick<IN_PLACE> {
     #[inline]
     fn pick(&mut self, ours: bool, _mask: u64) -> Fate {
         match (ours, self.wake, self.moves) {
@@ -28,7 +28,7 @@ impl Pick for RequeuePick {
             (true, 0, _) => {
                 self.moves -= 1;
                 self.moved += 1;
-                if self.in_place {
+                if IN_PLACE {
                     Fate::Stay
                 } else {
                     Fate::Move
@@ -43,7 +43,7 @@ impl Pick for RequeuePick {
 
     #[inline]
     fn whole(&mut self, n: usize) -> bool {
-        let all = !self.in_place && self.wake == 0 && self.moves >= n;
+        let all = !IN_PLACE && self.wake == 0 && self.moves >= n;
         if all {
             self.moves -= n;
             self.moved += n;
@@ -96,6 +96,36 @@ pub(crate) fn requeue<T: WaitTable>(
     nr_requeue: usize,
     pays: Pays,
 ) -> Result<usize, Refused<T::Error>> {
+    if from == to {
+        return requeue_in_place(t, from, check, nr_wake, nr_requeue, pays);
+    }
+    requeue_picking::<T, _, false>(t, from, to, check, nr_wake, nr_requeue, pays)
+}
+
+/// [`requeue`] of a word onto itself: the waiters it would move are counted where they are.
+#[cold]
+#[inline(never)]
+fn requeue_in_place<T: WaitTable, C: Fn() -> bool>(
+    t: &T,
+    key: T::Key,
+    check: Option<C>,
+    nr_wake: usize,
+    nr_requeue: usize,
+    pays: Pays,
+) -> Result<usize, Refused<T::Error>> {
+    requeue_picking::<T, C, true>(t, key, key, check, nr_wake, nr_requeue, pays)
+}
+
+#[inline(always)]
+fn requeue_picking<T: WaitTable, C: Fn() -> bool, const IN_PLACE: bool>(
+    t: &T,
+    from: T::Key,
+    to: T::Key,
+    check: Option<C>,
+    nr_wake: usize,
+    nr_requeue: usize,
+    pays: Pays,
+) -> Result<usize, Refused<T::Error>> {
     let holds = || check.as_ref().is_none_or(|c| c());
     if !holds() {
         return Err(Refused::WouldBlock);
@@ -114,7 +144,7 @@ pub(crate) fn requeue<T: WaitTable>(
     if !holds() {
         return Err(Refused::WouldBlock);
     }
-    let mut pick = RequeuePick { wake: nr_wake, moves: nr_requeue, moved: 0, in_place: from == to };
+    let mut pick = RequeuePick::<IN_PLACE> { wake: nr_wake, moves: nr_requeue, moved: 0 };
     let mut woken = <<T::Locked<'_> as Locked>::Woken>::new();
     let mut moved = Default::default();
     pair.from().take(&mut pick, &mut woken, &mut moved)?;
