@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc.h"
 #include "rng.h"
 #ifdef FUZZ_ABI
 #include <ufutex.h> /* built against libufutex: the C ABI's calls instead of the system calls */
@@ -263,19 +264,11 @@ static void *sleeper(void *p)
  * the library's sleeps are those calls too, on words of its own). */
 static int asleep_in_futex(pid_t pid, pid_t tid)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, tid);
-	FILE *f = fopen(path, "r");
-	if (!f)
+	if (!thread_sleeps(pid, tid))
 		return 0;
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	char *close = strrchr(buf, ')');
-	if (!close || close[1] != ' ' || close[2] != 'S')
-		return 0;
+	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", pid, tid);
-	f = fopen(path, "r");
+	FILE *f = fopen(path, "r");
 	if (!f)
 		return 0;
 	long nr = -1;
@@ -415,16 +408,11 @@ static void step(void)
 	woken_now = 0;
 	errno = 0;
 	switch (what) {
-	case 0:
-		nr = nr ? nr : 1;
-		name = "WAKE_BITSET";
-		r = call_wake(1, w, nr, mask);
-		printf("%s %d nr=%d mask=%#x -> %ld", name, w, nr, mask, r);
-		want_r = model_wake(w, nr, mask, 1);
-		break;
-	case 1:
-		name = "futex_wake";
-		r = call_wake(0, w, nr, mask);
+	case 0: /* FUTEX_WAKE_BITSET (a count of at least one: its 0 wakes one) */
+	case 1: /* futex_wake */
+		nr = what == 0 && nr == 0 ? 1 : nr;
+		name = what == 0 ? "WAKE_BITSET" : "futex_wake";
+		r = call_wake(what == 0, w, nr, mask);
 		printf("%s %d nr=%d mask=%#x -> %ld", name, w, nr, mask, r);
 		want_r = model_wake(w, nr, mask, 1);
 		break;

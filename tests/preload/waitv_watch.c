@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "../c/deadline.h"
+#include "../c/proc.h"
 #include "raw_futex.h"
 
 enum { SYS_WAITV = 449, SYS_WAKE2 = 454 };
@@ -87,16 +88,7 @@ static long wake(uint32_t *u, int is_private, enum how how)
  * its comparisons of the values. */
 static int asleep(int tid)
 {
-	char path[64], buf[256];
-	snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, sizeof buf - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	const char *state = strrchr(buf, ')'); /* "pid (comm) S ..." */
-	return state && state[1] == ' ' && state[2] == 'S';
+	return thread_sleeps(getpid(), tid);
 }
 
 static const char *how_name[] = {"futex_wake", "FUTEX_WAKE", "a raw FUTEX_WAKE"};
