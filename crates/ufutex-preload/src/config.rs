@@ -26,7 +26,8 @@ pub(crate) fn init() {
     // kernel lets the two families meet on one word, and so must we.
     let table = env_is(c"UFUTEX_PRELOAD_SHARED", b"table");
     ufutex::preload::refuse_shared(!table);
-    // A private wake or requeue of a NULL word answers as the kernel's: 0, nobody there.
+    // A private wake, requeue or wake-op of a NULL word answers as the kernel's: NULL is a key
+    // like any other (nobody waits there unless a requeue moved them).
     ufutex::preload::pass_null(true);
     let mut f = READ;
     if table {
