@@ -65,12 +65,12 @@ timeout 240 "$tmp/fuzz_abi" 1000000 "${UFUTEX_FUZZ_SEED:-1}"
 # The same random calls to the kernel's futex2 syscalls and to ufutex: same result, same errno.
 timeout 120 "$tmp/diff_kernel" 1000000 "${UFUTEX_FUZZ_SEED:-1}"
 # Random sleepers (plain, masked, waitv), wakes, requeues and wake-ops at every size, private,
-# shared and NUMA (two virtual nodes), each call checked against a model of the kernel's queues
-# (the same program runs on the system calls, with and without the preload library, in
-# 42-preload).
+# shared (in one process and in two) and NUMA (two virtual nodes), each call checked against a
+# model of the kernel's queues (the same program runs on the system calls, with and without
+# the preload library, in 42-preload).
 # shellcheck disable=SC2046
 cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread -DFUZZ_ABI -o "$tmp/fuzz_queue" tests/c/fuzz_queue.c $(pkg-config --cflags --libs ufutex)
-for size in u8 u16 u32 u64 su8 su16 su32 su64 nu8 nu16 nu32 nu64; do
+for size in u8 u16 u32 u64 su8 su16 su32 su64 xu8 xu16 xu32 xu64 nu8 nu16 nu32 nu64; do
   for seed in 1 2; do
     timeout 120 "$tmp/fuzz_queue" "$seed" 300 "$size" > "$tmp/queue.txt" \
       || { grep MISMATCH "$tmp/queue.txt" >&2; echo "C ABI: fuzz_queue $seed $size differs from the model" >&2; exit 1; }

@@ -14,7 +14,7 @@
  * LD_PRELOAD=libufutex_preload.so must be the same (tests/preload/run.sh).
  *
  *     fuzz_queue SEED STEPS [shared | mixed | cross]
- *     fuzz_queue SEED STEPS [s|n]u8|u16|u32|u64   (built with -DFUZZ_ABI against libufutex)
+ *     fuzz_queue SEED STEPS [s|n|x]u8|u16|u32|u64   (built with -DFUZZ_ABI against libufutex)
  *
  * shared: process-shared words (in a MAP_SHARED mapping, the calls without the private flag):
  * the kernel's shared futexes, or with UFUTEX_PRELOAD_SHARED=table the library's shared table.
@@ -22,8 +22,9 @@
  * two of a kind). cross: shared words, half the sleepers in a forked child process.
  * u8 .. u64: private words of that size through the C ABI (ufutex_wait, _waitv, _wake,
  * _requeue; _wake_op for 32 bits), checked against the same model (40-c-abi); su8 .. su64:
- * process-shared ones (the library's shared table); nu8 .. nu64: UFUTEX_NUMA words on two
- * virtual nodes, a futex per word and node (waiters and wakers meet only on the same node).
+ * process-shared ones (the library's shared table); xu8 .. xu64: the same, half the sleepers
+ * in a forked child; nu8 .. nu64: UFUTEX_NUMA words on two virtual nodes, a futex per word
+ * and node (waiters and wakers meet only on the same node).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -460,11 +461,11 @@ static void step(void)
 int main(int argc, char **argv)
 {
 	const char *mode = argc == 4 ? argv[3] : "private";
-	int mixed = !strcmp(mode, "mixed"), cross = !strcmp(mode, "cross");
+	int mixed = !strcmp(mode, "mixed"), cross = !strcmp(mode, "cross") || !strncmp(mode, "xu", 2);
 	int shared = cross || !strcmp(mode, "shared") || !strncmp(mode, "su", 2);
 	int size = 0; /* u8 .. u64 (su8 .. su64: shared; nu8 .. nu64: NUMA): the C ABI */
 #ifdef FUZZ_ABI
-	if (mode[0] == 'u' || ((mode[0] == 's' || mode[0] == 'n') && mode[1] == 'u'))
+	if (mode[0] == 'u' || ((mode[0] == 's' || mode[0] == 'n' || mode[0] == 'x') && mode[1] == 'u'))
 		size = atoi(mode + (mode[0] != 'u') + 1);
 	if (mode[0] == 'n' && size) {
 		nodes = 2; /* two virtual nodes (read at the library's first NUMA call) */
@@ -475,7 +476,7 @@ int main(int argc, char **argv)
 	if (argc < 3 || argc > 4 || !known) {
 		fprintf(stderr, "usage: %s SEED STEPS [shared | mixed | cross%s]\n", argv[0],
 #ifdef FUZZ_ABI
-			" | [s|n]u8 | [s|n]u16 | [s|n]u32 | [s|n]u64 (the C ABI; s: shared, n: NUMA)"
+			" | [s|n|x]u8 | ... | [s|n|x]u64 (the C ABI; s: shared, n: NUMA, x: shared, in two processes)"
 #else
 			""
 #endif
