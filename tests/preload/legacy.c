@@ -113,6 +113,13 @@ static void single_threaded(void)
 	struct { uint64_t val, uaddr; uint32_t flags, reserved; } v[2] = {
 		{2, (uintptr_t)&w[2], F2_U32_PRIVATE, 0}, {0, (uintptr_t)&w[3], F2_U32_PRIVATE, 0}};
 	CALL("futex_waitv mismatch", syscall(SYS_WAITV, v, 2, 0, NULL, 0));
+	/* Each entry's key in index order, its node word included: a NUMA entry whose node word
+	 * is unmapped (EFAULT) before a later entry's misalignment (EINVAL). */
+	char *nonode = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	typeof(v[0]) keys[2] = {{0, (uintptr_t)nonode, F2_U32_PRIVATE | 0x04, 0},
+				{0, (uintptr_t)&w[3] + 1, F2_U32_PRIVATE, 0}};
+	CALL("futex_waitv NUMA node unmapped, then misaligned", syscall(SYS_WAITV, keys, 2, 0, NULL, 0));
+	munmap(nonode, 4096);
 	/* A shared word on read-only private memory, where nobody can wait, fails the call (the
 	 * kernel cannot key it; before it compares any value, which tests/preload/fuzz_calls.c
 	 * checks in the default mode: the shared table answers a mismatch there first). */

@@ -575,8 +575,19 @@ pub(super) fn waitv_any(
     }
     let mut addrs = Vec::new();
     addrs.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
+    // NUMA/MPOL entries' nodes, if any entry has one.
+    let mut node_keys: Vec<Option<Key>> = Vec::new();
+    let any_node = parsed.iter().any(|(_, f)| f.numa || f.mpol);
+    if any_node {
+        node_keys.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
+    }
+    // Each entry's key in index order, as the kernel's `get_futex_key` makes it: the address,
+    // then the node (its node word read), then a shared word's page.
     for (e, f) in &parsed {
         let addr = if beside_kernel { validate::placed(e.uaddr, *f)? } else { validate::address(e.uaddr, *f)? };
+        if any_node {
+            node_keys.push(if f.numa || f.mpol { Some(numa_key_of(addr, *f, Purpose::Queue)?) } else { None });
+        }
         if !f.private {
             // The kernel looks a shared word's page up while making its key (EFAULT).
             words.read(addr, f.size)?;
@@ -587,14 +598,6 @@ pub(super) fn waitv_any(
             }
         }
         addrs.push(addr);
-    }
-    // NUMA/MPOL entries' nodes (the only keys that can fail), in index order.
-    let mut node_keys: Vec<Option<Key>> = Vec::new();
-    if parsed.iter().any(|(_, f)| f.numa || f.mpol) {
-        node_keys.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
-        for ((_, f), &addr) in parsed.iter().zip(&addrs) {
-            node_keys.push(if f.numa || f.mpol { Some(numa_key_of(addr, *f, Purpose::Queue)?) } else { None });
-        }
     }
     let mut entries = Vec::new();
     entries.try_reserve_exact(parsed.len()).map_err(|_| Errno::ENOMEM)?;
