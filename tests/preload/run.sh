@@ -91,35 +91,33 @@ UFUTEX_PRELOAD_SHARED=table UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 
   || { cat "$tmp/wv.txt" >&2; exit 1; }
 [ "$(stat_of futex_waitv "$tmp/stats.txt")" -gt 0 ] || { cat "$tmp/stats.txt" >&2; echo "preload: waitv_watch's waits did not reach ufutex" >&2; exit 1; }
 echo "preload: waitv_watch, $(grep -c ' ok$' "$tmp/wv.txt") scenarios, on the kernel and through the library in both modes"
-cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -o "$tmp/fuzz_calls" tests/preload/fuzz_calls.c
-fuzz_same() { # seed shared-mode [no-readonly]: the library's transcript is the kernel's
-  timeout 120 "$tmp/fuzz_calls" "$1" 4000 ${3:+"$3"} > "$tmp/fk.txt"
-  UFUTEX_PRELOAD_SHARED=$2 LD_PRELOAD="$so" timeout 120 "$tmp/fuzz_calls" "$1" 4000 ${3:+"$3"} > "$tmp/fu.txt"
-  diff -u "$tmp/fk.txt" "$tmp/fu.txt" > "$tmp/fuzz.diff" \
-    || { head -40 "$tmp/fuzz.diff" >&2; echo "preload: fuzz_calls $1 (${2:-default} mode) differs from the kernel" >&2; exit 1; }
+# Random calls (fuzz_calls.c) and random sleepers and wakes (fuzz_queue.c, which also checks
+# each call against its model and exits 1 on a mismatch), on the kernel and through the library.
+same_as_kernel() { # program seed steps shared-mode [argument]: both runs pass, the transcripts are the same
+  local prog=$1 seed=$2 steps=$3 mode=$4 arg=${5:-}
+  timeout 120 "$tmp/$prog" "$seed" "$steps" ${arg:+"$arg"} > "$tmp/k.txt" \
+    || { grep MISMATCH "$tmp/k.txt" >&2; echo "preload: $prog $seed${arg:+ $arg} fails on the kernel" >&2; exit 1; }
+  UFUTEX_PRELOAD_SHARED=$mode LD_PRELOAD="$so" timeout 120 "$tmp/$prog" "$seed" "$steps" ${arg:+"$arg"} > "$tmp/u.txt" \
+    || { grep MISMATCH "$tmp/u.txt" >&2; echo "preload: $prog $seed${arg:+ $arg} fails through the library" >&2; exit 1; }
+  diff -u "$tmp/k.txt" "$tmp/u.txt" > "$tmp/same.diff" \
+    || { head -40 "$tmp/same.diff" >&2; echo "preload: $prog $seed${arg:+ $arg} (${mode:-default} mode) differs from the kernel" >&2; exit 1; }
 }
+cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -o "$tmp/fuzz_calls" tests/preload/fuzz_calls.c
 for seed in $(seq 1 20); do
-  fuzz_same "$seed" ""
-  fuzz_same "$seed" table no-readonly
+  same_as_kernel fuzz_calls "$seed" 4000 ""
+  same_as_kernel fuzz_calls "$seed" 4000 table no-readonly
 done
 echo "preload: fuzz_calls, 20 seeds x 4000 random calls, the kernel's answers in both modes"
 cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread -o "$tmp/fuzz_queue" tests/c/fuzz_queue.c
-queue_same() { # seed shared-mode [shared]: the waiters woken are the model's, the kernel's
-  timeout 120 "$tmp/fuzz_queue" "$1" 400 ${3:+"$3"} > "$tmp/qk.txt" \
-    || { grep MISMATCH "$tmp/qk.txt" >&2; echo "preload: fuzz_queue $1 $3: the kernel is not as modelled" >&2; exit 1; }
-  UFUTEX_PRELOAD_SHARED=$2 LD_PRELOAD="$so" timeout 120 "$tmp/fuzz_queue" "$1" 400 ${3:+"$3"} > "$tmp/qu.txt" \
-    || { grep MISMATCH "$tmp/qu.txt" >&2; echo "preload: fuzz_queue $1 $3 fails through the library" >&2; exit 1; }
-  diff -u "$tmp/qk.txt" "$tmp/qu.txt" >&2
-}
 for seed in $(seq 1 6); do
-  queue_same "$seed" ""
+  same_as_kernel fuzz_queue "$seed" 400 ""
 done
 for seed in $(seq 1 3); do
-  queue_same "$seed" table shared
-  queue_same "$seed" "" mixed
-  queue_same "$seed" table mixed
-  queue_same "$seed" "" cross
-  queue_same "$seed" table cross
+  same_as_kernel fuzz_queue "$seed" 400 table shared
+  for mode in "" table; do
+    same_as_kernel fuzz_queue "$seed" 400 "$mode" mixed
+    same_as_kernel fuzz_queue "$seed" 400 "$mode" cross
+  done
 done
 echo "preload: fuzz_queue, 6 seeds x 400 steps on private words, 3 on shared ones in the table, 3 mixed and 3 across two processes in both modes: the kernel's waiters woken"
 UFUTEX_PRELOAD_SHARED=table UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 "$tmp/legacy" > "$tmp/table.txt" 2> "$tmp/stats.txt"

@@ -199,8 +199,8 @@ impl AlsoKernel<'_> {
     }
 
     /// The words to watch, each with its index in the caller's vector: those that only the
-    /// kernel wakes first (past [`crate::parker::MAX_WATCH`], a word is looked at between slices only, and the
-    /// entries' own words are reached by ufutex's wakes too).
+    /// kernel wakes first (past [`crate::parker::MAX_WATCH`], a word is looked at between
+    /// slices only, and the entries' own words are reached by ufutex's wakes too).
     fn watch<'w>(&self, entries: &'w [WaitEntry<'_>]) -> Option<(Vec<Watch<'w>>, Vec<usize>)>
     where
         Self: 'w,

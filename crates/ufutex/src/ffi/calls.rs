@@ -594,7 +594,7 @@ pub(super) fn waitv_any(
             if beside_kernel {
                 // And it may refuse the page (read-only private memory, where nobody can
                 // wait: `EFAULT`), before it compares any value.
-                kernel_keys(addr)?;
+                shared::kernel::keys(addr).map_err(Errno)?;
             }
         }
         addrs.push(addr);
@@ -652,21 +652,6 @@ fn waitv_beside_kernel(
     }
     let also = AlsoKernel { own: true, index: Some(&index), kernel_only: &kernel_only };
     Ok(try_waitv_watching(default_domain().tables(), &private, &also, timeout)? as c_long)
-}
-
-/// Whether the kernel can key the process-shared 32-bit word at `addr` (aligned, mapped):
-/// `futex_wake` of nobody (a count of 0) makes the key and wakes no one. Where that call does
-/// not exist, nothing is asked (the kernel's `futex_waitv` still fails such a word when it
-/// sleeps on it).
-fn kernel_keys(addr: usize) -> Result<(), Errno> {
-    const SYS_FUTEX_WAKE: c_long = 454;
-    // SAFETY: futex_wake with a count of 0 only makes the key of the word at `addr` and wakes
-    // nobody; it writes no user memory.
-    let r = unsafe { libc::syscall(SYS_FUTEX_WAKE, addr, c_ulong::from(u32::MAX), 0, super::abi::UFUTEX_SIZE_U32) };
-    match std::io::Error::last_os_error().raw_os_error() {
-        Some(e) if r == -1 && e != libc::ENOSYS => Err(Errno(e)),
-        _ => Ok(()),
-    }
 }
 
 /// [`ufutex_waitv`] with process-shared entries, all of them or some.

@@ -259,7 +259,7 @@ impl Park for Parker {
             // A slice that ended before the caller's deadline: look, then sleep on.
             let sliced = slept == KernelWait::TimedOut && slices && !timeout.is_some_and(Timeout::expired);
             match slept {
-                KernelWait::Retry | KernelWait::TimedOut if slept == KernelWait::Retry || sliced => match changed() {
+                _ if slept == KernelWait::Retry || sliced => match changed() {
                     Some(i) if !self.reached(need) => return Err(ParkTimeout::Watched(i)),
                     _ => {}
                 },

@@ -451,6 +451,24 @@ fn sys_wake(addr: usize, bitset: u32, n: usize) -> Result<usize, i32> {
     legacy_wake(addr, bitset, nr)
 }
 
+/// Whether the kernel can key the shared u32 at `addr` (aligned, mapped): a `futex_wake` of
+/// nobody (a count of 0) makes the key and wakes no one; `Err(EFAULT)` for a page it refuses
+/// (read-only private memory, where nobody can wait). Where `futex_wake` does not exist,
+/// nothing is asked (the kernel's `futex_waitv` still fails such a word when it sleeps on it).
+pub(crate) fn keys(addr: usize) -> Result<(), i32> {
+    // Relaxed: a cached answer (see `futex2_missing`).
+    if NO_FUTEX2.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    // SAFETY: futex_wake with a count of 0 only makes the key of the word at `addr` (the kernel
+    // looks it up, EFAULT if unusable) and wakes nobody; it reads and writes no user memory.
+    let r = result(unsafe { libc::syscall(SYS_FUTEX_WAKE, addr, libc::c_ulong::from(MATCH_ANY), 0, FUTEX2_SIZE_U32) });
+    if futex2_missing(&r) {
+        return Ok(());
+    }
+    r.map(drop)
+}
+
 /// The legacy `FUTEX_WAKE_BITSET`, shared: [`sys_wake`] where `futex_wake` does not exist.
 /// `nr > 0` (it wakes one for 0).
 fn legacy_wake(addr: usize, bitset: u32, nr: libc::c_int) -> Result<usize, i32> {

@@ -20,8 +20,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// Without a way to sleep on the park word too, a mixed waiter sleeps in slices of
-/// [`BLIND_SLICE`] and looks at its shared entries between them. With it, slices as long as a shared-only waiter's (see `park.rs`: a waker that died between
-/// marking an entry Woken and kicking the thread).
+/// [`BLIND_SLICE`] and looks at its shared entries between them. With it, slices as long as a
+/// shared-only waiter's (see `park.rs`: a waker that died between marking an entry Woken and
+/// kicking the thread).
 const SLICE: Duration = Duration::from_millis(200);
 
 /// Wait on `n` entries: `private[k] = (index, entry)` in `tables`, `shared[k] = (index, entry)`
