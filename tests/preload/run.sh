@@ -19,7 +19,9 @@
 #  9. random sleepers, wakes and requeues with known queues (tests/c/fuzz_queue.c): the
 #     waiters each call wakes are the kernel's, on the kernel and through the library, on
 #     private words, shared ones (the table), both (waitvs that mix them) and shared ones
-#     slept on from two processes (both modes).
+#     slept on from two processes (both modes);
+# 10. waits that a signal handler or a stop interrupts (tests/preload/signals.c) end or sleep
+#     on as the kernel's do, in both modes, but for one documented difference.
 source "$(dirname "$0")/../../.ci/lib.sh"
 so=$(realpath "$1")
 tmp=$(mktemp -d)
@@ -102,6 +104,20 @@ same_as_kernel() { # program seed steps shared-mode [argument]: both runs pass, 
   diff -u "$tmp/k.txt" "$tmp/u.txt" > "$tmp/same.diff" \
     || { head -40 "$tmp/same.diff" >&2; echo "preload: $prog $seed${arg:+ $arg} (${mode:-default} mode) differs from the kernel" >&2; exit 1; }
 }
+# Signals (tests/preload/signals.c): a wait that a handler or a stop interrupts ends, or sleeps
+# on, as the kernel's does; but for the one documented difference (README): a legacy wait with
+# a timeout, which the kernel ends with EINTR even after an SA_RESTART handler, sleeps on.
+cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread -o "$tmp/signals" tests/preload/signals.c
+legacy_timed='^FUTEX_WAIT(_BITSET)? +timeout (relative|monotonic|realtime) +(private|shared) +SA_RESTART handler '
+timeout 120 "$tmp/signals" > "$tmp/k.txt"
+[ "$(grep -Ec "$legacy_timed.*: ended -> -1 Interrupted" "$tmp/k.txt")" -eq 6 ] \
+  || { cat "$tmp/k.txt" >&2; echo "preload: the kernel's legacy timed waits did not end with EINTR" >&2; exit 1; }
+for mode in "" table; do
+  UFUTEX_PRELOAD_SHARED=$mode LD_PRELOAD="$so" timeout 120 "$tmp/signals" > "$tmp/u.txt"
+  diff -u <(grep -Ev "$legacy_timed" "$tmp/k.txt") <(grep -Ev "$legacy_timed" "$tmp/u.txt") \
+    || { echo "preload: signals (${mode:-default} mode) differ from the kernel" >&2; exit 1; }
+done
+echo "preload: signals, $(grep -Evc "$legacy_timed" "$tmp/k.txt") interrupted waits end or sleep on as the kernel's, in both modes"
 cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -o "$tmp/fuzz_calls" tests/preload/fuzz_calls.c
 for seed in $(seq 1 20); do
   same_as_kernel fuzz_calls "$seed" 4000 ""
