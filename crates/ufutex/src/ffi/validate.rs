@@ -167,7 +167,9 @@ pub(crate) fn address(addr: u64, f: WordFlags) -> Result<usize, Errno> {
 pub(crate) fn placed(addr: u64, f: WordFlags) -> Result<usize, Errno> {
     let addr = usize::try_from(addr).map_err(|_| Errno::EFAULT)?;
     let align = if f.numa { 2 * f.size.bytes() } else { f.size.bytes() };
-    if addr % align != 0 {
+    // A power of two (1 to 16): a mask, not `%`, which compiled to a `div` (10–40 cycles,
+    // the host's) on every call, the compiler not knowing that.
+    if addr & (align - 1) != 0 {
         return Err(Errno::EINVAL);
     }
     if addr > USER_END - align {
