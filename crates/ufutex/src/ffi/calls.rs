@@ -517,9 +517,9 @@ unsafe fn waitv_with(
         // SAFETY: this call's contract: memory found mapped stays mapped until it returns, and
         // `words` is dropped before it does.
         let mut words = unsafe { fault::ReadPages::new() };
-        // Every entry plain (private 32-bit): checked and compared in one pass, allocating
-        // nothing; a wait that goes on takes a second pass that keeps the entries.
-        match validate::plain_waitv(ptr, n, &mut words, |_, _| ()) {
+        // Every entry plain (a private word without a node): checked and compared in one pass,
+        // allocating nothing; a wait that goes on takes a second pass that keeps the entries.
+        match validate::plain_waitv(ptr, n, &mut words, |_, _, _| ()) {
             Some(Err(e)) => Err(e),
             Some(Ok(())) => match waitv_plain(ptr, n, &mut words, timeout, wakers) {
                 Some(r) => r,
@@ -545,11 +545,11 @@ fn waitv_plain(
     if entries.try_reserve_exact(n).is_err() {
         return Some(Err(Errno::ENOMEM));
     }
-    let checked = validate::plain_waitv(ptr, n, words, |addr, v| {
-        // SAFETY: `addr` is aligned to 4 and its word just read through `words`; the caller
-        // keeps it mapped for the call (this module's contract).
-        let word = unsafe { WordRef::from_raw(addr, Size::U32) };
-        entries.push(WaitEntry::from_raw(word, u64::from(v), crate::MATCH_ANY));
+    let checked = validate::plain_waitv(ptr, n, words, |addr, size, v| {
+        // SAFETY: `addr` is aligned to `size` and its word just read through `words`; the
+        // caller keeps it mapped for the call (this module's contract).
+        let word = unsafe { WordRef::from_raw(addr, size) };
+        entries.push(WaitEntry::from_raw(word, v, crate::MATCH_ANY));
     })?;
     let also = AlsoKernel { own: wakers == Wakers::AlsoKernel, ..AlsoKernel::default() };
     Some(checked.and_then(|()| Ok(try_waitv_watching(default_domain().tables(), &entries, &also, timeout)? as c_long)))

@@ -718,20 +718,36 @@ fn waitv_plain_pass_agrees_with_the_whole_validation() {
     let past = timespec { tv_sec: 0, tv_nsec: 0 };
     let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
     let mut tally = std::collections::BTreeMap::new();
+    // The value of a word of `size` at `addr`, as the whole validation would read it (the
+    // words are ours, little-endian; `i` where it does not read).
+    let value = |addr: usize, size: u32, i: usize| -> u64 {
+        let at =
+            |k: usize| words.iter().position(|&w| w == addr + 4 * k).filter(|&j| words[j] != words[2] && words[j] != 0);
+        match (size, at(0)) {
+            (3, Some(j)) => j as u64 | at(1).map_or(0, |k| (k as u64) << 32),
+            (_, Some(j)) => j as u64,
+            (_, None) => i as u64,
+        }
+    };
     for _ in 0..20_000 {
         let n = 1 + next(6) as usize;
         let es: Vec<UfutexWaitv> = (0..n)
             .map(|_| {
                 let i = next(words.len() as u64) as usize;
-                let mut e = UfutexWaitv { val: i as u64, uaddr: words[i] as u64, flags: 0x82, reserved: 0 };
+                // Every size is plain (a private word without a node).
+                let size = next(4) as u32;
+                let val = value(words[i], size, i);
+                let mut e = UfutexWaitv { val, uaddr: words[i] as u64, flags: 0x80 | size, reserved: 0 };
                 match next(24) {
                     0 => e.val += 1,
                     1 => e.val |= 1 << 32,
                     2 => e.uaddr += 2,
                     3 => e.uaddr = 0xffff_8000_0000_0000,
                     4 => e.reserved = 1,
-                    5 => e.flags = 0x81, // a 16-bit word: not plain, valid
+                    5 => e.flags = 0x86, // NUMA: not plain, valid or not
                     6 => e.flags = 0xa2,
+                    7 => e.val |= 1 << 8, // wide at 8 bits
+                    8 => e.uaddr += 1,
                     _ => {}
                 }
                 e

@@ -276,18 +276,18 @@ fn parse_each(ptr: usize, n: usize, mut f: impl FnMut((UfutexWaitv, WordFlags)))
     Ok(())
 }
 
-/// A waitv array of plain entries — private 32-bit words without NUMA or MPOL, the only kind
-/// the kernel takes and the common one — validated and compared in one pass, with the kernel's
-/// answers: every entry's own fields and key, then the values in index order.
+/// A waitv array of plain entries — private words of any size, without NUMA or MPOL: the only
+/// kind the kernel takes (at 32 bits) and the common one — validated and compared in one pass,
+/// with the kernel's answers: every entry's own fields and key, then the values in index order.
 ///
 /// `None` if the array is not 8-aligned and readable, or if an entry is not plain: a value wider
-/// than 32 bits, another flag, a non-zero `__reserved`, a misaligned word or one in the kernel's
+/// than its size, another flag, a non-zero `__reserved`, a misaligned word or one in the kernel's
 /// half (the whole validation answers those, [`parse_waitv`] and on). A NULL word is plain: its
 /// read faults, as the kernel's does. Else `Some`: `Err` with the first value, in index order,
 /// that did not read (`EFAULT`) or did not match (`EAGAIN`) — every later entry found plain
 /// first, as the kernel makes every key before it reads a value — or `Ok` after `matched` was
-/// told `(address, value)` of each entry in index order, each word having just read as its value
-/// through `words`.
+/// told `(address, size, value)` of each entry in index order, each word having just read as its
+/// value through `words`.
 ///
 /// The array is read with plain (atomic) loads after one fault-safe read a page, the words
 /// through `words` (one fault-safe read a 4 KiB block); nothing is allocated.
@@ -296,7 +296,7 @@ pub(crate) fn plain_waitv(
     ptr: usize,
     n: usize,
     words: &mut ReadPages,
-    mut matched: impl FnMut(usize, u32),
+    mut matched: impl FnMut(usize, Size, u64),
 ) -> Option<Result<(), Errno>> {
     const ENTRY: usize = size_of::<UfutexWaitv>();
     debug_assert!((1..=UFUTEX_WAITV_MAX as usize).contains(&n));
@@ -316,27 +316,25 @@ pub(crate) fn plain_waitv(
         }
         let e = entry_at(at);
         at += ENTRY;
-        if e.flags != UFUTEX_PRIVATE | UFUTEX_SIZE_U32 || e.reserved != 0 {
-            return None;
-        }
-        let addr = usize::try_from(e.uaddr).ok()?;
-        let read = match words.cached(addr, Size::U32) {
-            Some(v) => Ok(v),
-            // Only an address that `plain_address` took makes a block known, and every aligned
-            // address in that block passes it too (`USER_END` is a block boundary): only the
-            // first of a block is checked.
-            None => words.read(plain_address(e.uaddr)?, Size::U32),
+        // The 32-bit word, the kernel's one size, on a path of its own whose size the compiler
+        // knows (the general one costs it ~8 instructions more an entry).
+        let read = if flags_and_reserved(&e) == u64::from(UFUTEX_PRIVATE | UFUTEX_SIZE_U32) {
+            plain_read(&e, Size::U32, words, &mut matched)?
+        } else {
+            plain_read(&e, plain_size(&e)?, words, &mut matched)?
         };
-        match read {
-            // A value that matches fits; one that does not may be wide (not plain: `EINVAL`).
-            Ok(v) if v == e.val => matched(addr, v as u32),
-            _ if e.val > u64::from(u32::MAX) => return None,
-            Ok(_) => break Errno::EAGAIN,
-            Err(_) => break Errno::EFAULT,
+        if let Err(failed) = read {
+            break failed;
         }
     };
     while at != end {
-        if !plain_entry(&entry_at(at)) {
+        let e = entry_at(at);
+        let plain = if flags_and_reserved(&e) == u64::from(UFUTEX_PRIVATE | UFUTEX_SIZE_U32) {
+            plain_entry(&e, Size::U32)
+        } else {
+            plain_size(&e).is_some_and(|size| plain_entry(&e, size))
+        };
+        if !plain {
             return None;
         }
         at += ENTRY;
@@ -344,21 +342,67 @@ pub(crate) fn plain_waitv(
     Some(Err(failed))
 }
 
-/// Whether `e` is a plain entry (see [`plain_waitv`]).
+/// The size of a plain entry's word (see [`plain_waitv`]), if its flags and `__reserved` are
+/// those of one: private, a size, nothing else.
 #[inline(always)]
-fn plain_entry(e: &UfutexWaitv) -> bool {
-    e.flags == UFUTEX_PRIVATE | UFUTEX_SIZE_U32
-        && e.reserved == 0
-        && e.val <= u64::from(u32::MAX)
-        && plain_address(e.uaddr).is_some()
+fn plain_size(e: &UfutexWaitv) -> Option<Size> {
+    (flags_and_reserved(e) & !u64::from(UFUTEX_SIZE_MASK) == u64::from(UFUTEX_PRIVATE))
+        .then(|| Size::from_code(e.flags))
 }
 
-/// A plain entry's word address: aligned to 4 and in user space (NULL included; see
+/// An entry's `flags` and `__reserved` as the one 64-bit word they were loaded from: one compare
+/// checks both.
+#[inline(always)]
+fn flags_and_reserved(e: &UfutexWaitv) -> u64 {
+    u64::from(e.flags) | u64::from(e.reserved) << 32
+}
+
+/// One entry of [`plain_waitv`] whose flags are plain with `size`: its word read and compared,
+/// `matched` told if it holds the value; `Ok(Err)` if it does not (`EAGAIN`) or does not read
+/// (`EFAULT`); `None` if the entry is not plain after all.
+#[inline(always)]
+fn plain_read(
+    e: &UfutexWaitv,
+    size: Size,
+    words: &mut ReadPages,
+    matched: &mut impl FnMut(usize, Size, u64),
+) -> Option<Result<(), Errno>> {
+    let addr = usize::try_from(e.uaddr).ok()?;
+    let v = match words.cached(addr, size) {
+        Some(v) => v,
+        // Only an address that `plain_address` took makes a block known, and every aligned
+        // address in that block passes it too (`USER_END` is a block boundary): only the first
+        // of a block is checked.
+        None => match words.read(plain_address(e.uaddr, size)?, size) {
+            Ok(v) => v,
+            // A value wider than the word is not plain (`EINVAL` comes before the fault).
+            Err(_) if e.val > size.max() => return None,
+            Err(_) => return Some(Err(Errno::EFAULT)),
+        },
+    };
+    if v == e.val {
+        matched(addr, size, v);
+        Some(Ok(()))
+    } else if e.val > size.max() {
+        None // a value that matches fits; one that does not may be wide (`EINVAL`)
+    } else {
+        Some(Err(Errno::EAGAIN))
+    }
+}
+
+/// Whether `e`, whose flags and `__reserved` are plain with `size`, is a plain entry (see
+/// [`plain_waitv`]).
+#[inline(always)]
+fn plain_entry(e: &UfutexWaitv, size: Size) -> bool {
+    e.val <= size.max() && plain_address(e.uaddr, size).is_some()
+}
+
+/// A plain entry's word address: aligned to its size and in user space (NULL included; see
 /// [`address`]), or `None`.
 #[inline(always)]
-fn plain_address(uaddr: u64) -> Option<usize> {
+fn plain_address(uaddr: u64, size: Size) -> Option<usize> {
     let addr = usize::try_from(uaddr).ok()?;
-    (addr.is_multiple_of(4) && addr <= USER_END - 4).then_some(addr)
+    (addr & (size.bytes() - 1) == 0 && addr <= USER_END - size.bytes()).then_some(addr)
 }
 
 /// Whether every page of `[ptr, ptr + len)` (len > 0) reads: one fault-safe byte read a page.
@@ -534,6 +578,7 @@ mod tests {
         let e = |uaddr: usize, val: u64| UfutexWaitv { val, uaddr: uaddr as u64, flags: 0x82, reserved: 0 };
         let (m, x) = (|i: usize| e(p0 + 4 * i, 10 + i as u64), |i: usize| e(p0 + 4 * i, 99));
         let (m2, x2) = (e(after, 20), e(after + 4, 99));
+        let e64 = |uaddr: usize, val: u64| UfutexWaitv { flags: 0x83, ..e(uaddr, val) };
         let (h, null) = (e(hole, 0), e(0, 0));
         let (eagain, efault) = (Some(Err(Errno::EAGAIN)), Some(Err(Errno::EFAULT)));
         // What, the entries, the answer, how many words were told matching.
@@ -553,7 +598,13 @@ mod tests {
             ("wide value after the hole", vec![h, e(p0, 1 << 32)],               None, 0),
             ("wide value, mismatching",   vec![m(0), e(p0 + 4, 11 | 1 << 32)],   None, 1),
             ("reserved",                  vec![m(0), UfutexWaitv { reserved: 1, ..m(1) }], None, 1),
-            ("a 16-bit word",             vec![m(0), UfutexWaitv { flags: 0x81, ..m(1) }], None, 1),
+            ("a 16-bit word",             vec![m(0), UfutexWaitv { flags: 0x81, ..m(1) }], Some(Ok(())), 2),
+            ("8 and 64 bits",             vec![UfutexWaitv { flags: 0x80, ..m(2) }, e64(p0, 10 | 11 << 32)], Some(Ok(())), 2),
+            ("a 64-bit mismatch",         vec![e64(p0 + 8, 12), null],           eagain, 0),
+            ("a 64-bit word at 4",        vec![x(0), e64(p0 + 4, 0)],            None, 0),
+            ("a wide 8-bit value",        vec![h, UfutexWaitv { flags: 0x80, val: 256, ..m(0) }], None, 0),
+            ("the last user byte",        vec![UfutexWaitv { flags: 0x80, ..e(USER_END - 1, 0) }], efault, 0),
+            ("64 bits at the last 4 bytes", vec![x(0), e64(USER_END - 4, 0)],     None, 0),
             ("an unknown flag",           vec![x(0), UfutexWaitv { flags: 0xa2, ..m(1) }], None, 0),
             ("NUMA",                      vec![UfutexWaitv { flags: 0x86, ..m(0) }], None, 0),
             ("shared",                    vec![UfutexWaitv { flags: 0x02, ..m(0) }], None, 0),
@@ -562,9 +613,10 @@ mod tests {
             // SAFETY: the pages stay mapped (leaked) while `words` lives.
             let mut words = unsafe { ReadPages::new() };
             let mut seen = Vec::new();
-            let got = plain_waitv(es.as_ptr() as usize, es.len(), &mut words, |a, v| seen.push((a, v)));
+            let got = plain_waitv(es.as_ptr() as usize, es.len(), &mut words, |a, size, v| seen.push((a, size, v)));
             assert_eq!(got, want, "{what}");
-            let want_seen: Vec<_> = es[..n_matched].iter().map(|e| (e.uaddr as usize, e.val as u32)).collect();
+            let want_seen: Vec<_> =
+                es[..n_matched].iter().map(|e| (e.uaddr as usize, Size::from_code(e.flags), e.val)).collect();
             assert_eq!(seen, want_seen, "{what}: the matching words, in index order");
         }
         // An array that is not 8-aligned, or not readable to its end, is left to `parse_waitv`.
@@ -574,9 +626,9 @@ mod tests {
         unsafe {
             (odd as *mut UfutexWaitv).write_unaligned(m(0));
             let mut words = ReadPages::new();
-            assert_eq!(plain_waitv(odd, 1, &mut words, |_, _| ()), None, "4-aligned array");
+            assert_eq!(plain_waitv(odd, 1, &mut words, |_, _, _| ()), None, "4-aligned array");
             ((hole - 24) as *mut UfutexWaitv).write(m(0));
-            assert_eq!(plain_waitv(hole - 24, 2, &mut words, |_, _| ()), None, "array into the hole");
+            assert_eq!(plain_waitv(hole - 24, 2, &mut words, |_, _, _| ()), None, "array into the hole");
         }
     }
 }
