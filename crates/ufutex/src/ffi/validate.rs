@@ -296,18 +296,41 @@ pub(crate) fn plain_waitv(
     ptr: usize,
     n: usize,
     words: &mut ReadPages,
-    mut matched: impl FnMut(usize, Size, u64),
+    matched: impl FnMut(usize, Size, u64),
 ) -> Option<Result<(), Errno>> {
-    const ENTRY: usize = size_of::<UfutexWaitv>();
     debug_assert!((1..=UFUTEX_WAITV_MAX as usize).contains(&n));
     if !ptr.is_multiple_of(8) || !pages_read(ptr, n * ENTRY) {
         return None;
     }
     // No overflow: `pages_read` found the array's last byte in range.
     let end = ptr + n * ENTRY;
-    // SAFETY: every entry read below is at `ptr + 24 i` for some `i < n`: 8-aligned as `ptr` is,
-    // and every page of the array read just now; memory found mapped stays mapped for the call
-    // (the C ABI's contract).
+    // A vector's words are mostly of one size: the loop for the first entry's, which knows it.
+    // SAFETY: `ptr` is 8-aligned and the array's pages read just now (as in `plain_entries`).
+    match unsafe { load_entry(ptr) }.flags & UFUTEX_SIZE_MASK {
+        0 => plain_entries::<0>(ptr, end, words, matched),
+        1 => plain_entries::<1>(ptr, end, words, matched),
+        2 => plain_entries::<2>(ptr, end, words, matched),
+        _ => plain_entries::<3>(ptr, end, words, matched),
+    }
+}
+
+const ENTRY: usize = size_of::<UfutexWaitv>();
+
+/// [`plain_waitv`] of the entries in `[ptr, end)`, an 8-aligned array whose pages all read,
+/// with a path of its own for words whose size has the code `CODE`: the compiler knows that
+/// size there (the general path costs ~30 instructions more an entry) and that path goes on to
+/// the next entry by itself (one merged with the general path's cost it a taken jump an entry).
+#[inline(always)]
+fn plain_entries<const CODE: u32>(
+    ptr: usize,
+    end: usize,
+    words: &mut ReadPages,
+    mut matched: impl FnMut(usize, Size, u64),
+) -> Option<Result<(), Errno>> {
+    let (size, plain) = (Size::from_code(CODE), u64::from(UFUTEX_PRIVATE | CODE));
+    // SAFETY: every entry read below is at `ptr + 24 i` for some `i` with `ptr + 24 i < end`:
+    // 8-aligned as `ptr` is, and every page of the array read (the caller's); memory found
+    // mapped stays mapped for the call (the C ABI's contract).
     let entry_at = |at: usize| unsafe { load_entry(at) };
     let mut at = ptr;
     let failed = loop {
@@ -316,21 +339,20 @@ pub(crate) fn plain_waitv(
         }
         let e = entry_at(at);
         at += ENTRY;
-        // The 32-bit word, the kernel's one size, on a path of its own whose size the compiler
-        // knows (the general one costs it ~8 instructions more an entry).
-        let read = if flags_and_reserved(&e) == u64::from(UFUTEX_PRIVATE | UFUTEX_SIZE_U32) {
-            plain_read(&e, Size::U32, words, &mut matched)?
-        } else {
-            plain_read(&e, plain_size(&e)?, words, &mut matched)?
-        };
-        if let Err(failed) = read {
+        if flags_and_reserved(&e) == plain {
+            match plain_read(&e, size, words, &mut matched)? {
+                Ok(()) => continue,
+                Err(failed) => break failed,
+            }
+        }
+        if let Err(failed) = plain_read_sized(e.val, e.uaddr, flags_and_reserved(&e), words, &mut matched)? {
             break failed;
         }
     };
     while at != end {
         let e = entry_at(at);
-        let plain = if flags_and_reserved(&e) == u64::from(UFUTEX_PRIVATE | UFUTEX_SIZE_U32) {
-            plain_entry(&e, Size::U32)
+        let plain = if flags_and_reserved(&e) == plain {
+            plain_entry(&e, size)
         } else {
             plain_size(&e).is_some_and(|size| plain_entry(&e, size))
         };
@@ -388,6 +410,23 @@ fn plain_read(
     } else {
         Some(Err(Errno::EAGAIN))
     }
+}
+
+/// [`plain_read`] of an entry of another size than the one [`plain_entries`] knows, or not plain
+/// (`None`): out of line, so that the compiler does not merge its tail with that path's, and
+/// with the entry's fields in registers (a reference to it made that path store every entry to
+/// the stack).
+#[inline(never)]
+fn plain_read_sized(
+    val: u64,
+    uaddr: u64,
+    flags_and_reserved: u64,
+    words: &mut ReadPages,
+    matched: &mut impl FnMut(usize, Size, u64),
+) -> Option<Result<(), Errno>> {
+    let [flags, reserved] = [flags_and_reserved as u32, (flags_and_reserved >> 32) as u32];
+    let e = UfutexWaitv { val, uaddr, flags, reserved };
+    plain_read(&e, plain_size(&e)?, words, matched)
 }
 
 /// Whether `e`, whose flags and `__reserved` are plain with `size`, is a plain entry (see
