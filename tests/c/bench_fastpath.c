@@ -3,7 +3,8 @@
  * value differs and a wake with no waiters, plus the cost of the probe syscall
  * (process_vm_readv of 4 bytes) that the portable read path adds to every read, the EFAULT
  * path (a caught SIGSEGV for ufutex), and a waitv of 128 private 32-bit words whose last value
- * differs (EAGAIN after checking all 128; 1/32 as many calls), and FUTEX_WAKE_OP with nobody
+ * differs (EAGAIN after checking all 128; 1/32 as many calls) — and of 8- and 64-bit words
+ * (ufutex only: the kernel's are 32-bit) — and FUTEX_WAKE_OP with nobody
  * waiting on private words and on words in MAP_SHARED memory (ADD 1 to the second, compare its
  * old value with 0). Prints medians in ns per call and ratios to the kernel.
  * Not a test: no assertion.
@@ -23,18 +24,20 @@
 #include "deadline.h"
 #include <unistd.h>
 
-enum { KINDS = 13, WAITV = 7, WAITV_N = 128 };
+enum { KINDS = 15, WAITV = 7, WAITV_N = 128 };
 static const char *names[KINDS] = {"ufutex_wait EAGAIN",	 "kernel futex_wait EAGAIN", "ufutex_wake (none)",
 				   "kernel futex_wake (none)", "process_vm_readv 4 B",	     "ufutex_wait EFAULT",
 				   "kernel futex_wait EFAULT", "ufutex_waitv 128 EAGAIN",    "kernel futex_waitv 128 EAGAIN",
 				   "ufutex_wake_op (none)",    "kernel FUTEX_WAKE_OP (none)", "ufutex_wake_op shared",
-				   "kernel FUTEX_WAKE_OP shared"};
+				   "kernel FUTEX_WAKE_OP shared", "ufutex_waitv 128 u8 EAGAIN",   "ufutex_waitv 128 u64 EAGAIN"};
 static uint32_t word = 1, word2;
 static uint32_t *shm; /* two words in MAP_SHARED | MAP_ANONYMOUS memory */
 static void *inaccessible;
 static const unsigned add1_eq0 = (1u << 28) | (1u << 12); /* FUTEX_OP(ADD, 1, EQ, 0) */
 static uint32_t words[WAITV_N];
 static struct ufutex_waitv vec[WAITV_N];
+static uint64_t words64[WAITV_N];
+static struct ufutex_waitv vec8[WAITV_N], vec64[WAITV_N];
 
 static void one(int kind)
 {
@@ -51,6 +54,8 @@ static void one(int kind)
 	case 10: syscall(SYS_futex, &word, FUTEX_WAKE_OP | FUTEX_PRIVATE_FLAG, 1, (void *)1, &word2, add1_eq0); break;
 	case 11: ufutex_wake_op(&shm[0], &shm[16], 1, 1, add1_eq0, UFUTEX_SIZE_U32); break;
 	case 12: syscall(SYS_futex, &shm[0], FUTEX_WAKE_OP, 1, (void *)1, &shm[16], add1_eq0); break;
+	case 13: ufutex_waitv(vec8, WAITV_N, 0, NULL, 0); break;
+	case 14: ufutex_waitv(vec64, WAITV_N, 0, NULL, 0); break;
 	case 4: {
 		uint32_t out;
 		struct iovec l = {&out, 4}, r = {&word, 4};
@@ -72,13 +77,17 @@ int main(int argc, char **argv)
 	double *ns = calloc((size_t)rounds * KINDS, sizeof(double));
 	inaccessible = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	shm = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	for (int i = 0; i < WAITV_N; i++) /* every value matches but the last */
-		vec[i] = (struct ufutex_waitv){.val = i == WAITV_N - 1 ? 1 : 0,
+	for (int i = 0; i < WAITV_N; i++) { /* every value matches but the last */
+		uint64_t val = i == WAITV_N - 1 ? 1 : 0, u64 = (uint64_t)(uintptr_t)&words64[i];
+		vec[i] = (struct ufutex_waitv){.val = val,
 					       .uaddr = (uint64_t)(uintptr_t)&words[i],
 					       .flags = UFUTEX_SIZE_U32 | UFUTEX_PRIVATE};
+		vec8[i] = (struct ufutex_waitv){.val = val, .uaddr = u64, .flags = UFUTEX_SIZE_U8 | UFUTEX_PRIVATE};
+		vec64[i] = (struct ufutex_waitv){.val = val, .uaddr = u64, .flags = UFUTEX_SIZE_U64 | UFUTEX_PRIVATE};
+	}
 	for (int r = 0; r < rounds; r++)
 		for (int k = 0; k < KINDS; k++) {
-			long n = k == WAITV || k == WAITV + 1 ? (calls + 31) / 32 : calls;
+			long n = k == WAITV || k == WAITV + 1 || k >= 13 ? (calls + 31) / 32 : calls;
 			double t0 = now_ns();
 			for (long i = 0; i < n; i++)
 				one(k);
@@ -96,7 +105,8 @@ int main(int argc, char **argv)
 	       (med[0] + med[4]) / med[1]);
 	printf("wake (none): ufutex/kernel = %.3f\n", med[2] / med[3]);
 	printf("wait EFAULT (caught fault): ufutex/kernel = %.3f\n", med[5] / med[6]);
-	printf("waitv 128 EAGAIN: ufutex/kernel = %.3f\n", med[7] / med[8]);
+	printf("waitv 128 EAGAIN: ufutex/kernel = %.3f; u8 and u64 words against 32-bit: %.3f, %.3f\n", med[7] / med[8],
+	       med[13] / med[7], med[14] / med[7]);
 	printf("wake_op (none): ufutex/kernel = %.3f private, %.3f shared\n", med[9] / med[10], med[11] / med[12]);
 	free(ns);
 	return 0;
