@@ -259,8 +259,9 @@ pub fn validate(cli: Cli) -> R<Options> {
                 .map(|m| match m.trim() {
                     "first" => Ok(Mode::MismatchFirst),
                     "last" => Ok(Mode::MismatchLast),
+                    "last64" => Ok(Mode::MismatchLast64),
                     "latency" => Ok(Mode::Latency),
-                    o => Err(format!("--modes: {o:?} is not first, last or latency")),
+                    o => Err(format!("--modes: {o:?} is not first, last, last64 or latency")),
                 })
                 .collect::<R<Vec<_>>>()?;
             (common, Job::Waitv { entries, modes }, 0.05, shared)

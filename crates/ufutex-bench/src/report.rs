@@ -68,6 +68,15 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
                 t(0.05, 0.02)
             ),
         ),
+        step(
+            "waitv failing, 64-bit words",
+            &format!(
+                "waitv --impl ufutex,{} --modes last64 --entries 128 --reps {} --runtime {}",
+                UfutexC::NAME,
+                r(5),
+                t(0.05, 0.02)
+            ),
+        ),
         step("waitv latency", &format!("waitv --modes latency --entries 1,128,1024 --reps {}", r(7))),
         step("ping-pong pinned", &format!("ping-pong -p 1 --iters {} --reps {}", n(20_000, 2_000), r(5))),
         step("ping-pong 4 pairs", &format!("ping-pong -p 4 --iters {} --reps {}", n(5_000, 500), r(5))),

@@ -1,21 +1,24 @@
 //! `waitv`: a wait on 1 … 1024 words that fails because the first or the last value mismatches
-//! (ns per call), and the wake-up latency of a thread asleep in a waitv when its last entry is
-//! woken (µs from the wake call to the waiter running).
+//! (ns per call), the same on 64-bit words for the competitors that have them (ufutex, in Rust
+//! and through its C ABI), and the wake-up latency of a thread asleep in a waitv when its last
+//! entry is woken (µs from the wake call to the waiter running).
 
-use super::{padded_words, skip_reason, Common, Waiters, STACK};
+use super::{padded_words, skip_reason, Common, Padded, Waiters, STACK};
 use crate::competitor::{dispatch, Competitor, Op, Wait, ANY};
 use crate::result::{Bench, Metric};
 use crate::sched::Plan;
 use crate::sys::KERNEL_WAITV_MAX;
 use std::hint::black_box;
 use std::io;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     MismatchFirst,
     MismatchLast,
+    /// [`Mode::MismatchLast`] on 64-bit words (private only).
+    MismatchLast64,
     /// Wake-up latency of a sleeping waitv, woken on its last entry.
     Latency,
 }
@@ -25,6 +28,7 @@ impl Mode {
         match self {
             Mode::MismatchFirst => "mismatch first",
             Mode::MismatchLast => "mismatch last",
+            Mode::MismatchLast64 => "mismatch last, 64-bit words",
             Mode::Latency => "wake-up latency",
         }
     }
@@ -42,14 +46,31 @@ pub fn fail_once<C: Competitor>(
     let bad = if first { 0 } else { entries - 1 };
     let list: Vec<(&AtomicU32, u32)> = words.iter().enumerate().map(|(i, w)| (&w.0, u32::from(i == bad))).collect();
     let v = c.prepare_waitv(&list);
-    if c.waitv(&v) != Err(Wait::Mismatch) {
+    fail_loop(c, &v, runtime)
+}
+
+/// [`fail_once`] on 64-bit words, mismatching on the last: ns per call. Only for a competitor
+/// with such a waitv ([`Competitor::prepare_waitv_u64`]).
+pub fn fail_once_u64<C: Competitor>(c: &C, entries: usize, runtime: Duration) -> io::Result<f64> {
+    let words = crate::shm::Words::<Padded<AtomicU64>>::new(entries, false)?;
+    let list: Vec<(&AtomicU64, u64)> =
+        words.iter().enumerate().map(|(i, w)| (&w.0, u64::from(i == entries - 1))).collect();
+    let v = c
+        .prepare_waitv_u64(&list)
+        .ok_or_else(|| io::Error::other(format!("{}: no waitv of 64-bit words", c.name())))?;
+    fail_loop(c, &v, runtime)
+}
+
+/// Time a waitv `v` that must fail with a mismatch: ns per call.
+fn fail_loop<C: Competitor>(c: &C, v: &C::Waitv<'_>, runtime: Duration) -> io::Result<f64> {
+    if c.waitv(v) != Err(Wait::Mismatch) {
         return Err(io::Error::other(format!("{}: a waitv with a mismatching entry did not fail", c.name())));
     }
     let start = Instant::now();
     let mut calls = 0u64;
     while start.elapsed() < runtime {
         for _ in 0..64 {
-            let _ = black_box(c.waitv(black_box(&v)));
+            let _ = black_box(c.waitv(black_box(v)));
         }
         calls += 64;
     }
@@ -87,7 +108,8 @@ pub fn run(common: &Common, entries: &[usize], modes: &[Mode]) -> io::Result<Vec
     let sched = common.scheduler();
     let (runtime, shared) = (common.runtime, common.shared);
     let mut out = Vec::new();
-    for &mode in modes {
+    // (The 64-bit case is private only: no shared competitor has such a waitv.)
+    for &mode in modes.iter().filter(|&&m| !(shared && m == Mode::MismatchLast64)) {
         for &n in entries {
             let metric = match mode {
                 Mode::Latency => Metric::lower("wake-up", "µs"),
@@ -100,10 +122,16 @@ pub fn run(common: &Common, entries: &[usize], modes: &[Mode]) -> io::Result<Vec
                 baseline: common.baseline(),
             };
             let skip = |c: &crate::competitor::AnyCompetitor| {
-                skip_reason(c, &[Op::Waitv]).or_else(|| {
-                    (c.name().starts_with("kernel") && n > KERNEL_WAITV_MAX)
-                        .then(|| format!("the kernel's futex_waitv takes at most {KERNEL_WAITV_MAX} entries"))
-                })
+                let wide = mode == Mode::MismatchLast64;
+                skip_reason(c, &[Op::Waitv])
+                    .or_else(|| {
+                        (wide && dispatch!(c, c => c.prepare_waitv_u64(&[]).is_none()))
+                            .then(|| "no waitv of 64-bit words (the kernel's are 32-bit)".to_string())
+                    })
+                    .or_else(|| {
+                        (c.name().starts_with("kernel") && n > KERNEL_WAITV_MAX)
+                            .then(|| format!("the kernel's futex_waitv takes at most {KERNEL_WAITV_MAX} entries"))
+                    })
             };
             let bench = sched.run(
                 plan,
@@ -115,6 +143,7 @@ pub fn run(common: &Common, entries: &[usize], modes: &[Mode]) -> io::Result<Vec
                         Mode::Latency => dispatch!(c, c => latency_once(c, n, shared)),
                         Mode::MismatchFirst => dispatch!(c, c => fail_once(c, n, true, runtime, shared)),
                         Mode::MismatchLast => dispatch!(c, c => fail_once(c, n, false, runtime, shared)),
+                        Mode::MismatchLast64 => dispatch!(c, c => fail_once_u64(c, n, runtime)),
                     };
                     v.map(|v| vec![v])
                 },
@@ -138,6 +167,15 @@ mod tests {
             assert!(fail_once(&m, 16, false, Duration::from_millis(5), shared).unwrap() > 0.0);
         }
         assert_eq!(m.queued(), Some(0));
+    }
+
+    #[test]
+    fn a_waitv_of_64_bit_words_is_timed_where_there_is_one() {
+        use crate::competitor::{Ufutex, UfutexC};
+        let runtime = Duration::from_millis(2);
+        assert!(fail_once_u64(&Ufutex::default_domain(), 16, runtime).unwrap() > 0.0);
+        assert!(fail_once_u64(&UfutexC, 16, runtime).unwrap() > 0.0);
+        assert!(fail_once_u64(&Mock::default(), 16, runtime).is_err(), "the mock has none");
     }
 
     #[test]
