@@ -24,7 +24,7 @@
 #include "deadline.h"
 #include <unistd.h>
 
-enum { KINDS = 15, WAITV = 7, WAITV_N = 128 };
+enum { KINDS = 15, WAITV = 7, WAITV_SIZES = 13, WAITV_N = 128 };
 static const char *names[KINDS] = {"ufutex_wait EAGAIN",	 "kernel futex_wait EAGAIN", "ufutex_wake (none)",
 				   "kernel futex_wake (none)", "process_vm_readv 4 B",	     "ufutex_wait EFAULT",
 				   "kernel futex_wait EFAULT", "ufutex_waitv 128 EAGAIN",    "kernel futex_waitv 128 EAGAIN",
@@ -87,7 +87,7 @@ int main(int argc, char **argv)
 	}
 	for (int r = 0; r < rounds; r++)
 		for (int k = 0; k < KINDS; k++) {
-			long n = k == WAITV || k == WAITV + 1 || k >= 13 ? (calls + 31) / 32 : calls;
+			long n = k == WAITV || k == WAITV + 1 || k >= WAITV_SIZES ? (calls + 31) / 32 : calls;
 			double t0 = now_ns();
 			for (long i = 0; i < n; i++)
 				one(k);

@@ -93,17 +93,6 @@ UFUTEX_PRELOAD_SHARED=table UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 
   || { cat "$tmp/wv.txt" >&2; exit 1; }
 [ "$(stat_of futex_waitv "$tmp/stats.txt")" -gt 0 ] || { cat "$tmp/stats.txt" >&2; echo "preload: waitv_watch's waits did not reach ufutex" >&2; exit 1; }
 echo "preload: waitv_watch, $(grep -c ' ok$' "$tmp/wv.txt") scenarios, on the kernel and through the library in both modes"
-# Random calls (fuzz_calls.c) and random sleepers and wakes (fuzz_queue.c, which also checks
-# each call against its model and exits 1 on a mismatch), on the kernel and through the library.
-same_as_kernel() { # program seed steps shared-mode [argument]: both runs pass, the transcripts are the same
-  local prog=$1 seed=$2 steps=$3 mode=$4 arg=${5:-}
-  timeout 120 "$tmp/$prog" "$seed" "$steps" ${arg:+"$arg"} > "$tmp/k.txt" \
-    || { grep MISMATCH "$tmp/k.txt" >&2; echo "preload: $prog $seed${arg:+ $arg} fails on the kernel" >&2; exit 1; }
-  UFUTEX_PRELOAD_SHARED=$mode LD_PRELOAD="$so" timeout 120 "$tmp/$prog" "$seed" "$steps" ${arg:+"$arg"} > "$tmp/u.txt" \
-    || { grep MISMATCH "$tmp/u.txt" >&2; echo "preload: $prog $seed${arg:+ $arg} fails through the library" >&2; exit 1; }
-  diff -u "$tmp/k.txt" "$tmp/u.txt" > "$tmp/same.diff" \
-    || { head -40 "$tmp/same.diff" >&2; echo "preload: $prog $seed${arg:+ $arg} (${mode:-default} mode) differs from the kernel" >&2; exit 1; }
-}
 # Signals (tests/preload/signals.c): a wait that a handler or a stop interrupts ends, or sleeps
 # on, as the kernel's does; but for the one documented difference (README): a legacy wait with
 # a timeout, which the kernel ends with EINTR even after an SA_RESTART handler, sleeps on.
@@ -118,6 +107,17 @@ for mode in "" table; do
     || { echo "preload: signals (${mode:-default} mode) differ from the kernel" >&2; exit 1; }
 done
 echo "preload: signals, $(grep -Evc "$legacy_timed" "$tmp/k.txt") interrupted waits end or sleep on as the kernel's, in both modes"
+# Random calls (fuzz_calls.c) and random sleepers and wakes (fuzz_queue.c, which also checks
+# each call against its model and exits 1 on a mismatch), on the kernel and through the library.
+same_as_kernel() { # program seed steps shared-mode [argument]: both runs pass, the transcripts are the same
+  local prog=$1 seed=$2 steps=$3 mode=$4 arg=${5:-}
+  timeout 120 "$tmp/$prog" "$seed" "$steps" ${arg:+"$arg"} > "$tmp/k.txt" \
+    || { grep MISMATCH "$tmp/k.txt" >&2; echo "preload: $prog $seed${arg:+ $arg} fails on the kernel" >&2; exit 1; }
+  UFUTEX_PRELOAD_SHARED=$mode LD_PRELOAD="$so" timeout 120 "$tmp/$prog" "$seed" "$steps" ${arg:+"$arg"} > "$tmp/u.txt" \
+    || { grep MISMATCH "$tmp/u.txt" >&2; echo "preload: $prog $seed${arg:+ $arg} fails through the library" >&2; exit 1; }
+  diff -u "$tmp/k.txt" "$tmp/u.txt" > "$tmp/same.diff" \
+    || { head -40 "$tmp/same.diff" >&2; echo "preload: $prog $seed${arg:+ $arg} (${mode:-default} mode) differs from the kernel" >&2; exit 1; }
+}
 cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -o "$tmp/fuzz_calls" tests/preload/fuzz_calls.c
 for seed in $(seq 1 20); do
   same_as_kernel fuzz_calls "$seed" 4000 ""

@@ -33,9 +33,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../c/deadline.h"
 #include "../c/proc.h"
 
-enum { SYS_WAITV = 449, SYS_WAKE2 = 454, SYS_WAIT2 = 455 };
+enum { SYS_WAITV = 449, SYS_WAIT2 = 455 };
 enum { F2_U32 = 0x02, F2_PRIVATE = 0x80 };
 
 struct waitv {
@@ -73,42 +74,23 @@ static void handler(int sig)
 	atomic_fetch_add(&handled, 1);
 }
 
-static struct timespec in_ten_seconds(clockid_t clock)
-{
-	struct timespec ts;
-	clock_gettime(clock, &ts);
-	ts.tv_sec += 10;
-	return ts;
-}
-
 static long wait_once(void)
 {
 	int private_flag = shared ? 0 : FUTEX_PRIVATE_FLAG;
-	struct timespec rel = { 10, 0 }, abs;
-	const struct timespec *ts = NULL;
-	int clock_flag = 0;
-	switch (timeout) {
-	case NONE: break;
-	case RELATIVE: ts = &rel; break;
-	case MONOTONIC: abs = in_ten_seconds(CLOCK_MONOTONIC); ts = &abs; break;
-	case REALTIME:
-		abs = in_ten_seconds(CLOCK_REALTIME);
-		ts = &abs;
-		clock_flag = FUTEX_CLOCK_REALTIME;
-		break;
-	default: break;
-	}
+	clockid_t clock = timeout == REALTIME ? CLOCK_REALTIME : CLOCK_MONOTONIC;
+	struct timespec rel = { 10, 0 }, abs = ts_after_now(clock, 10000000000ULL);
+	const struct timespec *ts = timeout == NONE ? NULL : timeout == RELATIVE ? &rel : &abs;
+	int clock_flag = timeout == REALTIME ? FUTEX_CLOCK_REALTIME : 0;
 	switch (call) {
 	case LEGACY_WAIT: return syscall(SYS_futex, word, FUTEX_WAIT | private_flag, 0, ts, NULL, 0);
 	case LEGACY_WAIT_BITSET:
 		return syscall(SYS_futex, word, FUTEX_WAIT_BITSET | private_flag | clock_flag, 0, ts, NULL,
 			       FUTEX_BITSET_MATCH_ANY);
 	case FUTEX_WAIT2:
-		return syscall(SYS_WAIT2, word, 0UL, 0xffffffffUL, F2_U32 | (shared ? 0 : F2_PRIVATE), ts,
-			       timeout == REALTIME ? CLOCK_REALTIME : CLOCK_MONOTONIC);
+		return syscall(SYS_WAIT2, word, 0UL, 0xffffffffUL, F2_U32 | (shared ? 0 : F2_PRIVATE), ts, clock);
 	case FUTEX_WAITV: {
 		struct waitv v = { 0, (uintptr_t)word, F2_U32 | (shared ? 0 : F2_PRIVATE), 0 };
-		return syscall(SYS_WAITV, &v, 1U, 0U, ts, timeout == REALTIME ? CLOCK_REALTIME : CLOCK_MONOTONIC);
+		return syscall(SYS_WAITV, &v, 1U, 0U, ts, clock);
 	}
 	default: return -1;
 	}
@@ -135,11 +117,7 @@ static void pause_ms(long ms)
  * futex_wait's and futex_waitv's are absolute; the legacy FUTEX_WAIT's is relative only). */
 static int valid(enum call c, enum timeout t)
 {
-	switch (c) {
-	case LEGACY_WAIT: return t == NONE || t == RELATIVE;
-	case LEGACY_WAIT_BITSET: return t != RELATIVE;
-	default: return t != RELATIVE;
-	}
+	return c == LEGACY_WAIT ? t == NONE || t == RELATIVE : t != RELATIVE;
 }
 
 static int run_case(enum how how)

@@ -720,9 +720,9 @@ fn waitv_plain_pass_agrees_with_the_whole_validation() {
     let mut tally = std::collections::BTreeMap::new();
     // The value of a word of `size` at `addr`, as the whole validation would read it (the
     // words are ours, little-endian; `i` where it does not read).
+    let readable = |j: usize| words[j] != words[2] && words[j] != 0; // not the hole, not NULL
     let value = |addr: usize, size: u32, i: usize| -> u64 {
-        let at =
-            |k: usize| words.iter().position(|&w| w == addr + 4 * k).filter(|&j| words[j] != words[2] && words[j] != 0);
+        let at = |k: usize| words.iter().position(|&w| w == addr + 4 * k).filter(|&j| readable(j));
         match (size, at(0)) {
             (3, Some(j)) => j as u64 | at(1).map_or(0, |k| (k as u64) << 32),
             (_, Some(j)) => j as u64,

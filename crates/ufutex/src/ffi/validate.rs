@@ -257,8 +257,8 @@ pub(crate) fn parse_pair(ptr: usize) -> Result<[(UfutexWaitv, WordFlags); 2], Er
 /// The entries of [`parse_waitv`], each handed to `f` in index order once checked.
 #[inline(always)]
 fn parse_each(ptr: usize, n: usize, mut f: impl FnMut((UfutexWaitv, WordFlags))) -> Result<(), Errno> {
-    let at = |i: usize| ptr.checked_add(i * size_of::<UfutexWaitv>()).ok_or(Errno::EFAULT);
-    if ptr.is_multiple_of(8) && pages_read(ptr, n * size_of::<UfutexWaitv>()) {
+    let at = |i: usize| ptr.checked_add(i * ENTRY).ok_or(Errno::EFAULT);
+    if ptr.is_multiple_of(8) && pages_read(ptr, n * ENTRY) {
         for i in 0..n {
             // SAFETY: `at(i)` is 8-aligned (so are `ptr` and the 24-byte entries) and every page
             // of the array was read just now; memory found mapped stays mapped for the call
@@ -314,6 +314,7 @@ pub(crate) fn plain_waitv(
     }
 }
 
+/// The size of one `struct ufutex_waitv` in the caller's array.
 const ENTRY: usize = size_of::<UfutexWaitv>();
 
 /// [`plain_waitv`] of the entries in `[ptr, end)`, an 8-aligned array whose pages all read,
