@@ -55,6 +55,9 @@ pub(crate) enum NodeState {
 /// Fields behind the bucket lock. (In this order: see [`Node`].)
 #[repr(C)]
 struct Locked<H> {
+    /// The node before it in its group; stale while the node heads its group (which says
+    /// whether it does): taking a group's head, as every wake and requeue does, then writes
+    /// nothing into the next node, whose line is most likely in another thread's cache.
     prev: *const Node<H>,
     /// The next node in its group; after a requeue took the node, the next in its `MoveList`;
     /// after a waker took it (`Queued → Woken`), the next in the waker's `WakeList`.
@@ -420,15 +423,18 @@ impl<H: Home> Queue<H> {
             let g = &*node.group.load(Ordering::Relaxed);
             let gl = g.locked();
             let was_tail = l.next.is_null();
-            if l.prev.is_null() {
+            // A head's back link is stale (see `Locked::prev`): it is told by the group.
+            let prev = if ptr::eq(gl.head, ptr::from_ref(node).cast()) {
                 gl.head = l.next.cast();
+                ptr::null()
             } else {
                 (*l.prev).locked().next = l.next;
-            }
+                l.prev
+            };
             if l.next.is_null() {
-                gl.tail = l.prev.cast();
-            } else {
-                (*l.next).locked().prev = l.prev;
+                gl.tail = prev.cast();
+            } else if !prev.is_null() {
+                (*l.next).locked().prev = prev;
             }
             let len = g.len();
             *len -= 1;
@@ -440,7 +446,7 @@ impl<H: Home> Queue<H> {
                 // The debtor leaves (not in FIFO order, or a wake would pay for it): the new
                 // tail, whose line the unlink just wrote, takes on the debt and gives its record.
                 debug_assert!(l.spare.is_null(), "a group's tail is its debtor");
-                l.spare = std::mem::replace(&mut (*l.prev).locked().spare, ptr::null());
+                l.spare = std::mem::replace(&mut (*prev).locked().spare, ptr::null());
             }
             l.prev = ptr::null();
             l.next = ptr::null();
@@ -912,7 +918,10 @@ mod tests {
                     // SAFETY: the node is linked into a group of queue `q`; `&self` excludes
                     // writers.
                     let l = unsafe { node.locked() };
-                    assert_eq!(l.prev, prev, "node {i}'s back link in queue {q}");
+                    // (A group's head has a stale back link: `Locked::prev`.)
+                    if !prev.is_null() {
+                        assert_eq!(l.prev, prev, "node {i}'s back link in queue {q}");
+                    }
                     assert_eq!(l.state, NodeState::Queued, "node {i} in queue {q}");
                     assert!(ptr::eq(node.group.load(Ordering::Relaxed), g), "node {i} points to its group");
                     assert!(ptr::eq(node.bucket_now(), &self.homes[q]), "node {i}'s bucket is queue {q}'s home");
