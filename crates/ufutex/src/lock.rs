@@ -235,6 +235,7 @@ impl RawLock {
             }
             return;
         }
+        std::hint::cold_path();
         // Release: as above. Compared, not swapped: a 3 is not released but handed over
         // (module docs). While the lock is held, lockers move the word only among 1, 2 and 3,
         // so each failed compare names the next value to try.

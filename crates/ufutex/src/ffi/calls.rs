@@ -347,22 +347,14 @@ pub fn preload_requeue(
     cmp: Option<u32>,
     shared: bool,
 ) -> c_long {
+    if shared {
+        return preload_requeue_shared(uaddr, uaddr2, nr_wake, nr_requeue, cmp);
+    }
     entry(|| {
-        let sharing = if shared { 0 } else { super::abi::UFUTEX_PRIVATE };
-        let f = validate::word_flags(super::abi::UFUTEX_SIZE_U32 | sharing)?;
+        let f = validate::word_flags(super::abi::UFUTEX_SIZE_U32 | super::abi::UFUTEX_PRIVATE)?;
         let (nr_wake, nr_requeue) = (validate::count(nr_wake)?, validate::count(nr_requeue)?);
-        // Each shared key is made with its page looked up (EFAULT), source first.
         let from = validate::nonnull(validate::address(uaddr as u64, f)?)?;
-        if shared {
-            validate::current(from, f.size)?;
-        }
         let to = validate::nonnull(validate::address(uaddr2 as u64, f)?)?;
-        if shared {
-            validate::current(to, f.size)?;
-            // SAFETY: both words are aligned and were just read; the caller keeps them mapped
-            // (the C ABI's contract).
-            return unsafe { requeue_shared((from, f, cmp.map(u64::from)), (to, f), nr_wake, nr_requeue) };
-        }
         let (k1, k2) = (Key::private(from), Key::private(to));
         let check = match cmp {
             None => None,
@@ -370,6 +362,30 @@ pub fn preload_requeue(
             Some(val) => Some((unsafe { holding(from, f, val.into()) }?, val.into())),
         };
         Ok(requeue_keys(default_domain().tables(), k1, k2, check, nr_wake, nr_requeue, Pays::Waiter)? as c_long)
+    })
+}
+
+/// [`preload_requeue`] of process-shared words, out of the private requeue's frame (whose code
+/// a requeue after a long sleep fetches line by line: BENCHMARKS.md). Each shared key is made
+/// with its page looked up (EFAULT), source first.
+#[inline(never)]
+fn preload_requeue_shared(
+    uaddr: *mut c_void,
+    uaddr2: *mut c_void,
+    nr_wake: c_int,
+    nr_requeue: c_int,
+    cmp: Option<u32>,
+) -> c_long {
+    entry(|| {
+        let f = validate::word_flags(super::abi::UFUTEX_SIZE_U32)?;
+        let (nr_wake, nr_requeue) = (validate::count(nr_wake)?, validate::count(nr_requeue)?);
+        let from = validate::nonnull(validate::address(uaddr as u64, f)?)?;
+        validate::current(from, f.size)?;
+        let to = validate::nonnull(validate::address(uaddr2 as u64, f)?)?;
+        validate::current(to, f.size)?;
+        // SAFETY: both words are aligned and were just read; the caller keeps them mapped (the
+        // C ABI's contract).
+        unsafe { requeue_shared((from, f, cmp.map(u64::from)), (to, f), nr_wake, nr_requeue) }
     })
 }
 
