@@ -131,10 +131,13 @@
  * parent's waiters: the library's pthread_atfork handlers (installed at the process's first
  * wait) keep resizes out of the fork and, in the child, empty every queue and free every lock,
  * so a wake in the child reaches the child's own waiters and counts only them. The parent's
- * waiters are untouched. A fork from a signal handler that interrupted its thread inside the
- * library leaves the queues as they are (the interrupted call goes on in the child); a child
- * made without the handlers (a raw clone) inherits them too. Process-shared words are keyed
- * by the object, so parent and child meet on them as before.
+ * waiters are untouched. A child made without the handlers (glibc's _Fork(), a raw clone()
+ * without CLONE_VM) gets the same fresh start from its first call that could meet the
+ * parent's waiters (a page mapped MADV_WIPEONFORK tells it), unless another thread was
+ * resizing a table or setting up a domain at that fork. A fork from a signal handler that
+ * interrupted its thread inside the library leaves the queues as they are (the interrupted
+ * call goes on in the child). Process-shared words are keyed by the object, so parent and
+ * child meet on them as before.
  *
  * Out of memory for a wait-queue table, a call returns ENOMEM and changes nothing: a resize
  * (ufutex_hash_set_slots) keeps the old table, and a wait, waitv or requeue on a UFUTEX_NUMA

@@ -292,11 +292,15 @@ static void threaded(void)
 }
 
 /* ---- fork: the child has none of its parent's private waiters (its own memory, as the
- * kernel keys private futexes), so a wake of one there takes the child's own sleeper. ---- */
+ * kernel keys private futexes), so a wake of one there finds nobody at first, and then takes
+ * the child's own sleeper. Also with glibc's _Fork, which runs no atfork handler. ---- */
 
-static void forked(void)
+pid_t _Fork(void); /* glibc 2.34 and later */
+
+static void forked(const char *how, pid_t (*make_child)(void))
 {
 	static uint32_t w __attribute__((aligned(64)));
+	__atomic_store_n(&w, 0, __ATOMIC_SEQ_CST); /* (the last round's sleepers are joined) */
 	enum { N = 40 };
 	pthread_t t[N];
 	struct sleeper s[N];
@@ -306,8 +310,10 @@ static void forked(void)
 	}
 	usleep(50000); /* most are asleep by now (one that is not makes the check weaker only) */
 	fflush(stdout);
-	pid_t pid = fork();
+	pid_t pid = make_child();
 	if (pid == 0) {
+		if (futex(&w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0) != 0)
+			_exit(2);
 		struct sleeper c = {&w, 0, FUTEX_WAIT_PRIVATE, 1, 0};
 		pthread_t ct;
 		pthread_create(&ct, NULL, sleep_on, &c);
@@ -318,6 +324,8 @@ static void forked(void)
 	}
 	int st = 0;
 	EXPECT(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		printf("   %s: the child's status %#x\n", how, st);
 	/* The parent's sleepers are all still there: they wake (or find the word changed). */
 	__atomic_store_n(&w, 1, __ATOMIC_SEQ_CST);
 	for (int i = 0, all = 0; i < 100000 && !all; i++) {
@@ -332,7 +340,7 @@ static void forked(void)
 		pthread_join(t[i], NULL);
 		EXPECT(s[i].ret == 0 || s[i].ret == -1); /* woken, or EAGAIN: never asleep */
 	}
-	printf("-- fork: %s\n", failures ? "FAILED" : "ok");
+	printf("-- %s: %s\n", how, failures ? "FAILED" : "ok");
 }
 
 /* ---- a thread-id word: the kernel clears it and wakes it (CLONE_CHILD_CLEARTID) when the
@@ -377,7 +385,8 @@ int main(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	single_threaded();
 	threaded();
-	forked();
+	forked("fork", fork);
+	forked("_Fork", _Fork);
 	tid_word();
 	return failures ? 1 : 0;
 }

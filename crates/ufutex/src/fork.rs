@@ -26,8 +26,15 @@
 //! A fork from a signal handler that interrupted its thread inside one of our calls (a
 //! critical section, a wait or a set-up) changes nothing: the interrupted call goes on in the
 //! child with what it holds, so its tables must stay as they were (the child then has the
-//! parent's waiters, as before these handlers). Children made without the handlers (a raw
-//! `clone`, `vfork`/`posix_spawn`, which exec at once) are not covered.
+//! parent's waiters, as before these handlers).
+//!
+//! A child made without the handlers (glibc's `_Fork`, a raw `clone` without `CLONE_VM`) is
+//! told by the fork mark (`fork_mark.rs`), and its first call that could meet the parent's
+//! waiters makes the child handler's fresh start itself ([`unprepared_start`]), if the gate is
+//! free: a resize or a domain's set-up under way in another thread at such a fork leaves the
+//! child the parent's tables as they were, as does a fork from a handler inside one of our
+//! calls. Children that share the memory (`vfork`, `posix_spawn`, which exec at once) keep
+//! everything, as they must.
 //!
 //! Process-shared words are keyed by object, not by process, and the shared table has
 //! handlers of its own (`shared/process.rs`).
@@ -41,18 +48,41 @@ std::thread_local! {
     static HELD: RefCell<Option<(ForkHold, ForkQuiet)>> = const { RefCell::new(None) };
 }
 
-/// Install the handlers, once per process.
+/// Install the handlers and make the fork mark, once per process.
 pub(crate) fn watch() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    // SAFETY: the handlers are `extern "C"` functions without arguments, as pthread_atfork
-    // requires, and live as long as the library (glibc drops them when the object that
-    // registered them is unloaded). Should it fail (ENOMEM), forks go on as without it.
-    ONCE.call_once(|| unsafe {
-        libc::pthread_atfork(Some(prepare), Some(parent), Some(child));
+    ONCE.call_once(|| {
+        // SAFETY: the handlers are `extern "C"` functions without arguments, as pthread_atfork
+        // requires, and live as long as the library (glibc drops them when the object that
+        // registered them is unloaded). Should it fail (ENOMEM), forks go on as without it.
+        unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+        crate::fork_mark::make(unprepared_start);
     });
 }
 
+/// The fresh start of a child made without the handlers (`fork_mark::check` makes it once):
+/// the child handler's, without its prepare, where the gate is free and this thread is in none
+/// of our calls.
+fn unprepared_start() {
+    if let Some(quiet) = crate::reentry::fork_quiet() {
+        if let Some(hold) = crate::tables::try_hold_unprepared() {
+            forget(hold);
+        }
+        drop(quiet);
+    }
+}
+
+/// The child's fresh start (module docs), with the gate held.
+fn forget(hold: ForkHold) {
+    crate::tables::forked();
+    crate::lock::forget_sleepers();
+    crate::parker::forget_sleepers();
+    hold.forget_waiters();
+}
+
 extern "C" fn prepare() {
+    // This process may itself be a child made without the handlers: its own start first.
+    crate::fork_mark::check();
     // A thread whose storage is being torn down takes nothing (it could not keep it).
     if HELD.try_with(|_| ()).is_err() {
         return;
@@ -78,12 +108,11 @@ extern "C" fn parent() {
 
 extern "C" fn child() {
     if let Some((hold, quiet)) = take() {
-        crate::tables::forked();
-        crate::lock::forget_sleepers();
-        crate::parker::forget_sleepers();
-        hold.forget_waiters();
+        forget(hold);
         drop(quiet);
     }
+    // Wiped by this fork too: decided here, whatever the prepare handler took.
+    crate::fork_mark::started();
 }
 
 #[cfg(test)]

@@ -33,10 +33,12 @@
 //! private futexes: handlers installed with `pthread_atfork` at the process's first wait keep
 //! resizes out of the fork and, in the child, empty every queue and free every lock. A wake in
 //! the child therefore reaches the child's own waiters only, and counts them only; the parent's
-//! waiters are untouched. A fork from a signal handler that interrupted its thread inside this
-//! library leaves the queues as they are (the interrupted call goes on in the child), and so
-//! does a child made without the handlers (a raw `clone`). Process-shared words ([`shared`])
-//! are keyed by their object, so parent and child meet on them as before.
+//! waiters are untouched. A child made without the handlers (glibc's `_Fork`, a raw `clone`)
+//! gets the same fresh start from its first call that could meet the parent's waiters, unless
+//! a resize was under way at the fork. A fork from a signal handler that interrupted its thread
+//! inside this library leaves the queues as they are (the interrupted call goes on in the
+//! child). Process-shared words ([`shared`]) are keyed by their object, so parent and child
+//! meet on them as before.
 #![doc = include_str!("../../../README.md")]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -49,6 +51,8 @@ mod error;
 mod ffi;
 #[cfg(not(ufutex_loom))] // loom models the handlers' locking (`tables::hold_for_fork`), not fork
 mod fork;
+#[cfg(not(ufutex_loom))] // as fork.rs (its start's protocol is modelled: `primitive::start_once`)
+mod fork_mark;
 #[cfg(all(test, ufutex_loom))]
 mod fork_models;
 mod group;

@@ -157,6 +157,13 @@ impl RawLock {
         }
     }
 
+    /// Take the lock if it is free; `false` without waiting if not.
+    #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
+    pub(crate) fn try_lock(&self) -> bool {
+        // Acquire: as `lock`'s.
+        self.state.compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_ok()
+    }
+
     #[cold]
     fn lock_contended(&self) {
         for _ in 0..hints_for(SPIN_NS, 16, 1 << 12) {

@@ -154,6 +154,72 @@ pub(crate) fn yield_now() {
     std::thread::yield_now();
 }
 
+/// [`start_once`]'s states of its byte.
+pub(crate) const FRESH: u8 = 0;
+pub(crate) const STARTED: u8 = 1;
+const STARTING: u8 = 2;
+
+/// A start made once by whichever thread comes first, that no thread goes past before it is
+/// made (the fork mark's fresh start, `fork.rs`): the caller that turns `mark` from
+/// [`FRESH`] runs `start` and then sets [`STARTED`]; every other caller waits for that (a
+/// start is short: it does not sleep). Callers that find it `STARTED` return at once.
+#[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom (its model is)
+pub(crate) fn start_once(mark: &AtomicU8, start: impl FnOnce()) {
+    // Acquire (both ways): what the start did happens before the caller goes on.
+    match mark.compare_exchange(FRESH, STARTING, Ordering::Acquire, Ordering::Acquire) {
+        Ok(_) => {
+            start();
+            // Release: publishes the start to every thread that reads STARTED.
+            mark.store(STARTED, Ordering::Release);
+        }
+        Err(_) => {
+            while mark.load(Ordering::Acquire) != STARTED {
+                yield_now();
+            }
+        }
+    }
+}
+
+#[cfg(all(test, ufutex_loom))]
+mod loom_tests {
+    use super::{start_once, AtomicU32, AtomicU8, FRESH, STARTED};
+    use loom::cell::UnsafeCell;
+    use loom::sync::atomic::Ordering;
+    use loom::sync::Arc;
+
+    /// Two threads of a child made without the fork handlers make their first calls at once,
+    /// each checking the wiped mark first and then queueing a waiter: the parent's waiters are
+    /// forgotten exactly once, before either queues, and both of the child's waiters remain
+    /// (a waiter that went on before the start would have been forgotten with the parent's).
+    #[test]
+    fn the_fresh_start_is_made_once_before_anyone_goes_on() {
+        loom::model(|| {
+            let mark = Arc::new(AtomicU8::new(FRESH));
+            // The queued waiters (the parent's 40 at first), and the starts made.
+            let queued = Arc::new(AtomicU32::new(40));
+            let starts = Arc::new(UnsafeCell::new(0u32));
+            let first_call = |mark: &AtomicU8, queued: &AtomicU32, starts: &UnsafeCell<u32>| {
+                if mark.load(Ordering::Acquire) != STARTED {
+                    start_once(mark, || {
+                        // Relaxed: the start's order is the mark's.
+                        queued.store(0, Ordering::Relaxed);
+                        // SAFETY: only the one thread that makes the start writes the cell.
+                        starts.with_mut(|n| unsafe { *n += 1 });
+                    });
+                }
+                queued.fetch_add(1, Ordering::Relaxed);
+            };
+            let (m2, q2, s2) = (mark.clone(), queued.clone(), starts.clone());
+            let other = loom::thread::spawn(move || first_call(&m2, &q2, &s2));
+            first_call(&mark, &queued, &starts);
+            other.join().unwrap();
+            assert_eq!(queued.load(Ordering::Relaxed), 2);
+            // SAFETY: the other thread is joined.
+            assert_eq!(starts.with(|n| unsafe { *n }), 1);
+        });
+    }
+}
+
 #[cfg(all(test, not(ufutex_loom)))]
 mod tests {
     use super::hint_ns;

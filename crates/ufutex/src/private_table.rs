@@ -237,6 +237,9 @@ impl WaitTable for Tables {
 
     #[inline]
     fn lock(&self, key: &Key) -> Result<PrivateLocked<'_>, Infallible> {
+        // (Waiters met the check when their episode began: `reentry::episode`.)
+        #[cfg(not(ufutex_loom))]
+        crate::fork_mark::check();
         loop {
             let table = self.table(key);
             let g = table.bucket(key).lock();
@@ -248,6 +251,8 @@ impl WaitTable for Tables {
 
     #[inline]
     fn lock_at(&self, key: &Key, at: NonNull<Table>) -> Result<PrivateLocked<'_>, Infallible> {
+        #[cfg(not(ufutex_loom))]
+        crate::fork_mark::check();
         // SAFETY: `at` is a table of these tables (the look read it from a slot), and tables
         // are never freed while their domain lives (`table.rs`).
         let table = unsafe { at.as_ref() };
@@ -261,6 +266,8 @@ impl WaitTable for Tables {
 
     #[inline(always)] // its two callers (requeue, wake-op) are its only ones: no frame, no pair through memory
     fn lock_pair(&self, from: &Key, to: &Key) -> Result<Pair<PrivateLocked<'_>>, Infallible> {
+        #[cfg(not(ufutex_loom))]
+        crate::fork_mark::check();
         let (k1, k2) = (*from, *to);
         loop {
             let (t1, t2) = (self.table(&k1), self.table(&k2));

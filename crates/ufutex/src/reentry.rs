@@ -610,6 +610,10 @@ pub(crate) fn episode() -> Option<Episode> {
     if hot::waiting() || busy() {
         return None;
     }
+    // A child made without our fork handlers forgets the parent's waiters before its first
+    // wait queues (`fork.rs`).
+    #[cfg(not(ufutex_loom))]
+    crate::fork_mark::check();
     hot::set_waiting(true);
     Some(Episode(()))
 }

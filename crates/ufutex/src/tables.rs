@@ -133,9 +133,24 @@ struct Gate(());
 
 impl Gate {
     fn take() -> Gate {
+        // A child made without our fork handlers forgets the parent's waiters before its first
+        // resize, set-up or query (`fork.rs`).
+        #[cfg(not(ufutex_loom))]
+        crate::fork_mark::check();
         crate::reentry::locking();
         GATE.lock();
         Gate(())
+    }
+
+    /// The gate if it is free, without waiting.
+    #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
+    fn try_take() -> Option<Gate> {
+        crate::reentry::locking();
+        if GATE.try_lock() {
+            return Some(Gate(()));
+        }
+        crate::reentry::unlocked();
+        None
     }
 
     /// In a forked child: the gate free, whoever slept on it in the parent, and this thread's
@@ -193,6 +208,13 @@ pub(crate) struct ForkHold {
 #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
 pub(crate) fn hold_for_fork() -> ForkHold {
     ForkHold { gate: Gate::take() }
+}
+
+/// [`hold_for_fork`] in a child made without the prepare handler (`fork_mark::check`): the gate if
+/// it is free; `None` if a thread that the child does not have held it at the fork.
+#[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
+pub(crate) fn try_hold_unprepared() -> Option<ForkHold> {
+    Gate::try_take().map(|gate| ForkHold { gate })
 }
 
 impl ForkHold {

@@ -6,7 +6,9 @@
 
 mod common;
 
-use common::{await_queued, await_until, child, default_domain_lock, fixed, reap, stress_secs, watchdog, StopOnDrop};
+use common::{
+    await_queued, await_until, child, default_domain_lock, fixed, raw_child, reap, stress_secs, watchdog, StopOnDrop,
+};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -53,6 +55,129 @@ fn rounds_in_both(own: &'static Domain, w: &'static AtomicU32, v: &'static Atomi
 
 fn leak<T>(t: T) -> &'static T {
     Box::leak(Box::new(t))
+}
+
+/// The parent's 80 sleepers (half on `w` in the default domain, half on `v` in `own`), each
+/// waiting until its word is set.
+fn sleepers_on(own: &'static Domain, w: &'static AtomicU32, v: &'static AtomicU32) -> Vec<std::thread::JoinHandle<()>> {
+    let default = Domain::default_domain();
+    let sleepers = (0..80)
+        .map(|i| {
+            let (d, word) = if i % 2 == 0 { (default, w) } else { (own, v) };
+            std::thread::spawn(move || {
+                while word.load(Ordering::Acquire) == 0 {
+                    let _ = d.wait(word, 0, None);
+                }
+            })
+        })
+        .collect();
+    await_queued(default, 40);
+    await_queued(own, 40);
+    sleepers
+}
+
+/// The parent's sleepers are where they were after the fork, and all wake.
+fn wake_sleepers(
+    own: &'static Domain,
+    w: &'static AtomicU32,
+    v: &'static AtomicU32,
+    sleepers: Vec<std::thread::JoinHandle<()>>,
+) {
+    let default = Domain::default_domain();
+    assert_eq!((default.queued_waiters(), own.queued_waiters()), (40, 40));
+    w.store(1, Ordering::Release);
+    v.store(1, Ordering::Release);
+    assert_eq!(default.wake(w, usize::MAX), 40);
+    assert_eq!(own.wake(v, usize::MAX), 40);
+    for s in sleepers {
+        s.join().expect("a sleeper");
+    }
+}
+
+/// The first call of a child made without our fork handlers.
+#[derive(Debug, Clone, Copy)]
+enum First {
+    Wait,
+    /// Two threads of the child's, started together, wait at once: either may make the start.
+    TwoWaits,
+    Wake,
+    Requeue,
+    Query,
+}
+
+/// `first` in the child, on the parent's words `w` (default domain) and `v` (`own`): 0 if it
+/// found none of the parent's waiters, as the kernel's futex would, else the failed check.
+fn first_call(
+    first: First,
+    own: &'static Domain,
+    w: &'static AtomicU32,
+    v: &'static AtomicU32,
+    spare: &'static AtomicU32,
+) -> i32 {
+    let default = Domain::default_domain();
+    let (a, b) = match first {
+        // A thread of the child's waits on `w`: a wake of all then counts it alone.
+        First::Wait => {
+            let t = std::thread::spawn(move || default.wait(w, 0, None));
+            await_queued(default, 1);
+            let woken = default.wake(w, usize::MAX);
+            let returned = matches!(t.join(), Ok(Ok(())));
+            (usize::from(woken != 1 || !returned), own.wake(v, usize::MAX))
+        }
+        First::TwoWaits => {
+            let go = Arc::new(std::sync::Barrier::new(2));
+            let ts: Vec<_> = (0..2)
+                .map(|_| {
+                    let go = go.clone();
+                    std::thread::spawn(move || {
+                        go.wait();
+                        default.wait(w, 0, None)
+                    })
+                })
+                .collect();
+            await_queued(default, 2);
+            let woken = default.wake(w, usize::MAX);
+            let returned = ts.into_iter().all(|t| matches!(t.join(), Ok(Ok(()))));
+            (usize::from(woken != 2 || !returned), own.wake(v, usize::MAX))
+        }
+        First::Wake => (default.wake(w, usize::MAX), own.wake(v, usize::MAX)),
+        // Each onto a word of the child's own; nobody to move.
+        First::Requeue => (
+            default.requeue(w, 0, spare, 0, usize::MAX).unwrap_or(usize::MAX),
+            own.requeue(v, 0, spare, 0, usize::MAX).unwrap_or(usize::MAX),
+        ),
+        First::Query => (default.queued_waiters(), own.queued_waiters()),
+    };
+    match (a, b) {
+        (0, 0) => 0,
+        (0, _) => 22,
+        _ => 21,
+    }
+}
+
+/// A child made without our fork handlers (`_Fork`) is told by the fork mark: whichever call
+/// it makes first — a wake, a requeue or a query — finds none of the parent's waiters, and its
+/// own waiters are woken and counted as in any child.
+#[test]
+fn a_child_made_without_the_handlers_has_none_of_the_parents_waiters() {
+    watchdog();
+    let _serial = default_domain_lock();
+    let own = leak(fixed(2));
+    let (w, v): (&'static AtomicU32, &'static AtomicU32) = (leak(AtomicU32::new(0)), leak(AtomicU32::new(0)));
+    let sleepers = sleepers_on(own, w, v);
+    let spare: &'static AtomicU32 = leak(AtomicU32::new(0));
+    for first in [First::Wait, First::TwoWaits, First::Wake, First::Requeue, First::Query] {
+        let pid = raw_child(|| match first_call(first, own, w, v, spare) {
+            0 => rounds_in_both(own, w, v),
+            failed => failed,
+        });
+        assert_eq!(
+            reap(pid),
+            0,
+            "{first:?} first; the child's checks (21-22: its first call; 1-4: default domain, 11-14: its own)"
+        );
+    }
+    wake_sleepers(own, w, v, sleepers);
 }
 
 #[test]

@@ -250,6 +250,26 @@ pub fn child(f: impl FnOnce() -> i32) -> libc::pid_t {
     }
 }
 
+/// [`child`], made with glibc's `_Fork`, which runs no `pthread_atfork` handler (ours
+/// included): the child is told by the library's fork mark alone (`fork.rs`).
+pub fn raw_child(f: impl FnOnce() -> i32) -> libc::pid_t {
+    extern "C" {
+        // glibc 2.34 and later.
+        fn _Fork() -> libc::pid_t;
+    }
+    // SAFETY: as `child`'s fork; the caller's other threads hold nothing the child needs
+    // (they sleep in waits).
+    match unsafe { _Fork() } {
+        -1 => panic!("_Fork: {}", std::io::Error::last_os_error()),
+        0 => {
+            let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(99);
+            // SAFETY: ends the child at once, without running the parent's atexit handlers.
+            unsafe { libc::_exit(code) }
+        }
+        pid => pid,
+    }
+}
+
 /// The child's exit status (a signal is -signal).
 pub fn reap(pid: libc::pid_t) -> i32 {
     let mut st = 0;

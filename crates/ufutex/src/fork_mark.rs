@@ -1,0 +1,100 @@
+//! The fork mark: how a child made without our fork handlers (glibc's `_Fork`, a raw `clone`
+//! without `CLONE_VM`) knows it is one. A page of its own, mapped with `MADV_WIPEONFORK`, holds
+//! 1 ([`STARTED`]) in the process that made it and reads 0 in every child that copied its
+//! memory. The child handler sets it again (`fork.rs`); otherwise the child's first call that
+//! could meet the parent's waiters ([`check`]: a waiter before its episode, a waker or a
+//! requeue before it locks, anything that takes the gate) finds it 0 and makes the fresh start
+//! that `fork.rs` registered, once, before any thread of the child goes on
+//! (`primitive::start_once`). Children that share the memory (`vfork`, `posix_spawn`) keep the
+//! mark, as they keep everything else. Process-shared words are not covered this way
+//! (`shared/process.rs`).
+//!
+//! Below the tables and the re-entry marks, which ask it, and knowing nothing of them: the
+//! start is `fork.rs`'s.
+
+use crate::primitive::{start_once, STARTED};
+use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+use std::sync::OnceLock;
+
+/// The mark, once [`make`] made it: null before, and where it could not be made (a kernel
+/// before 4.14; then children made without the handlers are not told).
+static MARK: AtomicPtr<AtomicU8> = AtomicPtr::new(std::ptr::null_mut());
+/// The fresh start a child made without the handlers makes (`fork.rs`).
+static START: OnceLock<fn()> = OnceLock::new();
+
+/// Make the mark, with the start that a child told by it makes; once per process (by
+/// `fork::watch`, before the process first queues a waiter).
+pub(crate) fn make(start: fn()) {
+    if START.set(start).is_err() {
+        return;
+    }
+    let len = crate::queue::PAGE;
+    // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return;
+    }
+    // SAFETY: `p` is the `len`-byte mapping just made, ours alone; if the advice fails it is
+    // unmapped again and no mark is kept.
+    unsafe {
+        if libc::madvise(p, len, libc::MADV_WIPEONFORK) != 0 {
+            libc::munmap(p, len);
+            return;
+        }
+    }
+    let mark = p.cast::<AtomicU8>();
+    // SAFETY: the mapping is zeroed, writable and aligned, and never unmapped; an `AtomicU8`
+    // has no invariant.
+    unsafe { &*mark }.store(STARTED, Ordering::Relaxed);
+    // Release: a thread that reads the pointer sees the 1 behind it.
+    MARK.store(mark, Ordering::Release);
+}
+
+/// The mark's byte, if the mark was made.
+fn mark() -> Option<&'static AtomicU8> {
+    // Acquire: pairs with `make`'s store.
+    let p = MARK.load(Ordering::Acquire);
+    // SAFETY: a mark, once made, is never unmapped.
+    unsafe { p.as_ref() }
+}
+
+/// Before a call that could meet the parent's waiters: in a child made without our handlers
+/// (the mark reads 0), the fresh start first (module docs). One load and a compare otherwise.
+#[inline]
+pub(crate) fn check() {
+    if let Some(m) = mark() {
+        // Acquire: the start, made by another thread of the child, happens before.
+        if m.load(Ordering::Acquire) != STARTED {
+            unprepared(m);
+        }
+    }
+}
+
+/// [`check`] found the mark wiped: the start, made once; no thread of the child (it may have
+/// started some) goes on before it is made (`primitive::start_once`, whose loom model this is).
+#[cold]
+#[inline(never)]
+fn unprepared(m: &AtomicU8) {
+    start_once(m, || {
+        if let Some(start) = START.get() {
+            start();
+        }
+    });
+}
+
+/// In a child whose handler made the start (`fork.rs`): the mark again, which the fork wiped
+/// (the child has one thread yet).
+pub(crate) fn started() {
+    if let Some(m) = mark() {
+        m.store(STARTED, Ordering::Relaxed);
+    }
+}
