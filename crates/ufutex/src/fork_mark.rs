@@ -9,11 +9,12 @@
 //! mark, as they keep everything else. Process-shared words are not covered this way
 //! (`shared/process.rs`).
 //!
-//! Below the tables and the re-entry marks, which ask it, and knowing nothing of them: the
-//! start is `fork.rs`'s.
+//! The page also holds the shared table's word that tells it the same (`shared/process.rs`).
+//! Below the tables, the re-entry marks and the shared table, which ask it, and knowing nothing
+//! of them: the start is `fork.rs`'s.
 
 use crate::primitive::{start_once, STARTED};
-use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 /// The mark, once [`make`] made it: null before, and where it could not be made (a kernel
@@ -21,6 +22,36 @@ use std::sync::OnceLock;
 static MARK: AtomicPtr<AtomicU8> = AtomicPtr::new(std::ptr::null_mut());
 /// The fresh start a child made without the handlers makes (`fork.rs`).
 static START: OnceLock<fn()> = OnceLock::new();
+/// The page: its address, and whether the kernel wipes it in children; `None` if it could not
+/// be mapped. Made by whichever needs it first, the mark or the shared table.
+static PAGE: OnceLock<Option<(usize, bool)>> = OnceLock::new();
+/// Where in the page the shared table's word is (`shared/process.rs`), apart from the mark's
+/// byte at its start.
+const SHARED_WORD: usize = 4;
+
+/// The page, mapped the first time (zeroed, with `MADV_WIPEONFORK` where the kernel has it).
+fn page() -> Option<(usize, bool)> {
+    *PAGE.get_or_init(|| {
+        let len = crate::queue::PAGE;
+        // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        // SAFETY: `p` is the `len`-byte mapping just made, ours alone, and never unmapped.
+        let wiped = unsafe { libc::madvise(p, len, libc::MADV_WIPEONFORK) } == 0;
+        Some((p as usize, wiped))
+    })
+}
 
 /// Make the mark, with the start that a child told by it makes; once per process (by
 /// `fork::watch`, before the process first queues a waiter).
@@ -28,35 +59,26 @@ pub(crate) fn make(start: fn()) {
     if START.set(start).is_err() {
         return;
     }
-    let len = crate::queue::PAGE;
-    // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
+    // A page the kernel does not wipe tells no child anything.
+    let Some((p, true)) = page() else {
         return;
-    }
-    // SAFETY: `p` is the `len`-byte mapping just made, ours alone; if the advice fails it is
-    // unmapped again and no mark is kept.
-    unsafe {
-        if libc::madvise(p, len, libc::MADV_WIPEONFORK) != 0 {
-            libc::munmap(p, len);
-            return;
-        }
-    }
-    let mark = p.cast::<AtomicU8>();
-    // SAFETY: the mapping is zeroed, writable and aligned, and never unmapped; an `AtomicU8`
-    // has no invariant.
+    };
+    let mark = p as *mut AtomicU8;
+    // SAFETY: the page is mapped, writable and aligned, and never unmapped; an `AtomicU8` has no
+    // invariant, and nothing else uses the page's first byte.
     unsafe { &*mark }.store(STARTED, Ordering::Relaxed);
     // Release: a thread that reads the pointer sees the 1 behind it.
     MARK.store(mark, Ordering::Release);
+}
+
+/// The shared table's word in the page (`shared/process.rs`): 0 when the page is new and in
+/// every child that copied it, where the kernel wipes it (its own atfork handler zeroes it
+/// too, for a kernel that does not); `None` if the page could not be mapped.
+pub(crate) fn shared_word() -> Option<&'static AtomicU32> {
+    let (p, _) = page()?;
+    // SAFETY: the page is mapped, writable and never unmapped; the word is aligned, apart from
+    // the mark's byte, and used only by the shared table (an `AtomicU32` has no invariant).
+    Some(unsafe { &*((p + SHARED_WORD) as *const AtomicU32) })
 }
 
 /// The mark's byte, if the mark was made.

@@ -47,7 +47,8 @@ unsafe impl Send for Proc {}
 static SEGMENT: AtomicPtr<Segment> = AtomicPtr::new(std::ptr::null_mut());
 /// This process's [`Proc`], or null (none yet, or a forked child that has not made its own).
 static PROC: AtomicPtr<Proc> = AtomicPtr::new(std::ptr::null_mut());
-/// A word in a `MADV_WIPEONFORK` page: 1 in the process that made `PROC`, 0 in its children.
+/// A word in a `MADV_WIPEONFORK` page (`fork_mark.rs`'s): 1 in the process that made `PROC`, 0
+/// in its children.
 static HERE: AtomicPtr<AtomicU32> = AtomicPtr::new(std::ptr::null_mut());
 /// The descriptors the atfork child handler closes.
 static FDS: [AtomicI32; 2] = [AtomicI32::new(-1), AtomicI32::new(-1)];
@@ -128,23 +129,9 @@ fn here_word() -> Result<&'static AtomicU32, SharedError> {
         // SAFETY: a leaked page, never unmapped.
         return Ok(unsafe { &*h });
     }
-    // SAFETY: a fresh private anonymous page; nothing else refers to it.
-    let page = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if page == libc::MAP_FAILED {
-        return Err(SharedError::NoMemory);
-    }
-    // SAFETY: `page` is our own fresh mapping. Without WIPEONFORK (kernels before 4.14) a raw
-    // clone child is not detected; the atfork handler still catches fork().
-    unsafe { libc::madvise(page, 4096, libc::MADV_WIPEONFORK) };
+    // Without WIPEONFORK (kernels before 4.14) a raw clone child is not detected; the atfork
+    // handler still catches fork().
+    let word = crate::fork_mark::shared_word().ok_or(SharedError::NoMemory)?;
     extern "C" fn child() {
         close_inherited();
         let h = HERE.load(Ordering::Relaxed);
@@ -156,10 +143,8 @@ fn here_word() -> Result<&'static AtomicU32, SharedError> {
     // SAFETY: registers a handler that only closes descriptors and stores to atomics
     // (async-signal-safe, as a child handler of a multithreaded parent must be).
     unsafe { libc::pthread_atfork(None, None, Some(child)) };
-    let h = page as *mut AtomicU32;
-    HERE.store(h, Ordering::Release);
-    // SAFETY: as above.
-    Ok(unsafe { &*h })
+    HERE.store(std::ptr::from_ref(word).cast_mut(), Ordering::Release);
+    Ok(word)
 }
 
 /// Close the descriptors a parent's [`Proc`] held (in a child, or before the first claim).
