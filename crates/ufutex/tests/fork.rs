@@ -184,36 +184,14 @@ fn a_child_made_without_the_handlers_has_none_of_the_parents_waiters() {
 fn a_child_has_none_of_the_parents_waiters() {
     watchdog();
     let _serial = default_domain_lock();
-    let default = Domain::default_domain();
     let own = leak(fixed(2));
     // More sleepers than one ring word has slots, on the default domain and on one of our own.
     let (w, v): (&'static AtomicU32, &'static AtomicU32) = (leak(AtomicU32::new(0)), leak(AtomicU32::new(0)));
-    let sleepers: Vec<_> = (0..80)
-        .map(|i| {
-            let (d, word) = if i % 2 == 0 { (default, w) } else { (own, v) };
-            std::thread::spawn(move || {
-                while word.load(Ordering::Acquire) == 0 {
-                    let _ = d.wait(word, 0, None);
-                }
-            })
-        })
-        .collect();
-    await_queued(default, 40);
-    await_queued(own, 40);
-
+    let sleepers = sleepers_on(own, w, v);
     // The child's own waiters wait on the words the parent's do.
     let pid = child(|| rounds_in_both(own, w, v));
     assert_eq!(reap(pid), 0, "the child's checks (1-4: default domain, 11-14: its own)");
-
-    // The parent's waiters are where they were, and all wake.
-    assert_eq!((default.queued_waiters(), own.queued_waiters()), (40, 40));
-    w.store(1, Ordering::Release);
-    v.store(1, Ordering::Release);
-    assert_eq!(default.wake(w, usize::MAX), 40);
-    assert_eq!(own.wake(v, usize::MAX), 40);
-    for s in sleepers {
-        s.join().expect("a sleeper");
-    }
+    wake_sleepers(own, w, v, sleepers);
 }
 
 #[test]
