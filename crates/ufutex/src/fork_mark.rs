@@ -6,12 +6,16 @@
 //! requeue before it locks, anything that takes the gate) finds it 0 and makes the fresh start
 //! that `fork.rs` registered, once, before any thread of the child goes on
 //! (`primitive::start_once`). Children that share the memory (`vfork`, `posix_spawn`) keep the
-//! mark, as they keep everything else. Process-shared words are not covered this way
-//! (`shared/process.rs`).
+//! mark, as they keep everything else.
 //!
-//! The page also holds the shared table's word that tells it the same (`shared/process.rs`).
-//! Below the tables, the re-entry marks and the shared table, which ask it, and knowing nothing
-//! of them: the start is `fork.rs`'s.
+//! The page also holds the shared table's word, which tells it the same for its own fresh
+//! start (a process slot of the child's: `shared/process.rs`). Below the tables, the re-entry
+//! marks and the shared table, which ask it, and knowing nothing of them: the start is
+//! `fork.rs`'s.
+//!
+//! Not covered: a signal handler that interrupts the thread making the start in the few
+//! instructions before the start counts the thread busy (`reentry::fork_quiet`), and whose
+//! call then needs the start, waits for its own thread.
 
 use crate::primitive::{start_once, STARTED};
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
