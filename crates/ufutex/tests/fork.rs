@@ -117,10 +117,25 @@ fn first_call(
     let default = Domain::default_domain();
     let (a, b) = match first {
         // A thread of the child's waits on `w`: a wake of all then counts it alone.
+        // (The child's thread waits before anything else of the child's is asked, as far as a
+        // pause can order it: the wait itself must make the start, or the start made later
+        // forgets it.)
         First::Wait => {
-            let t = std::thread::spawn(move || default.wait(w, 0, None));
-            await_queued(default, 1);
-            let woken = default.wake(w, usize::MAX);
+            let about = Arc::new(AtomicBool::new(false));
+            let a = about.clone();
+            let t = std::thread::spawn(move || {
+                a.store(true, Ordering::SeqCst);
+                default.wait(w, 0, common::deadline(Duration::from_secs(10)))
+            });
+            while !about.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            let (mut woken, start) = (0, Instant::now());
+            while woken == 0 && start.elapsed() < Duration::from_secs(5) {
+                woken = default.wake(w, usize::MAX);
+                std::thread::sleep(Duration::from_millis(1));
+            }
             let returned = matches!(t.join(), Ok(Ok(())));
             (usize::from(woken != 1 || !returned), own.wake(v, usize::MAX))
         }
