@@ -94,7 +94,7 @@ fn mark() -> Option<&'static AtomicU8> {
 }
 
 /// Before a call that could meet the parent's waiters: in a child made without our handlers
-/// (the mark reads 0), the fresh start first (module docs). One load and a compare otherwise.
+/// (the mark reads 0), the fresh start first (module docs). Two loads and a compare otherwise.
 #[inline]
 pub(crate) fn check() {
     if let Some(m) = mark() {
