@@ -237,7 +237,8 @@ impl WaitTable for Tables {
 
     #[inline]
     fn lock(&self, key: &Key) -> Result<PrivateLocked<'_>, Infallible> {
-        // (Waiters met the check when their episode began: `reentry::episode`.)
+        // (As `lock_at` and `lock_pair`, the wakers' other ways in; a waiter met the check
+        // when its episode began: `reentry::episode`.)
         #[cfg(not(ufutex_loom))]
         crate::fork_mark::check();
         loop {

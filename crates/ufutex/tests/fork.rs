@@ -116,20 +116,17 @@ fn first_call(
 ) -> i32 {
     let default = Domain::default_domain();
     let (a, b) = match first {
-        // A thread of the child's waits on `w`: a wake of all then counts it alone.
-        // (The child's thread waits before anything else of the child's is asked, as far as a
-        // pause can order it: the wait itself must make the start, or the start made later
-        // forgets it.)
+        // A thread of the child's waits on `w`: a wake of all then counts it alone. The wait
+        // comes before anything else of the child's is asked, as far as a pause can order it:
+        // the wait itself must make the start, or the start made later forgets it.
         First::Wait => {
-            let about = Arc::new(AtomicBool::new(false));
-            let a = about.clone();
+            let go = Arc::new(std::sync::Barrier::new(2));
+            let g = go.clone();
             let t = std::thread::spawn(move || {
-                a.store(true, Ordering::SeqCst);
+                g.wait();
                 default.wait(w, 0, common::deadline(Duration::from_secs(10)))
             });
-            while !about.load(Ordering::SeqCst) {
-                std::thread::yield_now();
-            }
+            go.wait();
             std::thread::sleep(Duration::from_millis(20));
             let (mut woken, start) = (0, Instant::now());
             while woken == 0 && start.elapsed() < Duration::from_secs(5) {
@@ -171,8 +168,8 @@ fn first_call(
 }
 
 /// A child made without our fork handlers (`_Fork`) is told by the fork mark: whichever call
-/// it makes first — a wake, a requeue or a query — finds none of the parent's waiters, and its
-/// own waiters are woken and counted as in any child.
+/// it makes first — a wait (by one thread or two at once), a wake, a requeue or a query — finds
+/// none of the parent's waiters, and its own waiters are woken and counted as in any child.
 #[test]
 fn a_child_made_without_the_handlers_has_none_of_the_parents_waiters() {
     watchdog();
