@@ -163,7 +163,7 @@ pub enum Command {
         /// Entry counts, comma-separated (1 … 1024)
         #[arg(long, default_value = "1,8,32,128,1024")]
         entries: String,
-        /// Which cases: first, last, last64 (the last on 64-bit words: ufutex, ufutex-c), latency (comma-separated)
+        /// Which cases: first, last, last8, last16, last64 (the last on 8, 16 or 64-bit words: ufutex, ufutex-c), latency (comma-separated)
         #[arg(long, default_value = "first,last,latency")]
         modes: String,
     },

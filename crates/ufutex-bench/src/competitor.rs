@@ -82,8 +82,8 @@ pub trait Competitor: Sync {
     fn wait<W: Word>(&self, w: &W, expected: u64, mask: u64) -> Wait;
     fn wake<W: Word>(&self, w: &W, n: usize, mask: u64) -> usize;
     fn prepare_waitv<'a>(&'a self, entries: &[(&'a AtomicU32, u32)]) -> Self::Waitv<'a>;
-    /// A waitv vector of 64-bit words, where the competitor has one (`None`: it has not).
-    fn prepare_waitv_u64<'a>(&'a self, _entries: &[(&'a AtomicU64, u64)]) -> Option<Self::Waitv<'a>> {
+    /// A waitv vector of words of any size, where the competitor has one (`None`: it has not).
+    fn prepare_waitv_sized<'a, W: Word>(&'a self, _entries: &[(&'a W, u64)]) -> Option<Self::Waitv<'a>> {
         None
     }
     /// The woken index, or the reason it returned.
@@ -196,8 +196,8 @@ impl<H: Home> Competitor for Ufutex<H> {
     fn prepare_waitv<'a>(&'a self, entries: &[(&'a AtomicU32, u32)]) -> Self::Waitv<'a> {
         entries.iter().map(|&(w, v)| ufutex::WaitEntry::new(w, v)).collect()
     }
-    fn prepare_waitv_u64<'a>(&'a self, entries: &[(&'a AtomicU64, u64)]) -> Option<Self::Waitv<'a>> {
-        Some(entries.iter().map(|&(w, v)| ufutex::WaitEntry::new(w, v)).collect())
+    fn prepare_waitv_sized<'a, W: Word>(&'a self, entries: &[(&'a W, u64)]) -> Option<Self::Waitv<'a>> {
+        Some(entries.iter().map(|&(w, v)| ufutex::WaitEntry::new(w, W::value(v))).collect())
     }
     #[inline]
     fn waitv(&self, v: &Self::Waitv<'_>) -> Result<usize, Wait> {
@@ -371,11 +371,11 @@ impl Competitor for UfutexC {
     fn prepare_waitv<'a>(&'a self, entries: &[(&'a AtomicU32, u32)]) -> Self::Waitv<'a> {
         entries.iter().map(|&(w, v)| Self::entry(w, v)).collect()
     }
-    fn prepare_waitv_u64<'a>(&'a self, entries: &[(&'a AtomicU64, u64)]) -> Option<Self::Waitv<'a>> {
-        let entry = |(w, v): &(&AtomicU64, u64)| UfutexWaitv {
-            val: *v,
-            uaddr: w.as_ptr() as u64,
-            flags: Self::flags::<u64>(),
+    fn prepare_waitv_sized<'a, W: Word>(&'a self, entries: &[(&'a W, u64)]) -> Option<Self::Waitv<'a>> {
+        let entry = |&(w, v): &(&W, u64)| UfutexWaitv {
+            val: v,
+            uaddr: std::ptr::from_ref(w) as u64,
+            flags: Self::flags::<W>(),
             reserved: 0,
         };
         Some(entries.iter().map(entry).collect())

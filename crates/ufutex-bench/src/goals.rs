@@ -324,9 +324,12 @@ fn c_abi_goals(benches: &[Bench]) -> Vec<Goal> {
             counted(g, benches, path, c)
         })
         .collect();
-    // 32-bit words, and 64-bit ones (which the kernel has not: the Rust path is the baseline).
+    // 32-bit words, and 8, 16 and 64-bit ones (which the kernel has not: the Rust path is the
+    // baseline).
     for (case, text) in [
         ("mismatch last, entries=128", "C ABI: waitv of 128 entries failing on the last"),
+        ("mismatch last, 8-bit words, entries=128", "C ABI: waitv of 128 8-bit entries failing on the last"),
+        ("mismatch last, 16-bit words, entries=128", "C ABI: waitv of 128 16-bit entries failing on the last"),
         ("mismatch last, 64-bit words, entries=128", "C ABI: waitv of 128 64-bit entries failing on the last"),
     ] {
         let measured = pair(bench(benches, "waitv", case), c).map(|(cm, um)| Measured {
@@ -540,6 +543,7 @@ mod tests {
             bench("fastpath", "wait, value mismatch", ns(), &[("ufutex", 1.0), ("ufutex-c", 5.0), ("kernel", 90.0)]),
             bench("waitv", "mismatch last, entries=128", ns(), &[("ufutex", 80.0), ("ufutex-c", 120.0)]),
             bench("waitv", "mismatch last, 64-bit words, entries=128", ns(), &[("ufutex", 80.0), ("ufutex-c", 240.0)]),
+            bench("waitv", "mismatch last, 8-bit words, entries=128", ns(), &[("ufutex", 80.0), ("ufutex-c", 100.0)]),
         ];
         let g = c_abi_goals(&benches);
         let by = |text: &str| g.iter().find(|g| g.goal.ends_with(text)).unwrap();
@@ -550,6 +554,10 @@ mod tests {
         assert_eq!((v32.ratio, v32.met), (Some(1.0), Some(true)), "120 = 1.5 × 80");
         let v64 = by("waitv of 128 64-bit entries failing on the last");
         assert_eq!((v64.ratio, v64.met), (Some(0.5), Some(false)), "240 = 3 × 80: its own case, not the 32-bit one");
+        let v8 = by("waitv of 128 8-bit entries failing on the last");
+        assert_eq!((v8.ratio, v8.met), (Some(1.2), Some(true)), "100 = 1.25 × 80: its own case");
+        let v16 = by("waitv of 128 16-bit entries failing on the last");
+        assert_eq!(v16.met, None, "not in this run");
         assert!(c_abi_goals(&benches[..1]).iter().filter(|g| g.goal.ends_with("on the last")).all(|g| g.met.is_none()));
     }
 

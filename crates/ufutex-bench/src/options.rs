@@ -10,7 +10,7 @@ use crate::workloads::fastpath::Body;
 use crate::workloads::hash::{Params as HashParams, SlotPoint};
 use crate::workloads::keyed;
 use crate::workloads::lock::Section;
-use crate::workloads::waitv::Mode;
+use crate::workloads::waitv::{Mode, Width};
 use crate::workloads::wake::{Kind as WakeKind, Params as WakeParams};
 use crate::workloads::{parse_list, pingpong, schbench, sempingpong, Common};
 use std::path::PathBuf;
@@ -259,9 +259,11 @@ pub fn validate(cli: Cli) -> R<Options> {
                 .map(|m| match m.trim() {
                     "first" => Ok(Mode::MismatchFirst),
                     "last" => Ok(Mode::MismatchLast),
-                    "last64" => Ok(Mode::MismatchLast64),
+                    "last8" => Ok(Mode::MismatchLastOf(Width::U8)),
+                    "last16" => Ok(Mode::MismatchLastOf(Width::U16)),
+                    "last64" => Ok(Mode::MismatchLastOf(Width::U64)),
                     "latency" => Ok(Mode::Latency),
-                    o => Err(format!("--modes: {o:?} is not first, last, last64 or latency")),
+                    o => Err(format!("--modes: {o:?} is not first, last, last8, last16, last64 or latency")),
                 })
                 .collect::<R<Vec<_>>>()?;
             (common, Job::Waitv { entries, modes }, 0.05, shared)

@@ -69,9 +69,9 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
             ),
         ),
         step(
-            "waitv failing, 64-bit words",
+            "waitv failing, 8, 16 and 64-bit words",
             &format!(
-                "waitv --impl ufutex,{} --modes last64 --entries 128 --reps {} --runtime {}",
+                "waitv --impl ufutex,{} --modes last8,last16,last64 --entries 128 --reps {} --runtime {}",
                 UfutexC::NAME,
                 r(5),
                 t(0.05, 0.02)

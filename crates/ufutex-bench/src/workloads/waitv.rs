@@ -1,26 +1,34 @@
 //! `waitv`: a wait on 1 … 1024 words that fails because the first or the last value mismatches
-//! (ns per call), the same on 64-bit words for the competitors that have them (ufutex, in Rust
-//! and through its C ABI), and the wake-up latency of a thread asleep in a waitv when its last
+//! (ns per call), the same on 8, 16 and 64-bit words for the competitors that have them (ufutex,
+//! in Rust and through its C ABI), and the wake-up latency of a thread asleep in a waitv when its last
 //! entry is woken (µs from the wake call to the waiter running).
 
 use super::{padded_words, skip_reason, Common, Padded, Waiters, STACK};
-use crate::competitor::{dispatch, Competitor, Op, Wait, ANY};
+use crate::competitor::{dispatch, Competitor, Op, Wait, Word, ANY};
 use crate::result::{Bench, Metric};
 use crate::sched::Plan;
 use crate::sys::KERNEL_WAITV_MAX;
 use std::hint::black_box;
 use std::io;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     MismatchFirst,
     MismatchLast,
-    /// [`Mode::MismatchLast`] on 64-bit words (private only).
-    MismatchLast64,
+    /// [`Mode::MismatchLast`] on words of another size than the kernel's (private only).
+    MismatchLastOf(Width),
     /// Wake-up latency of a sleeping waitv, woken on its last entry.
     Latency,
+}
+
+/// A word size that the kernel's futex_waitv has not (it takes 32-bit words only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Width {
+    U8,
+    U16,
+    U64,
 }
 
 impl Mode {
@@ -28,7 +36,9 @@ impl Mode {
         match self {
             Mode::MismatchFirst => "mismatch first",
             Mode::MismatchLast => "mismatch last",
-            Mode::MismatchLast64 => "mismatch last, 64-bit words",
+            Mode::MismatchLastOf(Width::U8) => "mismatch last, 8-bit words",
+            Mode::MismatchLastOf(Width::U16) => "mismatch last, 16-bit words",
+            Mode::MismatchLastOf(Width::U64) => "mismatch last, 64-bit words",
             Mode::Latency => "wake-up latency",
         }
     }
@@ -49,15 +59,22 @@ pub fn fail_once<C: Competitor>(
     fail_loop(c, &v, runtime)
 }
 
-/// [`fail_once`] on 64-bit words, mismatching on the last: ns per call. Only for a competitor
-/// with such a waitv ([`Competitor::prepare_waitv_u64`]).
-pub fn fail_once_u64<C: Competitor>(c: &C, entries: usize, runtime: Duration) -> io::Result<f64> {
-    let words = crate::shm::Words::<Padded<AtomicU64>>::new(entries, false)?;
-    let list: Vec<(&AtomicU64, u64)> =
-        words.iter().enumerate().map(|(i, w)| (&w.0, u64::from(i == entries - 1))).collect();
-    let v = c
-        .prepare_waitv_u64(&list)
-        .ok_or_else(|| io::Error::other(format!("{}: no waitv of 64-bit words", c.name())))?;
+/// [`fail_once`] on words of `width`, mismatching on the last: ns per call. Only for a
+/// competitor with such a waitv ([`Competitor::prepare_waitv_sized`]).
+pub fn fail_once_of<C: Competitor>(c: &C, width: Width, entries: usize, runtime: Duration) -> io::Result<f64> {
+    match width {
+        Width::U8 => fail_once_sized::<C, AtomicU8>(c, entries, runtime),
+        Width::U16 => fail_once_sized::<C, AtomicU16>(c, entries, runtime),
+        Width::U64 => fail_once_sized::<C, AtomicU64>(c, entries, runtime),
+    }
+}
+
+fn fail_once_sized<C: Competitor, W: Word>(c: &C, entries: usize, runtime: Duration) -> io::Result<f64> {
+    let words = crate::shm::Words::<Padded<W>>::new(entries, false)?;
+    let list: Vec<(&W, u64)> = words.iter().enumerate().map(|(i, w)| (&w.0, u64::from(i == entries - 1))).collect();
+    let v = c.prepare_waitv_sized(&list).ok_or_else(|| {
+        io::Error::other(format!("{}: no waitv of {}-bit words", c.name(), 8 * std::mem::size_of::<W>()))
+    })?;
     fail_loop(c, &v, runtime)
 }
 
@@ -108,8 +125,8 @@ pub fn run(common: &Common, entries: &[usize], modes: &[Mode]) -> io::Result<Vec
     let sched = common.scheduler();
     let (runtime, shared) = (common.runtime, common.shared);
     let mut out = Vec::new();
-    // (The 64-bit case is private only: no shared competitor has such a waitv.)
-    for &mode in modes.iter().filter(|&&m| !(shared && m == Mode::MismatchLast64)) {
+    // (The other sizes are private only: no shared competitor has such a waitv.)
+    for &mode in modes.iter().filter(|&&m| !(shared && matches!(m, Mode::MismatchLastOf(_)))) {
         for &n in entries {
             let metric = match mode {
                 Mode::Latency => Metric::lower("wake-up", "µs"),
@@ -122,11 +139,13 @@ pub fn run(common: &Common, entries: &[usize], modes: &[Mode]) -> io::Result<Vec
                 baseline: common.baseline(),
             };
             let skip = |c: &crate::competitor::AnyCompetitor| {
-                let wide = mode == Mode::MismatchLast64;
+                let sized = match mode {
+                    Mode::MismatchLastOf(_) => dispatch!(c, c => c.prepare_waitv_sized::<AtomicU8>(&[]).is_some()),
+                    _ => true,
+                };
                 skip_reason(c, &[Op::Waitv])
                     .or_else(|| {
-                        (wide && dispatch!(c, c => c.prepare_waitv_u64(&[]).is_none()))
-                            .then(|| "no waitv of 64-bit words (the kernel's are 32-bit)".to_string())
+                        (!sized).then(|| "no waitv of 8, 16 or 64-bit words (the kernel's are 32-bit)".to_string())
                     })
                     .or_else(|| {
                         (c.name().starts_with("kernel") && n > KERNEL_WAITV_MAX)
@@ -143,7 +162,7 @@ pub fn run(common: &Common, entries: &[usize], modes: &[Mode]) -> io::Result<Vec
                         Mode::Latency => dispatch!(c, c => latency_once(c, n, shared)),
                         Mode::MismatchFirst => dispatch!(c, c => fail_once(c, n, true, runtime, shared)),
                         Mode::MismatchLast => dispatch!(c, c => fail_once(c, n, false, runtime, shared)),
-                        Mode::MismatchLast64 => dispatch!(c, c => fail_once_u64(c, n, runtime)),
+                        Mode::MismatchLastOf(width) => dispatch!(c, c => fail_once_of(c, width, n, runtime)),
                     };
                     v.map(|v| vec![v])
                 },
@@ -170,12 +189,14 @@ mod tests {
     }
 
     #[test]
-    fn a_waitv_of_64_bit_words_is_timed_where_there_is_one() {
+    fn a_waitv_of_8_16_and_64_bit_words_is_timed_where_there_is_one() {
         use crate::competitor::{Ufutex, UfutexC};
         let runtime = Duration::from_millis(2);
-        assert!(fail_once_u64(&Ufutex::default_domain(), 16, runtime).unwrap() > 0.0);
-        assert!(fail_once_u64(&UfutexC, 16, runtime).unwrap() > 0.0);
-        assert!(fail_once_u64(&Mock::default(), 16, runtime).is_err(), "the mock has none");
+        for width in [Width::U8, Width::U16, Width::U64] {
+            assert!(fail_once_of(&Ufutex::default_domain(), width, 16, runtime).unwrap() > 0.0, "{width:?}");
+            assert!(fail_once_of(&UfutexC, width, 16, runtime).unwrap() > 0.0, "{width:?}");
+            assert!(fail_once_of(&Mock::default(), width, 16, runtime).is_err(), "the mock has none");
+        }
     }
 
     #[test]
