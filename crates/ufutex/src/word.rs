@@ -79,6 +79,25 @@ impl WordRef {
         (self.size == Size::U32).then(|| unsafe { &*(self.addr as *const AtomicU32) })
     }
 
+    /// [`WordRef::load`] of a word expected to be of `size`: `None` if it is of another size.
+    /// With `size` a constant, one compare and one load, no test of the size's bits.
+    #[inline(always)]
+    pub(crate) fn load_if(self, size: Size) -> Option<u64> {
+        if self.size != size {
+            return None;
+        }
+        // SAFETY: as in `load`: an aligned, live atomic of exactly `size` (just compared) at
+        // `addr`; each arm loads at the size it names.
+        Some(unsafe {
+            match size {
+                Size::U8 => (*(self.addr as *const AtomicU8)).load(Ordering::SeqCst) as u64,
+                Size::U16 => (*(self.addr as *const AtomicU16)).load(Ordering::SeqCst) as u64,
+                Size::U32 => (*(self.addr as *const AtomicU32)).load(Ordering::SeqCst) as u64,
+                Size::U64 => (*(self.addr as *const AtomicU64)).load(Ordering::SeqCst),
+            }
+        })
+    }
+
     /// Load the word at its width, zero-extended. SeqCst: the waiter's half of (A), see `wait.rs`.
     #[inline]
     pub(crate) fn load(self) -> u64 {
