@@ -36,7 +36,9 @@ const SHARED_WORD: usize = 4;
 /// The page, mapped the first time (zeroed, with `MADV_WIPEONFORK` where the kernel has it).
 fn page() -> Option<(usize, bool)> {
     *PAGE.get_or_init(|| {
-        let len = crate::queue::PAGE;
+        // The bytes used (the mark, the shared word); the kernel rounds a mapping and its advice up
+        // to whole pages, whatever their size.
+        let len = SHARED_WORD + std::mem::size_of::<AtomicU32>();
         // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
         let p = unsafe {
             libc::mmap(
