@@ -69,6 +69,7 @@ pub fn fail_once_of<C: Competitor>(c: &C, width: Width, entries: usize, runtime:
     }
 }
 
+/// [`fail_once_of`] at the word type `W`.
 fn fail_once_sized<C: Competitor, W: Word>(c: &C, entries: usize, runtime: Duration) -> io::Result<f64> {
     let words = crate::shm::Words::<Padded<W>>::new(entries, false)?;
     let list: Vec<(&W, u64)> = words.iter().enumerate().map(|(i, w)| (&w.0, u64::from(i == entries - 1))).collect();
