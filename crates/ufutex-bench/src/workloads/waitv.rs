@@ -31,6 +31,16 @@ pub enum Width {
     U64,
 }
 
+impl Width {
+    fn bits(self) -> u32 {
+        match self {
+            Width::U8 => 8,
+            Width::U16 => 16,
+            Width::U64 => 64,
+        }
+    }
+}
+
 impl Mode {
     pub fn label(self) -> &'static str {
         match self {
@@ -66,6 +76,15 @@ pub fn fail_once_of<C: Competitor>(c: &C, width: Width, entries: usize, runtime:
         Width::U8 => fail_once_sized::<C, AtomicU8>(c, entries, runtime),
         Width::U16 => fail_once_sized::<C, AtomicU16>(c, entries, runtime),
         Width::U64 => fail_once_sized::<C, AtomicU64>(c, entries, runtime),
+    }
+}
+
+/// Whether `c` has a waitv of words of `width` ([`Competitor::prepare_waitv_sized`]).
+fn has_waitv_of<C: Competitor>(c: &C, width: Width) -> bool {
+    match width {
+        Width::U8 => c.prepare_waitv_sized::<AtomicU8>(&[]).is_some(),
+        Width::U16 => c.prepare_waitv_sized::<AtomicU16>(&[]).is_some(),
+        Width::U64 => c.prepare_waitv_sized::<AtomicU64>(&[]).is_some(),
     }
 }
 
@@ -140,13 +159,13 @@ pub fn run(common: &Common, entries: &[usize], modes: &[Mode]) -> io::Result<Vec
                 baseline: common.baseline(),
             };
             let skip = |c: &crate::competitor::AnyCompetitor| {
-                let sized = match mode {
-                    Mode::MismatchLastOf(_) => dispatch!(c, c => c.prepare_waitv_sized::<AtomicU8>(&[]).is_some()),
-                    _ => true,
+                let missing = match mode {
+                    Mode::MismatchLastOf(width) => (!dispatch!(c, c => has_waitv_of(c, width))).then_some(width),
+                    _ => None,
                 };
                 skip_reason(c, &[Op::Waitv])
                     .or_else(|| {
-                        (!sized).then(|| "no waitv of 8, 16 or 64-bit words (the kernel's are 32-bit)".to_string())
+                        missing.map(|w| format!("no waitv of {}-bit words (the kernel's are 32-bit)", w.bits()))
                     })
                     .or_else(|| {
                         (c.name().starts_with("kernel") && n > KERNEL_WAITV_MAX)
@@ -194,6 +213,8 @@ mod tests {
         use crate::competitor::{Ufutex, UfutexC};
         let runtime = Duration::from_millis(2);
         for width in [Width::U8, Width::U16, Width::U64] {
+            assert!(has_waitv_of(&Ufutex::default_domain(), width) && has_waitv_of(&UfutexC, width), "{width:?}");
+            assert!(!has_waitv_of(&Mock::default(), width), "{width:?}: the mock has none");
             assert!(fail_once_of(&Ufutex::default_domain(), width, 16, runtime).unwrap() > 0.0, "{width:?}");
             assert!(fail_once_of(&UfutexC, width, 16, runtime).unwrap() > 0.0, "{width:?}");
             assert!(fail_once_of(&Mock::default(), width, 16, runtime).is_err(), "the mock has none");
