@@ -132,19 +132,7 @@ impl<'a> WaitEntry<'a> {
     pub(crate) fn any_changed(entries: &[WaitEntry<'_>]) -> bool {
         let mut rest = entries;
         while let Some(first) = rest.first() {
-            // Two tests on the code's bits, as in `WordRef::load`, not a jump table.
-            let code = first.word.size() as u8;
-            let (changed, run) = if code & 2 != 0 {
-                if code & 1 == 0 {
-                    Self::changed_in_run(rest, Size::U32)
-                } else {
-                    Self::changed_in_run(rest, Size::U64)
-                }
-            } else if code & 1 != 0 {
-                Self::changed_in_run(rest, Size::U16)
-            } else {
-                Self::changed_in_run(rest, Size::U8)
-            };
+            let (changed, run) = first.word.size().known(|size| Self::changed_in_run(rest, size));
             if changed {
                 return true;
             }

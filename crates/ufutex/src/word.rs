@@ -36,6 +36,26 @@ impl Size {
         BYTES[self as usize]
     }
 
+    /// `f(self)`, with the size a constant in each of the four calls, told by two tests on the
+    /// code's bits, not a four-way `match`: a size known only at run time (the C ABI's) made
+    /// that a jump table in read-only data, an indirect jump and a page to bring back on a call
+    /// made after a while asleep.
+    #[inline(always)]
+    pub(crate) fn known<R>(self, f: impl FnOnce(Size) -> R) -> R {
+        let code = self as u8;
+        if code & 2 != 0 {
+            if code & 1 == 0 {
+                f(Size::U32)
+            } else {
+                f(Size::U64)
+            }
+        } else if code & 1 != 0 {
+            f(Size::U16)
+        } else {
+            f(Size::U8)
+        }
+    }
+
     /// The largest value a word of this size holds.
     #[inline(always)]
     pub(crate) fn max(self) -> u64 {
@@ -83,42 +103,33 @@ impl WordRef {
     /// With `size` a constant, one compare and one load, no test of the size's bits.
     #[inline(always)]
     pub(crate) fn load_if(self, size: Size) -> Option<u64> {
-        if self.size != size {
-            return None;
-        }
-        // SAFETY: as in `load`: an aligned, live atomic of exactly `size` (just compared) at
-        // `addr`; each arm loads at the size it names.
-        Some(unsafe {
-            match size {
-                Size::U8 => (*(self.addr as *const AtomicU8)).load(Ordering::SeqCst) as u64,
-                Size::U16 => (*(self.addr as *const AtomicU16)).load(Ordering::SeqCst) as u64,
-                Size::U32 => (*(self.addr as *const AtomicU32)).load(Ordering::SeqCst) as u64,
-                Size::U64 => (*(self.addr as *const AtomicU64)).load(Ordering::SeqCst),
-            }
-        })
+        // SAFETY: the word is of `size` (just compared).
+        (self.size == size).then(|| unsafe { self.load_at(size) })
     }
 
     /// Load the word at its width, zero-extended. SeqCst: the waiter's half of (A), see `wait.rs`.
     #[inline]
     pub(crate) fn load(self) -> u64 {
-        // Two tests on the code's bits, not a four-way `match`: a size known only at run time
-        // (the C ABI's) made that a jump table in read-only data, an indirect jump and a page
-        // to bring back on a call made after a while asleep.
-        let code = self.size as u8;
+        // SAFETY: `known` calls with the word's own size.
+        self.size.known(|size| unsafe { self.load_at(size) })
+    }
+
+    /// The word loaded at `size` (a constant where the caller inlines this: one load).
+    ///
+    /// # Safety
+    /// `size` is the word's size.
+    #[inline(always)]
+    unsafe fn load_at(self, size: Size) -> u64 {
+        debug_assert_eq!(size, self.size);
         // SAFETY: `from_raw`'s contract (or the `&F` borrow in `Futex::word_ref`) guarantees an
-        // aligned, live atomic of exactly this size at `addr`, and each branch loads at the size
-        // its code names (U8 = 0, U16 = 1, U32 = 2, U64 = 3).
+        // aligned, live atomic of exactly the word's size at `addr`, which is `size` (the
+        // caller's), and each arm loads at the size it names.
         unsafe {
-            if code & 2 != 0 {
-                if code & 1 == 0 {
-                    (*(self.addr as *const AtomicU32)).load(Ordering::SeqCst) as u64
-                } else {
-                    (*(self.addr as *const AtomicU64)).load(Ordering::SeqCst)
-                }
-            } else if code & 1 != 0 {
-                (*(self.addr as *const AtomicU16)).load(Ordering::SeqCst) as u64
-            } else {
-                (*(self.addr as *const AtomicU8)).load(Ordering::SeqCst) as u64
+            match size {
+                Size::U8 => (*(self.addr as *const AtomicU8)).load(Ordering::SeqCst) as u64,
+                Size::U16 => (*(self.addr as *const AtomicU16)).load(Ordering::SeqCst) as u64,
+                Size::U32 => (*(self.addr as *const AtomicU32)).load(Ordering::SeqCst) as u64,
+                Size::U64 => (*(self.addr as *const AtomicU64)).load(Ordering::SeqCst),
             }
         }
     }
