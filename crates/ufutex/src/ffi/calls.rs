@@ -535,7 +535,7 @@ unsafe fn waitv_with(
         let mut words = unsafe { fault::ReadPages::new() };
         // Every entry plain (a private word without a node): checked and compared in one pass,
         // allocating nothing; a wait that goes on takes a second pass that keeps the entries.
-        match validate::plain_waitv(ptr, n, &mut words, |_, _, _| ()) {
+        match validate::plain_waitv_compare(ptr, n, &mut words) {
             Some(Err(e)) => Err(e),
             Some(Ok(())) => match waitv_plain(ptr, n, &mut words, timeout, wakers) {
                 Some(r) => r,

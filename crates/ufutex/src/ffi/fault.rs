@@ -114,7 +114,7 @@ pub(crate) fn check_writable(addr: usize, size: Size) -> Result<(), Fault> {
 
 /// The smallest page size on Linux: every page is a whole number of these blocks, and an aligned
 /// word of at most 8 bytes lies inside one.
-const BLOCK: usize = 4096;
+pub(crate) const BLOCK: usize = 4096;
 
 /// Reads of one call's words that pay the fault-safe read once a 4 KiB block instead of once a
 /// word: the words of a `futex_waitv` array mostly share pages. Once a word of a block has read
@@ -162,6 +162,15 @@ impl ReadPages {
         // - the load is atomic (SeqCst, as the fault-safe `mov`): the caller's other threads may
         //   write the word meanwhile, a race the kernel tolerates too.
         Some(unsafe { crate::word::WordRef::from_raw(addr, size) }.load())
+    }
+
+    /// The base of the block known readable, or a value that no mask of [`ReadPages::cached`]'s
+    /// kind gives for any address (bit 11 set) when none is: an address `addr` with
+    /// `addr & !(BLOCK - size) == known_block()` is aligned to `size` and readable while `self`
+    /// lives, as in `cached`.
+    #[inline(always)]
+    pub(crate) fn known_block(&self) -> usize {
+        self.block
     }
 
     /// The word of `size` at `addr` (aligned to the size), zero-extended; `Err(Fault)` if it is
