@@ -338,7 +338,7 @@ pub(crate) fn plain_waitv_compare(ptr: usize, n: usize, words: &mut ReadPages) -
 ///
 /// On x86-64 a loop of its own, on a 64-byte line of its own: 13 instructions an entry and one
 /// taken branch. The compiler's loop was 15 and one or two no-ops, on lines wherever the build
-/// put it: 128 entries failing on the last took 78–92 ns, and now 58–64, beside 54–68 for the
+/// put it: 128 entries failing on the last took 78–100 ns, and now 58–66, beside 54–69 for the
 /// Rust path's scan (BENCHMARKS.md, fifty-seventh session). Elsewhere it passes over nothing,
 /// and the entries are taken one by one.
 ///
