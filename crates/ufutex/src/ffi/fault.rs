@@ -114,7 +114,7 @@ pub(crate) fn check_writable(addr: usize, size: Size) -> Result<(), Fault> {
 
 /// The smallest page size on Linux: every page is a whole number of these blocks, and an aligned
 /// word of at most 8 bytes lies inside one.
-pub(crate) const BLOCK: usize = 4096;
+const BLOCK: usize = 4096;
 
 /// Reads of one call's words that pay the fault-safe read once a 4 KiB block instead of once a
 /// word: the words of a `futex_waitv` array mostly share pages. Once a word of a block has read
@@ -150,7 +150,7 @@ impl ReadPages {
     /// the block.
     #[inline(always)]
     pub(crate) fn cached(&self, addr: usize, size: Size) -> Option<u64> {
-        if addr & !(BLOCK - size.bytes()) != self.block {
+        if addr & Self::mask(size) != self.block {
             return None;
         }
         // SAFETY:
@@ -164,10 +164,17 @@ impl ReadPages {
         Some(unsafe { crate::word::WordRef::from_raw(addr, size) }.load())
     }
 
-    /// The base of the block known readable, or a value that no mask of [`ReadPages::cached`]'s
-    /// kind gives for any address (bit 11 set) when none is: an address `addr` with
-    /// `addr & !(BLOCK - size) == known_block()` is aligned to `size` and readable while `self`
-    /// lives, as in `cached`.
+    /// The mask of [`ReadPages::cached`]'s one compare for a word of `size`: it keeps the bits
+    /// below the size (0 when aligned) and those of the block.
+    #[inline(always)]
+    pub(crate) fn mask(size: Size) -> usize {
+        !(BLOCK - size.bytes())
+    }
+
+    /// The base of the block known readable, or a value that no [`ReadPages::mask`] gives for
+    /// any address (bit 11 set) when none is: an address `addr` with
+    /// `addr & ReadPages::mask(size) == known_block()` is aligned to `size` and readable while
+    /// `self` lives, as in `cached`.
     #[inline(always)]
     pub(crate) fn known_block(&self) -> usize {
         self.block

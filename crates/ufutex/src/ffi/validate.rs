@@ -349,7 +349,7 @@ pub(crate) fn plain_waitv_compare(ptr: usize, n: usize, words: &mut ReadPages) -
 unsafe fn scan_common<const CODE: u32>(at: usize, end: usize, plain: u64, block: usize) -> usize {
     #[cfg(all(target_arch = "x86_64", not(ufutex_loom)))]
     {
-        let mask = !(super::fault::BLOCK - Size::from_code(CODE).bytes());
+        let mask = ReadPages::mask(Size::from_code(CODE));
         macro_rules! scan {
             ($load:literal) => {{
                 let mut at = at;
