@@ -5,10 +5,10 @@
 //! not a system call. Two ways to read:
 //!
 //! - **x86_64 and aarch64: exception fixup**, as the kernel's own exception table. Each load
-//!   is one instruction at a known address. On x86_64 natively it is inline at its caller,
-//!   listed with its fixup in a table of the library (`inline_load_u32!`,
-//!   `inline_load_other!`; section `ufutex_fx_table`); under valgrind, on aarch64, and for the
-//!   write probes, it is the first instruction of a tiny assembly function
+//!   is one instruction at a known address. Natively it is inline at its caller, listed with
+//!   its fixup in a table of the library (`inline_load_u32!`, `inline_load_other!`; section
+//!   `ufutex_fx_table`); under valgrind, and for the write probes, it is the first
+//!   instruction of a tiny assembly function
 //!   (`ufutex_fx_load{8,16,32,64}`, `ufutex_fx_touch…`), called through a pointer. A
 //!   `SIGSEGV`/`SIGBUS` handler, installed once before the first such access, looks at the
 //!   faulting instruction pointer: if it is one of ours, it rewrites the saved context to
@@ -66,7 +66,7 @@ fn read_word_first(addr: usize, size: Size) -> Result<u64, Fault> {
 #[inline(always)]
 pub(crate) fn read_word_at_once(addr: usize, size: Size) -> Option<Result<u64, Fault>> {
     debug_assert_eq!(addr % size.bytes(), 0);
-    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    #[cfg(ufutex_fixup)]
     {
         // The native mode first, with one compare of the mode's byte in memory.
         let mode = fixup::mode();
@@ -74,14 +74,6 @@ pub(crate) fn read_word_at_once(addr: usize, size: Size) -> Option<Result<u64, F
             return Some(fixup::load_as(fixup::DIRECT, addr, size));
         }
         std::hint::cold_path();
-        if mode != fixup::NOT_READY {
-            return Some(fixup::load_as(mode, addr, size));
-        }
-    }
-    // (aarch64 has one mode once ready: the calls.)
-    #[cfg(all(target_os = "linux", target_arch = "aarch64"))]
-    {
-        let mode = fixup::mode();
         if mode != fixup::NOT_READY {
             return Some(fixup::load_as(mode, addr, size));
         }
@@ -327,8 +319,9 @@ mod fixup {
         ".popsection",
     );
 
-    // aarch64: the same functions (there are no inline loads). A load is the function's first
-    // instruction, as above. A write probe is an exclusive load and store of the value read
+    // aarch64: the same functions (natively the loads are inline here too, and these serve the
+    // write probes and the loads under valgrind). A load is the function's first instruction, as
+    // above. A write probe is an exclusive load and store of the value read
     // (`ldxr`/`stxr`, looping while another thread's write breaks the exclusive pair: so no
     // write is lost and no value changes); it faults at its first instruction (unmapped) or
     // at its second (the store, on a read-only page), and nothing was written either way:
@@ -379,6 +372,13 @@ mod fixup {
             "mov x1, #0",
             "ret"
         ),
+        // The table of inline loads, as on x86_64 (above).
+        ".pushsection ufutex_fx_table,\"aR\",%progbits",
+        ".balign 4",
+        "ufutex_fx_table_base:",
+        ".long ufutex_fx_table_base - .",
+        ".long ufutex_fx_table_base - .",
+        ".popsection",
         fx_fn!("ufutex_fx_fixup", "mov x0, #0", "mov x1, #1", "ret"),
         ".popsection",
     );
@@ -395,6 +395,21 @@ mod fixup {
                 "xor {v:e}, {v:e}\n",
                 "mov {f:e}, 1\n",
                 "jmp 3b\n",
+                ".popsection",
+            )
+        };
+    }
+
+    /// [`fixup_at_4!`] on aarch64: the same fixup (a write of a W register zeroes the whole X).
+    #[cfg(target_arch = "aarch64")]
+    macro_rules! fixup_at_4 {
+        () => {
+            concat!(
+                ".pushsection .text.unlikely.ufutex_fx,\"ax\",%progbits\n",
+                "4:\n",
+                "mov {v:w}, #0\n",
+                "mov {f:w}, #1\n",
+                "b 3b\n",
                 ".popsection",
             )
         };
@@ -455,6 +470,73 @@ mod fixup {
                 "2: movzx {v:e}, byte ptr [{a}]",
                 "3:",
                 ".pushsection ufutex_fx_table,\"aR\",@progbits",
+                ".balign 4",
+                ".long 2b - .",
+                ".long 4f - .",
+                ".long 5b - .",
+                ".long 4f - .",
+                ".long 6b - .",
+                ".long 4f - .",
+                ".popsection",
+                fixup_at_4!(),
+                a = in(reg) $addr,
+                c = in(reg) $code,
+                v = lateout(reg) v,
+                f = out(reg) f,
+                options(nostack, readonly),
+            );
+            (v, f)
+        }};
+    }
+
+    /// [`inline_load_u32!`] on aarch64: the same block, one `ldr` of a W register.
+    ///
+    /// # Safety
+    /// As on x86_64.
+    #[cfg(target_arch = "aarch64")]
+    macro_rules! inline_load_u32 {
+        ($addr:expr) => {{
+            let (v, f): (u64, u64);
+            std::arch::asm!(
+                "mov {f:w}, #0",
+                "2: ldr {v:w}, [{a}]",
+                "3:",
+                ".pushsection ufutex_fx_table,\"aR\",%progbits",
+                ".balign 4",
+                ".long 2b - .",
+                ".long 4f - .",
+                ".popsection",
+                fixup_at_4!(),
+                a = in(reg) $addr,
+                v = lateout(reg) v,
+                f = out(reg) f,
+                options(nostack, readonly, preserves_flags),
+            );
+            (v, f)
+        }};
+    }
+
+    /// [`inline_load_other!`] on aarch64: `ldrb`, `ldrh` or an `ldr` of an X register, picked
+    /// by compares inside the block, each with its table entry.
+    ///
+    /// # Safety
+    /// As on x86_64.
+    #[cfg(target_arch = "aarch64")]
+    macro_rules! inline_load_other {
+        ($addr:expr, $code:expr) => {{
+            let (v, f): (u64, u64);
+            std::arch::asm!(
+                "mov {f:w}, #0",
+                "cmp {c:w}, #1",
+                "b.lo 2f",
+                "b.eq 5f",
+                "6: ldr {v}, [{a}]",
+                "b 3f",
+                "5: ldrh {v:w}, [{a}]",
+                "b 3f",
+                "2: ldrb {v:w}, [{a}]",
+                "3:",
+                ".pushsection ufutex_fx_table,\"aR\",%progbits",
                 ".balign 4",
                 ".long 2b - .",
                 ".long 4f - .",
@@ -605,13 +687,31 @@ mod fixup {
         }
     }
 
-    /// [`load`] in `mode` on aarch64: a call of the size's function, through a pointer (there
-    /// are no inline loads; the mode is [`INDIRECT`]).
+    /// [`load`] in `mode` on aarch64: natively inline, as on x86_64; under valgrind a call of
+    /// the size's function through a pointer ([`access`]).
     #[cfg(target_arch = "aarch64")]
     #[inline(always)]
     pub(super) fn load_as(mode: u8, addr: usize, size: Size) -> Result<u64, Fault> {
-        debug_assert_eq!(mode, INDIRECT);
-        access(&LOADS, addr, size)
+        debug_assert!(mode != NOT_READY);
+        if mode != DIRECT {
+            std::hint::cold_path();
+            return access(&LOADS, addr, size);
+        }
+        let (value, faulted): (u64, u64);
+        // SAFETY: as x86_64's inline case: the handler is installed (the mode is DIRECT, set
+        // after it), so a fault of the load resumes at its fixup with `faulted = 1`, which
+        // `on_fault` finds in the table of inline loads; the block makes one load of `addr` at
+        // the word's size, of memory the caller passed as a futex word, as the kernel would
+        // read it, and writes only its two outputs.
+        unsafe {
+            (value, faulted) =
+                if size == Size::U32 { inline_load_u32!(addr) } else { inline_load_other!(addr, size as u32) };
+        }
+        if faulted == 0 {
+            Ok(value)
+        } else {
+            Err(Fault)
+        }
     }
 
     /// One fixup write probe: an atomic add of 0 at `addr` (on aarch64 an exclusive load and
@@ -630,12 +730,10 @@ mod fixup {
     static SAVED: Saved = Saved(UnsafeCell::new(MaybeUninit::uninit()));
     static INSTALL: Once = Once::new();
     /// How reads go, in one byte so that a fast path asks once: [`NOT_READY`] (not installed
-    /// yet, or every read through the probe syscall), [`DIRECT`] (the fixup loads, inline:
-    /// x86-64) or [`INDIRECT`] (the fixup loads, functions called through a pointer: under
-    /// valgrind, and on aarch64).
+    /// yet, or every read through the probe syscall), [`DIRECT`] (the fixup loads, inline)
+    /// or [`INDIRECT`] (the fixup loads, functions called through a pointer: under valgrind).
     static MODE: AtomicU8 = AtomicU8::new(NOT_READY);
     pub(super) const NOT_READY: u8 = 0;
-    #[cfg_attr(target_arch = "aarch64", allow(dead_code))] // (no inline loads there)
     pub(super) const DIRECT: u8 = 1;
     const INDIRECT: u8 = 2;
     const SIGNALS: [libc::c_int; 2] = [libc::SIGSEGV, libc::SIGBUS];
@@ -677,10 +775,7 @@ mod fixup {
                     libc::sigaction(sig, &sa, std::ptr::null_mut());
                 }
             }
-            #[cfg(target_arch = "x86_64")]
             MODE.store(if under_valgrind() { INDIRECT } else { DIRECT }, Ordering::Relaxed);
-            #[cfg(target_arch = "aarch64")]
-            MODE.store(INDIRECT, Ordering::Relaxed);
         });
     }
 
@@ -707,6 +802,30 @@ mod fixup {
         depth != 0
     }
 
+    /// [`under_valgrind`] on aarch64: the same request through valgrind's arm64 sequence (four
+    /// rotations of X12 by 128 bits in all, then `orr x10, x10, x10`), the request's address in
+    /// X4 and the answer in X3, which natively keeps its 0.
+    #[cfg(target_arch = "aarch64")]
+    fn under_valgrind() -> bool {
+        let request: [u64; 6] = [0x1001, 0, 0, 0, 0, 0];
+        let depth: u64;
+        // SAFETY: natively the rotations return X12 to its value and the `orr` of X10 with
+        // itself does nothing; under valgrind the sequence reads the six words at X4 (our array,
+        // alive for the block) and writes X3 only. X12 and X10 are declared clobbered anyway.
+        unsafe {
+            std::arch::asm!(
+                "ror x12, x12, #3", "ror x12, x12, #13", "ror x12, x12, #51", "ror x12, x12, #61",
+                "orr x10, x10, x10",
+                in("x4") request.as_ptr(),
+                inout("x3") 0u64 => depth,
+                inout("x12") 0u64 => _,
+                inout("x10") 0u64 => _,
+                options(nostack, preserves_flags),
+            );
+        }
+        depth != 0
+    }
+
     /// Whether `ip` is an access of one of the fixup functions: a load's first instruction, or
     /// a write probe's (on aarch64 also the exclusive store, its second).
     fn is_probe_access(ip: usize) -> bool {
@@ -715,7 +834,6 @@ mod fixup {
         LOADS.iter().any(|f| at(f) == ip) || TOUCHES.iter().any(|f| at(f) == ip || at(f) + second == ip)
     }
 
-    #[cfg(target_arch = "x86_64")]
     unsafe extern "C" {
         // The bounds of the table of inline loads (`inline_load_u32!`, `inline_load_other!`),
         // which the linker defines for a section named like a C identifier; never written.
@@ -725,7 +843,6 @@ mod fixup {
 
     /// The fixup of the inline load at `ip`, if there is one (a walk of the table of inline
     /// loads: a fault in ours is rare, and the handler may take its time).
-    #[cfg(target_arch = "x86_64")]
     fn fixup_of(ip: usize) -> Option<usize> {
         // (Only the addresses of the linker's symbols are taken.)
         let (start, stop) = (&raw const __start_ufutex_fx_table as usize, &raw const __stop_ufutex_fx_table as usize);
@@ -740,6 +857,13 @@ mod fixup {
             at += 8;
         }
         None
+    }
+
+    /// How many inline loads the table lists (the entry that names none left out).
+    #[cfg(test)]
+    pub(super) fn inline_loads() -> usize {
+        let (start, stop) = (&raw const __start_ufutex_fx_table as usize, &raw const __stop_ufutex_fx_table as usize);
+        (stop - start) / 8 - 1
     }
 
     extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
@@ -765,6 +889,10 @@ mod fixup {
             let pc = &mut (*uc).uc_mcontext.pc;
             if is_probe_access(*pc as usize) {
                 *pc = ufutex_fx_fixup as *const () as usize as u64;
+                return;
+            }
+            if let Some(fixup) = fixup_of(*pc as usize) {
+                *pc = fixup as u64;
                 return;
             }
         }
@@ -873,8 +1001,8 @@ mod tests {
     #[test]
     fn reads_mapped_words_and_reports_holes() {
         let (page, hole) = reads_mapped_words_and_holes(read_word);
-        // The fast paths' reads (inline loads on x86-64, each with its own table entry; calls
-        // on aarch64; none at once when every read takes the probe syscall).
+        // The fast paths' reads (inline loads, each with its own table entry; none at once when
+        // every read takes the probe syscall).
         let at_once = cfg!(ufutex_fixup) && std::env::var_os(PROBE_ENV).is_none_or(|v| v != "syscall");
         for (size, want) in
             [(Size::U8, 0x88), (Size::U16, 0x7788), (Size::U32, 0x5566_7788), (Size::U64, 0x1122_3344_5566_7788)]
@@ -884,6 +1012,21 @@ mod tests {
         }
         assert_eq!(read_u64(page + 1), Ok(0x0011_2233_4455_6677));
         assert_eq!(read_u64(hole - 4), Err(Fault)); // straddles into the hole
+    }
+
+    /// Natively (not under valgrind, not in probe mode) the fast paths read inline, on x86_64
+    /// and aarch64 alike: the mode is DIRECT once the handler is installed, and the table the
+    /// handler looks faults up in lists inline loads (at least one block of each kind's).
+    #[cfg(ufutex_fixup)]
+    #[test]
+    fn natively_the_reads_are_inline_loads_in_the_table() {
+        if std::env::var_os(PROBE_ENV).is_some_and(|v| v == "syscall") {
+            return;
+        }
+        assert!(fixup::enabled());
+        let valgrind = std::env::var_os("LD_PRELOAD").is_some_and(|v| v.to_string_lossy().contains("vgpreload"));
+        assert_eq!(fixup::mode() == fixup::DIRECT, !valgrind, "mode {}", fixup::mode());
+        assert!(fixup::inline_loads() >= 4, "the table lists {} inline loads", fixup::inline_loads());
     }
 
     #[test]
