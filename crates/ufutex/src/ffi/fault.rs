@@ -383,6 +383,21 @@ mod fixup {
         ".popsection",
     );
 
+    /// An inline load block's entries in the table of inline loads (section `ufutex_fx_table`,
+    /// read by [`fixup_of`]): for each load's label, the offsets, each from its own field, to
+    /// the load and to the block's fixup at label 4 (`fixup_at_4!`). (`%progbits`: the
+    /// spelling both architectures' assemblers take.)
+    macro_rules! fx_entries {
+        ($($load:literal),+) => {
+            concat!(
+                ".pushsection ufutex_fx_table,\"aR\",%progbits\n",
+                ".balign 4\n",
+                $(".long ", $load, " - .\n", ".long 4f - .\n",)+
+                ".popsection",
+            )
+        };
+    }
+
     /// The part of an inline load's block after its loads: the fixup at label 4, in a cold
     /// section, which zeroes the value, sets the fault flag and jumps back to label 3, after
     /// the loads. (One string, so that both blocks below use it.)
@@ -434,11 +449,7 @@ mod fixup {
                 "xor {f:e}, {f:e}",
                 "2: mov {v:e}, dword ptr [{a}]",
                 "3:",
-                ".pushsection ufutex_fx_table,\"aR\",@progbits",
-                ".balign 4",
-                ".long 2b - .",
-                ".long 4f - .",
-                ".popsection",
+                fx_entries!("2b"),
                 fixup_at_4!(),
                 a = in(reg) $addr,
                 v = lateout(reg) v,
@@ -469,15 +480,7 @@ mod fixup {
                 "jmp 3f",
                 "2: movzx {v:e}, byte ptr [{a}]",
                 "3:",
-                ".pushsection ufutex_fx_table,\"aR\",@progbits",
-                ".balign 4",
-                ".long 2b - .",
-                ".long 4f - .",
-                ".long 5b - .",
-                ".long 4f - .",
-                ".long 6b - .",
-                ".long 4f - .",
-                ".popsection",
+                fx_entries!("2b", "5b", "6b"),
                 fixup_at_4!(),
                 a = in(reg) $addr,
                 c = in(reg) $code,
@@ -501,11 +504,7 @@ mod fixup {
                 "mov {f:w}, #0",
                 "2: ldr {v:w}, [{a}]",
                 "3:",
-                ".pushsection ufutex_fx_table,\"aR\",%progbits",
-                ".balign 4",
-                ".long 2b - .",
-                ".long 4f - .",
-                ".popsection",
+                fx_entries!("2b"),
                 fixup_at_4!(),
                 a = in(reg) $addr,
                 v = lateout(reg) v,
@@ -536,15 +535,7 @@ mod fixup {
                 "b 3f",
                 "2: ldrb {v:w}, [{a}]",
                 "3:",
-                ".pushsection ufutex_fx_table,\"aR\",%progbits",
-                ".balign 4",
-                ".long 2b - .",
-                ".long 4f - .",
-                ".long 5b - .",
-                ".long 4f - .",
-                ".long 6b - .",
-                ".long 4f - .",
-                ".popsection",
+                fx_entries!("2b", "5b", "6b"),
                 fixup_at_4!(),
                 a = in(reg) $addr,
                 c = in(reg) $code,
