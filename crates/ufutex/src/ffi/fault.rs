@@ -679,24 +679,41 @@ mod fixup {
     }
 
     /// [`load`] in `mode` on aarch64: natively inline, as on x86_64; under valgrind a call of
-    /// the size's function through a pointer ([`access`]).
+    /// the size's function through a register, which names the only registers the load
+    /// functions and the call change (X0, X1, and the link register X30), so that a caller
+    /// keeps its own in the others and needs no frame for the call (a Rust call would take all
+    /// of X0–X18).
     #[cfg(target_arch = "aarch64")]
     #[inline(always)]
     pub(super) fn load_as(mode: u8, addr: usize, size: Size) -> Result<u64, Fault> {
         debug_assert!(mode != NOT_READY);
-        if mode != DIRECT {
-            std::hint::cold_path();
-            return access(&LOADS, addr, size);
-        }
         let (value, faulted): (u64, u64);
-        // SAFETY: as x86_64's inline case: the handler is installed (the mode is DIRECT, set
-        // after it), so a fault of the load resumes at its fixup with `faulted = 1`, which
-        // `on_fault` finds in the table of inline loads; the block makes one load of `addr` at
-        // the word's size, of memory the caller passed as a futex word, as the kernel would
-        // read it, and writes only its two outputs.
+        // SAFETY:
+        // - the handler is installed (the mode is not NOT_READY: it was set after it), so a
+        //   fault of the load resumes at its fixup, with `faulted = 1`;
+        // - inline (DIRECT): as x86_64's inline case; `on_fault` finds the load in the table of
+        //   inline loads; the block makes one load of `addr` at the word's size, of memory the
+        //   caller passed as a futex word, as the kernel would read it, and writes only its two
+        //   outputs;
+        // - the call (under valgrind): as in `access`, the function makes one load of `addr`
+        //   or faults and returns through `ufutex_fx_fixup`; the load functions and the fixup
+        //   read only X0 and write only X0 and X1 (`ldr`/`mov`/`ret`, above), the call writes
+        //   X30, and none touches the stack.
         unsafe {
-            (value, faulted) =
-                if size == Size::U32 { inline_load_u32!(addr) } else { inline_load_other!(addr, size as u32) };
+            if mode == DIRECT {
+                (value, faulted) =
+                    if size == Size::U32 { inline_load_u32!(addr) } else { inline_load_other!(addr, size as u32) };
+            } else {
+                std::hint::cold_path();
+                std::arch::asm!(
+                    "blr {f}",
+                    f = in(reg) LOADS[size as usize] as usize,
+                    inout("x0") addr => value,
+                    lateout("x1") faulted,
+                    lateout("x30") _,
+                    options(nostack, readonly),
+                );
+            }
         }
         if faulted == 0 {
             Ok(value)
@@ -726,7 +743,7 @@ mod fixup {
     static MODE: AtomicU8 = AtomicU8::new(NOT_READY);
     pub(super) const NOT_READY: u8 = 0;
     pub(super) const DIRECT: u8 = 1;
-    const INDIRECT: u8 = 2;
+    pub(super) const INDIRECT: u8 = 2;
     const SIGNALS: [libc::c_int; 2] = [libc::SIGSEGV, libc::SIGBUS];
 
     #[inline]
@@ -1018,6 +1035,17 @@ mod tests {
         let valgrind = std::env::var_os("LD_PRELOAD").is_some_and(|v| v.to_string_lossy().contains("vgpreload"));
         assert_eq!(fixup::mode() == fixup::DIRECT, !valgrind, "mode {}", fixup::mode());
         assert!(fixup::inline_loads() >= 4, "the table lists {} inline loads", fixup::inline_loads());
+    }
+
+    /// The calls that stand for the inline loads under valgrind, taken natively: every size read,
+    /// and a fault for the hole.
+    #[cfg(ufutex_fixup)]
+    #[test]
+    fn the_valgrind_mode_calls_read_and_report_holes() {
+        if !fixup::enabled() {
+            return; // every read takes the probe syscall
+        }
+        reads_mapped_words_and_holes(|addr, size| fixup::load_as(fixup::INDIRECT, addr, size));
     }
 
     #[test]
