@@ -625,17 +625,13 @@ mod fixup {
     /// in: no call (a call cost the C ABI's failing wait ~1 ns of its ~4.6: the call and return,
     /// and the size picked in the callee).
     ///
-    /// Under valgrind the load is a call, straight to the size's function, through a register:
-    /// valgrind translates a direct call and its target as one block, and a fault in the target
-    /// is then reported at the call, where the handler would not recognise it. The call names
-    /// the only registers the load functions change (RAX, RDX, the flags).
+    /// Under valgrind the load is a call of the size's function ([`call_load`]).
     #[inline(always)]
     pub(super) fn load(addr: usize, size: Size) -> Result<u64, Fault> {
         load_as(MODE.load(Ordering::Relaxed), addr, size)
     }
 
     /// [`load`] in `mode`, which the caller read (a fast path reads it once: [`mode`]).
-    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     pub(super) fn load_as(mode: u8, addr: usize, size: Size) -> Result<u64, Fault> {
         debug_assert!(mode != NOT_READY);
@@ -645,13 +641,8 @@ mod fixup {
         //   NOT_READY), so a fault of the load resumes at its fixup, with `faulted = 1`;
         // - inline (`inline_load_u32!`, `inline_load_other!`, see there): one load of `addr` at
         //   the word's size, which reads memory the caller passed as a futex word, as the kernel
-        //   would read it;
-        // - the call (under valgrind): as in `access`, the function makes one load of `addr` or
-        //   faults and returns through `ufutex_fx_fixup`; the load functions and the fixup write
-        //   only RAX, RDX and the flags and read only RDI, the block's operands (flags are
-        //   clobbered unless `preserves_flags` is given, and it is not); without `nostack` a
-        //   block may push the return address, and the stack is aligned for a call on entry to
-        //   it (the reference's guarantee).
+        //   would read it; `on_fault` finds it in the table of inline loads;
+        // - the call (under valgrind): [`call_load`] of the size's load function.
         unsafe {
             if mode == DIRECT {
                 // 32 bits, the common size, on its own; the others picked inside one block. (A
@@ -662,13 +653,7 @@ mod fixup {
             } else {
                 // (Under valgrind only: out of the way of the inline load's path.)
                 std::hint::cold_path();
-                std::arch::asm!(
-                    "call {f}",
-                    f = in(reg) LOADS[size as usize] as usize,
-                    in("rdi") addr,
-                    lateout("rax") value,
-                    lateout("rdx") faulted,
-                );
+                (value, faulted) = call_load(LOADS[size as usize], addr);
             }
         }
         if faulted == 0 {
@@ -678,48 +663,48 @@ mod fixup {
         }
     }
 
-    /// [`load`] in `mode` on aarch64: natively inline, as on x86_64; under valgrind a call of
-    /// the size's function through a register, which names the only registers the load
-    /// functions and the call change (X0, X1, and the link register X30), so that a caller
-    /// keeps its own in the others and needs no frame for the call (a Rust call would take all
-    /// of X0–X18).
-    #[cfg(target_arch = "aarch64")]
+    /// A call of load function `f` on `addr`, made in assembly: `(value, faulted)`. It names
+    /// the only registers the load functions, the fixup and the call change, so that a caller
+    /// keeps its own values in the others and needs no saved registers for the call (a Rust
+    /// call would claim every caller-saved register). Through a register, not a direct call:
+    /// valgrind translates a direct call and its target as one block, and a fault in the target
+    /// is then reported at the call, where the handler would not recognise it.
+    ///
+    /// # Safety
+    /// `f` is one of [`LOADS`], and the handler is installed: the function makes one load of
+    /// `addr` or faults and returns through `ufutex_fx_fixup` (as in [`access`]).
     #[inline(always)]
-    pub(super) fn load_as(mode: u8, addr: usize, size: Size) -> Result<u64, Fault> {
-        debug_assert!(mode != NOT_READY);
+    unsafe fn call_load(f: Access, addr: usize) -> (u64, u64) {
         let (value, faulted): (u64, u64);
-        // SAFETY:
-        // - the handler is installed (the mode is not NOT_READY: it was set after it), so a
-        //   fault of the load resumes at its fixup, with `faulted = 1`;
-        // - inline (DIRECT): as x86_64's inline case; `on_fault` finds the load in the table of
-        //   inline loads; the block makes one load of `addr` at the word's size, of memory the
-        //   caller passed as a futex word, as the kernel would read it, and writes only its two
-        //   outputs;
-        // - the call (under valgrind): as in `access`, the function makes one load of `addr`
-        //   or faults and returns through `ufutex_fx_fixup`; the load functions and the fixup
-        //   read only X0 and write only X0 and X1 (`ldr`/`mov`/`ret`, above), the call writes
-        //   X30, and none touches the stack.
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: (x86_64) the load functions and the fixup write only RAX, RDX and the flags
+        // and read only RDI, the block's operands (flags are clobbered unless `preserves_flags`
+        // is given, and it is not); without `nostack` a block may push the return address, and
+        // the stack is aligned for a call on entry to it (the reference's guarantee).
         unsafe {
-            if mode == DIRECT {
-                (value, faulted) =
-                    if size == Size::U32 { inline_load_u32!(addr) } else { inline_load_other!(addr, size as u32) };
-            } else {
-                std::hint::cold_path();
-                std::arch::asm!(
-                    "blr {f}",
-                    f = in(reg) LOADS[size as usize] as usize,
-                    inout("x0") addr => value,
-                    lateout("x1") faulted,
-                    lateout("x30") _,
-                    options(nostack, readonly),
-                );
-            }
+            std::arch::asm!(
+                "call {f}",
+                f = in(reg) f as usize,
+                in("rdi") addr,
+                lateout("rax") value,
+                lateout("rdx") faulted,
+            );
         }
-        if faulted == 0 {
-            Ok(value)
-        } else {
-            Err(Fault)
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: (aarch64) the load functions and the fixup read only X0 and write only X0
+        // and X1 (`ldr`/`mov`/`ret`, above), the call writes the link register X30, and none
+        // touches the stack.
+        unsafe {
+            std::arch::asm!(
+                "blr {f}",
+                f = in(reg) f as usize,
+                inout("x0") addr => value,
+                lateout("x1") faulted,
+                lateout("x30") _,
+                options(nostack, readonly),
+            );
         }
+        (value, faulted)
     }
 
     /// One fixup write probe: an atomic add of 0 at `addr` (on aarch64 an exclusive load and
