@@ -292,6 +292,25 @@ mod fixup {
             )
         };
     }
+    /// The table of inline loads (`inline_load_u32!`, `inline_load_other!`): pairs of 32-bit
+    /// offsets, each from its own field, to a load and to its fixup. The entry here names no
+    /// load (both offsets lead into the table, where no instruction runs); it makes sure the
+    /// section, and the `__start_`/`__stop_` symbols the handler reads, exist in every link.
+    /// Retained (`R`): only those symbols refer to the section. (`%progbits`: the spelling both
+    /// architectures' assemblers take.)
+    macro_rules! fx_table_base {
+        () => {
+            concat!(
+                ".pushsection ufutex_fx_table,\"aR\",%progbits\n",
+                ".balign 4\n",
+                "ufutex_fx_table_base:\n",
+                ".long ufutex_fx_table_base - .\n",
+                ".long ufutex_fx_table_base - .\n",
+                ".popsection",
+            )
+        };
+    }
+
     #[cfg(target_arch = "x86_64")]
     core::arch::global_asm!(
         ".pushsection .text.ufutex_fx,\"ax\",@progbits",
@@ -304,17 +323,7 @@ mod fixup {
         fx_fn!("ufutex_fx_touch16", "lock add word ptr [rdi], 0", "xor eax, eax", "xor edx, edx", "ret"),
         fx_fn!("ufutex_fx_touch32", "lock add dword ptr [rdi], 0", "xor eax, eax", "xor edx, edx", "ret"),
         fx_fn!("ufutex_fx_touch64", "lock add qword ptr [rdi], 0", "xor eax, eax", "xor edx, edx", "ret"),
-        // The table of inline loads (`inline_load_u32!`, `inline_load_other!`): pairs of 32-bit
-        // offsets, each from its own field, to a load and to its fixup. The entry here names no
-        // load (both offsets lead into the table, where no instruction runs); it makes sure the
-        // section, and the `__start_`/`__stop_` symbols the handler reads, exist in every link.
-        // Retained (`R`): only those symbols refer to the section.
-        ".pushsection ufutex_fx_table,\"aR\",@progbits",
-        ".balign 4",
-        "ufutex_fx_table_base:",
-        ".long ufutex_fx_table_base - .",
-        ".long ufutex_fx_table_base - .",
-        ".popsection",
+        fx_table_base!(),
         fx_fn!("ufutex_fx_fixup", "xor eax, eax", "mov edx, 1", "ret"),
         ".popsection",
     );
@@ -372,13 +381,7 @@ mod fixup {
             "mov x1, #0",
             "ret"
         ),
-        // The table of inline loads, as on x86_64 (above).
-        ".pushsection ufutex_fx_table,\"aR\",%progbits",
-        ".balign 4",
-        "ufutex_fx_table_base:",
-        ".long ufutex_fx_table_base - .",
-        ".long ufutex_fx_table_base - .",
-        ".popsection",
+        fx_table_base!(),
         fx_fn!("ufutex_fx_fixup", "mov x0, #0", "mov x1, #1", "ret"),
         ".popsection",
     );
@@ -773,15 +776,17 @@ mod fixup {
     }
 
     /// Whether this process runs under valgrind: its "client request" RUNNING_ON_VALGRIND
-    /// (0x1001), made through the instruction sequence valgrind recognises (four rotations of
-    /// RDI by 128 bits in all, then `xchg rbx, rbx`): valgrind answers in RDX with the depth of
-    /// valgrinds it runs under; natively the sequence changes nothing and RDX keeps its 0.
-    #[cfg(target_arch = "x86_64")]
+    /// (0x1001), made through the instruction sequence valgrind recognises on each architecture
+    /// (four rotations of one register by 128 bits in all, then a no-op that names the request):
+    /// valgrind answers with the depth of valgrinds it runs under; natively the sequence changes
+    /// nothing and the answer register keeps its 0.
     fn under_valgrind() -> bool {
         let request: [u64; 6] = [0x1001, 0, 0, 0, 0, 0];
         let depth: u64;
-        // SAFETY: natively the rotations return RDI to its value and the exchange of RBX with
-        // itself does nothing; under valgrind the sequence reads the six words at RAX (our
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: (x86_64: RDI rotated, then `xchg rbx, rbx`; the request's address in RAX, the
+        // answer in RDX) natively the rotations return RDI to its value and the exchange of RBX
+        // with itself does nothing; under valgrind the sequence reads the six words at RAX (our
         // array, alive for the block) and writes RDX only. RDI is declared clobbered anyway.
         unsafe {
             std::arch::asm!(
@@ -792,19 +797,11 @@ mod fixup {
                 options(nostack, preserves_flags),
             );
         }
-        depth != 0
-    }
-
-    /// [`under_valgrind`] on aarch64: the same request through valgrind's arm64 sequence (four
-    /// rotations of X12 by 128 bits in all, then `orr x10, x10, x10`), the request's address in
-    /// X4 and the answer in X3, which natively keeps its 0.
-    #[cfg(target_arch = "aarch64")]
-    fn under_valgrind() -> bool {
-        let request: [u64; 6] = [0x1001, 0, 0, 0, 0, 0];
-        let depth: u64;
-        // SAFETY: natively the rotations return X12 to its value and the `orr` of X10 with
-        // itself does nothing; under valgrind the sequence reads the six words at X4 (our array,
-        // alive for the block) and writes X3 only. X12 and X10 are declared clobbered anyway.
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: (aarch64: X12 rotated, then `orr x10, x10, x10`; the request's address in X4,
+        // the answer in X3) natively the rotations return X12 to its value and the `orr` of X10
+        // with itself does nothing; under valgrind the sequence reads the six words at X4 (our
+        // array, alive for the block) and writes X3 only. X12 and X10 are declared clobbered.
         unsafe {
             std::arch::asm!(
                 "ror x12, x12, #3", "ror x12, x12, #13", "ror x12, x12, #51", "ror x12, x12, #61",
@@ -834,11 +831,16 @@ mod fixup {
         static __stop_ufutex_fx_table: [i32; 0];
     }
 
+    /// The bounds of the table of inline loads, `[start, stop)`. (Only the addresses of the
+    /// linker's symbols are taken.)
+    fn table() -> (usize, usize) {
+        (&raw const __start_ufutex_fx_table as usize, &raw const __stop_ufutex_fx_table as usize)
+    }
+
     /// The fixup of the inline load at `ip`, if there is one (a walk of the table of inline
     /// loads: a fault in ours is rare, and the handler may take its time).
     fn fixup_of(ip: usize) -> Option<usize> {
-        // (Only the addresses of the linker's symbols are taken.)
-        let (start, stop) = (&raw const __start_ufutex_fx_table as usize, &raw const __stop_ufutex_fx_table as usize);
+        let (start, stop) = table();
         let mut at = start;
         while at + 8 <= stop {
             // SAFETY: `at` and `at + 4` are 4-aligned fields of an entry of the table, which lies
@@ -855,7 +857,7 @@ mod fixup {
     /// How many inline loads the table lists (the entry that names none left out).
     #[cfg(test)]
     pub(super) fn inline_loads() -> usize {
-        let (start, stop) = (&raw const __start_ufutex_fx_table as usize, &raw const __stop_ufutex_fx_table as usize);
+        let (start, stop) = table();
         (stop - start) / 8 - 1
     }
 
