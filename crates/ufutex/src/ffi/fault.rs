@@ -669,9 +669,11 @@ mod fixup {
     /// A call of load function `f` on `addr`, made in assembly: `(value, faulted)`. It names
     /// the only registers the load functions, the fixup and the call change, so that a caller
     /// keeps its own values in the others and needs no saved registers for the call (a Rust
-    /// call would claim every caller-saved register). Through a register, not a direct call:
-    /// valgrind translates a direct call and its target as one block, and a fault in the target
-    /// is then reported at the call, where the handler would not recognise it.
+    /// call would claim every caller-saved register). On aarch64 it also puts the link register
+    /// back, so that a caller with no other call needs no frame (`ufutex_wait`'s failing path).
+    /// Through a register, not a direct call: valgrind translates a direct call and its target
+    /// as one block, and a fault in the target is then reported at the call, where the handler
+    /// would not recognise it.
     ///
     /// # Safety
     /// `f` is one of [`LOADS`], and the handler is installed: the function makes one load of
@@ -695,15 +697,21 @@ mod fixup {
         }
         #[cfg(target_arch = "aarch64")]
         // SAFETY: (aarch64) the load functions and the fixup read only X0 and write only X0
-        // and X1 (`ldr`/`mov`/`ret`, above), the call writes the link register X30, and none
-        // touches the stack.
+        // and X1 (`ldr`/`mov`/`ret`, above), and none touches the stack or X16; the call
+        // writes the link register X30, which the block keeps in X16 across it and puts back,
+        // so that X30 leaves the block as it came in (a caller that makes no other call keeps
+        // its return address there and needs no frame). `f` is not in X16: an `out` operand
+        // shares no register with an input. If `f` is in X30, `blr` reads it before it writes
+        // X30, and the value put back is `f`, as it came in.
         unsafe {
             std::arch::asm!(
+                "mov x16, x30",
                 "blr {f}",
+                "mov x30, x16",
                 f = in(reg) f as usize,
                 inout("x0") addr => value,
                 lateout("x1") faulted,
-                lateout("x30") _,
+                out("x16") _,
                 options(nostack, readonly),
             );
         }
@@ -1033,6 +1041,29 @@ mod tests {
             return; // every read takes the probe syscall
         }
         reads_mapped_words_and_holes(|addr, size| fixup::load_as(fixup::INDIRECT, addr, size));
+    }
+
+    /// On aarch64 the valgrind mode's call (`blr`) hands the link register back as it found
+    /// it, so that a C entry point that makes no other call needs no frame for its return
+    /// address: X30 read right before and right after the (always inlined) load, of a word and
+    /// of a hole, is the same.
+    #[cfg(all(ufutex_fixup, target_arch = "aarch64"))]
+    #[test]
+    fn the_valgrind_mode_call_keeps_the_link_register() {
+        if !fixup::enabled() {
+            return;
+        }
+        let (word, hole) = mapped_then_hole();
+        for addr in [word, hole] {
+            let (before, after): (usize, usize);
+            // SAFETY: copies X30 into a register; no memory, no other effect.
+            unsafe { std::arch::asm!("mov {}, x30", out(reg) before, options(nomem, nostack, preserves_flags)) };
+            let read = fixup::load_as(fixup::INDIRECT, addr, Size::U32);
+            // SAFETY: as above.
+            unsafe { std::arch::asm!("mov {}, x30", out(reg) after, options(nomem, nostack, preserves_flags)) };
+            assert_eq!(read.is_err(), addr == hole);
+            assert_eq!(before, after, "X30 changed across the call");
+        }
     }
 
     #[test]
