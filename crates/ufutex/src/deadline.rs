@@ -51,8 +51,10 @@ impl From<SystemTime> for Deadline {
     }
 }
 
-/// The clock an absolute timeout is measured on.
+/// The clock an absolute timeout is measured on. Four bytes: in a [`Timeout`] it fills what
+/// would be padding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
 pub(crate) enum Clock {
     Monotonic,
     Realtime,
@@ -125,23 +127,42 @@ impl Timespec {
 }
 
 /// An absolute timeout on one clock, as the kernel's `futex_wait` takes it.
+///
+/// The time's two fields and a four-byte clock side by side, not a [`Timespec`] and the clock:
+/// 16 bytes and no padding (a `Timespec` field's four bytes of padding, then the clock and seven
+/// more, made 24). The C ABI's waitv, which hands its `Option<Timeout>` to its out-of-line parts
+/// by reference, built it on the stack in a dozen moves of bytes, padding among them; now in
+/// three stores. A one-entry failing waitv through the C ABI: 14.5 → 13.9 ns
+/// (BENCHMARKS.md, fifty-ninth session).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Timeout {
+    sec: i64,
+    nsec: u32,
     pub(crate) clock: Clock,
-    pub(crate) at: Timespec,
 }
 
+const _: () = assert!(std::mem::size_of::<Option<Timeout>>() == 16);
+
 impl Timeout {
+    pub(crate) const fn new(clock: Clock, at: Timespec) -> Timeout {
+        Timeout { sec: at.sec, nsec: at.nsec, clock }
+    }
+
+    /// The time at which it passes, on [`Timeout::clock`].
+    pub(crate) const fn at(&self) -> Timespec {
+        Timespec { sec: self.sec, nsec: self.nsec }
+    }
+
     /// Whether the deadline has passed.
     #[cfg_attr(ufutex_loom, allow(dead_code))]
     pub(crate) fn expired(&self) -> bool {
-        self.clock.now() >= self.at
+        self.clock.now() >= self.at()
     }
 
     /// Time left before the deadline (zero once passed).
     #[cfg_attr(not(feature = "fallback-parker"), allow(dead_code))] // the portable parker's
     pub(crate) fn remaining(&self) -> Duration {
-        self.clock.now().until(self.at)
+        self.clock.now().until(self.at())
     }
 }
 
@@ -156,14 +177,14 @@ impl From<Deadline> for Timeout {
                     Some(left) => now_ts.saturating_add(left),
                     None => Timespec::ZERO, // already passed
                 };
-                Timeout { clock: Clock::Monotonic, at }
+                Timeout::new(Clock::Monotonic, at)
             }
             Deadline::Realtime(t) => {
                 let at = match t.duration_since(UNIX_EPOCH) {
                     Ok(d) => Timespec::from_duration(d),
                     Err(_) => Timespec::ZERO, // before 1970: long passed
                 };
-                Timeout { clock: Clock::Realtime, at }
+                Timeout::new(Clock::Realtime, at)
             }
         }
     }

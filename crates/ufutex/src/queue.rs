@@ -1092,7 +1092,7 @@ mod tests {
         /// Unparks node `i`'s parker received this episode: the highest count a park with a
         /// timeout long passed still reaches.
         fn unparks(&self, i: usize) -> u32 {
-            let past = Timeout { clock: Clock::Monotonic, at: Timespec::ZERO };
+            let past = Timeout::new(Clock::Monotonic, Timespec::ZERO);
             let parker = &self.parkers[self.owner[i]];
             (1..).take_while(|&need| parker.sleep(need, Some(&past), None, &[]).is_ok()).count() as u32
         }

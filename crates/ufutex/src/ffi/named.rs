@@ -174,7 +174,7 @@ impl KeyArg {
 fn deadline(ts: *const timespec, clockid: clockid_t) -> Result<Option<Deadline>, Errno> {
     Ok(validate::timeout(ts as usize, clockid)?.map(|t: Timeout| match t.clock {
         Clock::Monotonic => Deadline::from(t.remaining()),
-        Clock::Realtime => Deadline::Realtime(UNIX_EPOCH + Duration::new(t.at.sec as u64, t.at.nsec)),
+        Clock::Realtime => Deadline::Realtime(UNIX_EPOCH + Duration::new(t.at().sec as u64, t.at().nsec)),
     }))
 }
 

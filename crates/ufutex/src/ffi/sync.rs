@@ -91,7 +91,7 @@ unsafe fn monotonic_deadline(ts: *const libc::timespec) -> Result<Timeout, i32> 
     if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
         return Err(libc::EINVAL);
     }
-    Ok(Timeout { clock: Clock::Monotonic, at: Timespec { sec: ts.tv_sec, nsec: ts.tv_nsec as u32 } })
+    Ok(Timeout::new(Clock::Monotonic, Timespec { sec: ts.tv_sec, nsec: ts.tv_nsec as u32 }))
 }
 
 /// Lock `m`, waiting as long as it takes.

@@ -84,7 +84,7 @@ fn read_timeout(ts: usize, clockid: libc::clockid_t) -> Result<Timeout, Errno> {
         libc::CLOCK_REALTIME => Clock::Realtime,
         _ => return Err(Errno::EINVAL),
     };
-    Ok(Timeout { clock, at: read_timespec(ts)? })
+    Ok(Timeout::new(clock, read_timespec(ts)?))
 }
 
 /// A relative timeout (the legacy `FUTEX_WAIT`'s): none if `ts` is null; else readable
@@ -677,7 +677,7 @@ mod tests {
         assert_eq!(timeout(at(&ts(0, -1)), libc::CLOCK_REALTIME), Err(Errno::EINVAL));
         assert_eq!(timeout(at(&ts(0, 1_000_000_000)), libc::CLOCK_REALTIME), Err(Errno::EINVAL));
         let t = timeout(at(&good), libc::CLOCK_REALTIME).unwrap().unwrap();
-        assert_eq!((t.clock, t.at), (Clock::Realtime, Timespec { sec: 5, nsec: 999_999_999 }));
+        assert_eq!((t.clock, t.at()), (Clock::Realtime, Timespec { sec: 5, nsec: 999_999_999 }));
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub(crate) fn wait_shared(word: &AtomicU32, val: u32, timeout: Option<&Timeout>)
 }
 
 fn wait_flags(word: &AtomicU32, val: u32, bits: u32, timeout: Option<&Timeout>, private: bool) -> KernelWait {
-    let ts = timeout.map(|t| t.at.to_libc());
+    let ts = timeout.map(|t| t.at().to_libc());
     let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |ts| ts as *const libc::timespec);
     let clock = timeout.map_or(libc::CLOCK_MONOTONIC, |t| t.clock.id());
     // Relaxed: a hint; a thread that misses it makes one more failing futex_wait call.
@@ -131,7 +131,7 @@ fn waitv_in<const N: usize>(
     tail: &[Watch<'_>],
     timeout: Option<&Timeout>,
 ) -> Result<usize, KernelWait> {
-    let ts = timeout.map(|t| t.at.to_libc());
+    let ts = timeout.map(|t| t.at().to_libc());
     let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |ts| ts as *const libc::timespec);
     let clock = timeout.map_or(libc::CLOCK_MONOTONIC, |t| t.clock.id());
     let mut v = [const { WaitvEntry { val: 0, uaddr: 0, flags: 0, reserved: 0 } }; N];

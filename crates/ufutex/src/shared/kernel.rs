@@ -362,7 +362,7 @@ fn result(r: libc::c_long) -> Result<usize, i32> {
 
 /// The timespec and clock a timeout hands the kernel (none: no deadline, the clock unused).
 fn kernel_timeout(timeout: Option<&Timeout>) -> (Option<libc::timespec>, libc::clockid_t) {
-    (timeout.map(|t| t.at.to_libc()), timeout.map_or(libc::CLOCK_MONOTONIC, |t| t.clock.id()))
+    (timeout.map(|t| t.at().to_libc()), timeout.map_or(libc::CLOCK_MONOTONIC, |t| t.clock.id()))
 }
 
 /// Whether a futex2 call's answer means it does not exist; remembers it for every later call.

@@ -266,7 +266,7 @@ fn raw_kernel_calls_meet_kernel_mode() {
     assert_eq!(r, 1);
     assert_eq!(child.join(), 0);
     // A plain futex_wait in another process woken by a kernel-mode wake.
-    let ts = t.at.to_libc();
+    let ts = t.at().to_libc();
     let child = spawn(move || {
         // SAFETY: futex_wait on the mapped word with a live absolute timespec.
         let r = unsafe {
@@ -477,7 +477,7 @@ fn a_past_deadline_times_out() {
 fn legacy_fallbacks_meet_futex2() {
     let m = Mapping::anon();
     let (lane, t) = (m.word(1, Size::U8), patient());
-    let ts = t.at.to_libc();
+    let ts = t.at().to_libc();
     let bits = Lane::of(lane).bitset(0xFF).expect("bitset");
     let child = spawn(move || {
         code(legacy_wait(Lane::of(lane).container, 0, bits, Some(&ts), t.clock.id()).map_err(SharedError::from_errno))
