@@ -530,6 +530,9 @@ unsafe fn waitv_with(
         }
         let timeout = validate::timeout(timeout as usize, clockid)?;
         let (ptr, n) = (waiters as usize, nr_futexes as usize);
+        if n == 1 && validate::one_plain_mismatch(ptr) {
+            return Err(Errno::EAGAIN);
+        }
         // SAFETY: this call's contract: memory found mapped stays mapped until it returns, and
         // `words` is dropped before it does.
         let mut words = unsafe { fault::ReadPages::new() };
