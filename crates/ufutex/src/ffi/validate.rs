@@ -337,10 +337,7 @@ fn plain_waitv_with<const SCAN: bool>(
 /// fifty-ninth session).
 #[inline(always)]
 pub(crate) fn one_plain_mismatch(ptr: usize) -> bool {
-    // Inline, as `copy_entry` is not (its result came back through memory).
-    let field = |off: usize| read_u64(ptr.checked_add(off)?).ok();
-    let (Some(val), Some(uaddr), Some(tail)) = (field(0), field(8), field(16)) else { return false };
-    let e = UfutexWaitv { val, uaddr, flags: tail as u32, reserved: (tail >> 32) as u32 };
+    let Some(e) = read_entry(ptr) else { return false };
     let Some(size) = plain_size(&e) else { return false };
     if !plain_entry(&e, size) {
         return false;
@@ -587,6 +584,16 @@ fn pages_read(ptr: usize, len: usize) -> bool {
     }
 }
 
+/// An entry from its three 64-bit words as loaded: `val`, `uaddr`, and the last 8 bytes,
+/// `flags` then `__reserved` in memory order (split so on either byte order).
+#[inline(always)]
+fn entry_of(val: u64, uaddr: u64, tail: u64) -> UfutexWaitv {
+    let tail = tail.to_ne_bytes();
+    let flags = u32::from_ne_bytes([tail[0], tail[1], tail[2], tail[3]]);
+    let reserved = u32::from_ne_bytes([tail[4], tail[5], tail[6], tail[7]]);
+    UfutexWaitv { val, uaddr, flags, reserved }
+}
+
 /// Read one entry at `at` with three atomic loads.
 ///
 /// # Safety
@@ -595,22 +602,24 @@ unsafe fn load_entry(at: usize) -> UfutexWaitv {
     use std::sync::atomic::{AtomicU64, Ordering};
     // SAFETY: forwarded contract: three aligned, readable u64s.
     let field = |off: usize| unsafe { AtomicU64::from_ptr((at + off) as *mut u64) }.load(Ordering::Relaxed);
-    let tail = field(16).to_ne_bytes();
-    UfutexWaitv {
-        val: field(0),
-        uaddr: field(8),
-        flags: u32::from_ne_bytes([tail[0], tail[1], tail[2], tail[3]]),
-        reserved: u32::from_ne_bytes([tail[4], tail[5], tail[6], tail[7]]),
-    }
+    entry_of(field(0), field(8), field(16))
 }
 
-/// Read one `struct ufutex_waitv` at `at` (any alignment) without trusting it.
+/// Read one `struct ufutex_waitv` at `at` (any alignment) without trusting it: `None` if any of
+/// it does not read. Inline (a caller's fast path keeps the entry in registers); [`copy_entry`]
+/// is its out-of-line form.
+#[inline(always)]
+fn read_entry(at: usize) -> Option<UfutexWaitv> {
+    let field = |off: usize| read_u64(at.checked_add(off)?).ok();
+    // All three read before any is looked at: a branch after each cost a one-entry waitv
+    // ~2 ns (BENCHMARKS.md, fifty-ninth session).
+    let (val, uaddr, tail) = (field(0), field(8), field(16));
+    Some(entry_of(val?, uaddr?, tail?))
+}
+
+/// [`read_entry`], `EFAULT` if the entry does not read.
 fn copy_entry(at: usize) -> Result<UfutexWaitv, Errno> {
-    let field = |off: usize| -> Result<u64, Errno> { Ok(read_u64(at.checked_add(off).ok_or(Errno::EFAULT)?)?) };
-    let (val, uaddr, tail) = (field(0)?, field(8)?, field(16)?.to_ne_bytes());
-    let flags = u32::from_ne_bytes([tail[0], tail[1], tail[2], tail[3]]);
-    let reserved = u32::from_ne_bytes([tail[4], tail[5], tail[6], tail[7]]);
-    Ok(UfutexWaitv { val, uaddr, flags, reserved })
+    read_entry(at).ok_or(Errno::EFAULT)
 }
 
 /// One waitv entry's own fields: unknown flag bits or a non-zero `__reserved` → `EINVAL`; a
