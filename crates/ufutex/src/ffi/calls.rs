@@ -483,8 +483,44 @@ pub unsafe extern "C" fn ufutex_waitv(
     timeout: *const timespec,
     clockid: clockid_t,
 ) -> c_long {
+    // The most common failing waitv in this frame, which keeps no register across a call and so
+    // saves none; any other call goes on with the same arguments (tail calls). Those of one
+    // untimed entry are passed on as the constants they were found to be, so that the shortcut
+    // keeps only the array and the clock in registers for its fall-through.
+    if lone_untimed(waiters, nr_futexes, flags, timeout) {
+        if validate::one_plain_mismatch(waiters as usize) {
+            return super::failed(Errno::EAGAIN);
+        }
+        // SAFETY: forwarded contract (the same arguments).
+        return unsafe { waitv_general(waiters, 1, 0, std::ptr::null(), clockid) };
+    }
+    // SAFETY: forwarded contract.
+    unsafe { waitv_general(waiters, nr_futexes, flags, timeout, clockid) }
+}
+
+/// [`ufutex_waitv`] for every call but the failing one its shortcut answers.
+///
+/// # Safety
+/// As [`ufutex_waitv`].
+#[inline(never)]
+unsafe extern "C" fn waitv_general(
+    waiters: *mut UfutexWaitv,
+    nr_futexes: c_uint,
+    flags: c_uint,
+    timeout: *const timespec,
+    clockid: clockid_t,
+) -> c_long {
     // SAFETY: forwarded contract.
     unsafe { waitv_with(waiters, nr_futexes, flags, timeout, clockid, Wakers::Ufutex) }
+}
+
+/// Whether a waitv is of one entry (not NULL), with no flags and no timeout: the call whose
+/// failure its entry alone can tell ([`validate::one_plain_mismatch`]), as the kernel checks
+/// those arguments before it reads the entry (a NULL array is `EINVAL`, not a read). A vector
+/// of one with a timeout asks the same in [`waitv_with`], after the timeout's validation.
+#[inline(always)]
+fn lone_untimed(waiters: *mut UfutexWaitv, nr_futexes: c_uint, flags: c_uint, timeout: *const timespec) -> bool {
+    (flags as usize | timeout as usize) == 0 && nr_futexes == 1 && !waiters.is_null()
 }
 
 /// [`ufutex_waitv`] for the preload library. The entries' 32-bit words are also woken by the
@@ -506,6 +542,9 @@ pub unsafe fn preload_waitv(
     timeout: *const timespec,
     clockid: clockid_t,
 ) -> c_long {
+    if lone_untimed(waiters, nr_futexes, flags, timeout) && validate::one_plain_mismatch(waiters as usize) {
+        return super::failed(Errno::EAGAIN);
+    }
     // SAFETY: forwarded contract.
     unsafe { waitv_with(waiters, nr_futexes, flags, timeout, clockid, Wakers::AlsoKernel) }
 }
@@ -530,7 +569,8 @@ unsafe fn waitv_with(
         }
         let timeout = validate::timeout(timeout as usize, clockid)?;
         let (ptr, n) = (waiters as usize, nr_futexes as usize);
-        if n == 1 && validate::one_plain_mismatch(ptr) {
+        // (Without a timeout, the entry points asked already: `lone_untimed`.)
+        if n == 1 && timeout.is_some() && validate::one_plain_mismatch(ptr) {
             return Err(Errno::EAGAIN);
         }
         // SAFETY: this call's contract: memory found mapped stays mapped until it returns, and

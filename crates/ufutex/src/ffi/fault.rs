@@ -81,6 +81,60 @@ pub(crate) fn read_word_at_once(addr: usize, size: Size) -> Option<Result<u64, F
     None
 }
 
+/// `N` consecutive 8-byte fields of a caller's struct at `at` (any alignment), each one load:
+/// `None` if any does not read, or if the struct would run past the end of the address space.
+/// Every field is read before any is looked at.
+#[inline(always)]
+pub(crate) fn read_u64s<const N: usize>(at: usize) -> Option<[u64; N]> {
+    match read_u64s_ready(at) {
+        Some(fields) => fields,
+        None => read_u64s_first(at),
+    }
+}
+
+/// [`read_u64s`] for a fast path that has a slower way to fall back on: also `None` if reads are
+/// not ready to be done without a call (as [`read_word_at_once`]). Natively the mode is asked
+/// once for all the fields and each load is one instruction ([`fixup::load_u64_as`]): a
+/// one-entry failing waitv through the C ABI reads its entry so, with no frame (BENCHMARKS.md,
+/// sixtieth session).
+#[inline(always)]
+pub(crate) fn read_u64s_at_once<const N: usize>(at: usize) -> Option<[u64; N]> {
+    read_u64s_ready(at).flatten()
+}
+
+/// [`read_u64s`] if reads are ready (`Some`), else `None`.
+#[inline(always)]
+fn read_u64s_ready<const N: usize>(at: usize) -> Option<Option<[u64; N]>> {
+    const { assert!(N > 0) };
+    if at.checked_add(N * 8 - 1).is_none() {
+        return Some(None);
+    }
+    #[cfg(ufutex_fixup)]
+    {
+        let mode = fixup::mode();
+        if mode == fixup::DIRECT {
+            return Some(fixup::load_u64s_as(fixup::DIRECT, at));
+        }
+        std::hint::cold_path();
+        if mode != fixup::NOT_READY {
+            return Some(fixup::load_u64s_as(mode, at));
+        }
+    }
+    None
+}
+
+/// [`read_u64s`] when reads are not ready: field by field through [`read_u64`] (the first read
+/// of the process installs the fault handler; or the probe syscall).
+#[cold]
+#[inline(never)]
+fn read_u64s_first<const N: usize>(at: usize) -> Option<[u64; N]> {
+    let mut fields = [0; N];
+    for (i, field) in fields.iter_mut().enumerate() {
+        *field = read_u64(at + 8 * i).ok()?;
+    }
+    Some(fields)
+}
+
 /// Read 8 bytes at `addr` (any alignment): a field of a caller's struct.
 #[inline]
 pub(crate) fn read_u64(addr: usize) -> Result<u64, Fault> {
@@ -433,24 +487,24 @@ mod fixup {
         };
     }
 
-    /// An inline fault-safe load of the 32-bit word at `$addr`: the load at a local label, with
-    /// an entry in the table of inline loads (section `ufutex_fx_table`, read by [`fixup_of`]):
-    /// the offsets, each from its own field, to the load and to its fixup (`fixup_at_4!`).
-    /// `(value, faulted)`, faulted 0 or 1. `{f}` is written before the load, so it cannot share
-    /// `{a}`'s register; `{v}` may (it is written by the load or, after a fault, by the fixup,
-    /// when `{a}` is no longer needed). Numeric labels from 2 (0 and 1 read as binary in Intel
-    /// syntax); each copy of the block has its own. Offsets, not addresses: the table needs no
-    /// relocation in a shared library.
+    /// An inline fault-safe load at `$addr`, `$load` the instruction (`{v}` from `[{a}]`): the
+    /// load at a local label, with an entry in the table of inline loads (section
+    /// `ufutex_fx_table`, read by [`fixup_of`]): the offsets, each from its own field, to the load
+    /// and to its fixup (`fixup_at_4!`). `(value, faulted)`, faulted 0 or 1. `{f}` is written
+    /// before the load, so it cannot share `{a}`'s register; `{v}` may (it is written by the load
+    /// or, after a fault, by the fixup, when `{a}` is no longer needed). Numeric labels from 2 (0
+    /// and 1 read as binary in Intel syntax); each copy of the block has its own. Offsets, not
+    /// addresses: the table needs no relocation in a shared library.
     ///
     /// # Safety
-    /// The handler is installed, and reading the word at `addr` has no effect but the load.
+    /// The handler is installed, and reading at `addr` has no effect but the load.
     #[cfg(target_arch = "x86_64")]
-    macro_rules! inline_load_u32 {
-        ($addr:expr) => {{
+    macro_rules! inline_load {
+        ($addr:expr, $load:literal) => {{
             let (v, f): (u64, u64);
             std::arch::asm!(
                 "xor {f:e}, {f:e}",
-                "2: mov {v:e}, dword ptr [{a}]",
+                concat!("2: ", $load),
                 "3:",
                 fx_entries!("2b"),
                 fixup_at_4!(),
@@ -463,11 +517,58 @@ mod fixup {
         }};
     }
 
-    /// [`inline_load_u32!`] of a word of 8, 16 or 64 bits (size code `$code`: 0, 1 or 3), the load
+    /// [`inline_load!`] of the 32-bit word at `$addr`.
+    #[cfg(target_arch = "x86_64")]
+    macro_rules! inline_load_u32 {
+        ($addr:expr) => {
+            inline_load!($addr, "mov {v:e}, dword ptr [{a}]")
+        };
+    }
+
+    /// [`inline_load!`] of 8 bytes at `$addr`, any alignment (a field of a caller's struct).
+    #[cfg(target_arch = "x86_64")]
+    macro_rules! inline_load_u64 {
+        ($addr:expr) => {
+            inline_load!($addr, "mov {v}, qword ptr [{a}]")
+        };
+    }
+
+    /// [`inline_load_u64!`] of three consecutive fields from `$at` in one block, with one fault
+    /// flag: `(v0, v1, v2, faulted)`. A fault of any load resumes at the fixup, after the loads
+    /// (the values are then meaningless). One flag instead of three keeps two registers free, so
+    /// that `ufutex_waitv`'s one-entry shortcut, which keeps the call's five arguments for its
+    /// tail call, needs no saved register (three blocks took four pushes and pops at its entry).
+    ///
+    /// # Safety
+    /// As [`inline_load!`], for each of the three loads.
+    #[cfg(target_arch = "x86_64")]
+    macro_rules! inline_load_u64x3 {
+        ($at:expr) => {{
+            let (v0, v1, v2, f): (u64, u64, u64, u64);
+            std::arch::asm!(
+                "xor {f:e}, {f:e}",
+                "2: mov {v}, qword ptr [{a}]",
+                "5: mov {v1}, qword ptr [{a} + 8]",
+                "6: mov {v2}, qword ptr [{a} + 16]",
+                "3:",
+                fx_entries!("2b", "5b", "6b"),
+                fixup_at_4!(),
+                a = in(reg) $at,
+                v = out(reg) v0,
+                v1 = out(reg) v1,
+                v2 = lateout(reg) v2,
+                f = out(reg) f,
+                options(nostack, readonly),
+            );
+            (v0, v1, v2, f)
+        }};
+    }
+
+    /// [`inline_load!`] of a word of 8, 16 or 64 bits (size code `$code`: 0, 1 or 3), the load
     /// picked by compares inside the block; each of the three loads has its table entry.
     ///
     /// # Safety
-    /// As [`inline_load_u32!`].
+    /// As [`inline_load!`].
     #[cfg(target_arch = "x86_64")]
     macro_rules! inline_load_other {
         ($addr:expr, $code:expr) => {{
@@ -495,17 +596,17 @@ mod fixup {
         }};
     }
 
-    /// [`inline_load_u32!`] on aarch64: the same block, one `ldr` of a W register.
+    /// [`inline_load!`] on aarch64: the same block.
     ///
     /// # Safety
     /// As on x86_64.
     #[cfg(target_arch = "aarch64")]
-    macro_rules! inline_load_u32 {
-        ($addr:expr) => {{
+    macro_rules! inline_load {
+        ($addr:expr, $load:literal) => {{
             let (v, f): (u64, u64);
             std::arch::asm!(
                 "mov {f:w}, #0",
-                "2: ldr {v:w}, [{a}]",
+                concat!("2: ", $load),
                 "3:",
                 fx_entries!("2b"),
                 fixup_at_4!(),
@@ -516,6 +617,23 @@ mod fixup {
             );
             (v, f)
         }};
+    }
+
+    /// [`inline_load_u32!`] on aarch64: one `ldr` of a W register.
+    #[cfg(target_arch = "aarch64")]
+    macro_rules! inline_load_u32 {
+        ($addr:expr) => {
+            inline_load!($addr, "ldr {v:w}, [{a}]")
+        };
+    }
+
+    /// [`inline_load_u64!`] on aarch64: one `ldr` of an X register (unaligned loads of normal
+    /// memory are allowed in user space).
+    #[cfg(target_arch = "aarch64")]
+    macro_rules! inline_load_u64 {
+        ($addr:expr) => {
+            inline_load!($addr, "ldr {v}, [{a}]")
+        };
     }
 
     /// [`inline_load_other!`] on aarch64: `ldrb`, `ldrh` or an `ldr` of an X register, picked
@@ -664,6 +782,42 @@ mod fixup {
         } else {
             Err(Fault)
         }
+    }
+
+    /// `N` loads of 8 bytes from `at` on (any alignment: the fields of a caller's struct) in
+    /// `mode`, which the caller read: `None` if any faulted. Natively each is one instruction
+    /// and its table entry, with no compare of sizes (`load_as`'s blocks pick among three);
+    /// every load is made before any result is looked at. The caller checked that the last
+    /// byte's address does not overflow.
+    #[inline(always)]
+    pub(super) fn load_u64s_as<const N: usize>(mode: u8, at: usize) -> Option<[u64; N]> {
+        debug_assert!(mode != NOT_READY);
+        let (mut fields, mut faulted) = ([0; N], 0);
+        #[cfg(target_arch = "x86_64")]
+        if N == 3 && mode == DIRECT {
+            // SAFETY: as below, for each of the three loads of the one block.
+            let (v0, v1, v2, f) = unsafe { inline_load_u64x3!(at) };
+            (fields[0], fields[1], fields[2]) = (v0, v1, v2);
+            return (f == 0).then_some(fields);
+        }
+        for (i, field) in fields.iter_mut().enumerate() {
+            let addr = at + 8 * i;
+            // SAFETY: the mode is not NOT_READY, so the handler is installed and a fault of the
+            // load resumes at its fixup with `faulted = 1` (`inline_load!`; under valgrind
+            // `call_load` of the 64-bit load function, as in `load_as`); the one load reads
+            // memory the caller passed as its struct, as the kernel would read it, and has no
+            // other effect.
+            let (v, f) = unsafe {
+                if mode == DIRECT {
+                    inline_load_u64!(addr)
+                } else {
+                    std::hint::cold_path();
+                    call_load(LOADS[Size::U64 as usize], addr)
+                }
+            };
+            (*field, faulted) = (v, faulted | f);
+        }
+        (faulted == 0).then_some(fields)
     }
 
     /// A call of load function `f` on `addr`, made in assembly: `(value, faulted)`. It names
@@ -1015,6 +1169,69 @@ mod tests {
         }
         assert_eq!(read_u64(page + 1), Ok(0x0011_2233_4455_6677));
         assert_eq!(read_u64(hole - 4), Err(Fault)); // straddles into the hole
+    }
+
+    /// A caller's struct of `N` 8-byte fields reads all or nothing, at any alignment: whole in
+    /// the page, it reads as written; with any field running into the hole, or past the top of
+    /// the address space, it is `None`. `read` is one of the ways to read it.
+    fn struct_reads_all_or_nothing<const N: usize>(read: impl Fn(usize) -> Option<[u64; N]>) {
+        let [_, hole, after] = pages_around_a_hole();
+        let tail = hole - 64;
+        for (i, b) in (tail..hole).enumerate() {
+            // SAFETY: the page's last 64 bytes, ours and writable.
+            unsafe { *(b as *mut u8) = 0x40 + i as u8 };
+        }
+        let size = N * 8;
+        for at in [hole - size, hole - size - 3] {
+            // SAFETY: `[at, at + size)` lies in the page (above); unaligned reads of plain bytes.
+            let want: [u64; N] = std::array::from_fn(|i| unsafe { ((at + 8 * i) as *const u64).read_unaligned() });
+            assert_eq!(read(at), Some(want), "{N} fields at {} before the hole", hole - at);
+        }
+        // Each field in turn the first to run into the hole, and the last to come out of it (by
+        // one byte, and wholly in it): a fault of any one field is seen.
+        for field in 0..N {
+            for into in [1, 8] {
+                let at = hole - 8 * field - 8 + into;
+                assert_eq!(read(at), None, "field {field} of {N} the first {into} bytes into the hole");
+                let at = after - 8 * field - into;
+                assert_eq!(read(at), None, "field {field} of {N} the last, {into} bytes in the hole");
+            }
+        }
+        for at in [usize::MAX - size + 2, usize::MAX - 3] {
+            assert_eq!(read(at), None, "past the top, from {:#x}", at);
+        }
+    }
+
+    #[test]
+    fn structs_read_all_or_nothing() {
+        struct_reads_all_or_nothing::<1>(read_u64s);
+        struct_reads_all_or_nothing::<2>(read_u64s);
+        struct_reads_all_or_nothing::<3>(read_u64s);
+        let at_once = cfg!(ufutex_fixup) && std::env::var_os(PROBE_ENV).is_none_or(|v| v != "syscall");
+        if at_once {
+            struct_reads_all_or_nothing::<3>(read_u64s_at_once);
+        } else {
+            let (page, _) = mapped_then_hole();
+            assert_eq!(read_u64s_at_once::<3>(page), None, "reads are never at once in probe mode");
+        }
+    }
+
+    /// [`structs_read_all_or_nothing`] in each mode of the fixup loads: inline, and the calls
+    /// that stand for them under valgrind.
+    #[cfg(ufutex_fixup)]
+    #[test]
+    fn structs_read_all_or_nothing_in_each_mode() {
+        if !fixup::enabled() {
+            return; // every read takes the probe syscall
+        }
+        for mode in [fixup::DIRECT, fixup::INDIRECT] {
+            if mode == fixup::DIRECT && fixup::mode() != fixup::DIRECT {
+                continue; // under valgrind: its own mode only
+            }
+            let read =
+                |at: usize| if at.checked_add(3 * 8 - 1).is_some() { fixup::load_u64s_as::<3>(mode, at) } else { None };
+            struct_reads_all_or_nothing::<3>(read);
+        }
     }
 
     /// Natively (not under valgrind, not in probe mode) the fast paths read inline, on x86_64

@@ -184,7 +184,7 @@ fn read_obj(at: usize) -> Result<UfutexObj, Errno> {
     if at == 0 {
         return Err(Errno::EFAULT);
     }
-    let (ns, ids) = (fault::read_u64(at)?, fault::read_u64(at.checked_add(8).ok_or(Errno::EFAULT)?)?);
+    let [ns, ids] = fault::read_u64s(at).ok_or(Errno::EFAULT)?;
     let ids = ids.to_ne_bytes();
     Ok(UfutexObj {
         ns: ns as usize as *const Namespace,

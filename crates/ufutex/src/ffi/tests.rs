@@ -144,6 +144,7 @@ fn waitv_rejects_in_the_kernels_order() {
     isolated_shared_table();
     let (x, y) = (0u32, 0u32);
     let good = entry(&x, 0, P32);
+    let miss = UfutexWaitv { val: 1, ..good };
     let h = hole() as u64;
     let bad_ts = timespec { tv_sec: 0, tv_nsec: -1 };
     let v = |es: &[UfutexWaitv]| es.to_vec();
@@ -169,6 +170,13 @@ fn waitv_rejects_in_the_kernels_order() {
         ("mismatch first",    v(&[UfutexWaitv { val: 1, ..good }, UfutexWaitv { uaddr: h, ..good }]), 2, 0, null(), 0, EAGAIN),
         ("hole",              v(&[good, UfutexWaitv { uaddr: h, ..good }]), 2, 0, null(), 0, EFAULT),
         ("timeout",           v(&[good, entry(&y, 0, P32)]), 2, 0, &GOOD_TS, CLOCK_REALTIME, ETIMEDOUT),
+        // A lone plain mismatch (the entry point's shortcut) after every check of the call's own.
+        ("lone miss",         v(&[miss]), 1, 0,    null(),   0,               EAGAIN),
+        ("lone miss, timeout",v(&[miss]), 1, 0,    &GOOD_TS, CLOCK_MONOTONIC, EAGAIN),
+        ("lone miss, flags",  v(&[miss]), 1, 1,    null(),   0,               EINVAL),
+        ("lone miss, 0",      v(&[miss]), 0, 0,    null(),   0,               EINVAL),
+        ("lone miss, clock",  v(&[miss]), 1, 0,    &GOOD_TS, 99,              EINVAL),
+        ("lone miss, ts",     v(&[miss]), 1, 0,    &bad_ts,  CLOCK_MONOTONIC, EINVAL),
     ];
     for (what, mut es, n, flags, ts, clock, errno) in table {
         // SAFETY: `n` entries are readable, or the call rejects `n` before reading.

@@ -5,7 +5,7 @@ use super::abi::{
     UfutexWaitv, UFUTEX_MPOL, UFUTEX_NUMA, UFUTEX_PRIVATE, UFUTEX_SIZE_MASK, UFUTEX_SIZE_U16, UFUTEX_SIZE_U32,
     UFUTEX_SIZE_U64, UFUTEX_SIZE_U8, UFUTEX_VALID_MASK, UFUTEX_WAITV_MAX,
 };
-use super::fault::{read_u64, read_word, ReadPages};
+use super::fault::{read_u64s, read_u64s_at_once, read_word, read_word_at_once, ReadPages};
 use super::Errno;
 use crate::deadline::{Clock, Timeout, Timespec};
 use crate::word::Size;
@@ -102,8 +102,8 @@ pub(crate) fn relative_timeout(ts: usize) -> Result<Option<Timeout>, Errno> {
 /// A caller's `struct __kernel_timespec` (two 64-bit fields), read without trusting it
 /// (`EFAULT`) and checked: `tv_sec >= 0`, `0 <= tv_nsec < 1e9` (`EINVAL`).
 fn read_timespec(ts: usize) -> Result<Timespec, Errno> {
-    let sec = read_u64(ts)? as i64;
-    let nsec = read_u64(ts + 8)?;
+    let [sec, nsec] = read_u64s(ts).ok_or(Errno::EFAULT)?;
+    let sec = sec as i64;
     if sec < 0 || nsec >= 1_000_000_000 {
         return Err(Errno::EINVAL);
     }
@@ -337,13 +337,13 @@ fn plain_waitv_with<const SCAN: bool>(
 /// fifty-ninth session).
 #[inline(always)]
 pub(crate) fn one_plain_mismatch(ptr: usize) -> bool {
-    let Some(e) = read_entry(ptr) else { return false };
+    let Some(e) = read_entry_at_once(ptr) else { return false };
     let Some(size) = plain_size(&e) else { return false };
     if !plain_entry(&e, size) {
         return false;
     }
     // No truncation: `plain_entry` took the address as a user-space one.
-    matches!(read_word(e.uaddr as usize, size), Ok(v) if v != e.val)
+    matches!(read_word_at_once(e.uaddr as usize, size), Some(Ok(v)) if v != e.val)
 }
 
 /// [`plain_waitv`]'s first pass, which keeps nothing: validated and compared, the common
@@ -610,11 +610,18 @@ unsafe fn load_entry(at: usize) -> UfutexWaitv {
 /// is its out-of-line form.
 #[inline(always)]
 fn read_entry(at: usize) -> Option<UfutexWaitv> {
-    let field = |off: usize| read_u64(at.checked_add(off)?).ok();
-    // All three read before any is looked at: a branch after each cost a one-entry waitv
-    // ~2 ns (BENCHMARKS.md, fifty-ninth session).
-    let (val, uaddr, tail) = (field(0), field(8), field(16));
-    Some(entry_of(val?, uaddr?, tail?))
+    // All three read before any is looked at (`read_u64s`): a branch after each cost a
+    // one-entry waitv ~2 ns (BENCHMARKS.md, fifty-ninth session).
+    let [val, uaddr, tail] = read_u64s(at)?;
+    Some(entry_of(val, uaddr, tail))
+}
+
+/// [`read_entry`] for a fast path with a slower way to fall back on: also `None` if reads are
+/// not ready to be done without a call ([`read_u64s_at_once`]).
+#[inline(always)]
+fn read_entry_at_once(at: usize) -> Option<UfutexWaitv> {
+    let [val, uaddr, tail] = read_u64s_at_once(at)?;
+    Some(entry_of(val, uaddr, tail))
 }
 
 /// [`read_entry`], `EFAULT` if the entry does not read.
