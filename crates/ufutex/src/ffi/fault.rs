@@ -94,7 +94,7 @@ pub(crate) fn read_u64s<const N: usize>(at: usize) -> Option<[u64; N]> {
 
 /// [`read_u64s`] for a fast path that has a slower way to fall back on: also `None` if reads are
 /// not ready to be done without a call (as [`read_word_at_once`]). Natively the mode is asked
-/// once for all the fields and each load is one instruction ([`fixup::load_u64_as`]): a
+/// once for all the fields and each load is one instruction ([`fixup::load_u64s_as`]): a
 /// one-entry failing waitv through the C ABI reads its entry so, with no frame (BENCHMARKS.md,
 /// sixtieth session).
 #[inline(always)]
