@@ -23,7 +23,7 @@
 use crate::competitor::{dispatch, Op, UfutexC, SHARED_BASELINE};
 use crate::progress::Progress;
 use crate::result::{Bench, Metric, MetricResult, Skip};
-use crate::workloads::fastpath::{self, Body, Path};
+use crate::workloads::fastpath::{self, Body, Path, WAITV_ONE};
 use crate::workloads::{skip_reason, Common};
 use std::ffi::OsString;
 use std::io;
@@ -203,10 +203,12 @@ fn parallel<T: Sync, R: Send>(items: &[T], workers: usize, f: impl Fn(&T) -> R +
 /// What one repetition found for one competitor: per body, instructions per iteration.
 type Figures = Vec<(Body, f64)>;
 
-/// A competitor that runs here: its `--impl` name and the name it reports.
+/// A competitor that runs here: its `--impl` name, the name it reports, and the bodies it can
+/// run (a competitor without wait-on-many has no waitv to count).
 struct Active {
     arg: String,
     name: String,
+    bodies: Vec<Body>,
 }
 
 /// One repetition over `active`: the base runs, then one run per (competitor, doubled body).
@@ -218,8 +220,9 @@ fn repetition(
     n: usize,
     progress: &Progress,
 ) -> Vec<(Result<Figures, String>, Option<bool>)> {
-    let bodies =
-        |i: usize| -> Vec<Body> { Body::ALL.into_iter().filter(|b| *b != Body::StoreLoad || i == 0).collect() };
+    let bodies = |i: usize| -> Vec<Body> {
+        active[i].bodies.iter().copied().filter(|b| *b != Body::StoreLoad || i == 0).collect()
+    };
     let base_counts = |i: usize| bodies(i).into_iter().map(|b| (b, n)).collect::<Vec<_>>();
     let base: Vec<Run<'_>> =
         active.iter().enumerate().map(|(i, c)| Run { competitor: &c.arg, counts: base_counts(i) }).collect();
@@ -282,7 +285,10 @@ pub fn run(common: &Common, n: usize) -> io::Result<Vec<Bench>> {
     for (c, arg) in comps.iter().zip(&common.impls) {
         match skip_reason(c, &[Op::WaitWake]) {
             Some(reason) => skipped.push(Skip { competitor: c.name(), reason }),
-            None => active.push(Active { arg: arg.clone(), name: c.name() }),
+            None => {
+                let bodies = Body::ALL.into_iter().filter(|b| skip_reason(c, b.ops()).is_none()).collect();
+                active.push(Active { arg: arg.clone(), name: c.name(), bodies })
+            }
         }
     }
     let mut notes = vec![
@@ -338,16 +344,21 @@ fn store_load_note(samples: &[(String, Vec<Figures>)]) -> Option<String> {
     ))
 }
 
-/// When the C ABI was counted: its failing wait's read of the caller's word takes another path
-/// under valgrind (the fault-safe load is a call through a pointer there, `ffi/fault.rs`; on
-/// x86-64 it is an inline load natively), so that count is above a native run's.
+/// When the C ABI was counted: its failing wait's and waitv's reads of the caller's memory take
+/// another path under valgrind (the fault-safe load is a call through a pointer there,
+/// `ffi/fault.rs`; on Linux on x86-64 and aarch64 it is an inline load natively), so those counts
+/// are above a native run's.
 fn c_abi_note(samples: &[(String, Vec<Figures>)]) -> Option<String> {
     samples.iter().any(|(name, _)| name == UfutexC::NAME).then(|| {
         format!(
-            "{}'s failing wait reads the caller's word through a call under valgrind{}: its wait count is \
-             that path's (its wakes read no word)",
+            "{}'s failing wait and waitv read the caller's memory through calls under valgrind{}: their counts \
+             are that path's (its wakes read no word)",
             UfutexC::NAME,
-            if cfg!(target_arch = "x86_64") { " and an inline load natively" } else { ", as natively here" }
+            if cfg!(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))) {
+                " and inline loads natively"
+            } else {
+                ", as natively here"
+            }
         )
     })
 }
@@ -371,17 +382,20 @@ fn fence_note(fence_free: &[bool]) -> Option<String> {
 fn bench(common: &Common, samples: &[(String, Vec<Figures>)], skipped: Vec<Skip>, notes: Vec<String>) -> Bench {
     // Ratios against a competitor that stays in user space: a syscall's figure is only its part.
     let baseline = if common.shared { SHARED_BASELINE } else { "parking_lot_core" };
-    let metrics = Path::ALL
-        .into_iter()
-        .map(|path| {
+    let columns =
+        Path::ALL.map(|path| (Body::Call(path), path.label())).into_iter().chain([(Body::WaitvOne, WAITV_ONE)]);
+    let metrics = columns
+        .map(|(body, label)| {
+            // A competitor that did not run the body (no waitv) has no row.
             let per = samples
                 .iter()
                 .map(|(c, reps)| {
-                    let v = reps.iter().filter_map(|f| f.iter().find(|(b, _)| *b == Body::Call(path))).map(|x| x.1);
-                    (c.clone(), v.collect())
+                    let v = reps.iter().filter_map(|f| f.iter().find(|(b, _)| *b == body)).map(|x| x.1);
+                    (c.clone(), v.collect::<Vec<f64>>())
                 })
+                .filter(|(_, v)| !v.is_empty())
                 .collect();
-            MetricResult::new(Metric::lower(path.label(), "instr"), baseline, per)
+            MetricResult::new(Metric::lower(label, "instr"), baseline, per)
         })
         .collect();
     Bench {
@@ -449,8 +463,9 @@ mod tests {
 
     #[test]
     fn counts_round_trip_and_bad_ones_say_why() {
-        let counts = parse_counts("wake=4096, after-store=8192,wait-mismatch=1,store-load=0").unwrap();
+        let counts = parse_counts("wake=4096, after-store=8192,wait-mismatch=1,waitv-one=2,store-load=0").unwrap();
         assert_eq!(counts[1], (Body::Call(Path::AfterStore), 8192));
+        assert_eq!(counts[3], (Body::WaitvOne, 2));
         assert_eq!(parse_counts(&counts_arg(&counts)).unwrap(), counts);
         assert!(parse_counts("wake").unwrap_err().contains("BODY=N"));
         assert!(parse_counts("nap=3").unwrap_err().contains("wake, after-store"));
@@ -470,9 +485,14 @@ mod tests {
             (Body::Call(Path::WakeNoWaiters), 20.0),
             (Body::Call(Path::AfterStore), 21.0),
             (Body::Call(Path::WaitMismatch), 25.0),
+            (Body::WaitvOne, 40.0),
             (Body::StoreLoad, 6.0),
         ];
-        let samples = vec![("ufutex".to_string(), vec![figures.clone(), figures])];
+        let no_waitv: Vec<(Body, f64)> = figures.iter().copied().filter(|(b, _)| *b != Body::WaitvOne).collect();
+        let samples = vec![
+            ("ufutex".to_string(), vec![figures.clone(), figures]),
+            ("atomic-wait".to_string(), vec![no_waitv.clone(), no_waitv]),
+        ];
         let common = Common {
             repetitions: 2,
             runtime: std::time::Duration::from_millis(1),
@@ -485,12 +505,16 @@ mod tests {
         };
         let b = bench(&common, &samples, Vec::new(), Vec::new());
         let labels: Vec<&str> = b.metrics.iter().map(|m| m.metric.name.as_str()).collect();
-        assert_eq!(labels, Path::ALL.map(Path::label));
+        assert_eq!(labels, [Path::ALL.map(Path::label).as_slice(), &[WAITV_ONE]].concat());
+        // The waitv column: a row for each competitor that counted one.
+        let waitv = b.metric(WAITV_ONE).unwrap();
+        assert_eq!(waitv.row("ufutex").map(|r| r.median), Some(40.0));
+        assert!(waitv.row("atomic-wait").is_none(), "no waitv, no row");
         let wait = b.metric("wait, value mismatch").unwrap().row("ufutex").unwrap();
         assert_eq!((wait.samples.clone(), wait.min, wait.max), (vec![25.0, 25.0], 25.0, 25.0));
         assert!(store_load_note(&samples).unwrap().contains("counts 6 instructions"));
         assert_eq!(c_abi_note(&samples), None, "no C ABI counted");
         let with_c = vec![(UfutexC::NAME.to_string(), vec![vec![(Body::Call(Path::WaitMismatch), 60.0)]])];
-        assert!(c_abi_note(&with_c).unwrap().starts_with("ufutex-c's failing wait reads the caller's word"));
+        assert!(c_abi_note(&with_c).unwrap().starts_with("ufutex-c's failing wait and waitv read the caller's memory"));
     }
 }

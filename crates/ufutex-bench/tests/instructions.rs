@@ -1,5 +1,6 @@
-//! `instructions`: under valgrind, ufutex's wake with no waiters counts a positive, sane number
-//! of instructions per call, the same in every repetition (a count, not a time); without
+//! `instructions`: under valgrind, ufutex's wake with no waiters and its failing waitv of one
+//! entry count a positive, sane number of instructions per call, the same in every repetition (a
+//! count, not a time), and a competitor without waitv has no waitv row; without
 //! valgrind the run still succeeds and lists every competitor as skipped, saying why.
 
 use assert_cmd::Command;
@@ -32,20 +33,29 @@ fn ufutex_wake_counts_a_sane_number_of_instructions_every_time() {
         eprintln!("valgrind is not installed: nothing to count with, test skipped");
         return;
     }
-    let v = instructions(&["--impl", "ufutex", "--reps", "2", "--calls", "1024"], None);
+    let v = instructions(&["--impl", "ufutex,parking_lot_core", "--reps", "2", "--calls", "1024"], None);
     let b = &v["benches"][0];
     assert_eq!(b["workload"], "instructions");
-    let wake = b["metrics"].as_array().unwrap().iter().find(|m| m["metric"]["name"] == "wake, no waiters").unwrap();
+    let column = |name: &str| b["metrics"].as_array().unwrap().iter().find(|m| m["metric"]["name"] == name).unwrap();
+    let wake = column("wake, no waiters");
     assert_eq!(wake["metric"]["unit"], "instr");
-    let row = &wake["rows"][0];
-    assert_eq!(row["competitor"], "ufutex", "{b}");
-    let samples: Vec<f64> = row["samples"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
-    assert_eq!(samples.len(), 2);
-    // An optimized build's wake is tens of instructions; unoptimized (`cargo test`'s default
-    // profile, which built this binary too) it is some hundreds.
-    let bound = if cfg!(debug_assertions) { 2_000.0 } else { 200.0 };
-    assert!(samples.iter().all(|&x| x > 0.0 && x < bound), "{samples:?}");
-    assert!((samples[0] - samples[1]).abs() <= 1.0, "a count moved between repetitions: {samples:?}");
+    let competitors = |m: &serde_json::Value| -> Vec<String> {
+        m["rows"].as_array().unwrap().iter().map(|r| r["competitor"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(competitors(wake), ["ufutex", "parking_lot_core"], "{b}");
+    // The failing waitv of one entry: counted for ufutex; parking_lot_core has no waitv, no row.
+    let waitv = column("waitv of one entry, value mismatch");
+    assert_eq!(competitors(waitv), ["ufutex"], "{b}");
+    // An optimized build's wake and waitv are tens of instructions; unoptimized (`cargo test`'s
+    // default profile, which built this binary too) some hundreds.
+    let bound = if cfg!(debug_assertions) { 4_000.0 } else { 200.0 };
+    for m in [wake, waitv] {
+        let row = &m["rows"][0];
+        let samples: Vec<f64> = row["samples"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        assert_eq!(samples.len(), 2);
+        assert!(samples.iter().all(|&x| x > 0.0 && x < bound), "{}: {samples:?}", m["metric"]["name"]);
+        assert!((samples[0] - samples[1]).abs() <= 1.0, "a count moved between repetitions: {samples:?}");
+    }
 }
 
 #[test]

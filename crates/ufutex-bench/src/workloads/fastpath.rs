@@ -117,19 +117,25 @@ fn store_load(w: &AtomicU32, other: &AtomicU32, i: usize) {
     black_box(black_box(other).load(Ordering::Relaxed));
 }
 
-/// A loop whose instructions `instructions` counts: a fast path, or the store and load a wake
-/// right after a store is set against.
+/// A loop whose instructions `instructions` counts: a fast path, the failing waitv of one entry
+/// (which `waitv --entries 1 --modes first` times), or the store and load a wake right after a
+/// store is set against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Body {
     Call(Path),
+    WaitvOne,
     StoreLoad,
 }
 
+/// The instructions bench's column of [`Body::WaitvOne`].
+pub const WAITV_ONE: &str = "waitv of one entry, value mismatch";
+
 impl Body {
-    pub const ALL: [Body; 4] = [
+    pub const ALL: [Body; 5] = [
         Body::Call(Path::WakeNoWaiters),
         Body::Call(Path::AfterStore),
         Body::Call(Path::WaitMismatch),
+        Body::WaitvOne,
         Body::StoreLoad,
     ];
 
@@ -139,7 +145,16 @@ impl Body {
             Body::Call(Path::WakeNoWaiters) => "wake",
             Body::Call(Path::AfterStore) => "after-store",
             Body::Call(Path::WaitMismatch) => "wait-mismatch",
+            Body::WaitvOne => "waitv-one",
             Body::StoreLoad => "store-load",
+        }
+    }
+
+    /// What a competitor must do to run it.
+    pub fn ops(self) -> &'static [Op] {
+        match self {
+            Body::WaitvOne => &[Op::Waitv],
+            _ => &[Op::WaitWake],
         }
     }
 
@@ -163,6 +178,16 @@ pub fn exact<C: Competitor>(c: &C, counts: &[(Body, usize)], shared: bool) -> io
                         one(c, P, black_box(&*words[i % WORDS]), i);
                     }
                 });
+            }
+            Body::WaitvOne => {
+                // The word holds 0: an entry expecting 1 fails, as `waitv`'s failing case does.
+                let v = c.prepare_waitv(&[(&*words[0], 1)]);
+                if c.waitv(&v) != Err(Wait::Mismatch) {
+                    return Err(io::Error::other(format!("{}: a mismatching waitv did not fail", c.name())));
+                }
+                for _ in 0..n {
+                    let _ = black_box(c.waitv(black_box(&v)));
+                }
             }
             Body::StoreLoad => {
                 for i in 0..n {
