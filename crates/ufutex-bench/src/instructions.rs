@@ -23,7 +23,7 @@
 use crate::competitor::{dispatch, Op, UfutexC, SHARED_BASELINE};
 use crate::progress::Progress;
 use crate::result::{Bench, Metric, MetricResult, Skip};
-use crate::workloads::fastpath::{self, Body, Path, WAITV_ONE};
+use crate::workloads::fastpath::{self, Body, Path, Waitv};
 use crate::workloads::{skip_reason, Common};
 use std::ffi::OsString;
 use std::io;
@@ -382,8 +382,10 @@ fn fence_note(fence_free: &[bool]) -> Option<String> {
 fn bench(common: &Common, samples: &[(String, Vec<Figures>)], skipped: Vec<Skip>, notes: Vec<String>) -> Bench {
     // Ratios against a competitor that stays in user space: a syscall's figure is only its part.
     let baseline = if common.shared { SHARED_BASELINE } else { "parking_lot_core" };
-    let columns =
-        Path::ALL.map(|path| (Body::Call(path), path.label())).into_iter().chain([(Body::WaitvOne, WAITV_ONE)]);
+    let columns = Path::ALL
+        .map(|path| (Body::Call(path), path.label()))
+        .into_iter()
+        .chain(Waitv::ALL.map(|w| (Body::Waitv(w), w.label())));
     let metrics = columns
         .map(|(body, label)| {
             // A competitor that did not run the body (no waitv) has no row.
@@ -463,9 +465,11 @@ mod tests {
 
     #[test]
     fn counts_round_trip_and_bad_ones_say_why() {
-        let counts = parse_counts("wake=4096, after-store=8192,wait-mismatch=1,waitv-one=2,store-load=0").unwrap();
+        let counts =
+            parse_counts("wake=4096, after-store=8192,wait-mismatch=1,waitv-one=2,waitv-last128=3,store-load=0")
+                .unwrap();
         assert_eq!(counts[1], (Body::Call(Path::AfterStore), 8192));
-        assert_eq!(counts[3], (Body::WaitvOne, 2));
+        assert_eq!(counts[3], (Body::Waitv(Waitv::One), 2));
         assert_eq!(parse_counts(&counts_arg(&counts)).unwrap(), counts);
         assert!(parse_counts("wake").unwrap_err().contains("BODY=N"));
         assert!(parse_counts("nap=3").unwrap_err().contains("wake, after-store"));
@@ -485,10 +489,12 @@ mod tests {
             (Body::Call(Path::WakeNoWaiters), 20.0),
             (Body::Call(Path::AfterStore), 21.0),
             (Body::Call(Path::WaitMismatch), 25.0),
-            (Body::WaitvOne, 40.0),
+            (Body::Waitv(Waitv::One), 40.0),
+            (Body::Waitv(Waitv::Last128), 900.0),
             (Body::StoreLoad, 6.0),
         ];
-        let no_waitv: Vec<(Body, f64)> = figures.iter().copied().filter(|(b, _)| *b != Body::WaitvOne).collect();
+        let no_waitv: Vec<(Body, f64)> =
+            figures.iter().copied().filter(|(b, _)| !matches!(b, Body::Waitv(_))).collect();
         let samples = vec![
             ("ufutex".to_string(), vec![figures.clone(), figures]),
             ("atomic-wait".to_string(), vec![no_waitv.clone(), no_waitv]),
@@ -505,11 +511,13 @@ mod tests {
         };
         let b = bench(&common, &samples, Vec::new(), Vec::new());
         let labels: Vec<&str> = b.metrics.iter().map(|m| m.metric.name.as_str()).collect();
-        assert_eq!(labels, [Path::ALL.map(Path::label).as_slice(), &[WAITV_ONE]].concat());
-        // The waitv column: a row for each competitor that counted one.
-        let waitv = b.metric(WAITV_ONE).unwrap();
-        assert_eq!(waitv.row("ufutex").map(|r| r.median), Some(40.0));
-        assert!(waitv.row("atomic-wait").is_none(), "no waitv, no row");
+        assert_eq!(labels, [Path::ALL.map(Path::label).as_slice(), &Waitv::ALL.map(Waitv::label)].concat());
+        // The waitv columns: a row for each competitor that counted one.
+        for (w, want) in [(Waitv::One, 40.0), (Waitv::Last128, 900.0)] {
+            let waitv = b.metric(w.label()).unwrap();
+            assert_eq!(waitv.row("ufutex").map(|r| r.median), Some(want));
+            assert!(waitv.row("atomic-wait").is_none(), "no waitv, no row");
+        }
         let wait = b.metric("wait, value mismatch").unwrap().row("ufutex").unwrap();
         assert_eq!((wait.samples.clone(), wait.min, wait.max), (vec![25.0, 25.0], 25.0, 25.0));
         assert!(store_load_note(&samples).unwrap().contains("counts 6 instructions"));

@@ -117,25 +117,50 @@ fn store_load(w: &AtomicU32, other: &AtomicU32, i: usize) {
     black_box(black_box(other).load(Ordering::Relaxed));
 }
 
-/// A loop whose instructions `instructions` counts: a fast path, the failing waitv of one entry
-/// (which `waitv --entries 1 --modes first` times), or the store and load a wake right after a
-/// store is set against.
+/// A loop whose instructions `instructions` counts: a fast path, a failing waitv (one of the
+/// cases `waitv` times), or the store and load a wake right after a store is set against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Body {
     Call(Path),
-    WaitvOne,
+    Waitv(Waitv),
     StoreLoad,
 }
 
-/// The instructions bench's column of [`Body::WaitvOne`].
-pub const WAITV_ONE: &str = "waitv of one entry, value mismatch";
+/// A failing waitv that `instructions` counts, on 32-bit words holding 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waitv {
+    /// One entry, whose value does not match (`waitv --entries 1 --modes first`).
+    One,
+    /// 128 entries, only the last not matching (`waitv --entries 128 --modes last`).
+    Last128,
+}
+
+impl Waitv {
+    pub const ALL: [Waitv; 2] = [Waitv::One, Waitv::Last128];
+
+    /// Its column in the instructions bench.
+    pub fn label(self) -> &'static str {
+        match self {
+            Waitv::One => "waitv of one entry, value mismatch",
+            Waitv::Last128 => "waitv of 128 entries failing on the last",
+        }
+    }
+
+    fn entries(self) -> usize {
+        match self {
+            Waitv::One => 1,
+            Waitv::Last128 => 128,
+        }
+    }
+}
 
 impl Body {
-    pub const ALL: [Body; 5] = [
+    pub const ALL: [Body; 6] = [
         Body::Call(Path::WakeNoWaiters),
         Body::Call(Path::AfterStore),
         Body::Call(Path::WaitMismatch),
-        Body::WaitvOne,
+        Body::Waitv(Waitv::One),
+        Body::Waitv(Waitv::Last128),
         Body::StoreLoad,
     ];
 
@@ -145,7 +170,8 @@ impl Body {
             Body::Call(Path::WakeNoWaiters) => "wake",
             Body::Call(Path::AfterStore) => "after-store",
             Body::Call(Path::WaitMismatch) => "wait-mismatch",
-            Body::WaitvOne => "waitv-one",
+            Body::Waitv(Waitv::One) => "waitv-one",
+            Body::Waitv(Waitv::Last128) => "waitv-last128",
             Body::StoreLoad => "store-load",
         }
     }
@@ -153,7 +179,7 @@ impl Body {
     /// What a competitor must do to run it.
     pub fn ops(self) -> &'static [Op] {
         match self {
-            Body::WaitvOne => &[Op::Waitv],
+            Body::Waitv(_) => &[Op::Waitv],
             _ => &[Op::WaitWake],
         }
     }
@@ -179,9 +205,14 @@ pub fn exact<C: Competitor>(c: &C, counts: &[(Body, usize)], shared: bool) -> io
                     }
                 });
             }
-            Body::WaitvOne => {
-                // The word holds 0: an entry expecting 1 fails, as `waitv`'s failing case does.
-                let v = c.prepare_waitv(&[(&*words[0], 1)]);
+            Body::Waitv(case) => {
+                // Words of its own, each holding 0 (the wakes after a store change theirs): the
+                // entries expect 0 but the last, which expects 1.
+                let n_entries = case.entries();
+                let vwords = padded_words(n_entries, shared)?;
+                let entries: Vec<(&AtomicU32, u32)> =
+                    vwords.iter().enumerate().map(|(i, w)| (&**w, u32::from(i + 1 == n_entries))).collect();
+                let v = c.prepare_waitv(&entries);
                 if c.waitv(&v) != Err(Wait::Mismatch) {
                     return Err(io::Error::other(format!("{}: a mismatching waitv did not fail", c.name())));
                 }
