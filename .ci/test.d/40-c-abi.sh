@@ -52,8 +52,10 @@ export LD_LIBRARY_PATH="$tmp/prefix/lib"
 "$tmp/cxx"
 timeout 120 "$tmp/ufutex_test"
 timeout 120 "$tmp/ufutex_test_static"
-# The portable way of reading caller memory (a probe syscall, no fault handler), end to end.
+# The portable way of reading caller memory (a probe syscall, no fault handler), end to end,
+# and the library's own C ABI unit tests in that mode (the unit step built them).
 UFUTEX_FAULT_PROBE=syscall timeout 120 "$tmp/ufutex_test"
+UFUTEX_FAULT_PROBE=syscall cargo test -p ufutex --lib ffi
 [ "$(timeout 60 "$tmp/example")" = woken ]
 # shellcheck disable=SC2046
 cc -std=c11 -O2 -Wall -Wextra -Werror -o "$tmp/bench_fastpath" tests/c/bench_fastpath.c $(pkg-config --cflags --libs ufutex)
