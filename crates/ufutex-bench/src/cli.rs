@@ -281,8 +281,9 @@ pub enum Command {
     /// Fast paths in instructions per call (valgrind's callgrind): a figure that does not move
     /// with the host's noise
     ///
-    /// Each competitor re-runs this binary under valgrind with N
-    /// and with 2N calls of each path; per call = (Ir(2N) − Ir(N)) / N. User space only: for
+    /// The paths of `fastpath`, and a failing waitv of one entry and of 128 (the last failing)
+    /// for the competitors that have waitv. Each competitor re-runs this binary under valgrind
+    /// with N and with 2N calls of each path; per call = (Ir(2N) − Ir(N)) / N. User space only: for
     /// kernel and atomic-wait (syscalls) it is the call's user-space side. Needs valgrind
     /// (or $UFUTEX_BENCH_VALGRIND); without it every competitor is listed as skipped.
     /// --reps defaults to 1 here (the counts repeat exactly)

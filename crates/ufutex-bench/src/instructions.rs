@@ -1,5 +1,7 @@
-//! `instructions`: the fast paths of `fastpath` in instructions per call, counted by valgrind's
-//! callgrind: a figure that does not move with the host's noise (issue 14), beside the ns that do.
+//! `instructions`: the fast paths of `fastpath`, and the failing waitvs of one entry and of 128
+//! that `waitv` times (for the competitors that have waitv), in instructions per call, counted
+//! by valgrind's callgrind: a figure that does not move with the host's noise (issue 14), beside
+//! the ns that do.
 //!
 //! Method: this binary re-executes itself as the hidden `count-calls` under
 //! `valgrind --tool=callgrind`, one competitor per run, running exactly N iterations of every
