@@ -147,6 +147,10 @@ fn waitv_rejects_in_the_kernels_order() {
     let miss = UfutexWaitv { val: 1, ..good };
     let h = hole() as u64;
     let bad_ts = timespec { tv_sec: 0, tv_nsec: -1 };
+    let big_ns = timespec { tv_sec: 0, tv_nsec: 1_000_000_000 };
+    let neg_s = timespec { tv_sec: -1, tv_nsec: 0 };
+    // Long expired: a mismatch is still EAGAIN (the kernel compares before it sleeps).
+    let past = timespec { tv_sec: 1, tv_nsec: 0 };
     let v = |es: &[UfutexWaitv]| es.to_vec();
     #[rustfmt::skip]
     let table: Vec<(&str, Vec<UfutexWaitv>, u32, u32, *const timespec, i32, i32)> = vec![
@@ -177,6 +181,10 @@ fn waitv_rejects_in_the_kernels_order() {
         ("lone miss, 0",      v(&[miss]), 0, 0,    null(),   0,               EINVAL),
         ("lone miss, clock",  v(&[miss]), 1, 0,    &GOOD_TS, 99,              EINVAL),
         ("lone miss, ts",     v(&[miss]), 1, 0,    &bad_ts,  CLOCK_MONOTONIC, EINVAL),
+        ("lone miss, nsec",   v(&[miss]), 1, 0,    &big_ns,  CLOCK_REALTIME,  EINVAL),
+        ("lone miss, sec",    v(&[miss]), 1, 0,    &neg_s,   CLOCK_MONOTONIC, EINVAL),
+        ("lone miss, no ts",  v(&[miss]), 1, 0,    hole() as *const timespec, CLOCK_MONOTONIC, EFAULT),
+        ("lone miss, past",   v(&[miss]), 1, 0,    &past,    CLOCK_REALTIME,  EAGAIN),
     ];
     for (what, mut es, n, flags, ts, clock, errno) in table {
         // SAFETY: `n` entries are readable, or the call rejects `n` before reading.

@@ -346,6 +346,22 @@ pub(crate) fn one_plain_mismatch(ptr: usize) -> bool {
     matches!(read_word_at_once(e.uaddr as usize, size), Some(Ok(v)) if v != e.val)
 }
 
+/// [`one_plain_mismatch`] behind a waitv's timeout, as the kernel checks it before it reads an
+/// entry: none (`ts` NULL), or on `CLOCK_MONOTONIC` or `CLOCK_REALTIME` and read at once as a
+/// valid timespec ([`timeout`]'s checks). `false` for a timeout that is bad or does not read,
+/// which the general path answers (the entry is then not read).
+#[inline(always)]
+pub(crate) fn one_plain_mismatch_timed(ptr: usize, ts: usize, clockid: libc::clockid_t) -> bool {
+    if ts != 0 {
+        let clock_ok = clockid == libc::CLOCK_MONOTONIC || clockid == libc::CLOCK_REALTIME;
+        let valid = |[sec, nsec]: [u64; 2]| (sec as i64) >= 0 && nsec < 1_000_000_000;
+        if !(clock_ok && read_u64s_at_once(ts).is_some_and(valid)) {
+            return false;
+        }
+    }
+    one_plain_mismatch(ptr)
+}
+
 /// [`plain_waitv`]'s first pass, which keeps nothing: validated and compared, the common
 /// entries by [`scan_common`].
 #[inline(always)]
@@ -838,6 +854,53 @@ mod tests {
             ((hole - 24) as *mut UfutexWaitv).write(m(0));
             assert_eq!(plain_waitv(hole - 24, 2, &mut words, |_, _, _| ()), None, "array into the hole");
         }
+    }
+
+    /// The one-entry shortcut behind a timeout looks at the entry only behind one the kernel
+    /// takes (no timeout; or a clock it knows and a timespec that reads and is valid, however
+    /// long past): there it answers as without one. Every other timeout is `false`, for the
+    /// general path to answer (EINVAL, EFAULT).
+    #[test]
+    fn the_timed_shortcut_looks_at_the_entry_only_behind_a_good_timeout() {
+        let [page, hole, _] = super::super::fault::pages_around_a_hole();
+        let (word, ts) = (page, page + 64);
+        // SAFETY: `page` is a fresh writable page of ours.
+        unsafe { *(word as *mut u32) = 5 };
+        let miss = UfutexWaitv { val: 6, uaddr: word as u64, flags: PLAIN_U32, reserved: 0 };
+        let entry = [miss];
+        let at = entry.as_ptr() as usize;
+        // (The first read of the process installs the fault handler: then reads are at once,
+        // natively.)
+        assert_eq!(read_word(word, Size::U32), Ok(5));
+        let at_once = super::super::fault::read_word_at_once(word, Size::U32).is_some();
+        let probe = std::env::var_os(super::super::fault::PROBE_ENV).is_some_and(|v| v == "syscall");
+        assert_eq!(at_once, cfg!(ufutex_fixup) && !probe, "reads are at once natively, never in probe mode");
+        let set = |sec: i64, nsec: i64| {
+            // SAFETY: 16 bytes of our page.
+            unsafe { *(ts as *mut [i64; 2]) = [sec, nsec] };
+        };
+        let (mono, real) = (libc::CLOCK_MONOTONIC, libc::CLOCK_REALTIME);
+        assert_eq!(one_plain_mismatch_timed(at, 0, 99), at_once, "no timeout: the clock is not looked at");
+        for (sec, nsec, clock, want) in [
+            (1, 0, mono, at_once),
+            (0, 999_999_999, real, at_once),
+            (1, 0, 99, false),
+            (-1, 0, mono, false),
+            (0, -1, mono, false),
+            (0, 1_000_000_000, real, false),
+        ] {
+            set(sec, nsec);
+            assert_eq!(one_plain_mismatch_timed(at, ts, clock), want, "{sec} s {nsec} ns, clock {clock}");
+        }
+        // A timespec that does not read, or runs into the hole.
+        assert!(!one_plain_mismatch_timed(at, hole, mono), "unreadable");
+        // SAFETY: the last 8 bytes before the hole, ours.
+        unsafe { *((hole - 8) as *mut i64) = 1 };
+        assert!(!one_plain_mismatch_timed(at, hole - 8, mono), "into the hole");
+        // Behind a good timeout, a word that holds the value is no mismatch.
+        set(1, 0);
+        let hit = [UfutexWaitv { val: 5, ..miss }];
+        assert!(!one_plain_mismatch_timed(hit.as_ptr() as usize, ts, mono), "a match");
     }
 
     /// The first pass (`plain_waitv_compare`, which passes over the common entries with
