@@ -79,12 +79,18 @@ pub(crate) fn timeout(ts: usize, clockid: libc::clockid_t) -> Result<Option<Time
 
 #[inline(never)]
 fn read_timeout(ts: usize, clockid: libc::clockid_t) -> Result<Timeout, Errno> {
-    let clock = match clockid {
-        libc::CLOCK_MONOTONIC => Clock::Monotonic,
-        libc::CLOCK_REALTIME => Clock::Realtime,
-        _ => return Err(Errno::EINVAL),
-    };
+    let clock = clock(clockid).ok_or(Errno::EINVAL)?;
     Ok(Timeout::new(clock, read_timespec(ts)?))
+}
+
+/// An absolute timeout's clock: `CLOCK_MONOTONIC` or `CLOCK_REALTIME`, `None` for any other.
+#[inline(always)]
+fn clock(clockid: libc::clockid_t) -> Option<Clock> {
+    match clockid {
+        libc::CLOCK_MONOTONIC => Some(Clock::Monotonic),
+        libc::CLOCK_REALTIME => Some(Clock::Realtime),
+        _ => None,
+    }
 }
 
 /// A relative timeout (the legacy `FUTEX_WAIT`'s): none if `ts` is null; else readable
@@ -102,12 +108,14 @@ pub(crate) fn relative_timeout(ts: usize) -> Result<Option<Timeout>, Errno> {
 /// A caller's `struct __kernel_timespec` (two 64-bit fields), read without trusting it
 /// (`EFAULT`) and checked: `tv_sec >= 0`, `0 <= tv_nsec < 1e9` (`EINVAL`).
 fn read_timespec(ts: usize) -> Result<Timespec, Errno> {
-    let [sec, nsec] = read_u64s(ts).ok_or(Errno::EFAULT)?;
+    timespec(read_u64s(ts).ok_or(Errno::EFAULT)?).ok_or(Errno::EINVAL)
+}
+
+/// A timespec's two fields as read, if valid: `tv_sec >= 0`, `0 <= tv_nsec < 1e9`.
+#[inline(always)]
+fn timespec([sec, nsec]: [u64; 2]) -> Option<Timespec> {
     let sec = sec as i64;
-    if sec < 0 || nsec >= 1_000_000_000 {
-        return Err(Errno::EINVAL);
-    }
-    Ok(Timespec { sec, nsec: nsec as u32 })
+    (sec >= 0 && nsec < 1_000_000_000).then_some(Timespec { sec, nsec: nsec as u32 })
 }
 
 /// One past the highest user address on any 64-bit Linux (57-bit virtual addresses); a word
@@ -352,12 +360,8 @@ pub(crate) fn one_plain_mismatch(ptr: usize) -> bool {
 /// which the general path answers (the entry is then not read).
 #[inline(always)]
 pub(crate) fn one_plain_mismatch_timed(ptr: usize, ts: usize, clockid: libc::clockid_t) -> bool {
-    if ts != 0 {
-        let clock_ok = clockid == libc::CLOCK_MONOTONIC || clockid == libc::CLOCK_REALTIME;
-        let valid = |[sec, nsec]: [u64; 2]| (sec as i64) >= 0 && nsec < 1_000_000_000;
-        if !(clock_ok && read_u64s_at_once(ts).is_some_and(valid)) {
-            return false;
-        }
+    if ts != 0 && (clock(clockid).is_none() || read_u64s_at_once(ts).and_then(timespec).is_none()) {
+        return false;
     }
     one_plain_mismatch(ptr)
 }
