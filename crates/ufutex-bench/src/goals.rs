@@ -312,36 +312,28 @@ fn c_abi_goals(benches: &[Bench]) -> Vec<Goal> {
         Some((m.row(c)?, m.row("ufutex")?))
     }
     let words = |cm: &Row, um: &Row| format!("{c} {} vs ufutex {} ns", num(cm.median), num(um.median));
+    // A fast path of `b`'s: within 3 ns of the Rust path, with its instructions in `column`.
+    let within_3ns = |b: Option<&Bench>, text: &str, column: &str| {
+        let measured = pair(b, c).map(|(cm, um)| Measured {
+            ratio: within_ns(3.0, cm.median, um.median),
+            words: words(cm, um),
+            spread: paired(cm, um, |c, u| within_ns(3.0, c, u)),
+        });
+        let g = goal("#14", text, "≤ 3 ns more than Rust (3 ns / gap ≥ 1×)", measured, |r| r >= 1.0);
+        counted(g, benches, column, c)
+    };
     let mut g: Vec<Goal> = Path::ALL
         .iter()
         .map(|&path| {
-            let measured = pair(bench(benches, "fastpath", path.label()), c).map(|(cm, um)| Measured {
-                ratio: within_ns(3.0, cm.median, um.median),
-                words: words(cm, um),
-                spread: paired(cm, um, |c, u| within_ns(3.0, c, u)),
-            });
-            let text = format!("C ABI: {}", path.label());
-            let g = goal("#14", &text, "≤ 3 ns more than Rust (3 ns / gap ≥ 1×)", measured, |r| r >= 1.0);
-            counted(g, benches, path.label(), c)
+            let b = bench(benches, "fastpath", path.label());
+            within_3ns(b, &format!("C ABI: {}", path.label()), path.label())
         })
         .collect();
     // The failing waitv of one entry: a fast path too (the cases' counts differ in their digits
     // only, so the one entry's case is matched whole).
     let one = |b: &&Bench| b.workload == "waitv" && b.case.split(", ").take(2).eq(["mismatch first", "entries=1"]);
     let one = benches.iter().find(one).filter(|b| !b.case.ends_with(crate::workloads::SHARED_SUFFIX));
-    let measured = pair(one, c).map(|(cm, um)| Measured {
-        ratio: within_ns(3.0, cm.median, um.median),
-        words: words(cm, um),
-        spread: paired(cm, um, |c, u| within_ns(3.0, c, u)),
-    });
-    let one = goal(
-        "#14",
-        "C ABI: waitv of one entry failing",
-        "≤ 3 ns more than Rust (3 ns / gap ≥ 1×)",
-        measured,
-        |r| r >= 1.0,
-    );
-    g.push(counted(one, benches, Waitv::One.label(), c));
+    g.push(within_3ns(one, "C ABI: waitv of one entry failing", Waitv::One.label()));
     // 32-bit words, and 8, 16 and 64-bit ones (which the kernel has not: the Rust path is the
     // baseline). Instructions are counted on 32-bit words.
     for (case, text, column) in [
