@@ -57,6 +57,11 @@ timeout 120 "$tmp/ufutex_test_static"
 UFUTEX_FAULT_PROBE=syscall timeout 120 "$tmp/ufutex_test"
 UFUTEX_FAULT_PROBE=syscall cargo test -p ufutex --lib ffi
 [ "$(timeout 60 "$tmp/example")" = woken ]
+# Loaded with dlopen and closed while a thread that waited lives: that thread's exit runs the
+# library's destructor, so the library stays loaded (-z nodelete).
+# shellcheck disable=SC2046
+cc "${cflags[@]}" -o "$tmp/dlclose" tests/c/dlclose.c $(pkg-config --cflags ufutex) -ldl
+[ "$(timeout 60 "$tmp/dlclose" "$tmp/prefix/lib/libufutex.so")" = ok ]
 # shellcheck disable=SC2046
 cc -std=c11 -O2 -Wall -Wextra -Werror -o "$tmp/bench_fastpath" tests/c/bench_fastpath.c $(pkg-config --cflags --libs ufutex)
 "$tmp/bench_fastpath" 1 1000 >/dev/null # smoke run; numbers come from a real run (see the report)
