@@ -50,6 +50,11 @@ echo "preload: legacy.c transcripts identical ($(wc -l < "$tmp/kernel.txt") line
 
 UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 target/release/examples/std_sync 2> "$tmp/stats.txt"
 [ "$(stat_of FUTEX_WAIT_BITSET "$tmp/stats.txt")" -gt 0 ]
+grep -q "^ufutex-preload (pid [0-9]*): calls by operation" "$tmp/stats.txt"
+# A program that makes no futex call through syscall() is told so, in one line.
+none=$(UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" env true 2>&1)
+echo "$none" | grep -Eqx 'ufutex-preload \(pid [0-9]+\): no futex call through syscall\(\) or prctl\(\)' \
+  || { echo "preload: statistics of a program without futex calls: $none" >&2; exit 1; }
 
 c++ -std=c++20 -O1 -Wall -Werror -pthread -o "$tmp/cxx_sync" tests/preload/cxx_sync.cc
 LD_PRELOAD="$so" timeout 120 "$tmp/cxx_sync"

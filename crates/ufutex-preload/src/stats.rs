@@ -54,16 +54,25 @@ pub(crate) fn record(op: Kind, to_ufutex: bool) {
     COUNTS[op as usize][usize::from(!to_ufutex)].fetch_add(1, Ordering::Relaxed);
 }
 
-/// Print the counts to stderr, one line per operation that was called.
+/// Print the counts to stderr, one line per operation that was called, under a line that
+/// names the process (a script's every program reports); one line if none was.
 pub(crate) fn report() {
     use std::io::Write;
-    let mut out = String::from("ufutex-preload: calls by operation (to ufutex / to the kernel)\n");
-    for (name, c) in NAMES.iter().zip(&COUNTS) {
+    let rows: String = NAMES
+        .iter()
+        .zip(&COUNTS)
         // Relaxed: at exit; a statistic.
-        let (u, k) = (c[0].load(Ordering::Relaxed), c[1].load(Ordering::Relaxed));
-        if u + k > 0 {
-            out.push_str(&format!("ufutex-preload: {name:<18} {u:>10} {k:>10}\n"));
-        }
-    }
+        .map(|(name, c)| (name, c[0].load(Ordering::Relaxed), c[1].load(Ordering::Relaxed)))
+        .filter(|&(_, u, k)| u + k > 0)
+        .map(|(name, u, k)| format!("ufutex-preload: {name:<18} {u:>10} {k:>10}\n"))
+        .collect();
+    let pid = std::process::id();
+    let out = if rows.is_empty() {
+        // Say why, as the usual cause is not ours to see: glibc's own thread objects make the
+        // system call themselves.
+        format!("ufutex-preload (pid {pid}): no futex call through syscall() or prctl()\n")
+    } else {
+        format!("ufutex-preload (pid {pid}): calls by operation (to ufutex / to the kernel)\n{rows}")
+    };
     let _ = std::io::stderr().write_all(out.as_bytes());
 }
