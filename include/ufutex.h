@@ -129,8 +129,8 @@
  * pthread keys before the library's (glibc allocates the values of later keys), and a
  * UFUTEX_NUMA call that interrupts its thread's first UFUTEX_NUMA call of the process (the
  * node topology is read). A thread's waiter state is dropped at its exit by a destructor in
- * the library, which is therefore linked -z nodelete: dlclose() leaves it loaded. No call
- * may be left with longjmp() or
+ * the library, so once a thread has waited the library keeps itself loaded: dlclose() leaves
+ * it in place. No call may be left with longjmp() or
  * siglongjmp(): a waiter would stay queued, where a later wake could take it instead of a real
  * one. libufutex_preload.so passes a futex call made from inside its own dispatch to the
  * kernel; leaving a wait by siglongjmp is not safe there either.

@@ -58,7 +58,7 @@ UFUTEX_FAULT_PROBE=syscall timeout 120 "$tmp/ufutex_test"
 UFUTEX_FAULT_PROBE=syscall cargo test -p ufutex --lib ffi
 [ "$(timeout 60 "$tmp/example")" = woken ]
 # Loaded with dlopen and closed while a thread that waited lives: that thread's exit runs the
-# library's destructor, so the library stays loaded (-z nodelete).
+# library's destructor, so the library keeps itself loaded once a thread has waited.
 # shellcheck disable=SC2046
 cc "${cflags[@]}" -o "$tmp/dlclose" tests/c/dlclose.c $(pkg-config --cflags ufutex) -ldl
 [ "$(timeout 60 "$tmp/dlclose" "$tmp/prefix/lib/libufutex.so")" = ok ]

@@ -2,8 +2,8 @@
  * libufutex.so loaded with dlopen, a thread's first wait made through it, the library closed
  * with dlclose while that thread lives, then the thread exits. The thread's wait state is
  * dropped at its exit by a destructor in the library (a pthread key's), so the library must
- * still be there: it is linked -z nodelete, and dlclose leaves it loaded. Exit status 0 and
- * "ok" when the thread exited cleanly after its wait timed out.
+ * still be there: it keeps itself loaded (RTLD_NODELETE) when it makes the key, and dlclose
+ * leaves it. Exit status 0 and "ok" when the thread exited cleanly after its wait timed out.
  *
  * Usage: dlclose /path/to/libufutex.so
  */

@@ -7,11 +7,12 @@
 //! - the state lives in the thread's static TLS, made in place on first use and dropped at the
 //!   thread's exit by a `pthread_key_t` destructor ([`storage`]). std's `thread_local!` with a
 //!   destructor registers it on first use through `__cxa_thread_atexit_impl`, which allocates
-//!   and takes the dynamic loader's lock;
+//!   and takes the dynamic loader's lock (the key is made, and the object that holds its
+//!   destructor kept loaded, once per process);
 //! - the first [`INLINE_DOMAINS`] domains it counts itself in are kept inline.
 //!
 //! What still allocates in a wait: the growth of process-wide structures (the process's first
-//! wait installs the fork handlers; an automatic table that grows with the threads; the node
+//! wait installs the fork handlers and makes the key; an automatic table that grows with the threads; the node
 //! pool's next chunk, once per 512 threads at once), and a waitv of more entries than the thread
 //! used before.
 
@@ -279,13 +280,35 @@ mod storage {
             return None;
         }
         match KEY.compare_exchange(0, made as usize + 1, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => Some(made),
+            Ok(_) => {
+                keep_loaded();
+                Some(made)
+            }
             Err(won) => {
                 // SAFETY: `made` is ours, and no thread has a value for it.
                 unsafe { libc::pthread_key_delete(made) };
                 Some((won - 1) as libc::pthread_key_t)
             }
         }
+    }
+
+    /// Keep the shared object that holds [`destroy`] loaded for the rest of the process (where
+    /// it is one: `libufutex.so`, the preload library, or a user's library built on this
+    /// crate): a `dlclose` that unloaded it would leave threads that waited to call the key's
+    /// destructor at an address where nothing is mapped. (std's TLS destructors hold their
+    /// object the same way.) Once per process, when the key is made; a failure leaves it as it
+    /// was, and the main program cannot be unloaded anyway.
+    fn keep_loaded() {
+        // SAFETY: an all-zero `Dl_info` is a valid place for dladdr's answer.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: `destroy` is code of this object; `info` is valid for writes.
+        if unsafe { libc::dladdr(destroy as *const libc::c_void, &mut info) } == 0 || info.dli_fname.is_null() {
+            return;
+        }
+        // RTLD_NOLOAD: the object loaded already, found by its name, not loaded again;
+        // RTLD_NODELETE: never unloaded from now on. The handle is never closed.
+        // SAFETY: `dli_fname` is the NUL-terminated name the loader keeps for the object.
+        unsafe { libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE) };
     }
 
     /// The key's destructor, run by an exiting thread (after its TLS destructors: a wait in one
