@@ -122,18 +122,18 @@
  * and the process's slot), which a handler cannot wait for. A thread's first wait allocates
  * nothing (its waiter state is in its static TLS), so a handler may make it even where it
  * interrupted malloc(). What still allocates, and so is not safe from a handler that
- * interrupted the allocator: a wait that grows the library's process-wide state (the
- * process's first wait, which installs the fork handlers; a thread's first wait that grows an
- * automatically sized table; one that needs the next chunk of 512 waiter nodes), a waitv of
- * more entries than its thread used before, a thread's first wait in a process that made 32
- * pthread keys before the library's (glibc allocates the values of later keys), and a
- * UFUTEX_NUMA call that interrupts its thread's first UFUTEX_NUMA call of the process (the
- * node topology is read). A thread's waiter state is dropped at its exit by a destructor in
- * the library, so once a thread has waited the library keeps itself loaded: dlclose() leaves
- * it in place. No call may be left with longjmp() or
- * siglongjmp(): a waiter would stay queued, where a later wake could take it instead of a real
- * one. libufutex_preload.so passes a futex call made from inside its own dispatch to the
- * kernel; leaving a wait by siglongjmp is not safe there either.
+ * interrupted the allocator: a wait that grows the library's process-wide state (the process's
+ * first wait, which installs the fork handlers and makes the library's thread key; a thread's
+ * first wait that grows an automatically sized table; one that needs the next chunk of 512
+ * waiter nodes), a waitv of more entries than its thread used before, a thread's first wait in
+ * a process that made 32 pthread keys before the library's (glibc allocates the values of later
+ * keys), and a UFUTEX_NUMA call that interrupts its thread's first UFUTEX_NUMA call of the
+ * process (the node topology is read). A thread's waiter state is dropped at its exit by a
+ * destructor in the library, so once a thread has waited the library keeps itself loaded:
+ * dlclose() leaves it in place. No call may be left with longjmp() or siglongjmp(): a waiter
+ * would stay queued, where a later wake could take it instead of a real one.
+ * libufutex_preload.so passes a futex call made from inside its own dispatch to the kernel;
+ * leaving a wait by siglongjmp is not safe there either.
  *
  * Fork: a child made by fork() starts, as with the kernel's private futexes, with none of the
  * parent's waiters: the library's pthread_atfork handlers (installed at the process's first
