@@ -1,9 +1,8 @@
 //! A thread's first wait, made by a signal handler that interrupted the allocator, allocates
 //! nothing and registers no TLS destructor (glibc's `__cxa_thread_atexit_impl` allocates and
 //! takes the dynamic loader's lock): the kernel's futex wait is async-signal-safe, and so must
-//! be ours where it can be.
-//!
-//! Through the Rust API and through the C ABI (each on a thread of its own).
+//! be ours where it can be. Through the Rust API and through the C ABI (each on a thread of its
+//! own); and a handler's wake of a sleeper (a semaphore's post), likewise.
 //!
 //! This binary's global allocator raises SIGUSR1 at its own thread from inside an allocation
 //! (where malloc would hold its lock), once, when asked; the handler makes the thread's first
@@ -19,32 +18,29 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
-use ufutex::{Domain, Slots, WaitError};
+use ufutex::{Domain, DomainConfig, Slots, WaitError};
 
 thread_local! {
     /// This thread's next allocation raises SIGUSR1 from inside the allocator.
     static RAISE: Cell<bool> = const { Cell::new(false) };
     /// This thread is inside the allocator: a handler runs on top of it.
     static INSIDE: Cell<bool> = const { Cell::new(false) };
+    /// Allocations and frees made by this thread's handler inside the allocator.
+    static REENTERED: Cell<usize> = const { Cell::new(0) };
+    /// TLS destructors registered by this thread's handler inside the allocator.
+    static TLS_DTORS: Cell<usize> = const { Cell::new(0) };
 }
-
-/// Allocations and frees made by the handler inside the allocator.
-static REENTERED: AtomicUsize = AtomicUsize::new(0);
-/// TLS destructors registered by the handler inside the allocator.
-static TLS_DTORS: AtomicUsize = AtomicUsize::new(0);
-/// What the handler's wait returned: 0 not run, 1 timed out, 2 anything else.
-static OUTCOME: AtomicU32 = AtomicU32::new(0);
 
 struct Watching;
 
 // SAFETY: every call is forwarded to `System` with the caller's arguments; the bookkeeping
-// touches only const thread-locals (no lazy set-up, nothing that allocates) and atomics.
+// touches only const thread-locals (no lazy set-up, nothing that allocates).
 unsafe impl GlobalAlloc for Watching {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if INSIDE.get() {
-            REENTERED.fetch_add(1, Ordering::SeqCst);
+            REENTERED.set(REENTERED.get() + 1);
         }
         if RAISE.replace(false) {
             INSIDE.set(true);
@@ -58,7 +54,7 @@ unsafe impl GlobalAlloc for Watching {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         if INSIDE.get() {
-            REENTERED.fetch_add(1, Ordering::SeqCst);
+            REENTERED.set(REENTERED.get() + 1);
         }
         // SAFETY: forwarded contract.
         unsafe { System.dealloc(ptr, layout) }
@@ -80,7 +76,7 @@ pub unsafe extern "C" fn __cxa_thread_atexit_impl(
     dso: *mut libc::c_void,
 ) -> libc::c_int {
     if INSIDE.get() {
-        TLS_DTORS.fetch_add(1, Ordering::SeqCst);
+        TLS_DTORS.set(TLS_DTORS.get() + 1);
     }
     type Register = unsafe extern "C" fn(
         unsafe extern "C" fn(*mut libc::c_void),
@@ -110,8 +106,24 @@ extern "C" {
     ) -> libc::c_long;
 }
 
-/// Which wait the handler makes: 0 the Rust API's, 1 the C ABI's.
-static THROUGH_C: AtomicU32 = AtomicU32::new(0);
+/// What the handler does (this thread's, set before the signal is raised).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Action {
+    /// The thread's first wait, 1 ms, through the Rust API.
+    WaitRust,
+    /// The same through the C ABI.
+    WaitC,
+    /// A wake of one waiter of the word in `WORD`, in the domain in `DOMAIN`.
+    Wake,
+}
+
+thread_local! {
+    static ACTION: Cell<Action> = const { Cell::new(Action::WaitRust) };
+    /// What the handler's action returned: a wait 1 if it timed out, a wake how many it woke.
+    static OUTCOME: Cell<Option<usize>> = const { Cell::new(None) };
+    static DOMAIN: Cell<usize> = const { Cell::new(0) };
+    static WORD: Cell<usize> = const { Cell::new(0) };
+}
 
 /// A wait on a word nobody wakes, for 1 ms: true if it timed out.
 fn timed_out(through_c: bool) -> bool {
@@ -131,37 +143,93 @@ fn timed_out(through_c: bool) -> bool {
     r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ETIMEDOUT)
 }
 
-extern "C" fn first_wait(_sig: libc::c_int) {
-    let outcome = if timed_out(THROUGH_C.load(Ordering::SeqCst) == 1) { 1 } else { 2 };
-    OUTCOME.store(outcome, Ordering::SeqCst);
+extern "C" fn on_signal(_sig: libc::c_int) {
+    let outcome = match ACTION.get() {
+        Action::WaitRust => usize::from(timed_out(false)),
+        Action::WaitC => usize::from(timed_out(true)),
+        Action::Wake => {
+            // SAFETY: the test that set these keeps the domain and the word alive until the
+            // signal it raises has been handled.
+            let (domain, word) = unsafe { (&*(DOMAIN.get() as *const Domain), &*(WORD.get() as *const AtomicU32)) };
+            word.store(1, Ordering::SeqCst);
+            domain.wake(word, 1)
+        }
+    };
+    OUTCOME.set(Some(outcome));
+}
+
+/// The handler installed (the same for every test), and the process's first waits made.
+fn setup() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // Growing the default table with the threads may allocate (`thread.rs`): fixed here.
+        Domain::default_domain().set_slots(Slots::Fixed(64)).unwrap();
+        assert!(timed_out(false) && timed_out(true), "the process's first waits");
+        // SAFETY: an all-zero `sigaction` is a valid start (no flags, empty mask); `on_signal`
+        // is the handler under test; `sa` outlives the call, and a null old action is allowed.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut sa.sa_mask);
+            assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()), 0);
+        }
+    });
+}
+
+/// What a handler's action did on top of an allocation.
+#[derive(Debug, PartialEq, Eq)]
+struct Outcome {
+    /// A wait: 1 if it timed out; a wake: how many it woke.
+    returned: usize,
+    /// Allocations and frees it made.
+    allocations: usize,
+    /// TLS destructors it registered.
+    tls_destructors: usize,
+}
+
+/// On this thread: raise the signal from inside an allocation, with `action` for the handler.
+fn in_the_allocator(action: Action) -> Outcome {
+    ACTION.set(action);
+    OUTCOME.set(None);
+    REENTERED.set(0);
+    TLS_DTORS.set(0);
+    RAISE.set(true);
+    // The allocation the signal interrupts.
+    drop(std::hint::black_box(Vec::<u8>::with_capacity(64)));
+    assert!(!RAISE.get(), "the allocator raised the signal");
+    let returned = OUTCOME.get().expect("the handler ran");
+    Outcome { returned, allocations: REENTERED.get(), tls_destructors: TLS_DTORS.get() }
 }
 
 #[test]
 fn a_handlers_first_wait_inside_the_allocator_allocates_nothing() {
-    Domain::default_domain().set_slots(Slots::Fixed(64)).unwrap();
-    assert!(timed_out(false) && timed_out(true), "the process's first waits");
-    // SAFETY: an all-zero `sigaction` is a valid start (no flags, empty mask); `first_wait` is
-    // the handler under test; `sa` outlives the call, and a null old action is allowed.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = first_wait as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        libc::sigemptyset(&mut sa.sa_mask);
-        assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()), 0);
-    }
-    for (through_c, api) in [(0, "the Rust API"), (1, "the C ABI")] {
-        THROUGH_C.store(through_c, Ordering::SeqCst);
-        OUTCOME.store(0, Ordering::SeqCst);
+    setup();
+    for action in [Action::WaitRust, Action::WaitC] {
         // A new thread: its first wait.
-        std::thread::spawn(|| {
-            RAISE.set(true);
-            // The allocation the signal interrupts.
-            drop(std::hint::black_box(Vec::<u8>::with_capacity(64)));
-            assert!(!RAISE.get(), "the allocator raised the signal");
-        })
-        .join()
-        .unwrap();
-        assert_eq!(OUTCOME.load(Ordering::SeqCst), 1, "{api}: the handler's wait ran and timed out");
-        assert_eq!(REENTERED.load(Ordering::SeqCst), 0, "{api}: allocations by the handler's first wait");
-        assert_eq!(TLS_DTORS.load(Ordering::SeqCst), 0, "{api}: TLS destructors registered by it");
+        let outcome = std::thread::spawn(move || in_the_allocator(action)).join().unwrap();
+        let timed_out = Outcome { returned: 1, allocations: 0, tls_destructors: 0 };
+        assert_eq!(outcome, timed_out, "{action:?}: the handler's first wait timed out, nothing allocated");
     }
+}
+
+#[test]
+fn a_handlers_wake_inside_the_allocator_allocates_nothing() {
+    setup();
+    let domain = Domain::new(DomainConfig::new().slots(Slots::Fixed(16))).unwrap();
+    let word = AtomicU32::new(0);
+    std::thread::scope(|s| {
+        let sleeper = s.spawn(|| {
+            while word.load(Ordering::SeqCst) == 0 {
+                let _ = domain.wait(&word, 0, None);
+            }
+        });
+        while domain.queued_waiters() == 0 {
+            std::thread::yield_now();
+        }
+        DOMAIN.set(std::ptr::from_ref(&domain) as usize);
+        WORD.set(std::ptr::from_ref(&word) as usize);
+        let woke_one = Outcome { returned: 1, allocations: 0, tls_destructors: 0 };
+        assert_eq!(in_the_allocator(Action::Wake), woke_one, "the handler's wake woke the sleeper, nothing allocated");
+        sleeper.join().unwrap();
+    });
 }
