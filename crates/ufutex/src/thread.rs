@@ -12,9 +12,9 @@
 //! - the first [`INLINE_DOMAINS`] domains it counts itself in are kept inline.
 //!
 //! What still allocates in a wait: the growth of process-wide structures (the process's first
-//! wait installs the fork handlers and makes the key; an automatic table that grows with the threads; the node
-//! pool's next chunk, once per 512 threads at once), and a waitv of more entries than the thread
-//! used before.
+//! wait installs the fork handlers and makes the key; an automatic table that grows with the
+//! threads; the node pool's next chunk, once per 512 threads at once), and a waitv of more
+//! entries than the thread used before.
 
 use crate::parker::{Park, Parker};
 use crate::primitive::{AtomicUsize, Ordering};
@@ -32,7 +32,7 @@ pub(crate) struct ThreadData {
 }
 
 /// How many domains a thread counts itself in without allocating.
-pub(crate) const INLINE_DOMAINS: usize = 4;
+const INLINE_DOMAINS: usize = 4;
 
 /// The thread counters of the domains a thread has waited on: the first [`INLINE_DOMAINS`]
 /// inline, the rest in a vector.
@@ -204,7 +204,7 @@ mod storage {
 
     /// Where a thread's data stands.
     #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-    enum State {
+    pub(super) enum State {
         Unmade,
         /// Being made: a handler that interrupted the making uses a temporary.
         Making,
@@ -325,8 +325,8 @@ mod storage {
     }
 
     #[cfg(test)]
-    pub(super) fn state() -> String {
-        format!("{:?}", SLOT.with(|s| s.state.get()))
+    pub(super) fn state() -> State {
+        SLOT.with(|s| s.state.get())
     }
 }
 
@@ -353,7 +353,7 @@ mod tests {
                         assert_eq!(td.register(d), None, "counted once");
                     }
                 });
-                assert_eq!(storage::state(), "Live");
+                assert_eq!(storage::state(), storage::State::Live);
             })
             .join()
             .unwrap();
@@ -390,16 +390,21 @@ mod tests {
     fn waits_in_exit_destructors_before_and_after_ours() {
         static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
         static KEY: AtomicUsize = AtomicUsize::new(0);
+        /// Where the thread's own data is.
+        static LIVE: AtomicUsize = AtomicUsize::new(0);
+        fn data() -> usize {
+            with_thread(|td| td as *const ThreadData as usize)
+        }
         struct Before;
         impl Drop for Before {
             fn drop(&mut self) {
-                let here = with_thread(|td| td as *const ThreadData as usize);
-                SEEN.lock().unwrap().push(format!("before {} {}", storage::state(), here != 0));
+                let own = data() == LIVE.load(SeqCst);
+                SEEN.lock().unwrap().push(format!("before {:?} {own}", storage::state()));
             }
         }
         std::thread_local! { static BEFORE: Before = const { Before }; }
         extern "C" fn after(_: *mut libc::c_void) {
-            if storage::state() == "Live" {
+            if storage::state() == storage::State::Live {
                 // Our key has the higher index (glibc runs them in order): set the value again,
                 // and glibc's next round runs this after ours.
                 // SAFETY: a live key; any non-null value arms its destructor.
@@ -411,11 +416,11 @@ mod tests {
                 };
                 return;
             }
-            let temporary = with_thread(|td| td.register(&Arc::new(AtomicUsize::new(0))).is_some());
-            SEEN.lock().unwrap().push(format!("after {} {temporary}", storage::state()));
+            let temporary = data() != LIVE.load(SeqCst);
+            SEEN.lock().unwrap().push(format!("after {:?} {temporary}", storage::state()));
         }
         std::thread::spawn(|| {
-            with_thread(|_| ());
+            LIVE.store(data(), SeqCst);
             BEFORE.with(|_| ());
             let mut key = 0;
             // SAFETY: a valid place for the key; `after` has the destructor's signature.
