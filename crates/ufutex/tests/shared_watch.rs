@@ -21,6 +21,7 @@ mod common;
 
 use common::{at, errno, isolated_shared_table, monotonic_in, shared_anon, watchdog, watched_stress, Watched};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 use ufutex::preload::{preload_wait, ufutex_wake};
 
 /// A 32-bit process-shared word, in the C ABI's flags.
@@ -29,7 +30,7 @@ const ANY: libc::c_ulong = 0xffff_ffff;
 
 /// The preload library's wait of `w` for `val`, 10 s at most: 0, or the errno.
 fn wait(w: &AtomicU32, val: u32) -> i32 {
-    let due = monotonic_in(10);
+    let due = monotonic_in(Duration::from_secs(10));
     // SAFETY: `w` is a live word of a mapping that stays; `due` outlives the call.
     match unsafe { preload_wait(w.as_ptr().cast(), val.into(), ANY, SHARED_U32, &due, libc::CLOCK_MONOTONIC) } {
         0 => 0,

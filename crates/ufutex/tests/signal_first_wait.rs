@@ -16,10 +16,13 @@
 #![cfg(not(ufutex_loom))]
 #![cfg(not(feature = "fallback-parker"))]
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
+use ufutex::preload::ufutex_wait;
 use ufutex::{Domain, DomainConfig, Slots, WaitError};
 
 thread_local! {
@@ -94,35 +97,19 @@ fn soon() -> Option<ufutex::Deadline> {
     Some(Duration::from_millis(1).into())
 }
 
-extern "C" {
-    // The C ABI's wait (crates/ufutex/src/ffi), as a C program calls it.
-    fn ufutex_wait(
-        uaddr: *mut libc::c_void,
-        val: libc::c_ulong,
-        mask: libc::c_ulong,
-        flags: libc::c_uint,
-        timeout: *const libc::timespec,
-        clockid: libc::clockid_t,
-    ) -> libc::c_long;
-}
-
 /// What the handler does (this thread's, set before the signal is raised).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Action {
-    /// The thread's first wait, 1 ms, through the Rust API.
-    WaitRust,
-    /// The same through the C ABI.
-    WaitC,
-    /// A wake of one waiter of the word in `WORD`, in the domain in `DOMAIN`.
-    Wake,
+    /// The thread's first wait, 1 ms, through the Rust API or the C ABI.
+    Wait { through_c: bool },
+    /// A wake of one waiter of `word` in `domain`.
+    Wake { domain: *const Domain, word: *const AtomicU32 },
 }
 
 thread_local! {
-    static ACTION: Cell<Action> = const { Cell::new(Action::WaitRust) };
+    static ACTION: Cell<Action> = const { Cell::new(Action::Wait { through_c: false }) };
     /// What the handler's action returned: a wait 1 if it timed out, a wake how many it woke.
     static OUTCOME: Cell<Option<usize>> = const { Cell::new(None) };
-    static DOMAIN: Cell<usize> = const { Cell::new(0) };
-    static WORD: Cell<usize> = const { Cell::new(0) };
 }
 
 /// A wait on a word nobody wakes, for 1 ms: true if it timed out.
@@ -131,26 +118,19 @@ fn timed_out(through_c: bool) -> bool {
     if !through_c {
         return ufutex::wait(&word, 0, soon()) == Err(WaitError::TimedOut);
     }
-    let mut at = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `at` is a valid timespec to fill in.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut at) };
-    at.tv_nsec += 1_000_000;
-    if at.tv_nsec >= 1_000_000_000 {
-        (at.tv_sec, at.tv_nsec) = (at.tv_sec + 1, at.tv_nsec - 1_000_000_000);
-    }
+    let at = common::monotonic_in(Duration::from_millis(1));
     // SAFETY: an aligned live word and timespec; 0x82 is a private 32-bit word.
     let r = unsafe { ufutex_wait(word.as_ptr().cast(), 0, u32::MAX.into(), 0x82, &at, libc::CLOCK_MONOTONIC) };
-    r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ETIMEDOUT)
+    r == -1 && common::errno() == libc::ETIMEDOUT
 }
 
 extern "C" fn on_signal(_sig: libc::c_int) {
     let outcome = match ACTION.get() {
-        Action::WaitRust => usize::from(timed_out(false)),
-        Action::WaitC => usize::from(timed_out(true)),
-        Action::Wake => {
-            // SAFETY: the test that set these keeps the domain and the word alive until the
+        Action::Wait { through_c } => usize::from(timed_out(through_c)),
+        Action::Wake { domain, word } => {
+            // SAFETY: the test that set them keeps the domain and the word alive until the
             // signal it raises has been handled.
-            let (domain, word) = unsafe { (&*(DOMAIN.get() as *const Domain), &*(WORD.get() as *const AtomicU32)) };
+            let (domain, word) = unsafe { (&*domain, &*word) };
             word.store(1, Ordering::SeqCst);
             domain.wake(word, 1)
         }
@@ -204,11 +184,13 @@ fn in_the_allocator(action: Action) -> Outcome {
 #[test]
 fn a_handlers_first_wait_inside_the_allocator_allocates_nothing() {
     setup();
-    for action in [Action::WaitRust, Action::WaitC] {
+    for through_c in [false, true] {
         // A new thread: its first wait.
-        let outcome = std::thread::spawn(move || in_the_allocator(action)).join().unwrap();
+        let wait = move || in_the_allocator(Action::Wait { through_c });
+        let outcome = std::thread::spawn(wait).join().unwrap();
         let timed_out = Outcome { returned: 1, allocations: 0, tls_destructors: 0 };
-        assert_eq!(outcome, timed_out, "{action:?}: the handler's first wait timed out, nothing allocated");
+        let api = if through_c { "the C ABI" } else { "the Rust API" };
+        assert_eq!(outcome, timed_out, "{api}: the handler's first wait timed out, nothing allocated");
     }
 }
 
@@ -223,13 +205,10 @@ fn a_handlers_wake_inside_the_allocator_allocates_nothing() {
                 let _ = domain.wait(&word, 0, None);
             }
         });
-        while domain.queued_waiters() == 0 {
-            std::thread::yield_now();
-        }
-        DOMAIN.set(std::ptr::from_ref(&domain) as usize);
-        WORD.set(std::ptr::from_ref(&word) as usize);
+        common::await_queued(&domain, 1);
+        let wake = Action::Wake { domain: &domain, word: &word };
         let woke_one = Outcome { returned: 1, allocations: 0, tls_destructors: 0 };
-        assert_eq!(in_the_allocator(Action::Wake), woke_one, "the handler's wake woke the sleeper, nothing allocated");
+        assert_eq!(in_the_allocator(wake), woke_one, "the handler's wake woke the sleeper, nothing allocated");
         sleeper.join().unwrap();
     });
 }

@@ -28,6 +28,7 @@ mod common;
 
 use common::{at, errno, monotonic_in, shared_anon, watchdog, watched_stress, Watched};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 use ufutex::preload::{preload_waitv, ufutex_wake, UfutexWaitv};
 
 const U32: u32 = 0x02;
@@ -67,7 +68,7 @@ fn waitv(words: &[(&AtomicU32, bool)]) -> Result<usize, i32> {
             reserved: 0,
         })
         .collect();
-    let due = monotonic_in(10);
+    let due = monotonic_in(Duration::from_secs(10));
     // SAFETY: `v` names live words of memory that stays mapped; `due` outlives the call.
     let r = unsafe { preload_waitv(v.as_mut_ptr(), v.len() as u32, 0, &due, libc::CLOCK_MONOTONIC) };
     usize::try_from(r).map_err(|_| errno())

@@ -96,12 +96,13 @@ pub fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-/// CLOCK_MONOTONIC `secs` seconds from now, for a C entry's absolute timeout.
-pub fn monotonic_in(secs: i64) -> libc::timespec {
+/// CLOCK_MONOTONIC `d` from now, for a C entry's absolute timeout.
+pub fn monotonic_in(d: Duration) -> libc::timespec {
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: a valid out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    libc::timespec { tv_sec: now.tv_sec + secs, tv_nsec: now.tv_nsec }
+    let nsec = now.tv_nsec + i64::from(d.subsec_nanos());
+    libc::timespec { tv_sec: now.tv_sec + d.as_secs() as i64 + nsec / 1_000_000_000, tv_nsec: nsec % 1_000_000_000 }
 }
 
 /// What a [`watched_stress`] counted: waits that returned woken, waiters that the library's
