@@ -39,20 +39,7 @@ fn page() -> Option<(usize, bool)> {
         // The bytes used (the mark, the shared word); the kernel rounds a mapping and its advice up
         // to whole pages, whatever their size.
         let len = SHARED_WORD + std::mem::size_of::<AtomicU32>();
-        // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return None;
-        }
+        let p = crate::pages::map(len)?.as_ptr().cast::<libc::c_void>();
         // SAFETY: `p` is the `len`-byte mapping just made, ours alone, and never unmapped.
         let wiped = unsafe { libc::madvise(p, len, libc::MADV_WIPEONFORK) } == 0;
         Some((p as usize, wiped))

@@ -188,9 +188,8 @@ mod pool {
 
     /// A page of new records: one for the caller, the rest on the free list.
     pub(super) fn refill() -> Option<NonNull<Group>> {
-        let layout = std::alloc::Layout::from_size_align(super::LAYOUT.size() * BATCH, 4096).ok()?;
-        // SAFETY: the layout is not zero-sized.
-        let first = NonNull::new(unsafe { std::alloc::alloc(layout) }.cast::<Group>())?;
+        // A page from the kernel, not the allocator (`pages.rs`): a wait may grow this list.
+        let first = crate::pages::map(super::LAYOUT.size() * BATCH)?.cast::<Group>();
         for i in 0..BATCH {
             // SAFETY: fresh memory for `BATCH` records, which nobody else knows of yet.
             unsafe { first.as_ptr().add(i).write(Group::new()) };

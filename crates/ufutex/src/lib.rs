@@ -64,6 +64,7 @@ pub mod named;
 #[cfg(not(ufutex_loom))]
 mod node_pool;
 mod numa;
+mod pages;
 mod parker;
 mod primitive;
 mod private_table;

@@ -19,7 +19,7 @@
 //! takes it, and gives it back when it exits, between episodes (no waker references an idle
 //! node). Chunks are never freed, so a slot's address stays valid for the process.
 //!
-//! Slots given back are handed out again lowest address first ([`Free`]). Threads mostly take
+//! Slots given back are handed out again lowest address first ([`Pool::take`]). Threads mostly take
 //! their slots in the order they first wait, which is the order their nodes are queued, so a
 //! walk of a queue then goes up through memory and the CPU's prefetcher runs ahead of it, as it
 //! does in a fresh process. Handed out most recently freed first, the slots of a generation of
@@ -29,22 +29,22 @@
 //! The pool's lock is only ever tried, never waited for: a child forked while another thread
 //! held it would wait forever. A thread that finds it busy keeps its node in its own memory
 //! instead (`thread.rs`), and a slot that cannot be given back is left unused.
+//!
+//! A thread's first wait may make a chunk, and it may come from a signal handler that
+//! interrupted the allocator: chunks are mapped from the kernel (`pages.rs`), and the pool's
+//! own books (which slots are free) are a fixed array in it, so nothing here allocates. At most
+//! [`MAX_CHUNKS`] chunks are made; past them, threads keep their nodes in their own memory.
 
 use crate::group::Group;
 use crate::parker::Parker;
 use crate::table::Node;
 use std::cell::UnsafeCell;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, TryReserveError};
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
 /// Slots per chunk: 64 KiB (only the pages of slots handed out are ever touched).
 const CHUNK: usize = 512;
-
-/// The alignment of a chunk: a page.
-const CHUNK_ALIGN: usize = crate::queue::PAGE;
 
 /// A slot: a node (one line) and a group record beside it (`group.rs`), which the slot's first
 /// node takes as its own. A group is made of the record of the node that starts it, so a walk
@@ -66,43 +66,84 @@ const _: () = assert!(std::mem::size_of::<Cell>() == 128);
 // before any other thread can know of it, and is shared as a `Group` (which is `Sync`) after.
 unsafe impl Sync for Cell {}
 
-struct Pool {
-    /// How many chunks there are (each leaked: never freed).
-    chunks: usize,
-    /// The newest chunk, whose slots `newest[used..]` were never handed out.
-    newest: Option<&'static [Cell; CHUNK]>,
-    used: usize,
-    /// Slots given back, reused first.
-    free: Free,
+/// The most chunks the pool makes: 65,536 slots, for as many threads at once.
+const MAX_CHUNKS: usize = 128;
+
+/// A chunk and which of its slots are free (given back; bit `i` for slot `i`).
+struct Chunk {
+    cells: &'static [Cell; CHUNK],
+    free: [u64; CHUNK / 64],
 }
 
-/// Slots given back: a heap that hands out the lowest address first (see the module docs).
-struct Free(BinaryHeap<Reverse<usize>>);
-
-impl Free {
-    const fn new() -> Free {
-        Free(BinaryHeap::new())
+impl Chunk {
+    /// Slot `i` of the chunk, if `cell` is one of its slots.
+    fn index_of(&self, cell: &Cell) -> Option<usize> {
+        let offset = (cell as *const Cell as usize).wrapping_sub(self.cells.as_ptr() as usize);
+        let i = offset / std::mem::size_of::<Cell>();
+        (i < CHUNK).then_some(i)
     }
 
-    fn len(&self) -> usize {
-        self.0.len()
+    fn has_free(&self) -> bool {
+        self.free.iter().any(|&w| w != 0)
+    }
+}
+
+struct Pool {
+    /// The chunks made, `chunks[..made]`, in the order they were made (each never freed).
+    chunks: [Option<Chunk>; MAX_CHUNKS],
+    made: usize,
+    /// Slots of the newest chunk handed out so far (`newest[..used]`); the rest never were.
+    used: usize,
+    /// How many slots are free in all the chunks.
+    free: usize,
+}
+
+impl Pool {
+    const fn new() -> Pool {
+        Pool { chunks: [const { None }; MAX_CHUNKS], made: 0, used: CHUNK, free: 0 }
     }
 
-    /// Room for `more` slots beyond those held, so that [`Free::give`] never allocates.
-    fn try_reserve(&mut self, more: usize) -> Result<(), TryReserveError> {
-        self.0.try_reserve(more)
+    fn made(&mut self) -> impl Iterator<Item = &mut Chunk> {
+        self.chunks[..self.made].iter_mut().flatten()
     }
 
-    /// The lowest slot given back, if any.
-    fn take(&mut self) -> Option<&'static Cell> {
-        // SAFETY: every address in the heap was a `&'static Cell` given to `give`; chunks are
-        // never freed, so it still names that cell.
-        self.0.pop().map(|Reverse(at)| unsafe { &*(at as *const Cell) })
+    /// A slot: the lowest given back if any (see the module docs), else the next never handed
+    /// out (`true`: its record is unwritten), in a new chunk if need be. `None` if the pool has
+    /// made all its chunks, or memory for a new one cannot be had.
+    fn take(&mut self) -> Option<(&'static Cell, bool)> {
+        if self.free > 0 {
+            if let Some(c) = self.made().filter(|c| c.has_free()).min_by_key(|c| c.cells.as_ptr() as usize) {
+                let (w, bits) = c.free.iter_mut().enumerate().find(|(_, bits)| **bits != 0)?;
+                let b = bits.trailing_zeros() as usize;
+                *bits &= !(1 << b);
+                let cell = &c.cells[w * 64 + b];
+                self.free -= 1;
+                return Some((cell, false));
+            }
+        }
+        if self.used == CHUNK {
+            if self.made == MAX_CHUNKS {
+                return None;
+            }
+            self.chunks[self.made] = Some(Chunk { cells: new_chunk()?, free: [0; CHUNK / 64] });
+            (self.made, self.used) = (self.made + 1, 0);
+        }
+        let newest = self.chunks[self.made - 1].as_ref()?;
+        let cell = &newest.cells[self.used];
+        self.used += 1;
+        Some((cell, true))
     }
 
-    /// Give back a slot (within the capacity reserved, this does not allocate).
+    /// Give back a slot that [`Pool::take`] handed out.
     fn give(&mut self, cell: &'static Cell) {
-        self.0.push(Reverse(cell as *const Cell as usize));
+        let Some((c, i)) = self.made().find_map(|c| c.index_of(cell).map(|i| (c, i))) else {
+            return; // not one of ours: never the case, and then left alone
+        };
+        let bit = 1 << (i % 64);
+        if c.free[i / 64] & bit == 0 {
+            c.free[i / 64] |= bit;
+            self.free += 1;
+        }
     }
 }
 
@@ -110,7 +151,7 @@ impl Free {
 // only by the thread that holds it (or under the bucket locks, as any node).
 unsafe impl Send for Pool {}
 
-static POOL: Mutex<Pool> = Mutex::new(Pool { chunks: 0, newest: None, used: CHUNK, free: Free::new() });
+static POOL: Mutex<Pool> = Mutex::new(Pool::new());
 
 /// One thread's plain-wait node, in the pool; given back on drop.
 pub(crate) struct Slot {
@@ -122,29 +163,7 @@ impl Slot {
     /// or the node's record cannot be had, or the pool stays busy (the caller then keeps its
     /// node elsewhere).
     pub(crate) fn take(parker: &Parker) -> Option<Slot> {
-        let (cell, fresh) = {
-            let mut pool = locked()?;
-            match pool.free.take() {
-                Some(cell) => (cell, false),
-                None => {
-                    let chunk = match pool.newest {
-                        Some(chunk) if pool.used < CHUNK => chunk,
-                        _ => {
-                            // Room for every slot on the free list, so that giving one back
-                            // never allocates (a thread may exit with memory exhausted).
-                            let more = (CHUNK * (pool.chunks + 1)).saturating_sub(pool.free.len());
-                            pool.free.try_reserve(more).ok()?;
-                            let chunk = new_chunk()?;
-                            (pool.chunks, pool.newest, pool.used) = (pool.chunks + 1, Some(chunk), 0);
-                            chunk
-                        }
-                    };
-                    let cell = &chunk[pool.used];
-                    pool.used += 1;
-                    (cell, true)
-                }
-            }
-        };
+        let (cell, fresh) = locked()?.take()?;
         let node = if fresh {
             // SAFETY: a slot never handed out before: its record is unwritten and nobody else
             // knows of it; once written it is never written again, and never freed (chunks
@@ -155,7 +174,7 @@ impl Slot {
             node
         } else {
             if let Some(mut pool) = locked() {
-                pool.free.give(cell);
+                pool.give(cell);
             }
             return None;
         };
@@ -178,8 +197,7 @@ impl Drop for Slot {
         // other thread references the node (and it is dropped once: the slot goes now).
         unsafe { (*self.cell.node.get()).assume_init_drop() };
         if let Some(mut pool) = locked() {
-            // (Capacity reserved when the chunk was made: a push here never allocates.)
-            pool.free.give(self.cell);
+            pool.give(self.cell);
         }
     }
 }
@@ -196,15 +214,14 @@ fn locked() -> Option<std::sync::MutexGuard<'static, Pool>> {
     None
 }
 
-/// A chunk of uninitialised slots, starting on a page, leaked (chunks live as long as the
-/// process).
+/// A chunk of uninitialised slots, starting on a page, from the kernel (`pages.rs`), never
+/// given back (chunks live as long as the process).
 fn new_chunk() -> Option<&'static [Cell; CHUNK]> {
-    let layout = std::alloc::Layout::new::<[Cell; CHUNK]>().align_to(CHUNK_ALIGN).ok()?;
-    // SAFETY: a non-zero-sized layout; the memory is uninitialised, which `MaybeUninit` cells
-    // allow, and `UnsafeCell<MaybeUninit<_>>` has no invariant to break.
-    let p = unsafe { std::alloc::alloc(layout) }.cast::<[Cell; CHUNK]>();
-    // SAFETY: non-null, allocated for this layout, never freed.
-    (!p.is_null()).then(|| unsafe { &*p })
+    let p = crate::pages::map(std::mem::size_of::<[Cell; CHUNK]>())?.cast::<[Cell; CHUNK]>();
+    // SAFETY: fresh memory of the chunk's size, starting on a page (more than `Cell`'s
+    // alignment), never unmapped; uninitialised cells are what `UnsafeCell<MaybeUninit<_>>`
+    // allows, and nobody else knows of them.
+    Some(unsafe { p.as_ref() })
 }
 
 #[cfg(test)]
@@ -221,24 +238,74 @@ mod tests {
         at.dedup();
         assert_eq!(at.len(), 3 * CHUNK, "no slot handed out twice");
         assert!(at.iter().all(|a| a % 64 == 0), "nodes keep their alignment");
-        assert_eq!(new_chunk().unwrap().as_ptr() as usize % CHUNK_ALIGN, 0, "a chunk starts on a page");
+        assert_eq!(new_chunk().unwrap().as_ptr() as usize % crate::queue::PAGE, 0, "a chunk starts on a page");
         drop(held);
-        let free = POOL.lock().unwrap().free.len();
+        let free = POOL.lock().unwrap().free;
         assert!(free >= 3 * CHUNK, "every slot given back ({free} free)");
+    }
+
+    fn address(cell: &Cell) -> usize {
+        cell as *const Cell as usize
     }
 
     #[test]
     fn slots_given_back_are_handed_out_lowest_first() {
-        let chunk = new_chunk().unwrap();
-        let mut free = Free::new();
-        free.try_reserve(CHUNK).unwrap();
+        let mut pool = Pool::new();
+        let first: Vec<&Cell> = (0..CHUNK)
+            .map(|_| pool.take().unwrap())
+            .map(|(c, fresh)| {
+                assert!(fresh, "a new pool's slots were never handed out");
+                c
+            })
+            .collect();
         // Given back in an order that is neither the address order nor its reverse.
         for i in (0..CHUNK).map(|i| (i * 37 + 11) % CHUNK) {
-            free.give(&chunk[i]);
+            pool.give(first[i]);
         }
-        let out: Vec<*const Cell> = std::iter::from_fn(|| free.take()).map(|c| c as *const Cell).collect();
-        let want: Vec<*const Cell> = chunk.iter().map(|c| c as *const Cell).collect();
-        assert_eq!(out, want, "every slot once, in address order");
-        assert!(free.take().is_none());
+        let again: Vec<usize> = (0..CHUNK)
+            .map(|_| pool.take().unwrap())
+            .map(|(c, fresh)| {
+                assert!(!fresh, "a slot given back is not fresh");
+                address(c)
+            })
+            .collect();
+        let want: Vec<usize> = first.iter().map(|&c| address(c)).collect();
+        assert_eq!(again, want, "every slot once, in address order");
+        let (next, fresh) = pool.take().unwrap();
+        assert!(fresh && !want.contains(&address(next)), "then a slot of a new chunk");
+    }
+
+    #[test]
+    fn the_lowest_chunk_with_a_free_slot_goes_first() {
+        let mut pool = Pool::new();
+        let held: Vec<&Cell> = (0..2 * CHUNK).map(|_| pool.take().unwrap().0).collect();
+        let (a, b) = (held[CHUNK - 1], held[CHUNK]);
+        let (low, high) = if address(a) < address(b) { (a, b) } else { (b, a) };
+        pool.give(high);
+        pool.give(low);
+        assert_eq!(address(pool.take().unwrap().0), address(low));
+        assert_eq!(address(pool.take().unwrap().0), address(high));
+        assert!(pool.take().unwrap().1, "no slot left to reuse: a fresh one");
+    }
+
+    #[test]
+    fn a_full_pool_says_none_and_a_slot_given_back_comes_back() {
+        let mut pool = Pool::new();
+        let held: Vec<&Cell> = (0..MAX_CHUNKS * CHUNK).map(|_| pool.take().unwrap().0).collect();
+        assert!(pool.take().is_none(), "no chunk past the last");
+        pool.give(held[CHUNK + 5]);
+        assert_eq!(pool.take().map(|(c, fresh)| (address(c), fresh)), Some((address(held[CHUNK + 5]), false)));
+        assert!(pool.take().is_none());
+    }
+
+    #[test]
+    fn a_cell_that_is_not_the_pools_is_left_alone() {
+        let mut pool = Pool::new();
+        let (mine, _) = pool.take().unwrap();
+        let stranger = &new_chunk().unwrap()[0];
+        pool.give(stranger);
+        assert_eq!(pool.free, 0);
+        pool.give(mine);
+        assert_eq!(pool.take().map(|(c, _)| address(c)), Some(address(mine)));
     }
 }

@@ -215,21 +215,7 @@ impl Pending {
 
 /// A new, empty page whose `next` is `next`; `None` if none could be mapped.
 fn map_page(next: *mut Page) -> Option<*mut Page> {
-    // SAFETY: an anonymous private mapping of one page: no pointer of ours is involved.
-    let p = unsafe {
-        libc::mmap(
-            ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return None;
-    }
-    let page = p.cast::<Page>();
+    let page = crate::pages::map(4096)?.as_ptr().cast::<Page>();
     // SAFETY: fresh, page-aligned, writable memory of 4 KiB, which holds a `Page` (asserted
     // above), and which nobody else knows of.
     unsafe { page.write(Page { next, slots: Slots::new() }) };

@@ -429,21 +429,7 @@ mod placement {
         // SAFETY: sysconf has no memory-safety preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
         let bytes = slots.checked_mul(std::mem::size_of::<Bucket>())?.checked_next_multiple_of(page)?;
-        // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
-        // existing memory.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return None;
-        }
+        let p = crate::pages::map(bytes)?.as_ptr().cast::<libc::c_void>();
         bind(p, bytes, node);
         let first = p.cast::<Bucket>();
         for i in 0..slots {

@@ -13,8 +13,8 @@
 //!
 //! What still allocates in a wait: the growth of process-wide structures (the process's first
 //! wait installs the fork handlers and makes the key; an automatic table that grows with the
-//! threads; the node pool's next chunk, once per 512 threads at once), and a waitv of more
-//! entries than the thread used before.
+//! threads), and a waitv of more entries than the thread used before. The node pool's chunks
+//! (one per 512 threads at once) and the group records come from the kernel (`pages.rs`).
 
 use crate::parker::{Park, Parker};
 use crate::primitive::{AtomicUsize, Ordering};

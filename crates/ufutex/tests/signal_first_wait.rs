@@ -2,7 +2,8 @@
 //! nothing and registers no TLS destructor (glibc's `__cxa_thread_atexit_impl` allocates and
 //! takes the dynamic loader's lock): the kernel's futex wait is async-signal-safe, and so must
 //! be ours where it can be. Through the Rust API and through the C ABI (each on a thread of its
-//! own); and a handler's wake of a sleeper (a semaphore's post), likewise.
+//! own), also when the first wait makes the node pool's next chunk; and a handler's wake of a
+//! sleeper (a semaphore's post), likewise.
 //!
 //! This binary's global allocator raises SIGUSR1 at its own thread from inside an allocation
 //! (where malloc would hold its lock), once, when asked; the handler makes the thread's first
@@ -191,6 +192,43 @@ fn a_handlers_first_wait_inside_the_allocator_allocates_nothing() {
         let timed_out = Outcome { returned: 1, allocations: 0, tls_destructors: 0 };
         let api = if through_c { "the C ABI" } else { "the Rust API" };
         assert_eq!(outcome, timed_out, "{api}: the handler's first wait timed out, nothing allocated");
+    }
+}
+
+/// Threads held at once (each keeping its node's slot) in the test below: past the node pool's
+/// slots of two chunks (512 each), so that at least one of their first waits makes a chunk
+/// whatever the pool held before.
+const HELD: usize = 2 * 512 + 1;
+
+#[test]
+fn first_waits_that_grow_the_node_pool_inside_the_allocator_allocate_nothing() {
+    setup();
+    // The held threads sleep in a domain of their own, so that they can be counted.
+    let domain = Domain::new(DomainConfig::new().slots(Slots::Fixed(16))).unwrap();
+    let release = AtomicU32::new(0);
+    let outcomes = std::thread::scope(|s| {
+        let mut held = Vec::with_capacity(HELD);
+        for i in 0..HELD {
+            let (release, domain) = (&release, &domain);
+            let thread = std::thread::Builder::new().stack_size(256 << 10).spawn_scoped(s, move || {
+                let outcome = in_the_allocator(Action::Wait { through_c: i % 2 == 1 });
+                // Keep the slot: the thread's data (and its node) lives until it exits.
+                while release.load(Ordering::SeqCst) == 0 {
+                    let _ = domain.wait(release, 0, None);
+                }
+                outcome
+            });
+            held.push(thread.expect("a thread"));
+            // One at a time: each first wait finds the slots of the ones before still taken.
+            common::await_queued(domain, i + 1);
+        }
+        release.store(1, Ordering::SeqCst);
+        domain.wake(&release, usize::MAX);
+        held.into_iter().map(|t| t.join().unwrap()).collect::<Vec<_>>()
+    });
+    let timed_out = Outcome { returned: 1, allocations: 0, tls_destructors: 0 };
+    for (i, outcome) in outcomes.iter().enumerate() {
+        assert_eq!(outcome, &timed_out, "thread {i}: its handler's first wait timed out, nothing allocated");
     }
 }
 
