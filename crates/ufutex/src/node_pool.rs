@@ -94,32 +94,32 @@ struct Pool {
     made: usize,
     /// Slots of the newest chunk handed out so far (`newest[..used]`); the rest never were.
     used: usize,
-    /// How many slots are free in all the chunks.
-    free: usize,
 }
 
 impl Pool {
     const fn new() -> Pool {
-        Pool { chunks: [const { None }; MAX_CHUNKS], made: 0, used: CHUNK, free: 0 }
+        Pool { chunks: [const { None }; MAX_CHUNKS], made: 0, used: CHUNK }
     }
 
     fn made(&mut self) -> impl Iterator<Item = &mut Chunk> {
         self.chunks[..self.made].iter_mut().flatten()
     }
 
+    /// How many slots are free in all the chunks.
+    #[cfg(test)]
+    fn free(&mut self) -> usize {
+        self.made().flat_map(|c| c.free).map(|w| w.count_ones() as usize).sum()
+    }
+
     /// A slot: the lowest given back if any (see the module docs), else the next never handed
     /// out (`true`: its record is unwritten), in a new chunk if need be. `None` if the pool has
     /// made all its chunks, or memory for a new one cannot be had.
     fn take(&mut self) -> Option<(&'static Cell, bool)> {
-        if self.free > 0 {
-            if let Some(c) = self.made().filter(|c| c.has_free()).min_by_key(|c| c.cells.as_ptr() as usize) {
-                let (w, bits) = c.free.iter_mut().enumerate().find(|(_, bits)| **bits != 0)?;
-                let b = bits.trailing_zeros() as usize;
-                *bits &= !(1 << b);
-                let cell = &c.cells[w * 64 + b];
-                self.free -= 1;
-                return Some((cell, false));
-            }
+        if let Some(c) = self.made().filter(|c| c.has_free()).min_by_key(|c| c.cells.as_ptr() as usize) {
+            let (w, bits) = c.free.iter_mut().enumerate().find(|(_, bits)| **bits != 0)?;
+            let b = bits.trailing_zeros() as usize;
+            *bits &= !(1 << b);
+            return Some((&c.cells[w * 64 + b], false));
         }
         if self.used == CHUNK {
             if self.made == MAX_CHUNKS {
@@ -139,11 +139,7 @@ impl Pool {
         let Some((c, i)) = self.made().find_map(|c| c.index_of(cell).map(|i| (c, i))) else {
             return; // not one of ours: never the case, and then left alone
         };
-        let bit = 1 << (i % 64);
-        if c.free[i / 64] & bit == 0 {
-            c.free[i / 64] |= bit;
-            self.free += 1;
-        }
+        c.free[i / 64] |= 1 << (i % 64);
     }
 }
 
@@ -240,7 +236,7 @@ mod tests {
         assert!(at.iter().all(|a| a % 64 == 0), "nodes keep their alignment");
         assert_eq!(new_chunk().unwrap().as_ptr() as usize % crate::queue::PAGE, 0, "a chunk starts on a page");
         drop(held);
-        let free = POOL.lock().unwrap().free;
+        let free = POOL.lock().unwrap().free();
         assert!(free >= 3 * CHUNK, "every slot given back ({free} free)");
     }
 
@@ -304,7 +300,7 @@ mod tests {
         let (mine, _) = pool.take().unwrap();
         let stranger = &new_chunk().unwrap()[0];
         pool.give(stranger);
-        assert_eq!(pool.free, 0);
+        assert_eq!(pool.free(), 0);
         pool.give(mine);
         assert_eq!(pool.take().map(|(c, _)| address(c)), Some(address(mine)));
     }
