@@ -18,7 +18,7 @@
 #   but takes half a minute emulated;
 # - `shared_kill`: in one CI run here its last check failed under qemu (a wake found 2 of the
 #   3 waiters a requeue had just counted); it passed 112 runs of 112 alone under qemu since
-#   (60 of them beside two CPU hogs) and passes natively (20-unit). Not understood yet: kept
+#   (60 of them beside two CPU hogs), and 46 of 46 in a later session (BENCHMARKS.md) and passes natively (20-unit). Not understood yet: kept
 #   out so that CI does not flake on it. The test now reports each waiter's exit (0, or the
 #   errno its wait failed with), which tells a waiter that left (EINTR) from a live waiter
 #   that a wake did not count.

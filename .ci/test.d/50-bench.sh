@@ -22,6 +22,9 @@ cc -std=gnu11 -O2 -Wall -Wextra -Werror -pthread -o "$out/wake_many" models/wake
 for m in 0 1 -1 4 100 101 200 201 202 300; do timeout 60 "$out/wake_many" 1 "$m" 2 > /dev/null; done
 timeout 60 "$out/wake_many" 1 300 1 > /dev/null
 echo "50-bench: models/wake_many.c runs every mode"
+cc -std=gnu11 -O2 -Wall -Wextra -Werror -pthread -o "$out/cold_requeue" models/cold_requeue.c
+timeout 60 "$out/cold_requeue" 1 | grep -q '^total' || { echo "50-bench: models/cold_requeue.c printed no total" >&2; exit 1; }
+echo "50-bench: models/cold_requeue.c runs"
 # scripts/wake-trace.py (BENCHMARKS.md cites it) on a made-up trace of two waiters: the span
 # from the first wake to the last switch-out, each waiter's run and the CPU left idle.
 cat > "$out/trace.txt" <<'TRACE'
