@@ -38,6 +38,8 @@ fn wake_result(dir: &std::path::Path) -> i32 {
 
 #[test]
 fn a_segment_not_safely_owned_is_refused() {
+    // Its children set the environment, as the other test's do.
+    let _alone = common::env_fork_lock();
     // Group or other permission bits.
     let dir = fresh_dir("mode");
     std::fs::write(dir.join("table"), b"").unwrap();
@@ -72,6 +74,8 @@ fn a_segment_not_safely_owned_is_refused() {
 
 #[test]
 fn capacities_give_enospc_and_come_back() {
+    // Its child sets the environment (see the lock).
+    let _alone = common::env_fork_lock();
     let dir = fresh_dir("capacity");
     let p = shared_anon(4096);
     // SAFETY: a live mapping; aligned offsets.

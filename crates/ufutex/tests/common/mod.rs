@@ -237,7 +237,19 @@ impl Drop for TableDir {
 
 // Processes and shared memory, for the process-shared tests.
 
-/// Run `f` in a child process; its exit status is `f`'s value.
+/// Tests of one binary whose children change the environment (`std::env::set_var`) hold this
+/// for their whole run, so that no other test's thread is inside std's environment lock (reading
+/// `TMPDIR` for `std::env::temp_dir()`, say) when one of them forks: the child would inherit the
+/// lock held by a thread it does not have, and its `set_var` would wait forever (seen under
+/// qemu-user, where the window is wide: a child asleep on the lock's futex word for minutes).
+pub fn env_fork_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Run `f` in a child process; its exit status is `f`'s value. The child has only the forking
+/// thread, so `f` must not need a lock that another thread may have held at the fork (std's
+/// environment lock is one: [`env_fork_lock`]).
 pub fn child(f: impl FnOnce() -> i32) -> libc::pid_t {
     // SAFETY: the child runs `f` and exits without returning into the harness.
     match unsafe { libc::fork() } {
