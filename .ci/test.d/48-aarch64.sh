@@ -24,9 +24,12 @@
 #   that a wake did not count.
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu"
-cargo test -p ufutex --lib --target aarch64-unknown-linux-gnu --target-dir target/aarch64 -- \
+# Each run has a time limit of 15 minutes (each takes under 2 here, build included): a test
+# that hangs under qemu then fails the step, instead of holding CI to its own limit (a child's
+# deadlock on an inherited lock did, once: BENCHMARKS.md, sixty-fifth session).
+timeout 900 cargo test -p ufutex --lib --target aarch64-unknown-linux-gnu --target-dir target/aarch64 -- \
   --test-threads 2 --skip shared::kernel --skip probe_ --skip real_tables_are_bound_to_their_node
-cargo test -p ufutex --target aarch64-unknown-linux-gnu --target-dir target/aarch64 \
+timeout 900 cargo test -p ufutex --target aarch64-unknown-linux-gnu --target-dir target/aarch64 \
   --test wake --test wake_mask --test requeue --test waitv --test sizes --test resize \
   --test resize_storm --test wait_timeout --test wait_wouldblock --test stress --test numa \
   --test sync_mutex --test sync_condvar --test sync_starvation \
