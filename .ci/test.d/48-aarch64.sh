@@ -18,10 +18,10 @@
 #   but takes half a minute emulated;
 # - `shared_kill`: in one CI run here its last check failed under qemu (a wake found 2 of the
 #   3 waiters a requeue had just counted); it passed 112 runs of 112 alone under qemu since
-#   (60 of them beside two CPU hogs), and 46 of 46 in a later session (BENCHMARKS.md) and passes natively (20-unit). Not understood yet: kept
-#   out so that CI does not flake on it. The test now reports each waiter's exit (0, or the
-#   errno its wait failed with), which tells a waiter that left (EINTR) from a live waiter
-#   that a wake did not count.
+#   (60 of them beside two CPU hogs) and 46 of 46 in a later session (BENCHMARKS.md, sixty-fifth
+#   session), and passes natively (20-unit). Not understood yet: kept out so that CI does not
+#   flake on it. The test now reports each waiter's exit (0, or the errno its wait failed
+#   with), which tells a waiter that left (EINTR) from a live waiter that a wake did not count.
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu"
 # Each run has a time limit of 15 minutes (each takes under 2 here, build included): a test
