@@ -657,6 +657,8 @@ impl<H> WakeList<H> {
         l.state = NodeState::Woken;
         // SAFETY: a queued node's home bell is set and lives in a bucket of the domain.
         unsafe { (*l.bell).homed_left() };
+        // SAFETY: the node's thread cannot end its episode before our unpark: its parker lives.
+        unsafe { (*node.parker).expect_unpark() };
         if self.head.is_null() {
             self.home = l.bell;
         }

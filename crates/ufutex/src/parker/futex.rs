@@ -7,6 +7,17 @@
 //! sandboxes) the legacy `FUTEX_WAIT_BITSET` takes over with the same absolute deadline. It
 //! returns `EINTR` even for `SA_RESTART` handlers, so there a signal may end a wait early as
 //! `Interrupted`: the one difference, and only on such systems.
+//!
+//! # Back from a sleep: the stack is cold
+//!
+//! A thread woken from a kernel wait returns through the frames of our wait (the parker's
+//! sleep loop, the wait, the front end): ~1.2 KB of stack, last touched before it slept, and
+//! since then evicted by the threads that ran meanwhile, or left in the other CPU's cache. The
+//! returns come one after another, so the misses come in turn too. With 128 threads woken at
+//! once, the path from the kernel's return to the caller of `wait` took a median ~660 TSC ticks
+//! (~270 ns), against ~25 for the kernel's own futex returning to the same caller. So a wait
+//! that returns from the kernel first prefetches [`RESUME_LINES`] lines of the stack above it,
+//! and the misses overlap: ~440 ticks (BENCHMARKS.md, sixty-sixth session).
 
 use super::Watch;
 use crate::deadline::Timeout;
@@ -18,6 +29,12 @@ const FUTEX2_SIZE_U32: libc::c_ulong = 0x02;
 const FUTEX2_PRIVATE: libc::c_ulong = 128;
 
 pub(crate) use super::KernelWait;
+
+/// The stack lines above a kernel wait that its return path touches (module docs): from the
+/// kernel wait to a caller of the Rust API the frames spanned 1,264 bytes in a release build;
+/// 24 lines (1.5 KB) also cover the C ABI's frame above them. Fewer lines than the path touches
+/// only leave the rest to miss as before; one past it costs an idle prefetch.
+const RESUME_LINES: usize = 24;
 
 /// Whether `futex_wait` (455) answered ENOSYS once: then every wait uses the legacy call.
 static NO_FUTEX2: AtomicBool = AtomicBool::new(false);
@@ -70,6 +87,9 @@ fn wait_flags(word: &AtomicU32, val: u32, bits: u32, timeout: Option<&Timeout>, 
             r
         }
     };
+    // The stack above this frame (module docs).
+    let here = 0u8;
+    prefetch_lines(&here, RESUME_LINES);
     if r == 0 {
         return KernelWait::Retry;
     }
@@ -145,9 +165,21 @@ fn waitv_in<const N: usize>(
     // - `v[..n]` and `ts` outlive the call; futex_waitv(waiters, nr, flags, timeout, clockid)
     //   only reads them.
     let r = unsafe { libc::syscall(SYS_FUTEX_WAITV, v.as_ptr(), n, 0, ts_ptr, clock) };
+    // The stack above the vector (module docs).
+    prefetch_lines(v.as_ptr_range().end.cast(), RESUME_LINES);
     match usize::try_from(r) {
         Ok(i) => Ok(i),
         Err(_) => Err(outcome(timeout)),
+    }
+}
+
+/// Start reading the `lines` cache lines from the one that holds `from` on
+/// (`primitive::prefetch` each).
+#[inline(always)]
+fn prefetch_lines(from: *const u8, lines: usize) {
+    let first = from as usize & !63;
+    for i in 0..lines {
+        crate::primitive::prefetch(first.wrapping_add(64 * i) as *const u8);
     }
 }
 

@@ -58,6 +58,10 @@ pub(crate) trait Park {
     /// End the episode; only once every unpark owed to it has arrived.
     fn reset(&self);
     fn handle(&self) -> Self::Handle;
+    /// A waker took this thread's node and will unpark it soon: start fetching what the unpark
+    /// writes (a hint, nothing else), so that a waker of many overlaps those misses instead of
+    /// taking them one after another.
+    fn expect_unpark(&self) {}
 
     /// Wait until `need` unparks of this episode have arrived: spin (if `spin`), then sleep
     /// (see [`Park::sleep`] for the other arguments).
