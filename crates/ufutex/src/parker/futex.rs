@@ -14,10 +14,12 @@
 //! sleep loop, the wait, the front end): ~1.2 KB of stack, last touched before it slept, and
 //! since then evicted by the threads that ran meanwhile, or left in the other CPU's cache. The
 //! returns come one after another, so the misses come in turn too. With 128 threads woken at
-//! once, the path from the kernel's return to the caller of `wait` took a median ~660 TSC ticks
-//! (~270 ns), against ~25 for the kernel's own futex returning to the same caller. So a wait
-//! that returns from the kernel first prefetches [`RESUME_LINES`] lines of the stack above it,
-//! and the misses overlap: ~440 ticks (BENCHMARKS.md, sixty-sixth session).
+//! once, the path from the kernel's return to the caller of `wait` took a median of 490–1,370
+//! TSC ticks (0.2–0.56 µs) over 9 runs, against ~25 for the kernel's own futex returning to the
+//! same caller, and those threads mostly run one after another. So a wait that returns from
+//! the kernel first prefetches [`RESUME_LINES`] lines of the stack above it, and the misses
+//! overlap: 390–515 ticks, and the ratio to the kernel until all 128 ran rose 3–12%
+//! (BENCHMARKS.md, sixty-sixth session).
 
 use super::Watch;
 use crate::deadline::Timeout;
@@ -33,7 +35,8 @@ pub(crate) use super::KernelWait;
 /// The stack lines above a kernel wait that its return path touches (module docs): from the
 /// kernel wait to a caller of the Rust API the frames spanned 1,264 bytes in a release build;
 /// 24 lines (1.5 KB) also cover the C ABI's frame above them. Fewer lines than the path touches
-/// only leave the rest to miss as before; one past it costs an idle prefetch.
+/// leave the rest to miss as before (8 lines left 70–300 ticks more than 16–32 did); one past
+/// it costs an idle prefetch.
 const RESUME_LINES: usize = 24;
 
 /// Whether `futex_wait` (455) answered ENOSYS once: then every wait uses the legacy call.
