@@ -72,6 +72,25 @@ pub(crate) fn reset_in_child(a: &AtomicU32, v: u32) {
     }
 }
 
+/// A yes-or-no fact about the host (the kernel, the CPU) that stays true while the process runs:
+/// asked with `ask` the first time, read from `cache` after (0: not asked yet, 1: yes, 2: no).
+/// Two threads that ask at once both ask, and get the same answer. std's atomic even under
+/// loom: no model depends on such a fact.
+#[cfg_attr(ufutex_loom, allow(dead_code))] // its callers are not built under loom
+#[inline]
+pub(crate) fn asked_once(cache: &std::sync::atomic::AtomicU8, ask: impl FnOnce() -> bool) -> bool {
+    use std::sync::atomic::Ordering::Relaxed; // a cached answer, the same for every thread
+    match cache.load(Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let yes = ask();
+            cache.store(if yes { 1 } else { 2 }, Relaxed);
+            yes
+        }
+    }
+}
+
 /// Start reading the cache line at `addr` (`prefetcht0`): a hint to the CPU, nothing else. It
 /// neither faults nor changes what the program sees, whatever the address, so `addr` need not
 /// point at anything live. A no-op under loom and off x86-64.

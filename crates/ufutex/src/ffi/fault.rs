@@ -288,8 +288,8 @@ pub(crate) mod probe {
     /// Kernels without it answer EINVAL for any page; that is told apart once, on a page known
     /// writable, and there the check passes (the store may then fault, as before).
     pub(crate) fn writable(addr: usize) -> Result<(), Fault> {
-        use std::sync::atomic::{AtomicU8, Ordering};
-        static SUPPORTED: AtomicU8 = AtomicU8::new(0); // 0 unknown, 1 yes, 2 no
+        use std::sync::atomic::AtomicU8;
+        static SUPPORTED: AtomicU8 = AtomicU8::new(0); // `primitive::asked_once`
         let page = 4096usize; // the smallest page size: any page size is a multiple of it
         let populate = |at: usize| {
             // SAFETY: madvise only inspects and populates the mapping at the page-aligned
@@ -297,13 +297,11 @@ pub(crate) mod probe {
             // keeping its contents).
             unsafe { libc::madvise((at & !(page - 1)) as *mut libc::c_void, 1, MADV_POPULATE_WRITE) }
         };
-        // Relaxed: a cached answer about the kernel, the same for every thread.
-        if SUPPORTED.load(Ordering::Relaxed) == 0 {
+        let supported = crate::primitive::asked_once(&SUPPORTED, || {
             let probe = AtomicU8::new(0); // on this thread's stack: writable
-            let yes = populate(probe.as_ptr() as usize) == 0;
-            SUPPORTED.store(if yes { 1 } else { 2 }, Ordering::Relaxed);
-        }
-        if populate(addr) == 0 || SUPPORTED.load(Ordering::Relaxed) == 2 {
+            populate(probe.as_ptr() as usize) == 0
+        });
+        if populate(addr) == 0 || !supported {
             Ok(())
         } else {
             Err(Fault)

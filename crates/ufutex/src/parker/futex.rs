@@ -108,23 +108,16 @@ struct WaitvEntry {
     reserved: u32,
 }
 
-/// Whether the kernel has `futex_waitv` (449): 0 not asked yet, 1 yes, 2 no.
+/// Whether the kernel has `futex_waitv` (449), once asked (`primitive::asked_once`).
 static WAITV: AtomicU8 = AtomicU8::new(0);
 
 /// Whether [`waitv`] can be used (asked once: an empty vector is EINVAL where the call exists).
 pub(crate) fn has_waitv() -> bool {
-    // Relaxed: a cached answer; two threads that both ask get the same one.
-    match WAITV.load(Ordering::Relaxed) {
-        1 => true,
-        2 => false,
-        _ => {
-            // SAFETY: a null vector of length 0 is rejected before anything is read.
-            let r = unsafe { libc::syscall(SYS_FUTEX_WAITV, std::ptr::null::<WaitvEntry>(), 0, 0, 0, 0) };
-            let yes = r != 0 && errno() == libc::EINVAL;
-            WAITV.store(if yes { 1 } else { 2 }, Ordering::Relaxed);
-            yes
-        }
-    }
+    crate::primitive::asked_once(&WAITV, || {
+        // SAFETY: a null vector of length 0 is rejected before anything is read.
+        let r = unsafe { libc::syscall(SYS_FUTEX_WAITV, std::ptr::null::<WaitvEntry>(), 0, 0, 0, 0) };
+        r != 0 && errno() == libc::EINVAL
+    })
 }
 
 /// The most words one `futex_waitv` takes (the kernel's `FUTEX_WAITV_MAX`).

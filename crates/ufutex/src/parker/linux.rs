@@ -411,17 +411,8 @@ fn prefetch_write(addr: *const u8) {
 #[cfg(all(target_arch = "x86_64", not(ufutex_loom)))]
 #[inline(always)]
 fn has_prefetchw() -> bool {
-    /// 0: not asked yet; 1: yes; 2: no.
     static HAS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
-    // Relaxed: a cached answer; two threads that both ask get the same one.
-    match HAS.load(std::sync::atomic::Ordering::Relaxed) {
-        0 => {
-            let yes = std::arch::x86_64::__cpuid(0x8000_0001).ecx & (1 << 8) != 0;
-            HAS.store(if yes { 1 } else { 2 }, std::sync::atomic::Ordering::Relaxed);
-            yes
-        }
-        h => h == 1,
-    }
+    crate::primitive::asked_once(&HAS, || std::arch::x86_64::__cpuid(0x8000_0001).ecx & (1 << 8) != 0)
 }
 
 /// The bell protocol, model-checked on the kernel model (`kernel_model.rs`). Run with
