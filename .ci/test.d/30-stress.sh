@@ -9,13 +9,15 @@
 # their objects' slots for 5 s. Then 300 forks amid waits, wakes, requeues and resizes, each
 # child checking that it has none of the parent's waiters and no lock held (fork.rs). Budget
 # ≤ 2.5 min on 2 cores. Also a waiter racing the wake-op's two looks, private and shared, 10 s
-# (wake_op.rs), and the preload's watched shared waits woken by the library and by the kernel
-# alone, 6 s (shared_watch.rs), and its waitvs of private and shared words so woken, 6 s
-# (waitv_watch.rs).
+# (wake_op.rs); rounds of 80 sleepers over several ring words, woken all at once, by two
+# wakers or a few at a time, every one returning once a round, 6 s (wake_many.rs); and the
+# preload's watched shared waits woken by the library and by the kernel alone, 6 s
+# (shared_watch.rs), and its waitvs of private and shared words so woken, 6 s (waitv_watch.rs).
 set -euo pipefail
 UFUTEX_STRESS_SECS=10 cargo test --release -p ufutex --test stress -- --test-threads=3
 UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test stress --features fallback-parker -- --test-threads=3
 UFUTEX_STRESS_SECS=10 cargo test --release -p ufutex --test wake_op
+UFUTEX_STRESS_SECS=6 cargo test --release -p ufutex --test wake_many
 UFUTEX_STRESS_SECS=4 cargo test --release -p ufutex --test sync_stress
 UFUTEX_STRESS_SECS=4 cargo test --release -p ufutex --test sync_first_contention
 UFUTEX_STRESS_SECS=6 cargo test --release -p ufutex --test shared_stress

@@ -18,7 +18,10 @@
 //! one `FUTEX_WAKE_BITSET` of those bits. So a waker of many enters the kernel once per word
 //! (the threads of one bucket mostly share one), as the kernel's own wake of many does, and a
 //! waker of one wakes exactly one: no wake reaches a thread nobody took (but a late one, below).
-//! Two wakers that took one half each wake their halves on their own CPUs.
+//! Two wakers that took one half each wake their halves on their own CPUs; and a waker of
+//! threads on several words makes the calls for the first half of the words and leaves the
+//! rest owed, made by the first thread it woke to come back (from its CPU) or by itself after
+//! its own calls, whichever claims them first (`rings.rs`, "Owed wakes").
 //!
 //! Why no wakeup is lost: the sleeper reads its word's sequence, then its own word, then sets
 //! its flags (if they are not set yet); the waker increments the own word, then bumps the
@@ -27,7 +30,8 @@
 //! again). If not, the sleeper's read of the sequence precedes the increment, which precedes
 //! the bump: the sleeper expects a sequence the bump replaces, so the kernel either finds the
 //! word changed (the sleeper looks again and sees its count) or has queued the sleeper before
-//! the bump, and the wake after the bump finds it, its bit being one of those woken. A slot
+//! the bump, and the wake after the bump finds it, its bit being one of those woken (an owed
+//! wake too: whoever makes it, it comes after the bump). A slot
 //! is the thread's only while its sleep lasts: a waker that read its flags may wake the bit
 //! after the thread gave the slot back, which wakes at most the slot's next holder for nothing
 //! (it finds its count short and sleeps again). A thread that finds no free slot, or that
@@ -62,6 +66,12 @@ mod rings;
 #[cfg_attr(ufutex_loom, allow(dead_code))] // also built for the loom kernel model
 pub(super) fn forget_slots() {
     rings::forget_all();
+}
+
+/// Make every owed ring wake not yet claimed (`rings.rs`, "Owed wakes").
+#[inline]
+fn claim_owed() {
+    rings::claim(|ring, bits| futex::wake_bits(&ring.seq, bits));
 }
 
 const SLEEPING: u32 = 1 << 31;
@@ -238,7 +248,13 @@ impl Park for Parker {
                 (t, None) => t,
             };
             let slept = match (ring, bell) {
-                (Some((ring, seq, bit)), _) => futex::wait_bits(&ring.seq, seq, bit, until),
+                (Some((ring, seq, bit)), _) => {
+                    let slept = futex::wait_bits(&ring.seq, seq, bit, until);
+                    // Back from a sleep a waker of many may have ended: the wakes it left owed
+                    // are made from here, this thread's CPU (`rings.rs`, "Owed wakes").
+                    claim_owed();
+                    slept
+                }
                 (None, None) if watch.is_empty() => futex::wait(&self.word, v, until),
                 (None, bell) => {
                     let own = Watch { word: &self.word, val: v, shared: false };
@@ -357,13 +373,25 @@ impl<'b> WakeBatch<'b> {
         }
     }
 
-    /// Wake the gathered bits of each ring word: bump its sequence, then one kernel call.
+    /// Wake the gathered bits of each ring word: bump every word's sequence, then one kernel
+    /// call per word for the first half of them; the rest are owed, made by whichever thread
+    /// claims them first — a thread woken here, back from its sleep, or this one after its own
+    /// calls (`rings.rs`, "Owed wakes").
     fn wake_rings(&mut self) {
-        for &(word, bits) in &self.rings[..self.words] {
-            let ring = rings::ring(word as usize);
+        let words = &self.rings[..self.words];
+        for &(word, _) in words {
             // SeqCst: see "Why no wakeup is lost" (module docs).
-            ring.seq.fetch_add(1, Ordering::SeqCst);
-            futex::wake_bits(&ring.seq, bits);
+            rings::ring(word as usize).seq.fetch_add(1, Ordering::SeqCst);
+        }
+        let (own, owed) = words.split_at(words.len().div_ceil(2));
+        for &(word, bits) in owed {
+            rings::owe(word as usize, bits);
+        }
+        for &(word, bits) in own {
+            futex::wake_bits(&rings::ring(word as usize).seq, bits);
+        }
+        if !owed.is_empty() {
+            claim_owed();
         }
         self.words = 0;
     }
