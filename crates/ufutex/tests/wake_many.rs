@@ -62,17 +62,15 @@ fn every_sleeper_of_a_wake_of_many_returns_once_per_round() {
                         if stop.load(Ordering::SeqCst) {
                             return woken;
                         }
-                        // Round `round`'s value; every sleeper is queued before it moves on.
+                        // Round `round`'s value: it moves on only once every sleeper is
+                        // queued, so the wait returns only when a wake took this thread.
                         let round = word.load(Ordering::SeqCst);
-                        // Ok: a wake took this thread; WouldBlock: the word moved on before it
-                        // queued (it then waits for the next round).
-                        if d.wait(&word, round, None).is_ok() {
-                            woken += 1;
-                            returned.fetch_add(1, Ordering::SeqCst);
-                            // Not queued again before the round is over: a wake of a few in this
-                            // round would take this thread twice.
-                            await_until("the round to end", || ended.load(Ordering::SeqCst) > round);
-                        }
+                        d.wait(&word, round, None).expect("woken by a wake of this round");
+                        woken += 1;
+                        returned.fetch_add(1, Ordering::SeqCst);
+                        // Not queued again before the round is over: a wake of a few in this
+                        // round would take this thread twice.
+                        await_until("the round to end", || ended.load(Ordering::SeqCst) > round);
                     }
                 })
             })
