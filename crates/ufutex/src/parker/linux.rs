@@ -19,9 +19,9 @@
 //! (the threads of one bucket mostly share one), as the kernel's own wake of many does, and a
 //! waker of one wakes exactly one: no wake reaches a thread nobody took (but a late one, below).
 //! Two wakers that took one half each wake their halves on their own CPUs; and a waker of
-//! threads on several words makes the calls for the first half of the words and leaves the
-//! rest owed, made by the first thread it woke to come back (from its CPU) or by itself after
-//! its own calls, whichever claims them first (`rings.rs`, "Owed wakes").
+//! threads on several words makes the call for the first word and leaves the rest owed: each
+//! thread it woke claims one when it comes back (and makes that call from its CPU), and the
+//! waker claims whatever is left after its own call (`rings.rs`, "Owed wakes").
 //!
 //! Why no wakeup is lost: the sleeper reads its word's sequence, then its own word, then sets
 //! its flags (if they are not set yet); the waker increments the own word, then bumps the
@@ -68,10 +68,10 @@ pub(super) fn forget_slots() {
     rings::forget_all();
 }
 
-/// Make every owed ring wake not yet claimed (`rings.rs`, "Owed wakes").
+/// Make owed ring wakes not yet claimed, as `take` says (`rings.rs`, "Owed wakes").
 #[inline]
-fn claim_owed() {
-    rings::claim(|ring, bits| futex::wake_bits(&ring.seq, bits));
+fn claim_owed(take: rings::Take) {
+    rings::claim(take, |ring, bits| futex::wake_bits(&ring.seq, bits));
 }
 
 const SLEEPING: u32 = 1 << 31;
@@ -250,9 +250,9 @@ impl Park for Parker {
             let slept = match (ring, bell) {
                 (Some((ring, seq, bit)), _) => {
                     let slept = futex::wait_bits(&ring.seq, seq, bit, until);
-                    // Back from a sleep a waker of many may have ended: the wakes it left owed
-                    // are made from here, this thread's CPU (`rings.rs`, "Owed wakes").
-                    claim_owed();
+                    // Back from a sleep a waker of many may have ended: one of the wakes it
+                    // left owed is made from here, this thread's CPU (`rings.rs`, "Owed wakes").
+                    claim_owed(rings::Take::One);
                     slept
                 }
                 (None, None) if watch.is_empty() => futex::wait(&self.word, v, until),
@@ -373,25 +373,24 @@ impl<'b> WakeBatch<'b> {
         }
     }
 
-    /// Wake the gathered bits of each ring word: bump every word's sequence, then one kernel
-    /// call per word for the first half of them; the rest are owed, made by whichever thread
-    /// claims them first — a thread woken here, back from its sleep, or this one after its own
-    /// calls (`rings.rs`, "Owed wakes").
+    /// Wake the gathered bits of each ring word: bump every word's sequence, then make the
+    /// kernel call for the first word; the others are owed, each made by a thread woken here
+    /// that claims it, back from its sleep, or by this one after its own call (`rings.rs`,
+    /// "Owed wakes").
     fn wake_rings(&mut self) {
         let words = &self.rings[..self.words];
         for &(word, _) in words {
             // SeqCst: see "Why no wakeup is lost" (module docs).
             rings::ring(word as usize).seq.fetch_add(1, Ordering::SeqCst);
         }
-        let (own, owed) = words.split_at(words.len().div_ceil(2));
-        for &(word, bits) in owed {
-            rings::owe(word as usize, bits);
-        }
-        for &(word, bits) in own {
-            futex::wake_bits(&rings::ring(word as usize).seq, bits);
-        }
-        if !owed.is_empty() {
-            claim_owed();
+        if let Some((&(first, bits), owed)) = words.split_first() {
+            for &(word, bits) in owed {
+                rings::owe(word as usize, bits);
+            }
+            futex::wake_bits(&rings::ring(first as usize).seq, bits);
+            if !owed.is_empty() {
+                claim_owed(rings::Take::All);
+            }
         }
         self.words = 0;
     }

@@ -18,24 +18,28 @@
 //!
 //! # Owed wakes
 //!
-//! A waker of threads on several words makes the kernel calls for the first half of them and
-//! leaves the rest *owed* ([`owe`]): the bits on the word's `owed`, and the word's bit in
-//! [`OWED`]. Whoever claims an owed wake first ([`claim`]) makes it — one of the threads just
-//! woken, when it comes back from its sleep (most likely on the other CPU, so the threads it
-//! wakes are placed from there), or the waker itself after its own calls. Why each owed wake is
-//! made once, and always:
-//! - a claim takes `OWED` and then each word's `owed` with a swap, so a bit is taken by one
-//!   claim, which makes its wake;
-//! - the waker's own claim comes after its `owe`: its load of `OWED` sees its word's bit, or a
-//!   later swap by a claim that then takes that word's `owed`, and with it the bits (Release
-//!   and Acquire on `OWED`: the `owed` written before it is seen after it);
+//! A waker of threads on several words makes the kernel call for the first of them and leaves
+//! the rest *owed* ([`owe`]): the bits on the word's `owed`, and the word's bit in [`OWED`].
+//! Each thread just woken, back from its sleep, claims one owed word ([`Take::One`]) and makes
+//! its wake, and the waker claims whatever is still owed after its own call ([`Take::All`]).
+//! The first threads woken most often run on the other CPU, or on the waker's while the waker
+//! waits behind them: so the wakes are made from both CPUs, a word at a time by whichever CPU
+//! gets to it first, and the threads each wakes are placed from there instead of all queueing
+//! behind the waker. Why each owed wake is made once, and always:
+//! - a claim takes the word's `owed` with a swap, so a bit is taken by one claim, which makes
+//!   its wake; before that it takes the word off `OWED` (a swap of all words, or a `fetch_and`
+//!   of one that finds it set), so that the threads that come back after it find only the
+//!   words still owed, and nothing (one load, no write) once all are taken;
+//! - the waker's own claim comes after its `owe`: its load of `OWED` sees its words' bits, or
+//!   a later read-modify-write by a claim that then takes those words' `owed`, and with them
+//!   the bits (Release and Acquire on `OWED`: the `owed` written before it is seen after it);
 //! - the waker bumped the word's sequence before it owed the wake, so a thread that reads the
 //!   sequence after the bump does not sleep on it (the kernel's compare fails), and one asleep
 //!   before the bump is found by the owed wake whenever it is made.
 //!
-//! In wakes of 128 threads (four words) this lifts "until all ran" by 3–8% (BENCHMARKS.md,
-//! sixty-seventh session): the threads woken from the other CPU run there instead of queueing
-//! behind the waker.
+//! In wakes of 128 threads (four words) owing half of the words lifted "until all ran" by
+//! 3–8% (BENCHMARKS.md, sixty-seventh session); owing all but the first, a word per claim,
+//! by another ~3% (sixty-eighth session).
 
 use crate::primitive::{AtomicU32, AtomicU64, Ordering};
 
@@ -138,23 +142,43 @@ pub(super) fn owe(i: usize, bits: u32) {
     OWED.fetch_or(1 << i, Ordering::Release);
 }
 
-/// Claim every owed wake there is and make each with `wake(word, bits)`; one load when none is.
+/// How much a [`claim`] takes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Take {
+    /// One owed word: a thread just woken, which then goes on to its caller.
+    One,
+    /// Every owed word: the waker, after its own kernel call.
+    All,
+}
+
+/// Claim owed wakes (as `take` says) and make each with `wake(word, bits)`; one load when none
+/// is owed.
 #[inline]
-pub(super) fn claim(mut wake: impl FnMut(&'static Ring, u32)) {
+pub(super) fn claim(take: Take, mut wake: impl FnMut(&'static Ring, u32)) {
     // Relaxed: a claim that misses a wake owed just now leaves it to the waker's own claim.
-    if OWED.load(Ordering::Relaxed) == 0 {
+    let mut words = OWED.load(Ordering::Relaxed);
+    if words == 0 {
         return;
     }
-    // Acquire: pairs with `owe`'s Release, so the `owed` bits written before are seen.
-    let mut words = OWED.swap(0, Ordering::Acquire);
+    if take == Take::All {
+        // Acquire: pairs with `owe`'s Release, so the `owed` bits written before are seen.
+        words = OWED.swap(0, Ordering::Acquire);
+    }
     while words != 0 {
         let i = words.trailing_zeros() as usize;
         words &= words - 1;
+        // Acquire: as the swap's. A bit found clear was taken by another claim since the load.
+        if take == Take::One && OWED.fetch_and(!(1 << i), Ordering::Acquire) & 1 << i == 0 {
+            continue;
+        }
         let r = ring(i);
         // Acquire: pairs with `owe`'s Release (the waker's sequence bump came before it).
         let bits = r.owed.swap(0, Ordering::Acquire);
         if bits != 0 {
             wake(r, bits);
+            if take == Take::One {
+                return;
+            }
         }
     }
 }
@@ -253,16 +277,16 @@ mod loom_models {
     /// The wakes a claim made: `(word, bits)`.
     type Made = Arc<Mutex<Vec<(usize, u32)>>>;
 
-    fn claim_into(made: &Made) {
-        claim(|r, bits| {
+    fn claim_into(made: &Made, take: Take) {
+        claim(take, |r, bits| {
             let word = (0..RINGS).find(|&i| std::ptr::eq(ring(i), r)).expect("a ring word");
             made.lock().unwrap().push((word, bits));
         });
     }
 
     /// Two wakers owe wakes (one on word 0; one on word 1 and on word 0 too) and each claims
-    /// after, while a woken thread claims too: every owed bit is woken exactly once, whoever
-    /// claims it, and nothing stays owed.
+    /// all after, while a woken thread claims one word: every owed bit is woken exactly once,
+    /// whoever claims it, and nothing stays owed.
     #[test]
     fn every_owed_wake_is_made_once() {
         loom::model(|| {
@@ -275,11 +299,11 @@ mod loom_models {
                         for (i, bits) in owes {
                             owe(i, bits);
                         }
-                        claim_into(&made);
+                        claim_into(&made, Take::All);
                     })
                 })
                 .collect();
-            claim_into(&made);
+            claim_into(&made, Take::One);
             for w in wakers {
                 w.join().unwrap();
             }
@@ -291,6 +315,23 @@ mod loom_models {
             assert!(made.iter().all(|&(_, bits)| bits != 0), "no empty wake");
             assert_eq!(OWED.load(Ordering::Relaxed), 0);
             assert!((0..RINGS).all(|i| ring(i).owed.load(Ordering::Relaxed) == 0));
+        });
+    }
+
+    /// A claim of one takes one word and no longer advertises it: the threads that come back
+    /// after it find only the words still owed, and once all are taken, nothing (one load).
+    #[test]
+    fn a_claim_of_one_takes_one_word_off_the_summary() {
+        loom::model(|| {
+            let made: Made = Arc::new(Mutex::new(Vec::new()));
+            owe(0, 0b01);
+            owe(1, 0b10);
+            claim_into(&made, Take::One);
+            assert_eq!(*made.lock().unwrap(), [(0, 0b01)]);
+            assert_eq!(OWED.load(Ordering::Relaxed), 0b10, "only word 1 is still owed");
+            claim_into(&made, Take::One);
+            assert_eq!(*made.lock().unwrap(), [(0, 0b01), (1, 0b10)]);
+            assert_eq!(OWED.load(Ordering::Relaxed), 0);
         });
     }
 }
