@@ -135,7 +135,8 @@ pub(super) fn forget_all() {
 }
 
 /// Leave the wake of `bits` on ring word `i` to whoever claims it first ([`claim`]). The
-/// caller has bumped the word's sequence, and claims after its own kernel calls.
+/// caller has bumped the word's sequence, and claims what is still owed after its own kernel
+/// call ([`Take::All`]).
 pub(super) fn owe(i: usize, bits: u32) {
     // Release (both): a claim that sees the word's bit in `OWED` sees these bits (module docs).
     ring(i).owed.fetch_or(bits, Ordering::Release);
