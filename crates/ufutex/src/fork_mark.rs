@@ -13,9 +13,11 @@
 //! marks and the shared table, which ask it, and knowing nothing of them: the start is
 //! `fork.rs`'s.
 //!
-//! Not covered: a signal handler that interrupts the thread making the start in the few
-//! instructions before the start counts the thread busy (`reentry::fork_quiet`), and whose
-//! call then needs the start, waits for its own thread.
+//! A thread that finds the mark wiped blocks its signals until the start is made: a signal
+//! handler that ran on the thread making the start, after it took the start and before the
+//! start counts the thread busy (`reentry::fork_quiet`), would find the start under way in a
+//! call of its own and wait for it, that is for its own thread, for ever. Its signals arrive
+//! once the start is made, as they would have after a call of ours.
 
 use crate::primitive::{start_once, STARTED};
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
@@ -99,11 +101,41 @@ pub(crate) fn check() {
 #[cold]
 #[inline(never)]
 fn unprepared(m: &AtomicU8) {
+    // Before the start is taken (module docs); given back when it is made.
+    let _blocked = SignalsBlocked::now();
     start_once(m, || {
+        #[cfg(test)]
+        tests::in_the_window();
         if let Some(start) = START.get() {
             start();
         }
     });
+}
+
+/// This thread's signals blocked, every one that can be, until dropped; then the mask it had.
+struct SignalsBlocked(libc::sigset_t);
+
+impl SignalsBlocked {
+    fn now() -> SignalsBlocked {
+        let mut all = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        let mut old = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: `sigfillset` initialises the set it is given; `pthread_sigmask` reads `all`
+        // and writes the thread's mask to `old` (it cannot fail with a valid `how`; glibc
+        // leaves its own internal signals out of a block by itself).
+        unsafe {
+            libc::sigfillset(all.as_mut_ptr());
+            libc::pthread_sigmask(libc::SIG_BLOCK, all.as_ptr(), old.as_mut_ptr());
+            SignalsBlocked(old.assume_init())
+        }
+    }
+}
+
+impl Drop for SignalsBlocked {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask `now` saved, a valid set. The signals that came meanwhile
+        // are delivered here.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+    }
 }
 
 /// In a child whose handler made the start (`fork.rs`): the mark again, which the fork wiped
@@ -111,5 +143,90 @@ fn unprepared(m: &AtomicU8) {
 pub(crate) fn started() {
     if let Some(m) = mark() {
         m.store(STARTED, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicI32};
+    use std::time::{Duration, Instant};
+
+    /// A signal that [`in_the_window`] raises on the thread making the start, once (0: none).
+    static RAISE: AtomicI32 = AtomicI32::new(0);
+    /// The handler below ran, and found the start made.
+    static HANDLED: AtomicBool = AtomicBool::new(false);
+
+    /// Right after the start was taken and before it is made: where a signal that lands makes
+    /// its handler's call wait for the start.
+    pub(super) fn in_the_window() {
+        let sig = RAISE.swap(0, Ordering::Relaxed);
+        if sig != 0 {
+            // SAFETY: raises a signal on this thread, whose handler is `handler`.
+            unsafe { libc::raise(sig) };
+        }
+    }
+
+    /// As any call of ours from a signal handler: the mark first.
+    extern "C" fn handler(_: libc::c_int) {
+        check();
+        HANDLED.store(mark().is_some_and(|m| m.load(Ordering::Acquire) == STARTED), Ordering::Relaxed);
+    }
+
+    /// A child made without the fork handlers (`_Fork`) whose first call takes the start gets a
+    /// signal just then, whose handler makes a call of ours too: the handler runs once the start
+    /// is made, and the child goes on (before, it waited for its own thread for ever).
+    #[test]
+    fn a_signal_while_the_start_is_made_waits_for_it() {
+        extern "C" {
+            // glibc 2.34 and later: a fork without the atfork handlers.
+            fn _Fork() -> libc::pid_t;
+        }
+        crate::fork::watch(); // the mark, with the start a child makes
+        assert!(mark().is_some(), "the kernel wipes the mark's page (4.14 and later)");
+        // SAFETY: the child runs only the start (our own memory; a lock another thread held at
+        // the fork is not waited for: `tables::try_hold_unprepared`), a handler and `_exit`.
+        let pid = unsafe { _Fork() };
+        assert!(pid >= 0, "_Fork: {}", std::io::Error::last_os_error());
+        if pid == 0 {
+            // SAFETY: `handler` is an `extern "C" fn(c_int)`; the child has this one thread.
+            unsafe { libc::signal(libc::SIGUSR1, handler as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+            // An emulator that takes MADV_WIPEONFORK and ignores it (qemu-user 7.2) tells no
+            // child: nothing to test there.
+            if mark().is_some_and(|m| m.load(Ordering::Relaxed) == STARTED) {
+                // SAFETY: as below.
+                unsafe { libc::_exit(3) };
+            }
+            RAISE.store(libc::SIGUSR1, Ordering::Relaxed);
+            check();
+            let code = if HANDLED.load(Ordering::Relaxed) { 0 } else { 2 };
+            // SAFETY: ends the child without the parent's exit handlers.
+            unsafe { libc::_exit(code) };
+        }
+        // The child ends at once, or never: wait a while, then end it.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut status = 0;
+        loop {
+            // SAFETY: `status` is a valid out-pointer and `pid` our child.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if r == pid {
+                break;
+            }
+            assert_eq!(r, 0, "waitpid");
+            if Instant::now() > deadline {
+                // SAFETY: our own child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                // SAFETY: as above.
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                panic!("the child hung: its signal handler waited for the start its thread was making");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(libc::WIFEXITED(status), "the child died: {status:#x}");
+        if libc::WEXITSTATUS(status) == 3 {
+            eprintln!("skipped: the child's mark was not wiped (MADV_WIPEONFORK ignored by an emulator)");
+            return;
+        }
+        assert_eq!(libc::WEXITSTATUS(status), 0, "the handler ran after the start was made");
     }
 }
