@@ -274,3 +274,33 @@ fn forks_amid_waits_wakes_requeues_and_resizes_leave_the_child_nothing_held() {
     }
     eprintln!("{forks} forks amid the traffic in {:?}", start.elapsed());
 }
+
+/// Known, not fixed (`fork.rs`, "Not covered"): a child made without our fork handlers while
+/// another thread held the gate (here: making and dropping domains in a loop) finds the gate
+/// held by a thread it does not have, and its first call that takes it waits for ever. Run with
+/// `--ignored` to see it: a child that has not ended 2 s after the fork counts as hung.
+#[test]
+#[ignore = "known: a child made with _Fork while another thread holds the gate hangs on it"]
+fn a_child_made_without_the_handlers_while_the_gate_is_held_goes_on() {
+    watchdog();
+    let stop: &'static AtomicBool = leak(AtomicBool::new(false));
+    let churn = std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            // A domain made, queried and dropped: the gate taken three times.
+            std::hint::black_box(fixed(2).slots());
+        }
+    });
+    let _stop = StopOnDrop(stop);
+    for fork in 0..200 {
+        let pid = raw_child(|| {
+            // SAFETY: ends a child that hangs (the default action of SIGALRM).
+            unsafe { libc::alarm(2) };
+            std::hint::black_box(Domain::default_domain().slots());
+            0
+        });
+        let status = reap(pid);
+        assert_eq!(status, 0, "fork {fork}: the child hung on the gate ({status}: SIGALRM is -14)");
+    }
+    drop(_stop);
+    churn.join().expect("the churning thread");
+}
