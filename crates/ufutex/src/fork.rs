@@ -153,4 +153,71 @@ mod tests {
         t.deferral_done();
         assert_eq!(t.deferrals(), 0);
     }
+
+    /// A child made without the fork handlers (`_Fork`) whose first call takes the start gets
+    /// a signal just then (`fork_mark::RAISE_IN_START`), whose handler makes a call of ours too
+    /// (the mark's check, as each does): the handler runs once the start is made, and the child
+    /// goes on (before, it waited for its own thread for ever).
+    #[test]
+    fn a_signal_while_the_start_is_made_waits_for_it() {
+        use crate::fork_mark::{check, reads_started, RAISE_IN_START};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::time::{Duration, Instant};
+        extern "C" {
+            // glibc 2.34 and later: a fork without the atfork handlers.
+            fn _Fork() -> libc::pid_t;
+        }
+        /// The handler ran, and found the start made.
+        static HANDLED: AtomicBool = AtomicBool::new(false);
+        extern "C" fn handler(_: libc::c_int) {
+            check();
+            HANDLED.store(reads_started() == Some(true), Ordering::Relaxed);
+        }
+        super::watch(); // the mark, with the start a child makes
+        assert!(reads_started().is_some(), "the kernel wipes the mark's page (4.14 and later)");
+        // SAFETY: the child runs only the start (our own memory; a lock another thread held at
+        // the fork is not waited for: `tables::try_hold_unprepared`), a handler and `_exit`.
+        let pid = unsafe { _Fork() };
+        assert!(pid >= 0, "_Fork: {}", std::io::Error::last_os_error());
+        if pid == 0 {
+            // An emulator that takes MADV_WIPEONFORK and ignores it (qemu-user 7.2) tells no
+            // child: nothing to test there.
+            if reads_started() == Some(true) {
+                // SAFETY: as below.
+                unsafe { libc::_exit(3) };
+            }
+            // SAFETY: `handler` is an `extern "C" fn(c_int)`; the child has this one thread.
+            unsafe { libc::signal(libc::SIGUSR1, handler as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+            RAISE_IN_START.store(libc::SIGUSR1, Ordering::Relaxed);
+            check();
+            let code = if HANDLED.load(Ordering::Relaxed) { 0 } else { 2 };
+            // SAFETY: ends the child without the parent's exit handlers.
+            unsafe { libc::_exit(code) };
+        }
+        // The child ends at once, or never: wait a while, then end it.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut status = 0;
+        loop {
+            // SAFETY: `status` is a valid out-pointer and `pid` our child.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if r == pid {
+                break;
+            }
+            assert_eq!(r, 0, "waitpid");
+            if Instant::now() > deadline {
+                // SAFETY: our own child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                // SAFETY: as above.
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                panic!("the child hung: its signal handler waited for the start its thread was making");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(libc::WIFEXITED(status), "the child died: {status:#x}");
+        if libc::WEXITSTATUS(status) == 3 {
+            eprintln!("skipped: the child's mark was not wiped (MADV_WIPEONFORK ignored by an emulator)");
+            return;
+        }
+        assert_eq!(libc::WEXITSTATUS(status), 0, "the handler ran after the start was made");
+    }
 }

@@ -105,7 +105,7 @@ fn unprepared(m: &AtomicU8) {
     let _blocked = SignalsBlocked::now();
     start_once(m, || {
         #[cfg(test)]
-        tests::in_the_window();
+        in_the_window();
         if let Some(start) = START.get() {
             start();
         }
@@ -146,87 +146,24 @@ pub(crate) fn started() {
     }
 }
 
+/// A signal that [`in_the_window`] raises on the thread making the start, once (0: none): the
+/// test of the window (`fork.rs`'s tests).
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::{AtomicBool, AtomicI32};
-    use std::time::{Duration, Instant};
+pub(crate) static RAISE_IN_START: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
-    /// A signal that [`in_the_window`] raises on the thread making the start, once (0: none).
-    static RAISE: AtomicI32 = AtomicI32::new(0);
-    /// The handler below ran, and found the start made.
-    static HANDLED: AtomicBool = AtomicBool::new(false);
-
-    /// Right after the start was taken and before it is made: where a signal that lands makes
-    /// its handler's call wait for the start.
-    pub(super) fn in_the_window() {
-        let sig = RAISE.swap(0, Ordering::Relaxed);
-        if sig != 0 {
-            // SAFETY: raises a signal on this thread, whose handler is `handler`.
-            unsafe { libc::raise(sig) };
-        }
+/// Right after the start was taken and before it is made: where a signal that lands makes its
+/// handler's call wait for the start (module docs).
+#[cfg(test)]
+fn in_the_window() {
+    let sig = RAISE_IN_START.swap(0, Ordering::Relaxed);
+    if sig != 0 {
+        // SAFETY: raises a signal on this thread; the test installed its handler.
+        unsafe { libc::raise(sig) };
     }
+}
 
-    /// As any call of ours from a signal handler: the mark first.
-    extern "C" fn handler(_: libc::c_int) {
-        check();
-        HANDLED.store(mark().is_some_and(|m| m.load(Ordering::Acquire) == STARTED), Ordering::Relaxed);
-    }
-
-    /// A child made without the fork handlers (`_Fork`) whose first call takes the start gets a
-    /// signal just then, whose handler makes a call of ours too: the handler runs once the start
-    /// is made, and the child goes on (before, it waited for its own thread for ever).
-    #[test]
-    fn a_signal_while_the_start_is_made_waits_for_it() {
-        extern "C" {
-            // glibc 2.34 and later: a fork without the atfork handlers.
-            fn _Fork() -> libc::pid_t;
-        }
-        crate::fork::watch(); // the mark, with the start a child makes
-        assert!(mark().is_some(), "the kernel wipes the mark's page (4.14 and later)");
-        // SAFETY: the child runs only the start (our own memory; a lock another thread held at
-        // the fork is not waited for: `tables::try_hold_unprepared`), a handler and `_exit`.
-        let pid = unsafe { _Fork() };
-        assert!(pid >= 0, "_Fork: {}", std::io::Error::last_os_error());
-        if pid == 0 {
-            // SAFETY: `handler` is an `extern "C" fn(c_int)`; the child has this one thread.
-            unsafe { libc::signal(libc::SIGUSR1, handler as extern "C" fn(libc::c_int) as libc::sighandler_t) };
-            // An emulator that takes MADV_WIPEONFORK and ignores it (qemu-user 7.2) tells no
-            // child: nothing to test there.
-            if mark().is_some_and(|m| m.load(Ordering::Relaxed) == STARTED) {
-                // SAFETY: as below.
-                unsafe { libc::_exit(3) };
-            }
-            RAISE.store(libc::SIGUSR1, Ordering::Relaxed);
-            check();
-            let code = if HANDLED.load(Ordering::Relaxed) { 0 } else { 2 };
-            // SAFETY: ends the child without the parent's exit handlers.
-            unsafe { libc::_exit(code) };
-        }
-        // The child ends at once, or never: wait a while, then end it.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut status = 0;
-        loop {
-            // SAFETY: `status` is a valid out-pointer and `pid` our child.
-            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-            if r == pid {
-                break;
-            }
-            assert_eq!(r, 0, "waitpid");
-            if Instant::now() > deadline {
-                // SAFETY: our own child.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                // SAFETY: as above.
-                unsafe { libc::waitpid(pid, &mut status, 0) };
-                panic!("the child hung: its signal handler waited for the start its thread was making");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert!(libc::WIFEXITED(status), "the child died: {status:#x}");
-        if libc::WEXITSTATUS(status) == 3 {
-            eprintln!("skipped: the child's mark was not wiped (MADV_WIPEONFORK ignored by an emulator)");
-            return;
-        }
-        assert_eq!(libc::WEXITSTATUS(status), 0, "the handler ran after the start was made");
-    }
+/// Whether the mark reads started (`None`: no mark was made).
+#[cfg(test)]
+pub(crate) fn reads_started() -> Option<bool> {
+    mark().map(|m| m.load(Ordering::Acquire) == STARTED)
 }
