@@ -141,10 +141,13 @@
  * so a wake in the child reaches the child's own waiters and counts only them. The parent's
  * waiters are untouched. A child made without the handlers (glibc's _Fork(), a raw clone()
  * without CLONE_VM) gets the same fresh start from its first call that could meet the
- * parent's waiters (a page mapped MADV_WIPEONFORK tells it), unless another thread was
- * resizing a table or setting up a domain at that fork. A fork from a signal handler that
- * interrupted its thread inside the library leaves the queues as they are (the interrupted
- * call goes on in the child). Process-shared words are keyed by the object, so parent and
+ * parent's waiters (a page mapped MADV_WIPEONFORK tells it), unless another thread held the
+ * library's domain lock at that fork (resizing a table, setting up or querying a domain): such
+ * a child keeps the parent's waiters, and its first call that needs that lock (a resize, a
+ * domain query, a thread's first wait that grows an automatic table) waits for ever. A child
+ * made by fork() never gets there. A fork from a signal handler that interrupted its thread
+ * inside the library leaves the queues as they are (the interrupted call goes on in the
+ * child). Process-shared words are keyed by the object, so parent and
  * child meet on them as before.
  *
  * Out of memory for a wait-queue table, a call returns ENOMEM and changes nothing: a resize
