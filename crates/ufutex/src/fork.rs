@@ -161,8 +161,8 @@ mod tests {
     #[test]
     fn a_signal_while_the_start_is_made_waits_for_it() {
         use crate::fork_mark::{check, reads_started, RAISE_IN_START};
+        use crate::test_child::Child;
         use std::sync::atomic::{AtomicBool, Ordering};
-        use std::time::{Duration, Instant};
         extern "C" {
             // glibc 2.34 and later: a fork without the atfork handlers.
             fn _Fork() -> libc::pid_t;
@@ -194,30 +194,12 @@ mod tests {
             // SAFETY: ends the child without the parent's exit handlers.
             unsafe { libc::_exit(code) };
         }
-        // The child ends at once, or never: wait a while, then end it.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut status = 0;
-        loop {
-            // SAFETY: `status` is a valid out-pointer and `pid` our child.
-            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-            if r == pid {
-                break;
-            }
-            assert_eq!(r, 0, "waitpid");
-            if Instant::now() > deadline {
-                // SAFETY: our own child.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                // SAFETY: as above.
-                unsafe { libc::waitpid(pid, &mut status, 0) };
-                panic!("the child hung: its signal handler waited for the start its thread was making");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert!(libc::WIFEXITED(status), "the child died: {status:#x}");
-        if libc::WEXITSTATUS(status) == 3 {
+        // The child ends at once, or never (then the join fails the test and the drop ends it).
+        let status = Child(pid).join_within(std::time::Duration::from_secs(20));
+        if status == 3 {
             eprintln!("skipped: the child's mark was not wiped (MADV_WIPEONFORK ignored by an emulator)");
             return;
         }
-        assert_eq!(libc::WEXITSTATUS(status), 0, "the handler ran after the start was made");
+        assert_eq!(status, 0, "the handler ran after the start was made");
     }
 }

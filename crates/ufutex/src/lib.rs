@@ -79,6 +79,8 @@ pub mod shared;
 pub mod sync;
 mod table;
 mod tables;
+#[cfg(all(test, not(ufutex_loom)))]
+mod test_child;
 mod thread;
 mod topology;
 #[cfg(all(test, not(ufutex_loom)))]

@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::deadline::Deadline;
+use crate::test_child::Child;
 use crate::word::word_of;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8};
 use std::time::{Duration, Instant, UNIX_EPOCH};
@@ -103,9 +104,6 @@ impl Drop for Mapping {
     }
 }
 
-/// A forked child, killed and reaped if the test fails before joining it.
-struct Child(libc::pid_t);
-
 /// Run `body` in a child process that exits with its result.
 ///
 /// `body` must only touch atomics, make system calls and return (see the module comment).
@@ -149,37 +147,6 @@ impl Child {
         while !self.sleeps_in(nr) {
             assert!(start.elapsed() < PATIENCE, "child {} never slept in system call {nr}", self.0);
             std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-
-    /// Reap the child and return its exit status (it must exit within `PATIENCE`).
-    fn join(self) -> i32 {
-        let start = Instant::now();
-        let mut status = 0;
-        loop {
-            // SAFETY: our own child; `status` is a valid out-parameter.
-            let r = unsafe { libc::waitpid(self.0, &mut status, libc::WNOHANG) };
-            assert!(r >= 0, "waitpid failed");
-            if r == self.0 {
-                break;
-            }
-            assert!(start.elapsed() < PATIENCE * 2, "child {} never exited", self.0);
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        std::mem::forget(self); // reaped: nothing left for Drop
-        assert!(libc::WIFEXITED(status), "child did not exit normally: {status:#x}");
-        libc::WEXITSTATUS(status)
-    }
-}
-
-impl Drop for Child {
-    /// Kill and reap a child the test did not join (it failed first).
-    fn drop(&mut self) {
-        // SAFETY: our own child, not yet reaped (`join` forgets it), so the pid is still
-        // ours: killing and reaping it touches no other process.
-        unsafe {
-            libc::kill(self.0, libc::SIGKILL);
-            libc::waitpid(self.0, std::ptr::null_mut(), 0);
         }
     }
 }
