@@ -141,11 +141,13 @@
  * so a wake in the child reaches the child's own waiters and counts only them. The parent's
  * waiters are untouched. A child made without the handlers (glibc's _Fork(), a raw clone()
  * without CLONE_VM) gets the same fresh start from its first call that could meet the
- * parent's waiters (a page mapped MADV_WIPEONFORK tells it), unless another thread held the
- * library's domain lock at that fork (resizing a table, setting up or querying a domain): such
- * a child keeps the parent's waiters, and its first call that needs that lock (a resize, a
- * domain query, a thread's first wait that grows an automatic table) waits for ever. A child
- * made by fork() never gets there. A fork from a signal handler that interrupted its thread
+ * parent's waiters (a page mapped MADV_WIPEONFORK tells it). If another thread held the
+ * library's domain lock at that fork (resizing a table, setting up or querying a domain), the
+ * child takes the lock over; the one domain whose state that thread was changing keeps its
+ * tables as they are in the child: it no longer grows, and a resize of it fails with
+ * ENOTRECOVERABLE. (As glibc's own locks are left as they were by _Fork, such a child should
+ * make only async-signal-safe calls, as POSIX says; wait and wake are.) A fork from a signal
+ * handler that interrupted its thread
  * inside the library leaves the queues as they are (the interrupted call goes on in the
  * child). Process-shared words are keyed by the object, so parent and
  * child meet on them as before.
@@ -411,7 +413,9 @@ long ufutex_shared_unregister(const void *addr);
  *  - EINVAL: @flags != 0; @slots neither 0 nor a power of two >= 2;
  *  - EBUSY: the large table was chosen before;
  *  - ENOMEM: @slots is above 2^20 (a table of 64 MiB), or the table's memory cannot be had
- *    (nothing changes then).
+ *    (nothing changes then);
+ *  - ENOTRECOVERABLE: in a child made without the fork handlers while another thread of the
+ *    parent was resizing the table ("Fork" above): the table stays as it is.
  */
 long ufutex_hash_set_slots(unsigned long slots, unsigned long flags);
 

@@ -220,7 +220,9 @@ impl Domain {
     /// `EINVAL` for a `Fixed` size that is not a power of two ≥ 2; `EBUSY` if this is the
     /// process default domain and it was switched to `Large` (final, as for the kernel's
     /// global hash); `ENOMEM` for a `Fixed` size above 2^20, or when the new table cannot be
-    /// allocated (nothing changes then).
+    /// allocated (nothing changes then); `ENOTRECOVERABLE` in a child made without the fork
+    /// handlers (`_Fork`) while another thread of the parent was changing this domain's state
+    /// (its tables then stay as they are: see the C header's "Fork").
     ///
     /// # Examples
     /// ```
@@ -277,6 +279,14 @@ impl Domain {
     #[doc(hidden)]
     pub fn homed_waiters(&self) -> usize {
         self.tables().homed_waiters()
+    }
+
+    /// The waiter counts of this domain's current tables, summed: at least the waiters queued
+    /// and about to queue (the invariant of `table.rs`), and equal to [`Self::queued_waiters`]
+    /// when no operation is in flight (for tests).
+    #[doc(hidden)]
+    pub fn counted_waiters(&self) -> usize {
+        self.tables().counted_waiters()
     }
 
     /// How many tables are current: the plain one (if allocated) and each node's in use.

@@ -30,19 +30,19 @@
 //!
 //! A child made without the handlers (glibc's `_Fork`, a raw `clone` without `CLONE_VM`) is
 //! told by the fork mark (`fork_mark.rs`), and its first call that could meet the parent's
-//! waiters makes the child handler's fresh start itself ([`unprepared_start`]), if the gate is
-//! free: a resize or a domain's set-up under way in another thread at such a fork leaves the
-//! child the parent's tables as they were, as does a fork from a handler inside one of our
-//! calls. Children that share the memory (`vfork`, `posix_spawn`, which exec at once) keep
-//! everything, as they must.
+//! waiters makes the child handler's fresh start itself ([`unprepared_start`]), unless the fork
+//! came from a handler inside one of our calls (as above). Another thread may have held the
+//! gate at such a fork (a resize, a domain's set-up, query or drop, another fork's prepare
+//! handler): the start takes the gate over (`gate.rs`), and the one domain whose state that
+//! thread held is *lost* in the child — its state lock stays held and its state is never read
+//! again, its tables stay as they are (a migration of waiters left half done is settled), and a
+//! resize of it fails with `ENOTRECOVERABLE` (`Tables`). `tests/fork.rs`'s
+//! `…_while_the_gate_is_held_goes_on` makes such children by the hundred.
 //!
-//! Not covered: in the first case the gate stays held by a thread the child does not have, so
-//! the child's first call that takes it (a domain's query, resize, making or drop; a thread's
-//! first wait that grows an automatic table) waits for ever. Taking the gate over would not do:
-//! its holder may have left the domain's state half changed and its std locks (the state's,
-//! the table list's) held. A child forked with the handlers never gets there; one made with
-//! `_Fork` while another thread makes and drops domains in a loop does within a few forks
-//! (`tests/fork.rs`, the ignored `…_while_the_gate_is_held_goes_on`).
+//! Such a child inherits glibc's locks as they were, too (`_Fork` resets none of malloc's): as
+//! POSIX says, it should make only async-signal-safe calls, which waits and wakes are.
+//! Children that share the memory (`vfork`, `posix_spawn`, which exec at once) keep
+//! everything, as they must.
 //!
 //! Process-shared words are keyed by object, not by process, and the shared table has
 //! handlers of its own (`shared/process.rs`).
@@ -73,9 +73,7 @@ pub(crate) fn watch() {
 /// of our calls.
 fn unprepared_start() {
     if let Some(quiet) = crate::reentry::fork_quiet() {
-        if let Some(hold) = crate::tables::try_hold_unprepared() {
-            forget(hold);
-        }
+        forget(crate::tables::hold_unprepared());
         drop(quiet);
     }
 }

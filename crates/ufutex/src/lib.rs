@@ -55,6 +55,7 @@ mod fork;
 mod fork_mark;
 #[cfg(all(test, ufutex_loom))]
 mod fork_models;
+mod gate;
 mod group;
 mod key;
 mod lock;

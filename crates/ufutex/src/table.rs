@@ -111,12 +111,13 @@ impl Bucket {
 
     /// In a forked child (`fork.rs`), whose one thread is in no call of ours: no waiter is
     /// queued (every one was a parent's thread that the child does not have), the count is
-    /// its table's base (`RETIRED` if the table is not current, else 0), and the lock is free,
+    /// its table's base (`RETIRED` if the table is not current, else 0: `base`, or if `None`
+    /// the base the count shows), and the lock is free,
     /// whatever a parent's thread was doing here at the fork. The queue's groups and nodes
     /// stay where they are, unreferenced. What is already as new is not written
     /// (`primitive::reset_in_child`): most buckets of most tables are idle.
     #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
-    fn forget(&self) {
+    fn forget(&self, base: Option<u32>) {
         // SAFETY: the child has one thread, which holds no bucket lock and is in no queue
         // operation: nothing else reaches the queue. A queue that is not empty is
         // overwritten, not dropped (it owns nothing), and never read again.
@@ -125,9 +126,11 @@ impl Bucket {
                 self.queue.get().write(Queue::new());
             }
         }
-        // Relaxed: one thread. No resize was under way at the fork (the prepare handler holds
-        // the gate that resizes hold), so the count is its base plus in-flight increments.
-        crate::primitive::reset_in_child(&self.waiters, self.waiters.load(Ordering::Relaxed) & RETIRED);
+        // Relaxed: one thread. Unless a migration was left unfinished at the fork (whose
+        // tables the caller names a base for: `gate.rs`), the count is its base plus in-flight
+        // increments.
+        let base = base.unwrap_or_else(|| self.waiters.load(Ordering::Relaxed) & RETIRED);
+        crate::primitive::reset_in_child(&self.waiters, base);
         self.bell.forget();
         self.fence.forget();
         self.lock.forget();
@@ -222,6 +225,13 @@ pub(crate) struct Table {
     /// Creation order, for the lock order across tables (module docs); 0 for the static table.
     id: u64,
     storage: Storage,
+    /// The next table in the list a forked child forgets waiters in (`gate.rs`).
+    listed_next: std::sync::atomic::AtomicPtr<Table>,
+}
+
+/// A table's link before it is listed.
+const fn unlisted() -> std::sync::atomic::AtomicPtr<Table> {
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut())
 }
 
 /// The next table's id (a std atomic even under loom: only its order matters, and tables are
@@ -274,7 +284,7 @@ impl Table {
         };
         // Relaxed: a unique, increasing number; nothing is published through it.
         let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Some(Table { buckets, shift: 64 - slots.trailing_zeros(), slots, node, id, storage })
+        Some(Table { buckets, shift: 64 - slots.trailing_zeros(), slots, node, id, storage, listed_next: unlisted() })
     }
 
     /// The plain table over a static array of buckets (counts 0): the process default domain
@@ -287,7 +297,15 @@ impl Table {
         let first = std::ptr::from_ref(buckets).cast::<Bucket>().cast_mut();
         // SAFETY: a reference is never null.
         let buckets = unsafe { NonNull::new_unchecked(first) };
-        Table { buckets, shift: 64 - N.trailing_zeros(), slots: N, node: NO_NODE, id: 0, storage: Storage::Static }
+        Table {
+            buckets,
+            shift: 64 - N.trailing_zeros(),
+            slots: N,
+            node: NO_NODE,
+            id: 0,
+            storage: Storage::Static,
+            listed_next: unlisted(),
+        }
     }
 
     pub(crate) fn slots(&self) -> usize {
@@ -297,6 +315,11 @@ impl Table {
     /// The node this table serves ([`NO_NODE`] for the plain table).
     pub(crate) fn node(&self) -> u32 {
         self.node
+    }
+
+    /// The link to the next listed table (`gate.rs`).
+    pub(crate) fn listed_next(&self) -> &std::sync::atomic::AtomicPtr<Table> {
+        &self.listed_next
     }
 
     fn buckets(&self) -> &[Bucket] {
@@ -373,13 +396,18 @@ impl Table {
         drop(old_guards);
     }
 
-    /// The child after the fork: every bucket forgets its waiters and is unlocked (see
-    /// `Bucket::forget`).
+    /// The child after the fork: every bucket forgets its waiters and is unlocked, its count
+    /// at `base` or, if `None`, at the base it shows (see `Bucket::forget`).
     #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
-    pub(crate) fn forget_every_waiter(&self) {
+    pub(crate) fn forget_every_waiter(&self, base: Option<u32>) {
         for b in self.buckets() {
-            b.forget();
+            b.forget(base);
         }
+    }
+
+    /// The buckets' waiter counts, summed (for tests: see `Domain::counted_waiters`).
+    pub(crate) fn counted(&self) -> usize {
+        self.buckets().iter().map(|b| b.waiters.load(Ordering::Relaxed) as usize).sum()
     }
 
     /// How many nodes are queued (for tests' "nothing left queued" checks).

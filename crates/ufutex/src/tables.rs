@@ -6,12 +6,14 @@
 //! Every table of a registry (the plain one and each node's) has the same size: a resize
 //! resizes them all, one after the other, under the state lock (so one resizer at a time).
 
+use crate::gate::Gate;
 use crate::key::{Key, NO_NODE};
-use crate::lock::RawLock;
 use crate::primitive::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crate::table::{Table, RETIRED};
 use crate::topology::{Topology, MAX_NODES};
 use std::io;
+use std::mem::ManuallyDrop;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 
 /// How many buckets a domain's table has.
@@ -66,14 +68,12 @@ impl State {
     }
 
     /// Keep `t` for as long as the domain lives (boxed: it never moves), listed for the fork
-    /// handlers ([`hold_for_fork`]). Under the gate, as every change of a state is.
-    fn keep(&mut self, t: Table) -> io::Result<&Table> {
+    /// handlers ([`hold_for_fork`]). Under the gate (`gate`), as every change of a state is.
+    fn keep(&mut self, gate: &Gate, t: Table) -> io::Result<&Table> {
         self.tables.try_reserve(1).map_err(|_| no_memory())?;
-        let mut listed = listed_tables();
-        listed.try_reserve(1).map_err(|_| no_memory())?;
         self.tables.push(Box::new(t));
         let kept: &Table = self.tables.last().expect("just pushed");
-        listed.push(std::ptr::from_ref(kept) as usize);
+        gate.list(kept);
         Ok(kept)
     }
 }
@@ -87,8 +87,10 @@ impl Drop for State {
         if cfg!(ufutex_loom) || self.tables.is_empty() {
             return;
         }
-        let _gate = Gate::take();
-        listed_tables().retain(|&a| !self.tables.iter().any(|t| std::ptr::from_ref(&**t) as usize == a));
+        let gate = Gate::take();
+        for t in &self.tables {
+            gate.unlist(t);
+        }
     }
 }
 
@@ -105,76 +107,28 @@ pub(crate) const fn initial_table() -> &'static Table {
     &INITIAL
 }
 
-/// The one lock under which every domain's state changes (taken before the domain's own state
-/// lock and released after it) and the list of tables with it ([`listed_tables`]). A fork's
-/// prepare handler that holds it knows that no resize is under way, that no state lock is held
-/// and that no table is being made or freed (`fork.rs`). Only cold paths take it: a resize, a
-/// thread's first wait in a domain, a domain's queries and its drop.
-#[cfg(not(ufutex_loom))]
-static GATE: RawLock = RawLock::new();
-/// Every table of every domain, by address (the default domain's static first table aside),
-/// changed under [`GATE`].
-#[cfg(not(ufutex_loom))]
-static LISTED: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
-#[cfg(ufutex_loom)]
-loom::lazy_static! {
-    static ref GATE: RawLock = RawLock::new();
-    static ref LISTED: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
-}
-
-/// The list of tables (the caller holds the gate, so the std lock is never contended).
-fn listed_tables() -> std::sync::MutexGuard<'static, Vec<usize>> {
-    LISTED.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The gate held. The thread counts itself busy meanwhile, as inside a bucket's critical
-/// section (`reentry.rs`): a signal handler's call then does not wait for the gate it holds.
-struct Gate(());
-
-impl Gate {
-    fn take() -> Gate {
-        // A child made without our fork handlers forgets the parent's waiters before its first
-        // resize, set-up or query (`fork.rs`).
-        #[cfg(not(ufutex_loom))]
-        crate::fork_mark::check();
-        crate::reentry::locking();
-        GATE.lock();
-        Gate(())
-    }
-
-    /// The gate if it is free, without waiting.
-    #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
-    fn try_take() -> Option<Gate> {
-        crate::reentry::locking();
-        if GATE.try_lock() {
-            return Some(Gate(()));
-        }
-        crate::reentry::unlocked();
-        None
-    }
-
-    /// In a forked child: the gate free, whoever slept on it in the parent, and this thread's
-    /// busy count given back.
-    #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
-    fn forget(self) {
-        GATE.forget();
-        std::mem::forget(self);
-        crate::reentry::unlocked();
-    }
-}
-
-impl Drop for Gate {
-    fn drop(&mut self) {
-        GATE.unlock();
-        crate::reentry::unlocked();
-    }
-}
-
-/// A domain's state, locked: the gate, then the domain's own lock (dropped in the reverse
-/// order: fields drop in declaration order).
+/// A domain's state, locked: the gate, then the domain's own lock, named to a forked child
+/// that may find the gate held by a thread it does not have (`gate.rs`); released in the
+/// reverse order.
 struct StateGuard<'a> {
-    state: MutexGuard<'a, State>,
-    _gate: Gate,
+    state: ManuallyDrop<MutexGuard<'a, State>>,
+    gate: Gate,
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: dropped once, here, and never used after.
+        unsafe { ManuallyDrop::drop(&mut self.state) };
+        self.gate.state_released();
+        // (The gate is released by its own drop, after this.)
+    }
+}
+
+impl StateGuard<'_> {
+    /// [`State::keep`], under this guard's gate.
+    fn keep(&mut self, t: Table) -> io::Result<&Table> {
+        self.state.keep(&self.gate, t)
+    }
 }
 
 impl std::ops::Deref for StateGuard<'_> {
@@ -210,11 +164,13 @@ pub(crate) fn hold_for_fork() -> ForkHold {
     ForkHold { gate: Gate::take() }
 }
 
-/// [`hold_for_fork`] in a child made without the prepare handler (`fork_mark::check`): the gate if
-/// it is free; `None` if a thread that the child does not have held it at the fork.
-#[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
-pub(crate) fn try_hold_unprepared() -> Option<ForkHold> {
-    Gate::try_take().map(|gate| ForkHold { gate })
+/// [`hold_for_fork`] in a child made without the prepare handler (`fork_mark::check`), whose
+/// one thread running our code is this one: the gate, taken over if a thread that the child
+/// does not have held it at the fork (`gate::take_over`: the domain whose state that thread
+/// held is lost, [`Tables`]).
+#[cfg(not(ufutex_loom))]
+pub(crate) fn hold_unprepared() -> ForkHold {
+    ForkHold { gate: Gate::try_take().unwrap_or_else(crate::gate::take_over) }
 }
 
 impl ForkHold {
@@ -229,11 +185,16 @@ impl ForkHold {
     #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
     pub(crate) fn forget_waiters(self) {
         #[cfg(not(ufutex_loom))]
-        initial_table().forget_every_waiter();
-        for &t in listed_tables().iter() {
-            // SAFETY: a listed table lives until its domain's state is dropped, which takes the
-            // gate first to unlist it, and we hold the gate.
-            unsafe { &*(t as *const Table) }.forget_every_waiter();
+        initial_table().forget_every_waiter(None);
+        for t in self.gate.listed() {
+            t.forget_every_waiter(None);
+        }
+        // A migration the gate's lost holder left before publishing its new table: the old
+        // table stays current (base 0), the new one spare (`RETIRED`). Once published, every
+        // count already shows its base.
+        if let Some((old, new, false)) = self.gate.migration_left() {
+            old.forget_every_waiter(Some(0));
+            new.forget_every_waiter(Some(RETIRED));
         }
         self.gate.forget();
     }
@@ -248,7 +209,16 @@ pub(crate) struct Tables {
     nodes: OnceLock<Nodes>,
     /// Whether node operations are allowed, and with memory-policy lookup.
     numa: NumaMode,
-    state: Mutex<State>,
+    /// Locked under the gate only. Not dropped when `lost`.
+    state: ManuallyDrop<Mutex<State>>,
+    /// Set in a forked child whose gate a thread it does not have held, with this domain's
+    /// state or about to take it (`gate.rs`): the state's lock stays held and the state may be
+    /// half changed, so it is never read again. The tables stay as they are (a migration left
+    /// unfinished was settled by the child's fresh start): [`Self::set_slots`] fails with
+    /// `ENOTRECOVERABLE`, a node's first table cannot be had (a wait there fails as without
+    /// memory), growth stops, [`Self::slots`] is the plain table's, the policy reads `Fixed` at
+    /// that size, and the drop leaks the tables.
+    lost: AtomicBool,
     threads: OnceLock<Arc<AtomicUsize>>,
     /// Wakes that signal handlers deferred to their threads (`reentry.rs`) and that are not
     /// made yet: the tables are not dropped before they are. The count (low half) belongs to
@@ -339,7 +309,8 @@ impl Tables {
                 current: AtomicPtr::new(current),
                 nodes: OnceLock::new(),
                 numa,
-                state: Mutex::new(State { policy, frozen: false, size, initial, tables: Vec::new() }),
+                state: ManuallyDrop::new(Mutex::new(State { policy, frozen: false, size, initial, tables: Vec::new() })),
+                lost: AtomicBool::new(false),
                 threads: OnceLock::new(),
                 deferred: AtomicU64::new(0),
             }
@@ -417,7 +388,9 @@ impl Tables {
 
     /// The current number of buckets of each table (a `Large` table reports its real size).
     pub(crate) fn slots(&self) -> usize {
-        let st = self.lock_state();
+        let Some(st) = self.lock_state() else {
+            return self.current_of(&self.current).map_or(0, Table::slots);
+        };
         if st.size != 0 {
             return st.size;
         }
@@ -426,12 +399,27 @@ impl Tables {
 
     /// The current sizing policy.
     pub(crate) fn policy(&self) -> Slots {
-        self.lock_state().policy
+        match self.lock_state() {
+            Some(st) => st.policy,
+            None => Slots::Fixed(self.slots()),
+        }
     }
 
-    fn lock_state(&self) -> StateGuard<'_> {
+    /// The state, locked; `None` if it is lost ([`Self::lost`]).
+    fn lock_state(&self) -> Option<StateGuard<'_>> {
         let gate = Gate::take();
-        StateGuard { state: self.state.lock().unwrap_or_else(|e| e.into_inner()), _gate: gate }
+        // Relaxed: set before any thread of the child went on (`fork_mark`'s start).
+        if self.lost.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        gate.hold_state(&self.lost);
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        Some(StateGuard { state: ManuallyDrop::new(state), gate })
+    }
+
+    /// The error of a change that needs a lost state.
+    fn lost_state() -> io::Error {
+        errno(libc::ENOTRECOVERABLE)
     }
 
     /// The size `policy` asks for now.
@@ -453,7 +441,7 @@ impl Tables {
                 return Err(errno(libc::EINVAL));
             }
         }
-        let mut st = self.lock_state();
+        let mut st = self.lock_state().ok_or_else(Self::lost_state)?;
         if st.frozen {
             return Err(errno(libc::EBUSY));
         }
@@ -492,10 +480,15 @@ impl Tables {
         std::iter::once(&self.current).chain(nodes).filter(|p| !p.load(Ordering::Acquire).is_null())
     }
 
+    /// The current table of every slot that has one, plain first.
+    fn current_tables(&self) -> impl Iterator<Item = &Table> {
+        self.slots_in_use().filter_map(|p| self.current_of(p))
+    }
+
     /// Make every current table `slots` big, with the state lock held (one resizer at a time).
     /// Every table needed is had first; only then do waiters move, so on `ENOMEM` nothing has
     /// changed (all tables keep one size).
-    fn resize_locked(&self, st: &mut State, slots: usize) -> io::Result<()> {
+    fn resize_locked(&self, st: &mut StateGuard<'_>, slots: usize) -> io::Result<()> {
         let in_use: Vec<(&AtomicPtr<Table>, u32)> = match self.slots_in_use().collect::<Vec<_>>() {
             // The first table: the plain one (a node's first table is made by `ensure_table`).
             none if none.is_empty() => vec![(&self.current, NO_NODE)],
@@ -539,7 +532,13 @@ impl Tables {
     /// Make `slot`'s (serving `node`) current table `slots` big: publish a first table (counts
     /// 0), or migrate every waiter to a spare table of that size. Fails only when a first table
     /// cannot be had.
-    fn replace_locked(&self, st: &mut State, slot: &AtomicPtr<Table>, node: u32, slots: usize) -> io::Result<()> {
+    fn replace_locked(
+        &self,
+        st: &mut StateGuard<'_>,
+        slot: &AtomicPtr<Table>,
+        node: u32,
+        slots: usize,
+    ) -> io::Result<()> {
         let cur = slot.load(Ordering::Acquire);
         // SAFETY: a non-null `current` points into the domain's tables, which frees nothing while
         // the domain lives.
@@ -556,6 +555,7 @@ impl Tables {
         let new = self.spare_table(st, node, slots).expect("resize_locked had every spare table first");
         // SAFETY: `new` points into the domain's tables, never freed while the domain lives.
         let new_ref = unsafe { &*new };
+        let _named = st.gate.migrating(slot, old, new_ref);
         old.migrate_to(new_ref, || slot.store(new.cast_mut(), Ordering::Release));
         Ok(())
     }
@@ -589,7 +589,9 @@ impl Tables {
         if unsafe { self.current.load(Ordering::Acquire).as_ref() }.is_some_and(|t| t.slots() >= target) {
             return;
         }
-        let mut st = self.lock_state();
+        let Some(mut st) = self.lock_state() else {
+            return;
+        };
         if st.policy == Slots::Auto && st.size < target {
             // Growing is a performance policy: without memory the tables keep their size (all
             // waiters still meet), and a later arrival tries again.
@@ -642,7 +644,7 @@ impl Tables {
 
     #[cold]
     fn first_table(&self, key: &Key) -> io::Result<()> {
-        let mut st = self.lock_state();
+        let mut st = self.lock_state().ok_or_else(Self::lost_state)?;
         if self.table_if_any(key).is_none() {
             let slots = if st.size != 0 { st.size } else { self.policy_slots(st.policy) };
             self.replace_locked(&mut st, self.slot(key.node()), key.node(), slots)?;
@@ -662,20 +664,21 @@ impl Tables {
     /// Waiters queued anywhere in these tables, every node's table included (walks every
     /// bucket under its lock).
     pub(crate) fn queued_waiters(&self) -> usize {
-        let _st = self.lock_state(); // no resize moves waiters between tables meanwhile
-        self.slots_in_use()
-            .map(|p| {
-                // SAFETY: a non-null current pointer points into `state.tables`, kept while we live.
-                unsafe { &*p.load(Ordering::Acquire) }.queued()
-            })
-            .sum()
+        // No resize moves waiters between tables meanwhile (nor ever, in a lost domain).
+        let _st = self.lock_state();
+        self.current_tables().map(Table::queued).sum()
     }
 
     /// Waiters whose home bucket (where they first queued; `parker::Bell`) is in this domain,
     /// by the buckets' own counts, over every table, current or retired. Equals
     /// [`Self::queued_waiters`] when no operation is in flight (for tests).
     pub(crate) fn homed_waiters(&self) -> usize {
-        self.lock_state().all_tables().map(|t| t.homed()).sum()
+        self.over_tables(Table::homed)
+    }
+
+    /// The waiter counts of the current tables' buckets, summed (walks every bucket).
+    pub(crate) fn counted_waiters(&self) -> usize {
+        self.current_tables().map(Table::counted).sum()
     }
 
     /// How many tables are current: the plain one (if allocated) and each node's in use.
@@ -685,7 +688,16 @@ impl Tables {
 
     /// Bytes held by this domain's tables (current and retired).
     pub(crate) fn memory_footprint(&self) -> usize {
-        self.lock_state().all_tables().map(|t| t.footprint()).sum()
+        self.over_tables(Table::footprint)
+    }
+
+    /// The sum of `f` over every table, current or retired (a lost domain's current ones: its
+    /// list of tables is not read again).
+    fn over_tables(&self, f: impl Fn(&Table) -> usize) -> usize {
+        match self.lock_state() {
+            Some(st) => st.all_tables().map(f).sum(),
+            None => self.current_tables().map(f).sum(),
+        }
     }
 }
 
@@ -696,6 +708,10 @@ impl Drop for Tables {
     fn drop(&mut self) {
         while self.deferrals() != 0 {
             crate::primitive::yield_now();
+        }
+        if !self.lost.load(std::sync::atomic::Ordering::Relaxed) {
+            // SAFETY: dropped once, here, and never used after.
+            unsafe { ManuallyDrop::drop(&mut self.state) };
         }
     }
 }
