@@ -355,3 +355,44 @@ fn a_child_made_without_the_handlers_while_the_gate_is_held_goes_on() {
     eprintln!("{forks} forks without the handlers; our own domain was lost in {lost}");
     wake_sleepers(own, w, v, sleepers);
 }
+
+/// As above, with the gate held by another thread's fork through the handlers (whose prepare
+/// handler takes it, and holds it while glibc holds every malloc lock: the child's checks
+/// allocate nothing). The child takes the gate over, loses no domain, and finds none of the
+/// parent's waiters.
+#[test]
+fn a_child_made_without_the_handlers_during_a_fork_with_them_goes_on() {
+    watchdog();
+    let _serial = default_domain_lock();
+    let default = Domain::default_domain();
+    let own = leak(fixed(2));
+    let (w, v): (&'static AtomicU32, &'static AtomicU32) = (leak(AtomicU32::new(0)), leak(AtomicU32::new(0)));
+    let sleepers = sleepers_on(own, w, v);
+    let stop: &'static AtomicBool = leak(AtomicBool::new(false));
+    let _stop = StopOnDrop(stop);
+    let forker = std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            assert_eq!(reap(child(|| 0)), 0);
+        }
+    });
+    for fork in 0..100 * stress_secs().max(1) {
+        let pid = raw_child(|| {
+            // SAFETY: ends a child that hangs (the default action of SIGALRM).
+            unsafe { libc::alarm(10) };
+            if default.wake(w, usize::MAX) != 0 || own.wake(v, usize::MAX) != 0 {
+                return 1;
+            }
+            if own.queued_waiters() != 0 || own.counted_waiters() != 0 || own.slots() != 2 {
+                return 2;
+            }
+            if default.queued_waiters() != 0 || default.counted_waiters() != 0 {
+                return 3;
+            }
+            0
+        });
+        assert_eq!(reap(pid), 0, "fork {fork}: the child's checks failed (see the codes in the test)");
+    }
+    stop.store(true, Ordering::Relaxed);
+    forker.join().expect("the forking thread");
+    wake_sleepers(own, w, v, sleepers);
+}
