@@ -171,10 +171,12 @@ impl Gate {
     #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
     pub(crate) fn migration_left(&self) -> Option<(&Table, &Table, bool)> {
         // Acquire: pairs with `migrating`'s Release: the tables named are this migration's.
-        let slot = MIGRATING_SLOT.swap(std::ptr::null_mut(), Ordering::Acquire);
+        // (Cleared only when set: a child writes no page it need not.)
+        let slot = MIGRATING_SLOT.load(Ordering::Acquire);
         // SAFETY: a named slot and its tables belong to a domain whose state the holder held
         // (named lost: never dropped, `Tables`), so they live.
         let slot = unsafe { slot.as_ref() }?;
+        MIGRATING_SLOT.store(std::ptr::null_mut(), Ordering::Relaxed);
         let (old, new) = (MIGRATING_OLD.load(Ordering::Relaxed), MIGRATING_NEW.load(Ordering::Relaxed));
         // SAFETY: as above.
         let (old, new) = unsafe { (&*old, &*new) };

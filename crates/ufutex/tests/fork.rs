@@ -276,11 +276,12 @@ fn forks_amid_waits_wakes_requeues_and_resizes_leave_the_child_nothing_held() {
 }
 
 /// A child made without our fork handlers while other threads held the gate — making, querying
-/// and dropping domains, resizing one with waiters in it (every waiter moves), or forking with
-/// the handlers — takes the gate over (`gate.rs`). Its first call goes on; the parent's waiters
+/// and dropping domains, querying the default one, resizing one with waiters in it (every
+/// waiter moves) — takes the gate over (`gate.rs`). Its first call goes on; the parent's waiters
 /// are forgotten in every table, a migration left half done included; the domain whose state
-/// the lost thread held keeps its tables as they are and refuses to resize (`ENOTRECOVERABLE`);
-/// waits and wakes work in every domain. A child that has not ended 10 s after the fork counts
+/// the lost thread held (ours, or the default one, which another thread queries) keeps its
+/// tables as they are and refuses to resize (`ENOTRECOVERABLE`); waits and wakes work in every
+/// domain. A child that has not ended 10 s after the fork counts
 /// as hung (SIGALRM, -14).
 #[test]
 fn a_child_made_without_the_handlers_while_the_gate_is_held_goes_on() {
@@ -305,6 +306,12 @@ fn a_child_made_without_the_handlers_while_the_gate_is_held_goes_on() {
                 std::hint::black_box(fixed(2).slots());
             }
         }),
+        // The default domain queried (its state lock taken under the gate).
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::hint::black_box(Domain::default_domain().policy());
+            }
+        }),
         // Our own domain resized back and forth with the parent's 40 sleepers in it.
         std::thread::spawn(move || {
             let mut n = 2;
@@ -315,7 +322,7 @@ fn a_child_made_without_the_handlers_while_the_gate_is_held_goes_on() {
         }),
     ];
     let fresh: &'static AtomicU32 = leak(AtomicU32::new(0));
-    let (forks, mut lost) = (100 * stress_secs().max(1), 0);
+    let (forks, mut lost) = (100 * stress_secs().max(1), [0; 2]);
     for fork in 0..forks {
         let pid = raw_child(|| {
             // SAFETY: ends a child that hangs (the default action of SIGALRM).
@@ -327,24 +334,32 @@ fn a_child_made_without_the_handlers_while_the_gate_is_held_goes_on() {
             if default.wake(w, usize::MAX) != 0 || own.wake(v, usize::MAX) != 0 {
                 return 21;
             }
-            let lost = match own.set_slots(Slots::Fixed(4)) {
-                Ok(()) => false,
+            // A domain is lost (ENOTRECOVERABLE) or resizes; a lost one stays as it is.
+            let lost = |d: &Domain, to: usize| match d.set_slots(Slots::Fixed(to)) {
+                Ok(()) => Ok(false),
                 Err(e) if e.raw_os_error() == Some(libc::ENOTRECOVERABLE) => {
-                    if own.policy() != Slots::Fixed(own.slots()) || own.set_slots(Slots::Fixed(8)).is_ok() {
-                        return 22;
+                    let slots = d.slots();
+                    match d.policy() == Slots::Fixed(slots) && d.set_slots(Slots::Fixed(2 * slots)).is_err() {
+                        true => Ok(true),
+                        false => Err(22),
                     }
-                    true
                 }
-                Err(_) => return 23,
+                Err(_) => Err(23),
+            };
+            let (own_lost, default_lost) = match (lost(own, 4), lost(default, 64)) {
+                (Ok(o), Ok(d)) => (o, d),
+                (Err(e), _) | (_, Err(e)) => return e,
             };
             match rounds_in_both(own, fresh, fresh) {
-                0 => i32::from(lost) * 100,
+                0 => 100 + i32::from(own_lost) + 2 * i32::from(default_lost),
                 failed => failed,
             }
         });
         match reap(pid) {
-            0 => {}
-            100 => lost += 1,
+            status @ 100..=103 => {
+                lost[0] += status & 1;
+                lost[1] += (status >> 1) & 1;
+            }
             status => panic!("fork {fork}: the child's checks failed: {status} (see the codes in the test)"),
         }
     }
@@ -352,7 +367,7 @@ fn a_child_made_without_the_handlers_while_the_gate_is_held_goes_on() {
     for t in busy.drain(..) {
         t.join().expect("a busy thread");
     }
-    eprintln!("{forks} forks without the handlers; our own domain was lost in {lost}");
+    eprintln!("{forks} forks without the handlers; our own domain was lost in {}, the default in {}", lost[0], lost[1]);
     wake_sleepers(own, w, v, sleepers);
 }
 
