@@ -12,7 +12,7 @@ use common::{
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use ufutex::{Domain, Slots};
+use ufutex::{Domain, Slots, WaitError};
 
 /// In the child: one thread waits on `w` (for 0) in `d`, is seen queued, and one wake takes
 /// exactly it. Nothing of the parent's is queued before or after. The child's exit status: 0
@@ -57,40 +57,48 @@ fn leak<T>(t: T) -> &'static T {
     Box::leak(Box::new(t))
 }
 
-/// The parent's 80 sleepers (half on `w` in the default domain, half on `v` in `own`), each
+/// A fork test's parent: the default domain to this test, a domain of its own (`own`, two
+/// buckets) and 80 sleepers, half on `w` in the default domain and half on `v` in `own`, each
 /// waiting until its word is set.
-fn sleepers_on(own: &'static Domain, w: &'static AtomicU32, v: &'static AtomicU32) -> Vec<std::thread::JoinHandle<()>> {
-    let default = Domain::default_domain();
-    let sleepers = (0..80)
-        .map(|i| {
-            let (d, word) = if i % 2 == 0 { (default, w) } else { (own, v) };
-            std::thread::spawn(move || {
-                while word.load(Ordering::Acquire) == 0 {
-                    let _ = d.wait(word, 0, None);
-                }
-            })
-        })
-        .collect();
-    await_queued(default, 40);
-    await_queued(own, 40);
-    sleepers
-}
-
-/// The parent's sleepers are where they were after the fork, and all wake.
-fn wake_sleepers(
+struct Sleepers {
     own: &'static Domain,
     w: &'static AtomicU32,
     v: &'static AtomicU32,
-    sleepers: Vec<std::thread::JoinHandle<()>>,
-) {
-    let default = Domain::default_domain();
-    assert_eq!((default.queued_waiters(), own.queued_waiters()), (40, 40));
-    w.store(1, Ordering::Release);
-    v.store(1, Ordering::Release);
-    assert_eq!(default.wake(w, usize::MAX), 40);
-    assert_eq!(own.wake(v, usize::MAX), 40);
-    for s in sleepers {
-        s.join().expect("a sleeper");
+    threads: Vec<std::thread::JoinHandle<()>>,
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Sleepers {
+    fn start() -> Sleepers {
+        let _serial = default_domain_lock();
+        let (default, own) = (Domain::default_domain(), leak(fixed(2)));
+        let (w, v): (&'static AtomicU32, &'static AtomicU32) = (leak(AtomicU32::new(0)), leak(AtomicU32::new(0)));
+        let threads = (0..80)
+            .map(|i| {
+                let (d, word) = if i % 2 == 0 { (default, w) } else { (own, v) };
+                std::thread::spawn(move || {
+                    while word.load(Ordering::Acquire) == 0 {
+                        let _ = d.wait(word, 0, None);
+                    }
+                })
+            })
+            .collect();
+        await_queued(default, 40);
+        await_queued(own, 40);
+        Sleepers { own, w, v, threads, _serial }
+    }
+
+    /// The sleepers are where they were after the forks, and all wake.
+    fn wake(self) {
+        let (default, own) = (Domain::default_domain(), self.own);
+        assert_eq!((default.queued_waiters(), own.queued_waiters()), (40, 40));
+        self.w.store(1, Ordering::Release);
+        self.v.store(1, Ordering::Release);
+        assert_eq!(default.wake(self.w, usize::MAX), 40);
+        assert_eq!(own.wake(self.v, usize::MAX), 40);
+        for t in self.threads {
+            t.join().expect("a sleeper");
+        }
     }
 }
 
@@ -173,10 +181,8 @@ fn first_call(
 #[test]
 fn a_child_made_without_the_handlers_has_none_of_the_parents_waiters() {
     watchdog();
-    let _serial = default_domain_lock();
-    let own = leak(fixed(2));
-    let (w, v): (&'static AtomicU32, &'static AtomicU32) = (leak(AtomicU32::new(0)), leak(AtomicU32::new(0)));
-    let sleepers = sleepers_on(own, w, v);
+    let sleepers = Sleepers::start();
+    let (own, w, v) = (sleepers.own, sleepers.w, sleepers.v);
     let spare: &'static AtomicU32 = leak(AtomicU32::new(0));
     for first in [First::Wait, First::TwoWaits, First::Wake, First::Requeue, First::Query] {
         let pid = raw_child(|| match first_call(first, own, w, v, spare) {
@@ -189,21 +195,19 @@ fn a_child_made_without_the_handlers_has_none_of_the_parents_waiters() {
             "{first:?} first; the child's checks (21-22: its first call; 1-4: default domain, 11-14: its own)"
         );
     }
-    wake_sleepers(own, w, v, sleepers);
+    sleepers.wake();
 }
 
 #[test]
 fn a_child_has_none_of_the_parents_waiters() {
     watchdog();
-    let _serial = default_domain_lock();
-    let own = leak(fixed(2));
     // More sleepers than one ring word has slots, on the default domain and on one of our own.
-    let (w, v): (&'static AtomicU32, &'static AtomicU32) = (leak(AtomicU32::new(0)), leak(AtomicU32::new(0)));
-    let sleepers = sleepers_on(own, w, v);
+    let sleepers = Sleepers::start();
+    let (own, w, v) = (sleepers.own, sleepers.w, sleepers.v);
     // The child's own waiters wait on the words the parent's do.
     let pid = child(|| rounds_in_both(own, w, v));
     assert_eq!(reap(pid), 0, "the child's checks (1-4: default domain, 11-14: its own)");
-    wake_sleepers(own, w, v, sleepers);
+    sleepers.wake();
 }
 
 #[test]
@@ -275,28 +279,56 @@ fn forks_amid_waits_wakes_requeues_and_resizes_leave_the_child_nothing_held() {
     eprintln!("{forks} forks amid the traffic in {:?}", start.elapsed());
 }
 
+/// The checks of a child made without our fork handlers (`_Fork`) while threads of the parent
+/// may have held the gate, none of which allocates: glibc's locks stay in the child as they were
+/// at the fork, malloc's among them, so such a child makes only async-signal-safe calls (waits
+/// and wakes are). The exit status: 100, plus 1 if `own` is lost and 2 if the default domain
+/// is (`gate.rs`); else the number of the failed check. A child that has not ended 10 s after
+/// the fork is hung (SIGALRM, -14).
+fn unprepared_child(own: &Domain, w: &AtomicU32, v: &AtomicU32, fresh: &AtomicU32) -> i32 {
+    // SAFETY: ends a child that hangs (the default action of SIGALRM).
+    unsafe { libc::alarm(10) };
+    let default = Domain::default_domain();
+    // None of the parent's waiters is left, and every count is at its base.
+    for (d, word) in [(default, w), (own, v)] {
+        if d.wake(word, usize::MAX) != 0 || d.queued_waiters() != 0 || d.counted_waiters() != 0 {
+            return 21;
+        }
+    }
+    // Too big a size is ENOMEM where the domain can resize (before any allocation), and
+    // ENOTRECOVERABLE where it is lost, which then reads `Fixed` at its size.
+    let lost = |d: &Domain| match d.set_slots(Slots::Fixed(1 << 21)).map_err(|e| e.raw_os_error()) {
+        Err(Some(libc::ENOMEM)) => Some(false),
+        Err(Some(libc::ENOTRECOVERABLE)) => (d.policy() == Slots::Fixed(d.slots())).then_some(true),
+        _ => None,
+    };
+    let (Some(own_lost), Some(default_lost)) = (lost(own), lost(default)) else {
+        return 22;
+    };
+    // A wait in each domain: one on a value the word does not hold, one that queues and times out.
+    for d in [default, own] {
+        let timed = d.wait(fresh, 0, Some(Duration::from_millis(1).into()));
+        if !matches!(d.wait(fresh, 1, None), Err(WaitError::WouldBlock)) || !matches!(timed, Err(WaitError::TimedOut)) {
+            return 23;
+        }
+        if d.queued_waiters() != 0 || d.counted_waiters() != 0 || d.homed_waiters() != 0 {
+            return 24;
+        }
+    }
+    100 + i32::from(own_lost) + 2 * i32::from(default_lost)
+}
+
 /// A child made without our fork handlers while other threads held the gate — making, querying
 /// and dropping domains, querying the default one, resizing one with waiters in it (every
 /// waiter moves) — takes the gate over (`gate.rs`). Its first call goes on; the parent's waiters
 /// are forgotten in every table, a migration left half done included; the domain whose state
-/// the lost thread held (ours, or the default one, which another thread queries) keeps its
-/// tables as they are and refuses to resize (`ENOTRECOVERABLE`); waits and wakes work in every
-/// domain. A child that has not ended 10 s after the fork counts
-/// as hung (SIGALRM, -14).
+/// the lost thread held (ours, or the default one) keeps its tables as they are and refuses to
+/// resize (`ENOTRECOVERABLE`); waits work in every domain ([`unprepared_child`]).
 #[test]
 fn a_child_made_without_the_handlers_while_the_gate_is_held_goes_on() {
     watchdog();
-    let _serial = default_domain_lock();
-    // The child allocates (its threads, its resize): each thread made from here on gets a malloc
-    // arena of its own, so that none of the busy threads, which allocate, holds the lock of the
-    // arena the child's thread uses at the fork (glibc's `_Fork` leaves malloc's locks as they
-    // were, ours aside).
-    // SAFETY: mallopt has no memory-safety preconditions.
-    assert_eq!(unsafe { libc::mallopt(libc::M_ARENA_MAX, 1 << 12) }, 1);
-    let default = Domain::default_domain();
-    let own = leak(fixed(2));
-    let (w, v): (&'static AtomicU32, &'static AtomicU32) = (leak(AtomicU32::new(0)), leak(AtomicU32::new(0)));
-    let sleepers = sleepers_on(own, w, v);
+    let sleepers = Sleepers::start();
+    let (own, w, v) = (sleepers.own, sleepers.w, sleepers.v);
     let stop: &'static AtomicBool = leak(AtomicBool::new(false));
     let _stop = StopOnDrop(stop);
     let mut busy = vec![
@@ -324,43 +356,12 @@ fn a_child_made_without_the_handlers_while_the_gate_is_held_goes_on() {
     let fresh: &'static AtomicU32 = leak(AtomicU32::new(0));
     let (forks, mut lost) = (100 * stress_secs().max(1), [0; 2]);
     for fork in 0..forks {
-        let pid = raw_child(|| {
-            // SAFETY: ends a child that hangs (the default action of SIGALRM).
-            unsafe { libc::alarm(10) };
-            if default.slots() < 16 || own.slots() < 2 {
-                return 20;
-            }
-            // None of the parent's waiters is left, in either domain.
-            if default.wake(w, usize::MAX) != 0 || own.wake(v, usize::MAX) != 0 {
-                return 21;
-            }
-            // A domain is lost (ENOTRECOVERABLE) or resizes; a lost one stays as it is.
-            let lost = |d: &Domain, to: usize| match d.set_slots(Slots::Fixed(to)) {
-                Ok(()) => Ok(false),
-                Err(e) if e.raw_os_error() == Some(libc::ENOTRECOVERABLE) => {
-                    let slots = d.slots();
-                    match d.policy() == Slots::Fixed(slots) && d.set_slots(Slots::Fixed(2 * slots)).is_err() {
-                        true => Ok(true),
-                        false => Err(22),
-                    }
-                }
-                Err(_) => Err(23),
-            };
-            let (own_lost, default_lost) = match (lost(own, 4), lost(default, 64)) {
-                (Ok(o), Ok(d)) => (o, d),
-                (Err(e), _) | (_, Err(e)) => return e,
-            };
-            match rounds_in_both(own, fresh, fresh) {
-                0 => 100 + i32::from(own_lost) + 2 * i32::from(default_lost),
-                failed => failed,
-            }
-        });
-        match reap(pid) {
+        match reap(raw_child(|| unprepared_child(own, w, v, fresh))) {
             status @ 100..=103 => {
                 lost[0] += status & 1;
                 lost[1] += (status >> 1) & 1;
             }
-            status => panic!("fork {fork}: the child's checks failed: {status} (see the codes in the test)"),
+            status => panic!("fork {fork}: the child's check {status} failed (see unprepared_child)"),
         }
     }
     stop.store(true, Ordering::Relaxed);
@@ -368,21 +369,16 @@ fn a_child_made_without_the_handlers_while_the_gate_is_held_goes_on() {
         t.join().expect("a busy thread");
     }
     eprintln!("{forks} forks without the handlers; our own domain was lost in {}, the default in {}", lost[0], lost[1]);
-    wake_sleepers(own, w, v, sleepers);
+    sleepers.wake();
 }
 
 /// As above, with the gate held by another thread's fork through the handlers (whose prepare
-/// handler takes it, and holds it while glibc holds every malloc lock: the child's checks
-/// allocate nothing). The child takes the gate over, loses no domain, and finds none of the
-/// parent's waiters.
+/// handler takes it): the child takes the gate over and loses no domain.
 #[test]
 fn a_child_made_without_the_handlers_during_a_fork_with_them_goes_on() {
     watchdog();
-    let _serial = default_domain_lock();
-    let default = Domain::default_domain();
-    let own = leak(fixed(2));
-    let (w, v): (&'static AtomicU32, &'static AtomicU32) = (leak(AtomicU32::new(0)), leak(AtomicU32::new(0)));
-    let sleepers = sleepers_on(own, w, v);
+    let sleepers = Sleepers::start();
+    let (own, w, v) = (sleepers.own, sleepers.w, sleepers.v);
     let stop: &'static AtomicBool = leak(AtomicBool::new(false));
     let _stop = StopOnDrop(stop);
     let forker = std::thread::spawn(move || {
@@ -390,24 +386,12 @@ fn a_child_made_without_the_handlers_during_a_fork_with_them_goes_on() {
             assert_eq!(reap(child(|| 0)), 0);
         }
     });
+    let fresh: &'static AtomicU32 = leak(AtomicU32::new(0));
     for fork in 0..100 * stress_secs().max(1) {
-        let pid = raw_child(|| {
-            // SAFETY: ends a child that hangs (the default action of SIGALRM).
-            unsafe { libc::alarm(10) };
-            if default.wake(w, usize::MAX) != 0 || own.wake(v, usize::MAX) != 0 {
-                return 1;
-            }
-            if own.queued_waiters() != 0 || own.counted_waiters() != 0 || own.slots() != 2 {
-                return 2;
-            }
-            if default.queued_waiters() != 0 || default.counted_waiters() != 0 {
-                return 3;
-            }
-            0
-        });
-        assert_eq!(reap(pid), 0, "fork {fork}: the child's checks failed (see the codes in the test)");
+        let status = reap(raw_child(|| unprepared_child(own, w, v, fresh)));
+        assert_eq!(status, 100, "fork {fork}: the child's check failed, or a domain was lost (see unprepared_child)");
     }
     stop.store(true, Ordering::Relaxed);
     forker.join().expect("the forking thread");
-    wake_sleepers(own, w, v, sleepers);
+    sleepers.wake();
 }
