@@ -173,8 +173,8 @@ mod tests {
         }
         super::watch(); // the mark, with the start a child makes
         assert!(reads_started().is_some(), "the kernel wipes the mark's page (4.14 and later)");
-        // SAFETY: the child runs only the start (our own memory; a lock another thread held at
-        // the fork is not waited for: `tables::try_hold_unprepared`), a handler and `_exit`.
+        // SAFETY: the child runs only the start (our own memory; a gate another thread held at
+        // the fork is taken over: `tables::hold_unprepared`), a handler and `_exit`.
         let pid = unsafe { _Fork() };
         assert!(pid >= 0, "_Fork: {}", std::io::Error::last_os_error());
         if pid == 0 {

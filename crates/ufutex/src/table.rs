@@ -112,10 +112,10 @@ impl Bucket {
     /// In a forked child (`fork.rs`), whose one thread is in no call of ours: no waiter is
     /// queued (every one was a parent's thread that the child does not have), the count is
     /// its table's base (`RETIRED` if the table is not current, else 0: `base`, or if `None`
-    /// the base the count shows), and the lock is free,
-    /// whatever a parent's thread was doing here at the fork. The queue's groups and nodes
-    /// stay where they are, unreferenced. What is already as new is not written
-    /// (`primitive::reset_in_child`): most buckets of most tables are idle.
+    /// the base the count shows), and the lock is free, whatever a parent's thread was doing
+    /// here at the fork. The queue's groups and nodes stay where they are, unreferenced. What
+    /// is already as new is not written (`primitive::reset_in_child`): most buckets of most
+    /// tables are idle.
     #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
     fn forget(&self, base: Option<u32>) {
         // SAFETY: the child has one thread, which holds no bucket lock and is in no queue

@@ -331,7 +331,7 @@ fn a_child_made_without_the_handlers_while_the_gate_is_held_goes_on() {
     let (own, w, v) = (sleepers.own, sleepers.w, sleepers.v);
     let stop: &'static AtomicBool = leak(AtomicBool::new(false));
     let _stop = StopOnDrop(stop);
-    let mut busy = vec![
+    let busy = [
         // A domain made, queried and dropped: the gate taken three times.
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
@@ -365,7 +365,7 @@ fn a_child_made_without_the_handlers_while_the_gate_is_held_goes_on() {
         }
     }
     stop.store(true, Ordering::Relaxed);
-    for t in busy.drain(..) {
+    for t in busy {
         t.join().expect("a busy thread");
     }
     eprintln!("{forks} forks without the handlers; our own domain was lost in {}, the default in {}", lost[0], lost[1]);
