@@ -146,11 +146,13 @@
  * child takes the lock over; the one domain whose state that thread was changing keeps its
  * tables as they are in the child: it no longer grows, and a resize of it fails with
  * ENOTRECOVERABLE. (As glibc's own locks are left as they were by _Fork, such a child should
- * make only async-signal-safe calls, as POSIX says; wait and wake are.) A fork from a signal
- * handler that interrupted its thread
- * inside the library leaves the queues as they are (the interrupted call goes on in the
- * child). Process-shared words are keyed by the object, so parent and
- * child meet on them as before.
+ * make only async-signal-safe calls, as POSIX says; wait and wake are.) Either kind of fork
+ * may come while another thread makes one of the library's first-use set-ups (installing the
+ * fork handlers or the fault handler, reading the NUMA topology, mapping the shared table):
+ * the child makes it again itself, never waiting for that thread. A fork from a signal
+ * handler that interrupted its thread inside the library leaves the queues as they are (the
+ * interrupted call goes on in the child). Process-shared words are keyed by the object, so
+ * parent and child meet on them as before.
  *
  * Out of memory for a wait-queue table, a call returns ENOMEM and changes nothing: a resize
  * (ufutex_hash_set_slots) keeps the old table, and a wait, waitv or requeue on a UFUTEX_NUMA

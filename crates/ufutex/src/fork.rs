@@ -44,6 +44,11 @@
 //! Children that share the memory (`vfork`, `posix_spawn`, which exec at once) keep
 //! everything, as they must.
 //!
+//! Either kind of fork may come while another thread makes one of the process's first-use
+//! set-ups (these handlers' registration in [`watch`], the C ABI's fault handler, the topology,
+//! the shared table's segment and slot), which run outside the gate: they are made with
+//! `once.rs`'s primitives, which a child never waits on for a thread it does not have.
+//!
 //! Process-shared words are keyed by object, not by process, and the shared table has
 //! handlers of its own (`shared/process.rs`).
 
@@ -56,10 +61,14 @@ std::thread_local! {
     static HELD: RefCell<Option<(ForkHold, ForkQuiet)>> = const { RefCell::new(None) };
 }
 
-/// Install the handlers and make the fork mark, once per process.
+/// Install the handlers and make the fork mark, once per process. A child forked while another
+/// thread of the parent did this does it again (`once.rs`): the handlers may then be registered
+/// twice, and run twice a fork; the second prepare handler finds its thread quiet already
+/// (`reentry::fork_quiet`) and takes nothing, so the second parent and child handlers find
+/// nothing to release.
 pub(crate) fn watch() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
+    static ONCE: crate::once::Once = crate::once::Once::new();
+    ONCE.call(|_| {
         // SAFETY: the handlers are `extern "C"` functions without arguments, as pthread_atfork
         // requires, and live as long as the library (glibc drops them when the object that
         // registered them is unloaded). Should it fail (ENOMEM), forks go on as without it.
@@ -93,6 +102,8 @@ extern "C" fn prepare() {
     if HELD.try_with(|_| ()).is_err() {
         return;
     }
+    // (Nor does the second of two registrations of the handlers, `watch`: this thread is
+    // quiet already, so `fork_quiet` says no.)
     let Some(quiet) = crate::reentry::fork_quiet() else {
         return;
     };
@@ -150,6 +161,38 @@ mod tests {
         assert_eq!(t.deferrals(), 1, "the parent still has the thread that will make it");
         t.deferral_done();
         assert_eq!(t.deferrals(), 0);
+    }
+
+    /// A child forked while another thread of the parent was registering the handlers does it
+    /// again (`watch`, `once.rs`), and has them twice if that thread had got that far: a fork
+    /// still takes the gate once, the parent gets it back, and the child starts with it free
+    /// (a second prepare handler that took it again would wait for itself for ever).
+    #[test]
+    fn handlers_registered_twice_take_the_gate_once() {
+        use crate::test_child::Child;
+        super::watch();
+        // SAFETY: as in `watch`: the handlers are argument-less `extern "C"` functions that live
+        // as long as the process. (From here on, every fork of this test process runs them
+        // twice, as the child of such a fork would.)
+        let twice = unsafe { libc::pthread_atfork(Some(super::prepare), Some(super::parent), Some(super::child)) };
+        assert_eq!(twice, 0, "pthread_atfork");
+        let t = Tables::new(Slots::Fixed(2), NumaMode::Off).expect("a small table");
+        // SAFETY: the child resizes its copy of the tables (their gate, which the handlers
+        // left free, and the allocator, which glibc's fork leaves usable) and exits with
+        // `_exit`.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            let code = match t.set_slots(Slots::Fixed(4), false) {
+                Ok(()) if t.slots() == 4 => 0,
+                _ => 1,
+            };
+            // SAFETY: ends the child without the parent's exit handlers.
+            unsafe { libc::_exit(code) };
+        }
+        assert_eq!(Child(pid).join_within(std::time::Duration::from_secs(20)), 0, "the child resized");
+        t.set_slots(Slots::Fixed(8), false).expect("the parent's gate is free");
+        assert_eq!(t.slots(), 8);
     }
 
     /// A child made without the fork handlers (`_Fork`) whose first call takes the start gets

@@ -19,41 +19,62 @@
 //! call of its own and wait for it, that is for its own thread, for ever. Its signals arrive
 //! once the start is made, as they would have after a call of ours.
 
+use crate::once::RacyWord;
 use crate::primitive::{start_once, STARTED};
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
-use std::sync::OnceLock;
 
 /// The mark, once [`make`] made it: null before, and where it could not be made (a kernel
 /// before 4.14; then children made without the handlers are not told).
 static MARK: AtomicPtr<AtomicU8> = AtomicPtr::new(std::ptr::null_mut());
-/// The fresh start a child made without the handlers makes (`fork.rs`).
-static START: OnceLock<fn()> = OnceLock::new();
-/// The page: its address, and whether the kernel wipes it in children; `None` if it could not
-/// be mapped. Made by whichever needs it first, the mark or the shared table.
-static PAGE: OnceLock<Option<(usize, bool)>> = OnceLock::new();
+/// The fresh start a child made without the handlers makes (`fork.rs`): a `fn()`, null until
+/// [`make`] stores it.
+static START: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+/// The page ([`page`]): its address with bit 1 set and bit 0 for whether the kernel wipes it,
+/// or [`NO_PAGE`]. Made by whichever needs it first, the mark or the shared table: each thread
+/// that finds it missing maps one, the first published stays and the others are unmapped, so
+/// no thread waits for another (which a fork may have left behind: `once.rs`).
+static PAGE: RacyWord = RacyWord::new();
+/// [`PAGE`] when the page could not be mapped.
+const NO_PAGE: u64 = 1;
 /// Where in the page the shared table's word is (`shared/process.rs`), apart from the mark's
 /// byte at its start.
 const SHARED_WORD: usize = 4;
+/// The bytes used (the mark, the shared word); the kernel rounds a mapping and its advice up to
+/// whole pages, whatever their size.
+const PAGE_USED: usize = SHARED_WORD + std::mem::size_of::<AtomicU32>();
 
-/// The page, mapped the first time (zeroed, with `MADV_WIPEONFORK` where the kernel has it).
+/// The page, mapped the first time (zeroed, with `MADV_WIPEONFORK` where the kernel has it):
+/// its address, and whether the kernel wipes it in children; `None` if it could not be mapped.
 fn page() -> Option<(usize, bool)> {
-    *PAGE.get_or_init(|| {
-        // The bytes used (the mark, the shared word); the kernel rounds a mapping and its advice up
-        // to whole pages, whatever their size.
-        let len = SHARED_WORD + std::mem::size_of::<AtomicU32>();
-        let p = crate::pages::map(len)?.as_ptr().cast::<libc::c_void>();
-        // SAFETY: `p` is the `len`-byte mapping just made, ours alone, and never unmapped.
-        let wiped = unsafe { libc::madvise(p, len, libc::MADV_WIPEONFORK) } == 0;
-        Some((p as usize, wiped))
-    })
+    let kept = PAGE.get_or_make(map_page, unmap_page);
+    (kept != NO_PAGE).then_some(((kept & !3) as usize, kept & 1 != 0))
+}
+
+/// A new page for [`PAGE`], in its encoding.
+fn map_page() -> u64 {
+    let Some(p) = crate::pages::map(PAGE_USED) else {
+        return NO_PAGE;
+    };
+    let p = p.as_ptr().cast::<libc::c_void>();
+    // SAFETY: `p` is the `PAGE_USED`-byte mapping just made, known to this thread alone.
+    let wiped = unsafe { libc::madvise(p, PAGE_USED, libc::MADV_WIPEONFORK) } == 0;
+    p as u64 | 2 | u64::from(wiped)
+}
+
+/// Unmap a page that [`map_page`] made and another thread's beat to [`PAGE`].
+fn unmap_page(mine: u64) {
+    if mine != NO_PAGE {
+        // SAFETY: the mapping `map_page` made, never published: known to this thread alone.
+        unsafe { libc::munmap((mine & !3) as usize as *mut libc::c_void, PAGE_USED) };
+    }
 }
 
 /// Make the mark, with the start that a child told by it makes; once per process (by
-/// `fork::watch`, before the process first queues a waiter).
+/// `fork::watch`, before the process first queues a waiter), or again in a child forked while
+/// a thread of the parent made it (`once.rs`): each step may be made twice.
 pub(crate) fn make(start: fn()) {
-    if START.set(start).is_err() {
-        return;
-    }
+    // Release: a thread that reads the mark (below) finds the start.
+    START.store(start as *mut (), Ordering::Release);
     // A page the kernel does not wipe tells no child anything.
     let Some((p, true)) = page() else {
         return;
@@ -106,7 +127,11 @@ fn unprepared(m: &AtomicU8) {
     start_once(m, || {
         #[cfg(test)]
         in_the_window();
-        if let Some(start) = START.get() {
+        // Acquire: pairs with `make`'s store (the mark was read after it anyway).
+        let start = START.load(Ordering::Acquire);
+        if !start.is_null() {
+            // SAFETY: START holds null or a `fn()` that `make` stored, cast to a pointer.
+            let start = unsafe { std::mem::transmute::<*mut (), fn()>(start) };
             start();
         }
     });

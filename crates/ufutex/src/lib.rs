@@ -65,6 +65,7 @@ pub mod named;
 #[cfg(not(ufutex_loom))]
 mod node_pool;
 mod numa;
+mod once;
 mod pages;
 mod parker;
 mod primitive;

@@ -275,12 +275,16 @@ impl Fence {
     }
 }
 
-/// Milliseconds since the first call in this process (a coarse clock for [`Fence`]'s age).
+/// Milliseconds on the monotonic clock, cut to 32 bits (a coarse clock for [`Fence`]'s age,
+/// which takes only wrapping differences of it; no base to set once, so nothing a fork could
+/// leave half made: `once.rs`).
 fn now_ms() -> u32 {
     #[cfg(not(ufutex_loom))]
     {
-        static BASE: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-        BASE.get_or_init(std::time::Instant::now).elapsed().as_millis() as u32
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid timespec to write; CLOCK_MONOTONIC always exists.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        (ts.tv_sec as u64).wrapping_mul(1000).wrapping_add(ts.tv_nsec as u64 / 1_000_000) as u32
     }
     #[cfg(ufutex_loom)]
     0

@@ -8,13 +8,14 @@
 
 use crate::gate::Gate;
 use crate::key::{Key, NO_NODE};
+use crate::once::{Racy, RacyWord};
 use crate::primitive::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crate::table::{Table, RETIRED};
 use crate::topology::{Topology, MAX_NODES};
 use std::io;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// How many buckets a domain's table has.
 ///
@@ -206,7 +207,7 @@ pub(crate) struct Tables {
     current: AtomicPtr<Table>,
     /// Per-node current tables, once NUMA is in use (set at `new` for private domains, on
     /// first NUMA use for the default domain).
-    nodes: OnceLock<Nodes>,
+    nodes: Racy<Nodes>,
     /// Whether node operations are allowed, and with memory-policy lookup.
     numa: NumaMode,
     /// Locked under the gate only. Not dropped when `lost`.
@@ -219,7 +220,7 @@ pub(crate) struct Tables {
     /// memory), growth stops, [`Self::slots`] is the plain table's, the policy reads `Fixed` at
     /// that size, and the drop leaks the tables.
     lost: AtomicBool,
-    threads: OnceLock<Arc<AtomicUsize>>,
+    threads: Racy<Arc<AtomicUsize>>,
     /// Wakes that signal handlers deferred to their threads (`reentry.rs`) and that are not
     /// made yet: the tables are not dropped before they are. The count (low half) belongs to
     /// the fork generation in the high half ([`FORKS`]): in a forked child, a count from
@@ -276,12 +277,12 @@ pub(crate) const AUTO_MIN: usize = 16;
 
 /// 256 × CPUs, rounded up to a power of two (the kernel's global hash size).
 pub(crate) fn large_slots() -> usize {
-    static LARGE: OnceLock<usize> = OnceLock::new();
-    *LARGE.get_or_init(|| {
+    static LARGE: RacyWord = RacyWord::new();
+    LARGE.get_or_init(|| {
         // SAFETY: sysconf has no memory-safety preconditions.
         let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
-        (256 * cpus.max(1) as usize).next_power_of_two()
-    })
+        (256 * cpus.max(1) as u64).next_power_of_two()
+    }) as usize
 }
 
 fn auto_slots(threads: usize) -> usize {
@@ -307,11 +308,11 @@ impl Tables {
             };
             Tables {
                 current: AtomicPtr::new(current),
-                nodes: OnceLock::new(),
+                nodes: Racy::new(),
                 numa,
                 state: ManuallyDrop::new(Mutex::new(State { policy, frozen: false, size, initial, tables: Vec::new() })),
                 lost: AtomicBool::new(false),
-                threads: OnceLock::new(),
+                threads: Racy::new(),
                 deferred: AtomicU64::new(0),
             }
         }

@@ -10,7 +10,7 @@
 //! `MPOL_BIND` / `MPOL_PREFERRED_MANY` policy's home node, which user space cannot read: those
 //! give none here, as they do in the kernel without a home node.
 
-use std::sync::OnceLock;
+use crate::once::Racy;
 
 /// The most nodes a domain has (the kernel's `MAX_NUMNODES` at its largest).
 pub(crate) const MAX_NODES: usize = 1024;
@@ -26,7 +26,7 @@ pub(crate) struct Topology {
 impl Topology {
     /// The process's topology: `UFUTEX_NUMA_NODES=N` virtual nodes, else the machine's.
     pub(crate) fn system() -> &'static Topology {
-        static SYSTEM: OnceLock<Topology> = OnceLock::new();
+        static SYSTEM: Racy<Topology> = Racy::new();
         SYSTEM.get_or_init(|| {
             let forced = std::env::var("UFUTEX_NUMA_NODES").ok().and_then(|v| v.trim().parse::<usize>().ok());
             match forced {

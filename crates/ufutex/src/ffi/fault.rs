@@ -322,11 +322,11 @@ pub(crate) mod probe {
 #[cfg(ufutex_fixup)]
 mod fixup {
     use super::Fault;
+    use crate::once::{Once, Run};
     use crate::word::Size;
     use std::cell::UnsafeCell;
     use std::mem::MaybeUninit;
     use std::sync::atomic::{AtomicU8, Ordering};
-    use std::sync::Once;
 
     // Each function's first instruction is its only memory access (a load, or for the
     // `touch` functions an atomic add of 0: a write that changes nothing); a fault there resumes at
@@ -692,7 +692,7 @@ mod fixup {
     #[inline]
     pub(super) fn enabled() -> bool {
         install();
-        // Relaxed: written inside `INSTALL.call_once`, whose completion we observed (Acquire).
+        // Relaxed: written inside `INSTALL.call`, whose completion we observed (Acquire).
         MODE.load(Ordering::Relaxed) != NOT_READY
     }
 
@@ -883,7 +883,9 @@ mod fixup {
     /// The previous dispositions of SIGSEGV and SIGBUS, written once before our handler is
     /// installed and only read afterwards (by the handler).
     struct Saved(UnsafeCell<MaybeUninit<[libc::sigaction; 2]>>);
-    // SAFETY: written only inside `INSTALL.call_once`, before the handler that reads it exists.
+    // SAFETY: written only inside `INSTALL.call`, which runs once per process (a forked child
+    // may take a run over, from a thread the child does not have), before the handler that
+    // reads it is installed.
     unsafe impl Sync for Saved {}
     static SAVED: Saved = Saved(UnsafeCell::new(MaybeUninit::uninit()));
     static INSTALL: Once = Once::new();
@@ -898,43 +900,46 @@ mod fixup {
 
     #[inline]
     fn install() {
-        if !INSTALL.is_completed() {
-            install_slow();
-        }
+        INSTALL.call(install_now);
     }
 
+    /// Save the dispositions of [`SIGNALS`], then install ours. A run taken over in a child
+    /// (`Run::TakenOver`: the parent forked while another of its threads was here) may find ours
+    /// installed already: that signal's saved disposition, written before ours was installed,
+    /// stays as the child inherited it (saving ours would chain the handler to itself).
     #[cold]
-    fn install_slow() {
-        INSTALL.call_once(|| {
-            if std::env::var_os(super::PROBE_ENV).is_some_and(|v| v == "syscall") {
-                return; // no handler: every read takes the probe syscall
-            }
-            let saved = SAVED.0.get().cast::<libc::sigaction>();
-            for (i, &sig) in SIGNALS.iter().enumerate() {
-                // SAFETY:
-                // - `saved.add(i)` is within the static array, written by no one else (Once);
-                // - sigaction with a null new action only reports the current one.
-                unsafe {
-                    let old = saved.add(i);
-                    std::ptr::write_bytes(old, 0, 1);
-                    libc::sigaction(sig, std::ptr::null(), old);
+    fn install_now(_: Run) {
+        if std::env::var_os(super::PROBE_ENV).is_some_and(|v| v == "syscall") {
+            return; // no handler: every read takes the probe syscall
+        }
+        let saved = SAVED.0.get().cast::<libc::sigaction>();
+        for (i, &sig) in SIGNALS.iter().enumerate() {
+            // SAFETY:
+            // - `now` is a zeroed sigaction (a valid value), which sigaction with a null new
+            //   action only overwrites with the current one;
+            // - `saved.add(i)` is within the static array, written by no one else (`Once`).
+            unsafe {
+                let mut now: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(sig, std::ptr::null(), &mut now);
+                if now.sa_sigaction != on_fault as *const () as usize {
+                    saved.add(i).write(now);
                 }
             }
-            for &sig in &SIGNALS {
-                // SAFETY:
-                // - `sa` is fully initialised (zeroed, then the handler, flags and an empty mask);
-                // - `on_fault` has the three-argument signature SA_SIGINFO promises;
-                // - SAVED is complete: the handler can only run after this call installs it.
-                unsafe {
-                    let mut sa: libc::sigaction = std::mem::zeroed();
-                    sa.sa_sigaction = on_fault as *const () as usize;
-                    sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
-                    libc::sigemptyset(&mut sa.sa_mask);
-                    libc::sigaction(sig, &sa, std::ptr::null_mut());
-                }
+        }
+        for &sig in &SIGNALS {
+            // SAFETY:
+            // - `sa` is fully initialised (zeroed, then the handler, flags and an empty mask);
+            // - `on_fault` has the three-argument signature SA_SIGINFO promises;
+            // - SAVED is complete: the handler can only run after this call installs it.
+            unsafe {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = on_fault as *const () as usize;
+                sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART;
+                libc::sigemptyset(&mut sa.sa_mask);
+                libc::sigaction(sig, &sa, std::ptr::null_mut());
             }
-            MODE.store(if under_valgrind() { INDIRECT } else { DIRECT }, Ordering::Relaxed);
-        });
+        }
+        MODE.store(if under_valgrind() { INDIRECT } else { DIRECT }, Ordering::Relaxed);
     }
 
     /// Whether this process runs under valgrind: its "client request" RUNNING_ON_VALGRIND

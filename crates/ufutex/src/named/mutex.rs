@@ -76,12 +76,12 @@ use super::table::{live_gen, owner_of, pack, Slot, LIVE, REMOVED};
 pub(super) use super::table::{ABANDONED, PENDING};
 use super::{NamedError, Namespace};
 use crate::deadline::Deadline;
+use crate::once::RacyWord;
 use crate::shared::lock::{Life, Liveness, Owner};
 use crate::shared::{self, SharedError};
 use std::cell::RefCell;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::Ordering;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 /// How long a contender sleeps before it asks whether the owner is alive: the latency of
@@ -508,16 +508,33 @@ impl Holder {
     }
 }
 
-/// The pthread key whose destructor is the exit hook (made once per process); `None` if the
+/// The pthread key whose destructor is the exit hook (made once per process; a thread that
+/// loses the race to make it deletes its own, and nothing waits: `once.rs`); `None` if the
 /// process has no key left.
 fn exit_key() -> Option<libc::pthread_key_t> {
-    static KEY: OnceLock<Option<libc::pthread_key_t>> = OnceLock::new();
-    *KEY.get_or_init(|| {
-        let mut key: libc::pthread_key_t = 0;
-        // SAFETY: `key` is a valid out-pointer; `thread_exit` is a destructor that ignores its
-        // argument and never unwinds.
-        (unsafe { libc::pthread_key_create(&mut key, Some(thread_exit)) } == 0).then_some(key)
-    })
+    // Kept as the key + 1, or NO_KEY.
+    static KEY: RacyWord = RacyWord::new();
+    const NO_KEY: u64 = u64::MAX;
+    let kept = KEY.get_or_make(
+        || {
+            let mut key: libc::pthread_key_t = 0;
+            // SAFETY: `key` is a valid out-pointer; `thread_exit` is a destructor that ignores
+            // its argument and never unwinds.
+            let made = unsafe { libc::pthread_key_create(&mut key, Some(thread_exit)) } == 0;
+            if made {
+                u64::from(key) + 1
+            } else {
+                NO_KEY
+            }
+        },
+        |mine| {
+            if mine != NO_KEY {
+                // SAFETY: a key this thread made and never published: no thread set a value of it.
+                unsafe { libc::pthread_key_delete((mine - 1) as libc::pthread_key_t) };
+            }
+        },
+    );
+    (kept != NO_KEY).then(|| (kept - 1) as libc::pthread_key_t)
 }
 
 /// The exit hook: the C library calls it as a thread whose value of our key is set ends (after

@@ -18,6 +18,7 @@
 //! - read-only private anonymous memory: `Fault`, as the kernel's.
 
 use super::SharedError;
+use crate::once::RacyWord;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// What kind of object a key names.
@@ -197,9 +198,12 @@ fn needs_name(vma: &Vma, page_size: u64, shm: Option<u64>) -> bool {
 
 /// The base page size.
 fn base_page() -> u64 {
-    static PAGE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    // SAFETY: sysconf has no preconditions.
-    *PAGE.get_or_init(|| u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096))
+    static PAGE: RacyWord = RacyWord::new();
+    PAGE.get_or_init(|| {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        u64::try_from(page).ok().filter(|&p| p > 0).unwrap_or(4096)
+    })
 }
 
 /// The device of the kernel's internal shm mount (where memfds, shared anonymous memory and
@@ -207,22 +211,28 @@ fn base_page() -> u64 {
 /// if that failed (no `memfd_create`, a seccomp filter): every shared mapping is then asked
 /// with its name, as before this was learnt.
 fn shm_dev() -> Option<u64> {
-    static DEV: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
-    *DEV.get_or_init(|| {
-        // SAFETY: a NUL-terminated literal name; the fd is ours, closed below.
-        let fd = unsafe { libc::memfd_create(c"ufutex-shm-dev".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return None;
-        }
-        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-        // SAFETY: `fd` is open; `st` is a buffer of the size fstat writes.
-        let ok = unsafe { libc::fstat(fd, st.as_mut_ptr()) } == 0;
-        // SAFETY: `fd` is ours and not used after this.
-        unsafe { libc::close(fd) };
-        // SAFETY: fstat succeeded, so it wrote the whole struct.
-        let dev = ok.then(|| unsafe { st.assume_init() }.st_dev)?;
-        Some(device(libc::major(dev).into(), libc::minor(dev).into()))
-    })
+    // Kept as `1 << 63 | dev`, or 1 for none (devices are numbered far below 2^63).
+    static DEV: RacyWord = RacyWord::new();
+    const KNOWN: u64 = 1 << 63;
+    let kept = DEV.get_or_init(|| learn_shm_dev().map_or(1, |d| KNOWN | d));
+    (kept & KNOWN != 0).then_some(kept & !KNOWN)
+}
+
+/// [`shm_dev`], learnt now.
+fn learn_shm_dev() -> Option<u64> {
+    // SAFETY: a NUL-terminated literal name; the fd is ours, closed below.
+    let fd = unsafe { libc::memfd_create(c"ufutex-shm-dev".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `fd` is open; `st` is a buffer of the size fstat writes.
+    let ok = unsafe { libc::fstat(fd, st.as_mut_ptr()) } == 0;
+    // SAFETY: `fd` is ours and not used after this.
+    unsafe { libc::close(fd) };
+    // SAFETY: fstat succeeded, so it wrote the whole struct.
+    let dev = ok.then(|| unsafe { st.assume_init() }.st_dev)?;
+    Some(device(libc::major(dev).into(), libc::minor(dev).into()))
 }
 
 /// The last few mappings whose query needed the name ([`query`]), so that a process working on

@@ -18,6 +18,7 @@ use super::lock::{Life, Liveness, Owner};
 use super::queue::{lock_bucket, Host, Locked};
 use super::segment::{Segment, LIVENESS_BASE, REC_IDLE, REC_QUEUED, SLOT_LIVE};
 use super::SharedError;
+use crate::once::SetupLock;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
 use std::sync::Mutex;
 
@@ -52,7 +53,11 @@ static PROC: AtomicPtr<Proc> = AtomicPtr::new(std::ptr::null_mut());
 static HERE: AtomicPtr<AtomicU32> = AtomicPtr::new(std::ptr::null_mut());
 /// The descriptors the atfork child handler closes.
 static FDS: [AtomicI32; 2] = [AtomicI32::new(-1), AtomicI32::new(-1)];
-static INIT: Mutex<()> = Mutex::new(());
+/// The set-ups' lock (the segment's, a process slot's): one a forked child takes over from a
+/// thread of the parent's that held it at the fork (`once.rs`), since the child makes its own
+/// slot at its first call, whoever held the lock then. What a set-up publishes it publishes
+/// with one store, so a child finds it made or not made.
+static INIT: SetupLock = SetupLock::new();
 
 /// The mapped segment, opening it the first time.
 #[inline]
@@ -71,7 +76,7 @@ fn open_segment() -> Result<&'static Segment, SharedError> {
     let Some(_setup) = crate::reentry::setup() else {
         return Err(SharedError::Interrupted);
     };
-    let _g = INIT.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = INIT.lock();
     let s = SEGMENT.load(Ordering::Acquire);
     if !s.is_null() {
         // SAFETY: as in `segment`.
@@ -103,7 +108,7 @@ fn new_proc() -> Result<&'static Proc, SharedError> {
     let Some(_setup) = crate::reentry::setup() else {
         return Err(SharedError::Interrupted);
     };
-    let _g = INIT.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = INIT.lock();
     let here = here_word()?;
     let p = PROC.load(Ordering::Acquire);
     if !p.is_null() && here.load(Ordering::Relaxed) == 1 {
