@@ -7,7 +7,8 @@
 # kills), and 300 segments scribbled over; and a
 # namespace of named objects under random SIGKILLs for 8 s, and handles racing the reuse of
 # their objects' slots for 5 s. Then 300 forks amid waits, wakes, requeues and resizes, each
-# child checking that it has none of the parent's waiters and no lock held (fork.rs). Budget
+# child checking that it has none of the parent's waiters and no lock held (fork.rs), and 500
+# forks amid a fresh process's first calls, each child making its own (fork_setup.rs). Budget
 # ≤ 2.5 min on 2 cores. Also a waiter racing the wake-op's two looks, private and shared, 10 s
 # (wake_op.rs); rounds of 80 sleepers over several ring words, woken all at once, by two
 # wakers or a few at a time, every one returning once a round, 6 s (wake_many.rs); and the
@@ -30,3 +31,4 @@ UFUTEX_STRESS_SECS=8 cargo test --release -p ufutex --test named_counted
 UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test named_stale
 UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test signal_wakes
 UFUTEX_STRESS_SECS=10 cargo test --release -p ufutex --test fork
+UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test fork_setup

@@ -1,0 +1,107 @@
+//! A fork while another thread makes the process's first calls — the library's first-use
+//! set-ups: the fork handlers' registration, the default domain's thread counter, the NUMA
+//! topology, the shared table's segment and process slot — does not leave the child waiting
+//! for that thread. Each trial runs in a fresh process (forked from this test, which uses no
+//! ufutex call of its own: this file's one test) whose second thread makes those first calls
+//! while its main thread forks 0-300 µs after they began; the grandchild makes the same calls
+//! and must exit within a deadline. With std's `OnceLock`, `Once` and `Mutex` there (before
+//! `once.rs`), 31 grandchildren of 300 hung.
+
+mod common;
+
+use common::{child, reap, Rng};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+use ufutex::{Deadline, Domain, NumaFutex};
+
+/// What a grandchild is given to exit before it counts as hung.
+const WITHIN: Duration = Duration::from_secs(10);
+/// 77: the grandchild did not exit within [`WITHIN`] (it is killed).
+const HUNG: i32 = 77;
+
+/// The first calls: a wake on a NUMA word, a wake on a process-shared word, a wake and a timed
+/// wait on a private word (the set-ups, in the order they come). 0 if each answered as it
+/// should.
+fn first_calls(shared: &AtomicU32) -> i32 {
+    if Domain::default_domain().wake_numa(&NumaFutex::<AtomicU32>::new(0), 1) != Ok(0) {
+        return 1;
+    }
+    if ufutex::shared::wake(shared, 1) != Ok(0) {
+        return 2;
+    }
+    let w = AtomicU32::new(0);
+    if ufutex::wake(&w, 1) != 0 {
+        return 3;
+    }
+    let soon = Deadline::Monotonic(Instant::now() + Duration::from_micros(100));
+    if ufutex::wait(&w, 0, Some(soon)) != Err(ufutex::WaitError::TimedOut) {
+        return 4;
+    }
+    0
+}
+
+/// The grandchild's exit status, or [`HUNG`] after killing it.
+fn reap_within(pid: libc::pid_t) -> i32 {
+    let start = Instant::now();
+    loop {
+        let mut st = 0;
+        // SAFETY: `st` is a valid out-pointer; `pid` is our child.
+        match unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) } {
+            0 if start.elapsed() < WITHIN => std::thread::sleep(Duration::from_millis(1)),
+            0 => {
+                // SAFETY: our own child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                reap(pid);
+                return HUNG;
+            }
+            _ if libc::WIFEXITED(st) => return libc::WEXITSTATUS(st),
+            _ => return -libc::WTERMSIG(st),
+        }
+    }
+}
+
+/// One trial, in a fresh process: its first calls on a thread, a fork `delay` after that thread
+/// began them, the grandchild's own first calls. 0, or what went wrong.
+fn trial(shared: &'static AtomicU32, delay: Duration) -> i32 {
+    static BEGUN: AtomicBool = AtomicBool::new(false);
+    let first = std::thread::spawn(move || {
+        BEGUN.store(true, Ordering::Release);
+        first_calls(shared)
+    });
+    while !BEGUN.load(Ordering::Acquire) {
+        std::hint::spin_loop();
+    }
+    let start = Instant::now();
+    while start.elapsed() < delay {
+        std::hint::spin_loop();
+    }
+    // The grandchild calls only the library (its allocations are safe after a plain fork, which
+    // glibc's handlers make so).
+    let grandchild = child(move || first_calls(shared));
+    let status = reap_within(grandchild);
+    match first.join() {
+        Ok(0) => status,
+        Ok(e) => 10 + e,
+        Err(_) => 99,
+    }
+}
+
+#[test]
+fn a_fork_during_the_first_calls_leaves_the_child_nothing_to_wait_for() {
+    let _table = common::isolated_shared_table();
+    let p = common::shared_anon(4096);
+    // SAFETY: a live shared mapping, never unmapped; offset 0 is aligned.
+    let shared: &'static AtomicU32 = unsafe { common::at(p, 0) };
+    let mut rng = Rng::new(0x5e7_0b5e);
+    let trials = 100 * common::stress_secs().max(1);
+    let mut failed = Vec::new();
+    for i in 0..trials {
+        // The first calls take 0.1-0.3 ms here.
+        let delay = Duration::from_micros(rng.below(300));
+        let status = reap(child(move || trial(shared, delay)));
+        if status != 0 {
+            failed.push((i, delay, status));
+        }
+    }
+    assert!(failed.is_empty(), "trials (number, delay, status; {HUNG}: a hung grandchild): {failed:?}");
+}
