@@ -264,6 +264,16 @@ impl SetupLock {
     }
 }
 
+impl SetupLock {
+    /// Whether a thread of another process holds the lock: in a forked child, a holder of the
+    /// parent's that the child does not have (what it was changing may be half changed).
+    pub(crate) fn held_elsewhere(&self) -> bool {
+        // Relaxed: the holder's name is the whole answer.
+        let h = self.holder.load(Ordering::Relaxed);
+        h != 0 && h >> 32 != me() >> 32
+    }
+}
+
 impl Drop for SetupGuard<'_> {
     fn drop(&mut self) {
         // Release: what this holder did, for the next one.

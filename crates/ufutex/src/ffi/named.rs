@@ -83,7 +83,9 @@ const _: () = {
 const MAX_NAMESPACES: usize = 64;
 static OPEN: [AtomicPtr<(String, Namespace)>; MAX_NAMESPACES] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_NAMESPACES];
-static OPENING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Openers, one at a time: a lock a forked child takes over from a thread of the parent's that
+/// held it at the fork (`once.rs`); an opener publishes its entry with one store.
+static OPENING: crate::once::SetupLock = crate::once::SetupLock::new();
 
 fn errno(e: NamedError) -> Errno {
     Errno(e.errno())
@@ -254,7 +256,7 @@ unsafe fn give(out: *mut UfutexObj, ns: &'static Namespace, (slot, gen): (u32, u
 pub unsafe extern "C" fn ufutex_ns_open(name: *const c_char) -> *mut Namespace {
     let r = entry(|| {
         let name = name_of(name)?;
-        let _g = OPENING.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = OPENING.lock();
         for slot in &OPEN {
             let e = slot.load(Ordering::Acquire);
             // SAFETY: a published entry is leaked and never freed.

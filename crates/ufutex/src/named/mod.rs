@@ -1065,14 +1065,38 @@ fn wake_all(w: &AtomicU32) {
     let _ = shared::wake(w, usize::MAX);
 }
 
-/// The namespace files this process has mapped, by (device, inode). Mappings are never
-/// unmapped; a forked child inherits them with this list.
+/// The namespace files this process has mapped, newest first (leaked, never freed: mappings are
+/// never unmapped); a forked child inherits them with this list. Each is published with one
+/// store, under [`MAPPING`].
 #[cfg(not(ufutex_loom))]
-static MAPPED: std::sync::Mutex<Vec<Mapped>> = std::sync::Mutex::new(Vec::new());
+static MAPPED: std::sync::atomic::AtomicPtr<Mapped> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+/// Mappers of namespace files, one at a time: a lock a forked child takes over from a thread of
+/// the parent's that held it at the fork (`once.rs`), whose mapping then is not in the list.
+#[cfg(not(ufutex_loom))]
+static MAPPING: crate::once::SetupLock = crate::once::SetupLock::new();
 
-/// One mapped namespace file: its (device, inode), base address and slot order.
+/// One mapped namespace file: its (device, inode), its mapping, and the one mapped before it.
 #[cfg(not(ufutex_loom))]
-type Mapped = ((u64, u64), &'static Mapping);
+struct Mapped {
+    id: (u64, u64),
+    map: &'static Mapping,
+    before: *const Mapped,
+}
+
+/// The mapping of the file `id` in [`MAPPED`], if this process has one.
+#[cfg(not(ufutex_loom))]
+fn mapped_already(id: (u64, u64)) -> Option<&'static Mapping> {
+    // Acquire: pairs with the Release that published the entry.
+    let mut e = MAPPED.load(std::sync::atomic::Ordering::Acquire).cast_const();
+    // SAFETY: every entry in the list is leaked and never freed, published whole.
+    while let Some(m) = unsafe { e.as_ref() } {
+        if m.id == id {
+            return Some(m.map);
+        }
+        e = m.before;
+    }
+    None
+}
 
 #[cfg(not(ufutex_loom))]
 /// One namespace file, mapped: its header, its levels of slots (each mapped when first used),
@@ -1187,8 +1211,8 @@ fn mapped(fd: libc::c_int, path: &str) -> Result<&'static Mapping, SharedError> 
         return Err(SharedError::from_errno(shared::segment::errno()));
     }
     let id = (st.st_dev, st.st_ino);
-    let mut m = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(&(_, map)) = m.iter().find(|(k, _)| *k == id) {
+    let _g = MAPPING.lock();
+    if let Some(map) = mapped_already(id) {
         return Ok(map);
     }
     let (base, order, fresh) = map_namespace(fd)?;
@@ -1228,7 +1252,10 @@ fn mapped(fd: libc::c_int, path: &str) -> Result<&'static Mapping, SharedError> 
     }));
     // SAFETY: level 0 follows the header page and the hints in the same mapping.
     map.levels[0].store(unsafe { base.add(first_level(order)) }, Ordering::Release);
-    m.push((id, map));
+    let before = MAPPED.load(Ordering::Relaxed); // (changed only under MAPPING)
+    let e = Box::leak(Box::new(Mapped { id, map, before }));
+    // Release: the entry (and the mapping) before the pointer to it.
+    MAPPED.store(e, Ordering::Release);
     Ok(map)
 }
 

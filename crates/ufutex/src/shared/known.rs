@@ -12,13 +12,17 @@
 //!
 //! Each entry is a seqlock: a reader reads its sequence (even: stable), the fields, and the
 //! sequence again, and retries on a change; it writes nothing shared. Writers (note, forget)
-//! take a mutex. A mapping that cannot be noted (the list is full, the query fails, it is not
+//! take a lock, which a forked child takes over from a writer of the parent's that it does not
+//! have (`once.rs`). Such a writer may have left an entry half written (its sequence odd): the
+//! child's readers skip that entry once they see the lock held by another process (the word
+//! is then asked of the kernel), and the child's first writer clears it. A mapping that cannot
+//! be noted (the list is full, the query fails, it is not
 //! a shared object's) is asked of the kernel each time, which is always correct.
 
 use super::identity::{Class, SharedKey};
 use crate::primitive::{fence, spin_hint, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(ufutex_loom))]
-use {super::identity, super::SharedError, std::sync::Mutex};
+use {super::identity, super::SharedError, crate::once::SetupLock};
 
 /// Mappings at most: a namespace takes one, and one per level it grew (at most 16).
 #[cfg(not(ufutex_loom))]
@@ -44,7 +48,7 @@ static LIST: [Known; CAPACITY] = [const { Known::new() }; CAPACITY];
 static USED: AtomicUsize = AtomicUsize::new(0);
 /// Writers, one at a time.
 #[cfg(not(ufutex_loom))]
-static WRITER: Mutex<()> = Mutex::new(());
+static WRITER: SetupLock = SetupLock::new();
 
 impl Known {
     crate::primitive::const_unless_loom! {
@@ -78,8 +82,11 @@ impl Known {
         self.seq.store(s.wrapping_add(2), Ordering::Release); // every field before the even one
     }
 
-    /// The key of `addr` if this entry covers it, read consistently.
-    fn key_of(&self, addr: usize) -> Option<SharedKey> {
+    /// The key of `addr` if this entry covers it, read consistently; `None` also if the entry
+    /// stays mid-change and `torn()` says its writer is gone (a forked child's copy of a
+    /// writer of the parent's).
+    fn key_of(&self, addr: usize, torn: impl Fn() -> bool) -> Option<SharedKey> {
+        let mut spins = 0u32;
         loop {
             let s = self.seq.load(Ordering::Acquire);
             let at = addr.wrapping_sub(self.start.load(Ordering::Relaxed));
@@ -98,9 +105,39 @@ impl Known {
             if s & 1 == 0 && self.seq.load(Ordering::Relaxed) == s {
                 return covers.then_some(key);
             }
+            spins += 1;
+            if spins.is_multiple_of(TORN_CHECK) && torn() {
+                return None;
+            }
             spin_hint();
         }
     }
+
+    /// Under the writers' lock: an entry that a writer gone with the fork left mid-change (its
+    /// sequence odd; writers being one at a time, no live one is writing) is freed, its
+    /// sequence even again.
+    #[cfg(not(ufutex_loom))]
+    fn mend(&self) {
+        let s = self.seq.load(Ordering::Relaxed);
+        if s & 1 != 0 {
+            self.start.store(0, Ordering::Relaxed);
+            self.len.store(0, Ordering::Relaxed);
+            self.seq.store(s.wrapping_add(1), Ordering::Release); // the fields before the even one
+        }
+    }
+}
+
+/// How many retries a reader makes on an entry mid-change before it asks whether the writer is
+/// gone (a writer's change is a few stores).
+const TORN_CHECK: u32 = 1024;
+
+/// Under the writers' lock: the entries in use, every one whole ([`Known::mend`]), and so is
+/// the next one (a writer may have been writing it when it was gone, before it counted it in).
+#[cfg(not(ufutex_loom))]
+fn mended() -> &'static [Known] {
+    let used = USED.load(Ordering::Relaxed).min(CAPACITY);
+    LIST[..(used + 1).min(CAPACITY)].iter().for_each(Known::mend);
+    &LIST[..used]
 }
 
 #[cfg(not(ufutex_loom))]
@@ -112,15 +149,16 @@ impl Known {
 pub(crate) fn note(start: usize, len: usize) -> Result<(), SharedError> {
     let end = start.checked_add(len).filter(|_| len > 0).ok_or(SharedError::Invalid)?;
     let key = ask(start, end)?;
-    let _w = WRITER.lock().unwrap_or_else(|e| e.into_inner());
-    let used = USED.load(Ordering::Relaxed);
-    if LIST[..used].iter().any(|k| {
+    let _w = WRITER.lock();
+    let list = mended();
+    let used = list.len();
+    if list.iter().any(|k| {
         let (s, n) = (k.start.load(Ordering::Relaxed), k.len.load(Ordering::Relaxed));
         n > 0 && s < end && start < s + n
     }) {
         return Err(SharedError::Invalid);
     }
-    let (i, fresh) = match LIST[..used].iter().position(|k| k.len.load(Ordering::Relaxed) == 0) {
+    let (i, fresh) = match list.iter().position(|k| k.len.load(Ordering::Relaxed) == 0) {
         Some(i) => (i, false),
         None if used < CAPACITY => (used, true),
         None => return Err(SharedError::NoMemory),
@@ -136,9 +174,8 @@ pub(crate) fn note(start: usize, len: usize) -> Result<(), SharedError> {
 #[cfg(not(ufutex_loom))]
 /// Forget the noted mapping that starts at `start`: `Invalid` if there is none.
 pub(crate) fn forget(start: usize) -> Result<(), SharedError> {
-    let _w = WRITER.lock().unwrap_or_else(|e| e.into_inner());
-    let used = USED.load(Ordering::Relaxed);
-    let k = LIST[..used]
+    let _w = WRITER.lock();
+    let k = mended()
         .iter()
         .find(|k| k.len.load(Ordering::Relaxed) > 0 && k.start.load(Ordering::Relaxed) == start)
         .ok_or(SharedError::Invalid)?;
@@ -175,7 +212,7 @@ fn ask(start: usize, end: usize) -> Result<SharedKey, SharedError> {
 #[inline]
 pub(crate) fn key_of(addr: usize) -> Option<SharedKey> {
     let used = USED.load(Ordering::Acquire);
-    LIST[..used.min(CAPACITY)].iter().find_map(|k| k.key_of(addr))
+    LIST[..used.min(CAPACITY)].iter().find_map(|k| k.key_of(addr, || WRITER.held_elsewhere()))
 }
 
 #[cfg(all(test, not(ufutex_loom)))]
@@ -184,6 +221,24 @@ mod tests {
     use crate::shared;
     use std::sync::atomic::AtomicU32;
     use std::time::Duration;
+
+    /// An entry that a writer gone with a fork left mid-change: a reader gives up on it once
+    /// told the writer is gone (and not before), and the next writer frees it, whole again.
+    #[test]
+    fn an_entry_left_mid_change_is_skipped_then_mended() {
+        let key = SharedKey { class: Class::Object, dev: 7, ino: 9, off: 0 };
+        let k = Known::new();
+        k.write(0x1000, 0x1000, Some(&key));
+        k.seq.fetch_add(1, Ordering::Relaxed); // the gone writer's first store
+        let asked = AtomicU32::new(0);
+        assert_eq!(k.key_of(0x1008, || asked.fetch_add(1, Ordering::Relaxed) + 1 >= 3), None);
+        assert_eq!(asked.load(Ordering::Relaxed), 3, "asked after every {TORN_CHECK} retries until gone");
+        k.mend();
+        assert_eq!(k.seq.load(Ordering::Relaxed) & 1, 0, "whole again");
+        assert_eq!(k.key_of(0x1008, || panic!("whole: nothing to ask")), None, "freed");
+        k.write(0x1000, 0x1000, Some(&key));
+        assert_eq!(k.key_of(0x1008, || panic!("whole")), Some(SharedKey { off: 8, ..key }));
+    }
 
     /// Two mappings of one fresh memfd, the first noted (and so never unmapped, as `note`
     /// asks), the second not: (noted, plain).
@@ -315,13 +370,13 @@ mod loom_tests {
                 })
             };
             for (addr, ino) in [(0x1008, 1), (0x8008, 2)] {
-                if let Some(got) = k.key_of(addr) {
+                if let Some(got) = k.key_of(addr, || false) {
                     assert_eq!(got, SharedKey { off: 8, ..key(ino) });
                 }
             }
             w.join().unwrap();
-            assert_eq!(k.key_of(0x1008), None);
-            assert_eq!(k.key_of(0x8008), Some(SharedKey { off: 8, ..key(2) }));
+            assert_eq!(k.key_of(0x1008, || false), None);
+            assert_eq!(k.key_of(0x8008, || false), Some(SharedKey { off: 8, ..key(2) }));
         });
     }
 }
