@@ -25,6 +25,9 @@ echo "50-bench: models/wake_many.c runs every mode"
 cc -std=gnu11 -O2 -Wall -Wextra -Werror -pthread -o "$out/cold_requeue" models/cold_requeue.c
 timeout 60 "$out/cold_requeue" 1 | grep -q '^total' || { echo "50-bench: models/cold_requeue.c printed no total" >&2; exit 1; }
 echo "50-bench: models/cold_requeue.c runs"
+cc -std=gnu11 -O2 -Wall -Wextra -Werror -pthread -o "$out/first_call" models/first_call.c
+timeout 60 "$out/first_call" | grep -q '^first' || { echo "50-bench: models/first_call.c printed nothing" >&2; exit 1; }
+echo "50-bench: models/first_call.c runs"
 # scripts/wake-trace.py (BENCHMARKS.md cites it) on a made-up trace of two waiters: the span
 # from the first wake to the last switch-out, each waiter's run and the CPU left idle.
 cat > "$out/trace.txt" <<'TRACE'

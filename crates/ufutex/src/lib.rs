@@ -104,6 +104,11 @@ pub use tables::Slots;
 pub use waitv::{WaitEntry, WAITV_MAX};
 pub use word::Futex;
 
+/// Whether that is decided already, without deciding it (it is decided when the library is
+/// loaded: a test checks the linker kept that).
+#[doc(hidden)]
+#[cfg(not(ufutex_loom))]
+pub use membarrier::decided as wakes_fence_decided;
 /// Whether this process's wakes leave out their fence (`membarrier` works here).
 #[doc(hidden)]
 #[cfg(not(ufutex_loom))]
