@@ -25,6 +25,11 @@
 //! - [`SetupLock`]: a lock for set-ups that a child makes for itself anyway (the shared table's
 //!   process slot), named and taken over as a [`Once`]'s run is.
 //!
+//! A process id is not reused while its process lives, so a parent's never names a thread of
+//! its child. (A grandchild whose copy names a grandparent that has since died, and whose own
+//! id is that grandparent's, handed out again, would wait as for a thread of its own: ids come
+//! back only after `pid_max` more processes, and only for a copy made inside a first use.)
+//!
 //! [`RacyWord`] and [`Racy`] use std's atomics even under loom (as `Bell::homed` does), so that
 //! statics of the modules loom builds can hold them: their one publishing compare-and-swap is
 //! not part of any protocol the models explore. [`Once`] and [`SetupLock`] take the crate's

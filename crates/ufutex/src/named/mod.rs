@@ -1110,7 +1110,10 @@ struct Mapping {
     levels: [std::sync::atomic::AtomicPtr<u8>; MAX_LEVELS as usize],
     /// The level hints (`Table::hints`), between the header page and level 0.
     hints: &'static [AtomicU16],
-    mapping: std::sync::Mutex<()>,
+    /// Mappers of levels, one at a time: a lock a forked child takes over from a thread of the
+    /// parent's that held it at the fork (`once.rs`); a level is published with one store, so
+    /// such a thread left at most a mapping nobody uses.
+    mapping: crate::once::SetupLock,
     holders: &'static counted::Holders,
 }
 
@@ -1125,7 +1128,7 @@ impl Mapping {
     /// Map level `k` if the file has it.
     #[cold]
     fn map_level(&self, k: u32) -> Option<*mut u8> {
-        let _g = self.mapping.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = self.mapping.lock();
         let at = self.levels.get(k as usize)?;
         let p = at.load(Ordering::Acquire);
         if !p.is_null() {
@@ -1247,7 +1250,7 @@ fn mapped(fd: libc::c_int, path: &str) -> Result<&'static Mapping, SharedError> 
         order,
         levels: std::array::from_fn(|_| std::sync::atomic::AtomicPtr::new(std::ptr::null_mut())),
         hints,
-        mapping: std::sync::Mutex::new(()),
+        mapping: crate::once::SetupLock::new(),
         holders,
     }));
     // SAFETY: level 0 follows the header page and the hints in the same mapping.
