@@ -22,8 +22,9 @@
 //!   the middle of the action — knows that thread is not here, and takes the action over.
 //!   Callers of the same process wait for it, as for std's `Once`; the running thread itself,
 //!   called again from a signal handler in the middle of the action, goes on without it.
-//! - [`SetupLock`]: a lock for set-ups that a child makes for itself anyway (the shared table's
-//!   process slot), named and taken over as a [`Once`]'s run is.
+//! - [`SetupLock`]: a lock for set-ups whose holder publishes what it made with one store (the
+//!   shared table's process slot, a namespace's mapping), named and taken over as a [`Once`]'s
+//!   run is.
 //!
 //! A process id is not reused while its process lives, so a parent's never names a thread of
 //! its child. (A grandchild whose copy names a grandparent that has since died, and whose own
@@ -222,11 +223,12 @@ impl Once {
     }
 }
 
-/// A lock for first-use set-ups (the shared table's segment and process slot) that a forked
-/// child takes over from a holder it does not have: its holder is named as a [`Once`]'s runner
-/// is. Only for set-ups that leave nothing half done that the child would trip on (what they
-/// publish, they publish with one store). Waiters of the holder's process yield until it is
-/// free: set-ups are short and made once.
+/// A lock for set-ups (the shared table's segment and process slot, a namespace's mapping and
+/// its levels, the known mappings) that a forked child takes over from a holder it does not
+/// have: its holder is named as a [`Once`]'s runner is. Only for set-ups that leave nothing half
+/// done that the child would trip on (what they publish, they publish with one store), or that
+/// mend what such a holder left. Waiters of the holder's process yield until it is free:
+/// set-ups are short and rare.
 pub(crate) struct SetupLock {
     /// 0, or the holder (`(pid << 32) | tid`).
     holder: AtomicU64,
