@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{child, reap, Rng};
+use common::{child, reap, reap_within, Rng};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 use ufutex::{Deadline, Domain, NumaFutex};
@@ -47,26 +47,6 @@ fn first_calls(shared: &AtomicU32) -> i32 {
     0
 }
 
-/// The grandchild's exit status, or [`HUNG`] after killing it.
-fn reap_within(pid: libc::pid_t) -> i32 {
-    let start = Instant::now();
-    loop {
-        let mut st = 0;
-        // SAFETY: `st` is a valid out-pointer; `pid` is our child.
-        match unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) } {
-            0 if start.elapsed() < WITHIN => std::thread::sleep(Duration::from_millis(1)),
-            0 => {
-                // SAFETY: our own child.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                reap(pid);
-                return HUNG;
-            }
-            _ if libc::WIFEXITED(st) => return libc::WEXITSTATUS(st),
-            _ => return -libc::WTERMSIG(st),
-        }
-    }
-}
-
 /// One trial, in a fresh process: its first calls on a thread, a fork `delay` after that thread
 /// began them, the grandchild's own first calls. 0, or what went wrong.
 fn trial(shared: &'static AtomicU32, delay: Duration) -> i32 {
@@ -85,7 +65,7 @@ fn trial(shared: &'static AtomicU32, delay: Duration) -> i32 {
     // The grandchild calls only the library (its allocations are safe after a plain fork, which
     // glibc's handlers make so).
     let grandchild = child(move || first_calls(shared));
-    let status = reap_within(grandchild);
+    let status = reap_within(grandchild, WITHIN).unwrap_or(HUNG);
     match first.join() {
         Ok(0) => status,
         Ok(e) => 10 + e,

@@ -7,33 +7,12 @@
 
 mod common;
 
-use common::{at, child, deadline, shared_anon, Rng};
+use common::{at, child, deadline, reap_within, shared_anon, Rng};
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
 use ufutex::shared::{self, SharedError};
 use ufutex::WaitEntry;
-
-/// Reap `pid`, killing it if it takes longer than `limit` (a hang): its exit status, or
-/// -signal.
-fn reap_within(pid: libc::pid_t, limit: Duration) -> i32 {
-    let t = Instant::now();
-    loop {
-        let mut st = 0;
-        // SAFETY: `st` is a valid out-pointer; `pid` is our child.
-        let r = unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) };
-        if r == pid {
-            return if libc::WIFEXITED(st) { libc::WEXITSTATUS(st) } else { -libc::WTERMSIG(st) };
-        }
-        if t.elapsed() > limit {
-            // SAFETY: our own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            common::reap(pid);
-            return -1000; // hung
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
 
 /// Operations that must each end (Ok or an error) on whatever the segment holds.
 fn operate(words: &[&'static AtomicU32; 3], rounds: u32) {
@@ -93,10 +72,10 @@ fn a_scribbled_segment_gives_errors_never_a_crash_or_a_hang() {
             0
         });
         match reap_within(pid, Duration::from_secs(20)) {
-            0 => {}
-            -1000 => panic!("trial {trial}: a process hung on a corrupt segment"),
-            st if st < 0 => panic!("trial {trial}: a process died of signal {} on a corrupt segment", -st),
-            st => {
+            Some(0) => {}
+            None => panic!("trial {trial}: a process hung on a corrupt segment"),
+            Some(st) if st < 0 => panic!("trial {trial}: a process died of signal {} on a corrupt segment", -st),
+            Some(st) => {
                 errors += 1;
                 eprintln!("trial {trial}: exit {st}");
             }
@@ -113,7 +92,7 @@ fn a_scribbled_segment_gives_errors_never_a_crash_or_a_hang() {
             std::env::set_var("UFUTEX_SHARED_DIR", &d);
             shared::wake(words[0], 1).map_or(1, |_| 0)
         });
-        assert_eq!(reap_within(pid, Duration::from_secs(20)), 0);
+        assert_eq!(reap_within(pid, Duration::from_secs(20)), Some(0));
         let f = std::fs::OpenOptions::new().write(true).open(dir.join("table")).unwrap();
         f.write_at(&(trial * 0x0101_0101_0101_0101 + 1).to_le_bytes(), 8 * (trial % 4)).unwrap();
         let pid = child(move || {
@@ -124,7 +103,7 @@ fn a_scribbled_segment_gives_errors_never_a_crash_or_a_hang() {
                 Err(_) => 1,
             }
         });
-        assert_eq!(reap_within(pid, Duration::from_secs(20)), 0, "header trial {trial}");
+        assert_eq!(reap_within(pid, Duration::from_secs(20)), Some(0), "header trial {trial}");
     }
     // Queue links scribbled over heal: the wake that finds them corrupt fails and marks the
     // bucket, and the next lock holder rebuilds the queue from the records, which are intact.
@@ -156,7 +135,7 @@ fn a_scribbled_segment_gives_errors_never_a_crash_or_a_hang() {
             }
         }
     });
-    assert_eq!(reap_within(healer, Duration::from_secs(30)), 0, "corrupt links did not heal");
+    assert_eq!(reap_within(healer, Duration::from_secs(30)), Some(0), "corrupt links did not heal");
     // A segment of another version (or with a corrupt header) is refused while a process that
     // claimed a slot in it lives, and started afresh once none does.
     let dir = root.join("version");
@@ -189,9 +168,9 @@ fn a_scribbled_segment_gives_errors_never_a_crash_or_a_hang() {
     }
     let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
     f.write_at(&99u32.to_le_bytes(), 8).unwrap(); // the version field
-    assert_eq!(opener(Err(SharedError::NotRecoverable)), 0, "a live process's segment is never pulled away");
+    assert_eq!(opener(Err(SharedError::NotRecoverable)), Some(0), "a live process's segment is never pulled away");
     go.store(1, std::sync::atomic::Ordering::Release);
-    assert_eq!(reap_within(holder, Duration::from_secs(20)), 0);
-    assert_eq!(opener(Ok(0)), 0, "a segment nobody uses is started afresh");
+    assert_eq!(reap_within(holder, Duration::from_secs(20)), Some(0));
+    assert_eq!(opener(Ok(0)), Some(0), "a segment nobody uses is started afresh");
     let _ = std::fs::remove_dir_all(&root);
 }

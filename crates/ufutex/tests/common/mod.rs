@@ -283,6 +283,27 @@ pub fn raw_child(f: impl FnOnce() -> i32) -> libc::pid_t {
     }
 }
 
+/// Reap `pid`, killing it if it has not exited within `limit` (a hang): its exit status (a
+/// signal is -signal), or `None` if it hung.
+pub fn reap_within(pid: libc::pid_t, limit: Duration) -> Option<i32> {
+    let t = Instant::now();
+    loop {
+        let mut st = 0;
+        // SAFETY: `st` is a valid out-pointer; `pid` is our child.
+        let r = unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) };
+        if r == pid {
+            return Some(if libc::WIFEXITED(st) { libc::WEXITSTATUS(st) } else { -libc::WTERMSIG(st) });
+        }
+        if t.elapsed() > limit {
+            // SAFETY: our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            reap(pid);
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// The child's exit status (a signal is -signal).
 pub fn reap(pid: libc::pid_t) -> i32 {
     let mut st = 0;
