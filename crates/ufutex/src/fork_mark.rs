@@ -29,13 +29,11 @@ static MARK: AtomicPtr<AtomicU8> = AtomicPtr::new(std::ptr::null_mut());
 /// The fresh start a child made without the handlers makes (`fork.rs`): a `fn()`, null until
 /// [`make`] stores it.
 static START: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
-/// The page ([`page`]): its address with bit 1 set and bit 0 for whether the kernel wipes it,
-/// or [`NO_PAGE`]. Made by whichever needs it first, the mark or the shared table: each thread
+/// The page ([`page`]): its address with bit 0 for whether the kernel wipes it, or none if it
+/// could not be mapped. Made by whichever needs it first, the mark or the shared table: each thread
 /// that finds it missing maps one, the first published stays and the others are unmapped, so
 /// no thread waits for another (which a fork may have left behind: `once.rs`).
 static PAGE: RacyWord = RacyWord::new();
-/// [`PAGE`] when the page could not be mapped.
-const NO_PAGE: u64 = 1;
 /// Where in the page the shared table's word is (`shared/process.rs`), apart from the mark's
 /// byte at its start.
 const SHARED_WORD: usize = 4;
@@ -46,27 +44,22 @@ const PAGE_USED: usize = SHARED_WORD + std::mem::size_of::<AtomicU32>();
 /// The page, mapped the first time (zeroed, with `MADV_WIPEONFORK` where the kernel has it):
 /// its address, and whether the kernel wipes it in children; `None` if it could not be mapped.
 fn page() -> Option<(usize, bool)> {
-    let kept = PAGE.get_or_make(map_page, unmap_page);
-    (kept != NO_PAGE).then_some(((kept & !3) as usize, kept & 1 != 0))
+    let kept = PAGE.get_or_make_option(map_page, unmap_page)?;
+    Some(((kept & !1) as usize, kept & 1 != 0))
 }
 
-/// A new page for [`PAGE`], in its encoding.
-fn map_page() -> u64 {
-    let Some(p) = crate::pages::map(PAGE_USED) else {
-        return NO_PAGE;
-    };
-    let p = p.as_ptr().cast::<libc::c_void>();
+/// A new page for [`PAGE`], in its encoding; `None` if the kernel has none to give.
+fn map_page() -> Option<u64> {
+    let p = crate::pages::map(PAGE_USED)?.as_ptr().cast::<libc::c_void>();
     // SAFETY: `p` is the `PAGE_USED`-byte mapping just made, known to this thread alone.
     let wiped = unsafe { libc::madvise(p, PAGE_USED, libc::MADV_WIPEONFORK) } == 0;
-    p as u64 | 2 | u64::from(wiped)
+    Some(p as u64 | u64::from(wiped))
 }
 
 /// Unmap a page that [`map_page`] made and another thread's beat to [`PAGE`].
 fn unmap_page(mine: u64) {
-    if mine != NO_PAGE {
-        // SAFETY: the mapping `map_page` made, never published: known to this thread alone.
-        unsafe { libc::munmap((mine & !3) as usize as *mut libc::c_void, PAGE_USED) };
-    }
+    // SAFETY: the mapping `map_page` made, never published: known to this thread alone.
+    unsafe { libc::munmap((mine & !1) as usize as *mut libc::c_void, PAGE_USED) };
 }
 
 /// Make the mark, with the start that a child told by it makes; once per process (by

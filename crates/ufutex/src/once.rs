@@ -78,6 +78,32 @@ impl RacyWord {
         }
     }
 
+    /// [`RacyWord::get_or_make`] for a value that may be missing (`make` gives `None`, which is
+    /// published and kept too), below 2^63: kept as `1 << 63 | value`, or 1 for none.
+    #[inline]
+    pub(crate) fn get_or_make_option(
+        &self,
+        make: impl FnOnce() -> Option<u64>,
+        discard: impl FnOnce(u64),
+    ) -> Option<u64> {
+        const SOME: u64 = 1 << 63;
+        const NONE: u64 = 1;
+        let kept = self.get_or_make(
+            || {
+                make().map_or(NONE, |v| {
+                    debug_assert!(v < SOME, "values stay below 2^63");
+                    SOME | v
+                })
+            },
+            |mine| {
+                if mine != NONE {
+                    discard(mine & !SOME);
+                }
+            },
+        );
+        (kept & SOME != 0).then_some(kept & !SOME)
+    }
+
     #[cold]
     fn publish(&self, mine: u64, discard: impl FnOnce(u64)) -> u64 {
         debug_assert_ne!(mine, 0, "0 means not yet");
@@ -364,6 +390,37 @@ mod tests {
             assert_eq!(discarded, 0, "nothing made once published");
             assert_eq!(word.publish(9, |v| discarded = v), kept);
             assert_eq!(discarded, 9);
+        }
+    }
+
+    #[test]
+    fn a_missing_value_is_published_too_and_every_losers_value_given_back() {
+        let none = RacyWord::new();
+        assert_eq!(none.get_or_make_option(|| None, |_| panic!("nothing to give back")), None);
+        assert_eq!(none.get_or_make_option(|| panic!("kept: not made again"), |_| {}), None);
+        for _ in 0..200 {
+            let word = RacyWord::new();
+            let given_back = std::sync::Mutex::new(Vec::new());
+            let got: Vec<Option<u64>> = std::thread::scope(|s| {
+                let racers: Vec<_> = (0..4u64)
+                    .map(|i| {
+                        let (word, given_back) = (&word, &given_back);
+                        s.spawn(move || word.get_or_make_option(|| Some(i), |v| given_back.lock().unwrap().push(v)))
+                    })
+                    .collect();
+                racers.into_iter().map(|r| r.join().unwrap()).collect()
+            });
+            let kept = got[0].expect("a value (0 too) is kept");
+            assert!(got.iter().all(|&v| v == Some(kept)), "{got:?}");
+            // Every value made is kept or given back, as it was made; none twice.
+            let mut all = given_back.into_inner().unwrap();
+            assert!(!all.contains(&kept), "the kept value given back");
+            all.push(kept);
+            all.sort_unstable();
+            let made = all.len();
+            all.dedup();
+            assert_eq!(all.len(), made, "a value given back twice: {all:?}");
+            assert!(all.iter().all(|v| *v < 4), "given back as made: {all:?}");
         }
     }
 

@@ -512,29 +512,21 @@ impl Holder {
 /// loses the race to make it deletes its own, and nothing waits: `once.rs`); `None` if the
 /// process has no key left.
 fn exit_key() -> Option<libc::pthread_key_t> {
-    // Kept as the key + 1, or NO_KEY.
     static KEY: RacyWord = RacyWord::new();
-    const NO_KEY: u64 = u64::MAX;
-    let kept = KEY.get_or_make(
+    let kept = KEY.get_or_make_option(
         || {
             let mut key: libc::pthread_key_t = 0;
             // SAFETY: `key` is a valid out-pointer; `thread_exit` is a destructor that ignores
             // its argument and never unwinds.
             let made = unsafe { libc::pthread_key_create(&mut key, Some(thread_exit)) } == 0;
-            if made {
-                u64::from(key) + 1
-            } else {
-                NO_KEY
-            }
+            made.then_some(u64::from(key))
         },
         |mine| {
-            if mine != NO_KEY {
-                // SAFETY: a key this thread made and never published: no thread set a value of it.
-                unsafe { libc::pthread_key_delete((mine - 1) as libc::pthread_key_t) };
-            }
+            // SAFETY: a key this thread made and never published: no thread set a value of it.
+            unsafe { libc::pthread_key_delete(mine as libc::pthread_key_t) };
         },
     );
-    (kept != NO_KEY).then(|| (kept - 1) as libc::pthread_key_t)
+    kept.map(|k| k as libc::pthread_key_t)
 }
 
 /// The exit hook: the C library calls it as a thread whose value of our key is set ends (after

@@ -211,11 +211,9 @@ fn base_page() -> u64 {
 /// if that failed (no `memfd_create`, a seccomp filter): every shared mapping is then asked
 /// with its name, as before this was learnt.
 fn shm_dev() -> Option<u64> {
-    // Kept as `1 << 63 | dev`, or 1 for none (devices are numbered far below 2^63).
+    // (Devices are numbered far below 2^63.)
     static DEV: RacyWord = RacyWord::new();
-    const KNOWN: u64 = 1 << 63;
-    let kept = DEV.get_or_init(|| learn_shm_dev().map_or(1, |d| KNOWN | d));
-    (kept & KNOWN != 0).then_some(kept & !KNOWN)
+    DEV.get_or_make_option(learn_shm_dev, |_| {})
 }
 
 /// [`shm_dev`], learnt now.
