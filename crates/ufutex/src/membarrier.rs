@@ -22,9 +22,9 @@
 //!
 //! The barrier needs a one-time registration per process. Whether it worked is decided once
 //! (at load, [`DECIDE_AT_LOAD`], or by the first wake or wait that asks: [`fence_free`]) and
-//! never changes: where it failed
-//! (seccomp, an old kernel, not Linux), the waker's point is a real `fence(SeqCst)` and the
-//! waiter's [`waiter_barrier`] does nothing — the symmetric protocol.
+//! never changes: where it failed (seccomp, an old kernel, not Linux), the waker's point is a
+//! real `fence(SeqCst)` and the waiter's [`waiter_barrier`] does nothing — the symmetric
+//! protocol.
 //!
 //! Under loom, the kernel's guarantee is modelled with one loom mutex: the waker's point locks
 //! and unlocks it, and the waiter's barrier does too (between two SC fences). Whichever comes
@@ -310,10 +310,8 @@ impl Fence {
 fn now_ms() -> u32 {
     #[cfg(not(ufutex_loom))]
     {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `ts` is a valid timespec to write; CLOCK_MONOTONIC always exists.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-        (ts.tv_sec as u64).wrapping_mul(1000).wrapping_add(ts.tv_nsec as u64 / 1_000_000) as u32
+        let t = crate::deadline::Clock::Monotonic.now();
+        (t.sec as u64).wrapping_mul(1000).wrapping_add(u64::from(t.nsec / 1_000_000)) as u32
     }
     #[cfg(ufutex_loom)]
     0

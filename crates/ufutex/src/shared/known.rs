@@ -16,8 +16,8 @@
 //! have (`once.rs`). Such a writer may have left an entry half written (its sequence odd): the
 //! child's readers skip that entry once they see the lock held by another process (the word
 //! is then asked of the kernel), and the child's first writer clears it. A mapping that cannot
-//! be noted (the list is full, the query fails, it is not
-//! a shared object's) is asked of the kernel each time, which is always correct.
+//! be noted (the list is full, the query fails, it is not a shared object's) is asked of the
+//! kernel each time, which is always correct.
 
 use super::identity::{Class, SharedKey};
 use crate::primitive::{fence, spin_hint, AtomicU32, AtomicU64, AtomicUsize, Ordering};
