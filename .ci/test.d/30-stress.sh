@@ -4,8 +4,8 @@
 # mixed (sync_stress.rs), 4 s per starvation policy, and fresh mutexes contended for the first
 # time (sync_first_contention.rs), 4 s. Then the process-shared table: every wake counted once
 # across processes for 6 s (shared_stress.rs), random SIGKILLs under load for 15 s (thousands of
-# kills), and 300 segments scribbled over; and a
-# namespace of named objects under random SIGKILLs for 8 s, and handles racing the reuse of
+# kills), and 300 segments scribbled over; and a namespace of named objects under random SIGKILLs
+# for 8 s (counted ones too, and 400 forks while a thread counts), and handles racing the reuse of
 # their objects' slots for 5 s. Then 300 forks amid waits, wakes, requeues and resizes, each
 # child checking that it has none of the parent's waiters and no lock held (fork.rs), and 500
 # forks amid a fresh process's first calls, each child making its own (fork_setup.rs). Budget

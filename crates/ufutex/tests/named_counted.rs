@@ -1,10 +1,12 @@
 //! Counted named objects (reference-counted lifetime): an object lives while some process
 //! holds a handle and dies with the last one, whether dropped or lost with its process
 //! (SIGKILL); a changer killed half-way through taking or giving back a reference is finished
-//! by the next; a forked child's inherited handles hold nothing; random kills of holders leave
+//! by the next; a forked child's inherited handles hold nothing, and a child forked while
+//! another thread counts does not wait for that thread; random kills of holders leave
 //! no object behind and every holder count right. One test runs the scenarios in turn (forks).
 //!
-//! `UFUTEX_STRESS_SECS` sets how long the killing goes on (default 2 s).
+//! `UFUTEX_STRESS_SECS` sets how long the killing goes on (default 2 s), and the forks while a
+//! thread counts (50 for each second).
 #![cfg(not(ufutex_loom))]
 
 mod common;
@@ -28,6 +30,7 @@ fn counted_objects() {
     a_killed_holder_gives_its_reference_back(&ns);
     killed_while_taking_or_giving_back(&ns);
     a_forked_child_holds_nothing(&ns);
+    a_fork_while_a_thread_counts(&ns);
     random_kills_leave_nothing_held(&ns);
     assert!(ns.is_empty(), "every scenario leaves the namespace empty: {:?}", ns.objects());
 }
@@ -195,6 +198,52 @@ fn a_forked_child_holds_nothing(ns: &Namespace) {
     assert_eq!(holders(ns, 40), Some(1), "the parent still holds it");
     drop(sem);
     assert_eq!(ns.len(), 0);
+}
+
+/// A child forked while another thread of the parent opens and lets go of counted objects
+/// (the parent's books of them, `counted.rs`, may be in the middle of a change) opens and lets
+/// go of its own, and exits: it does not wait for the parent's thread, which it does not have.
+/// With the books under std `Mutex`es, most children hung.
+fn a_fork_while_a_thread_counts(ns: &Namespace) {
+    let forks = 50 * common::stress_secs().max(1);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let counter = s.spawn(|| {
+            let mut rounds = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let (a, _) = ns.counted().semaphore(50, Open::Create, 0).unwrap();
+                let b = a.clone();
+                drop(a);
+                drop(b);
+                rounds += 1;
+            }
+            rounds
+        });
+        let mut rng = Rng::new(0xf0_5c);
+        for i in 0..forks {
+            std::thread::sleep(Duration::from_micros(rng.below(200)));
+            let kid = child(|| {
+                let Ok((mine, _)) = ns.counted().semaphore(51, Open::Create, 0) else { return 1 };
+                let held = holders(ns, 51);
+                drop(mine);
+                if held == Some(1) && holders(ns, 51).is_none() {
+                    0
+                } else {
+                    2
+                }
+            });
+            let status = common::reap_within(kid, Duration::from_secs(10));
+            if status != Some(0) {
+                stop.store(true, Ordering::Relaxed);
+                panic!("child {i} of {forks}: {status:?} (None: hung)");
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(counter.join().unwrap() > 0);
+    });
+    ns.reap().unwrap();
+    assert_eq!(holders(ns, 50), None);
+    assert_eq!(holders(ns, 51), None);
 }
 
 /// Workers open and let go of counted objects under 12 keys at random (holding up to 4 at a

@@ -22,14 +22,17 @@
 //! made under the name) is never read against the new one.
 //!
 //! A forked child inherits its parent's handles but not its references: they do not keep the
-//! object alive, and dropping them gives nothing back (the parent's stay counted).
+//! object alive, and dropping them gives nothing back (the parent's stay counted). Nor does it
+//! use its copy of the parent's books of them, which a fork may have caught in the middle of a
+//! change by another thread: it makes its own at its first counted call ([`Books`]).
 
 use super::table::{Entry, Found, Key, Ledgers, Open, Ref, Table, TableError, E_FREE};
 use super::{wake_all, NamedError, Namespace};
 use crate::shared::lock::{Life, Liveness, Owner};
+use crate::shared::process::Proc;
 use crate::shared::{self, SharedError};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Entries of a ledger: the most counted objects one process holds in one namespace at once
@@ -66,7 +69,6 @@ struct Ledger {
 
 /// This process's ledger in the namespace, and the handles it has.
 struct Mine {
-    owner: Owner,
     ledger: Ledger,
     number: u32,
     free: Vec<u32>,
@@ -74,23 +76,60 @@ struct Mine {
     held: HashMap<(u32, u32), (u32, u64)>,
 }
 
-/// A namespace's references: the ledgers this process mapped, and its own.
-pub(crate) struct Holders {
-    /// Ledger files' paths, less the number.
-    prefix: String,
-    nonce: u64,
+/// One process's books of a namespace's references: the ledgers it mapped, and its own
+/// ledger and handles. Each process makes its own at its first counted call: a forked child
+/// copied its parent's, maybe in the middle of a change (a lock held by a thread the child does
+/// not have, a map half rebuilt), so it leaves them alone, never locked, read or freed. The
+/// parent's handles hold nothing in the child anyway, and its mappings are made again.
+struct Books {
+    /// The process (its owner in the shared table) whose books these are.
+    owner: Owner,
     mapped: Mutex<HashMap<u32, Ledger>>,
     mine: Mutex<Option<Mine>>,
 }
 
+/// A namespace's references, as this process keeps them.
+pub(crate) struct Holders {
+    /// Ledger files' paths, less the number.
+    prefix: String,
+    nonce: u64,
+    /// This process's [`Books`] (null before its first counted call), leaked; in a forked
+    /// child until it makes its own, its parent's.
+    books: AtomicPtr<Books>,
+}
+
 impl Holders {
     pub(crate) fn new(prefix: String, nonce: u64) -> Holders {
-        Holders { prefix, nonce, mapped: Mutex::new(HashMap::new()), mine: Mutex::new(None) }
+        Holders { prefix, nonce, books: AtomicPtr::new(std::ptr::null_mut()) }
     }
 
-    /// Ledger `n`, mapped (and made, if `make`, when there is none).
-    fn ledger(&self, n: u32, make: bool) -> Option<Ledger> {
-        let mut m = self.mapped.lock().unwrap_or_else(|e| e.into_inner());
+    /// The books of the process `p`, made the first time. Threads that race to make them each
+    /// make a set; the first published is kept and the others dropped (never used: no thread
+    /// waits for another here, so none waits for a thread a fork left behind).
+    fn books(&self, p: &Proc) -> &Books {
+        loop {
+            let b = self.books.load(Ordering::Acquire);
+            // SAFETY: a published `Books` is leaked, never freed (in a child, the parent's too);
+            // only its `owner`, set before it was published, is read before it is known ours.
+            if let Some(b) = unsafe { b.as_ref() }.filter(|b| b.owner == p.me) {
+                return b;
+            }
+            let fresh = Box::into_raw(Box::new(Books {
+                owner: p.me,
+                mapped: Mutex::new(HashMap::new()),
+                mine: Mutex::new(None),
+            }));
+            // Release: a thread that loads the pointer sees the books behind it.
+            if self.books.compare_exchange(b, fresh, Ordering::Release, Ordering::Relaxed).is_err() {
+                // SAFETY: made above and never published: nobody else knows of it.
+                drop(unsafe { Box::from_raw(fresh) });
+            }
+        }
+    }
+
+    /// Ledger `n`, mapped (and made, if `make`, when there is none) by the process `p`.
+    fn ledger(&self, p: &Proc, n: u32, make: bool) -> Option<Ledger> {
+        let mut m = self.books(p).mapped.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(l) = m.get(&n) {
             return Some(*l);
         }
@@ -106,7 +145,8 @@ impl Holders {
 
 impl Ledgers for Holders {
     fn entries(&self, ledger: u32) -> Option<&[Entry]> {
-        self.ledger(ledger, false).map(|l| l.entries)
+        let p = shared::process::proc().ok()?;
+        self.ledger(p, ledger, false).map(|l| l.entries)
     }
 }
 
@@ -151,17 +191,16 @@ fn reap_locked(t: &Table<'_>, n: u32, l: Ledger) {
 }
 
 impl Namespace {
-    /// This process's ledger, adopted (in a new process, or a forked child: after reaping what
-    /// the slot's dead previous owner left in it).
-    fn mine<'m>(&self, m: &'m mut Option<Mine>) -> Result<&'m mut Mine, NamedError> {
-        let p = shared::process::proc()?;
-        if m.as_ref().is_some_and(|m| m.owner == p.me) {
+    /// This process's ledger, adopted the first time (after reaping what the slot's dead
+    /// previous owner left in it).
+    fn mine<'m>(&self, p: &Proc, m: &'m mut Option<Mine>) -> Result<&'m mut Mine, NamedError> {
+        if m.is_some() {
             return Ok(m.as_mut().expect("checked"));
         }
         let n = p.me.slot;
         // Before the ledger exists: a reaper that reads 0 here finds no ledger but a live one's.
         self.header.ledgers.store(1, Ordering::Release);
-        let ledger = self.holders.ledger(n, true).ok_or(NamedError::Shared(SharedError::Access))?;
+        let ledger = self.holders.ledger(p, n, true).ok_or(NamedError::Shared(SharedError::Access))?;
         let t = self.table();
         t.locked(p.me, p, &wake_all, || {
             if ledger.header.owner.load(Ordering::Relaxed) != p.me.word() {
@@ -169,15 +208,16 @@ impl Namespace {
                 ledger.header.owner.store(p.me.word(), Ordering::Relaxed);
             }
         })?;
-        Ok(m.insert(Mine { owner: p.me, ledger, number: n, free: Vec::new(), held: HashMap::new() }))
+        Ok(m.insert(Mine { ledger, number: n, free: Vec::new(), held: HashMap::new() }))
     }
 
     /// Open or create the counted object `key` (`init`: kind with [`super::table::COUNTED`],
     /// word, aux) and take a handle to it: what it is, and whether it existed.
     #[inline(never)]
     pub(crate) fn hold(&self, key: Key<'_>, init: (u32, u32, u32), how: Open) -> Result<(Found, bool), NamedError> {
-        let mut guard = self.holders.mine.lock().unwrap_or_else(|e| e.into_inner());
-        let me = self.mine(&mut guard)?;
+        let p = shared::process::proc()?;
+        let mut guard = self.holders.books(p).mine.lock().unwrap_or_else(|e| e.into_inner());
+        let me = self.mine(p, &mut guard)?;
         // An object this process holds already: one more handle, nothing shared written.
         if let Some(f) = self.table().lookup(key).filter(|f| f.kind == init.0) {
             if let Some((_, handles)) = me.held.get_mut(&(f.slot, f.gen)) {
@@ -201,7 +241,6 @@ impl Namespace {
         // The entry is below `len` before the lock's holder writes it (a reaper reads up to it).
         me.ledger.header.len.fetch_max(index + 1, Ordering::Relaxed);
         let r = Ref { ledger: me.number, entries: me.ledger.entries, index };
-        let p = shared::process::proc()?;
         let t = self.table();
         // (Nothing else of this process takes a reference meanwhile: we hold `mine`. So an
         // object found under the lock is one we do not hold yet.)
@@ -226,9 +265,9 @@ impl Namespace {
 
     /// One more handle to the counted object `(slot, gen)` this process holds (a clone).
     pub(crate) fn hold_again(&self, slot: u32, gen: u32) {
-        let mut guard = self.holders.mine.lock().unwrap_or_else(|e| e.into_inner());
-        let here = shared::process::proc().ok().map(|p| p.me);
-        if let Some(me) = guard.as_mut().filter(|m| Some(m.owner) == here) {
+        let Ok(p) = shared::process::proc() else { return };
+        let mut guard = self.holders.books(p).mine.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(me) = guard.as_mut() {
             if let Some((_, h)) = me.held.get_mut(&(slot, gen)) {
                 *h += 1;
             }
@@ -239,10 +278,10 @@ impl Namespace {
     /// reference is given back, and with the last holder's, the object dies. Whether this
     /// process held a handle to it.
     pub(crate) fn let_go(&self, slot: u32, gen: u32) -> Result<bool, NamedError> {
-        let mut guard = self.holders.mine.lock().unwrap_or_else(|e| e.into_inner());
         let p = shared::process::proc()?;
-        // (In a forked child the inherited handles hold nothing: `owner` is the parent.)
-        let Some(me) = guard.as_mut().filter(|m| m.owner == p.me) else { return Ok(false) };
+        let mut guard = self.holders.books(p).mine.lock().unwrap_or_else(|e| e.into_inner());
+        // (In a forked child the inherited handles hold nothing: its books are its own.)
+        let Some(me) = guard.as_mut() else { return Ok(false) };
         let Some((index, handles)) = me.held.get_mut(&(slot, gen)) else { return Ok(false) };
         *handles -= 1;
         if *handles > 0 {
@@ -289,13 +328,13 @@ impl Namespace {
             .filter_map(|f| f.strip_prefix(stem)?.parse().ok())
             .collect();
         let mut reaped = 0;
+        let p = shared::process::proc()?;
         for n in numbers {
-            let Some(l) = self.holders.ledger(n, false) else { continue };
+            let Some(l) = self.holders.ledger(p, n, false) else { continue };
             let owner = l.header.owner.load(Ordering::Relaxed);
             if owner == 0 {
                 continue;
             }
-            let p = shared::process::proc()?;
             if Owner::of(owner) == p.me || p.life(Owner::of(owner)) == Life::Alive {
                 continue;
             }
