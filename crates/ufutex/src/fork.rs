@@ -29,7 +29,7 @@
 //! parent's waiters, as before these handlers).
 //!
 //! A child made without the handlers (glibc's `_Fork`, a raw `clone` without `CLONE_VM`) is
-//! told by the fork mark (`fork_mark.rs`), and its first call that could meet the parent's
+//! told by the fork mark (`fork_mark.rs`, made when the library is loaded), and its first call that could meet the parent's
 //! waiters makes the child handler's fresh start itself ([`unprepared_start`]), unless the fork
 //! came from a handler inside one of our calls (as above). Another thread may have held the
 //! gate at such a fork (a resize, a domain's set-up, query or drop, another fork's prepare
@@ -61,7 +61,8 @@ std::thread_local! {
     static HELD: RefCell<Option<(ForkHold, ForkQuiet)>> = const { RefCell::new(None) };
 }
 
-/// Install the handlers and make the fork mark, once per process. A child forked while another
+/// Install the handlers, and make the fork mark if loading the library did not, once per
+/// process. A child forked while another
 /// thread of the parent did this does it again (`once.rs`): the handlers may then be registered
 /// twice, and run twice a fork; the second prepare handler finds its thread quiet already
 /// (`reentry::fork_quiet`) and takes nothing, so the second parent and child handlers find
@@ -76,6 +77,22 @@ pub(crate) fn watch() {
         crate::fork_mark::make(unprepared_start);
     });
 }
+
+/// The fork mark, made when the library is loaded (an `.init_array` entry, as `membarrier.rs`'s
+/// decision; it maps one page): so a child made without the handlers is told even if its parent
+/// never waited. Such a parent's other threads may still have held the gate (a domain's set-up,
+/// query or resize) or a bucket lock at the fork; made at the first wait, the mark told its
+/// children nothing, and their first use of the gate waited for the lost thread for ever
+/// (`tests/fork_setup.rs`).
+#[cfg(target_os = "linux")]
+#[used]
+#[link_section = ".init_array"]
+static MARK_AT_LOAD: extern "C" fn() = {
+    extern "C" fn mark_at_load() {
+        crate::fork_mark::make(unprepared_start);
+    }
+    mark_at_load
+};
 
 /// The fresh start of a child made without the handlers (`fork_mark::check` makes it once):
 /// the child handler's, without its prepare, where the gate is free and this thread is in none

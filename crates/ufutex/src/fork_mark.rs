@@ -62,10 +62,14 @@ fn unmap_page(mine: u64) {
     unsafe { libc::munmap((mine & !1) as usize as *mut libc::c_void, PAGE_USED) };
 }
 
-/// Make the mark, with the start that a child told by it makes; once per process (by
-/// `fork::watch`, before the process first queues a waiter), or again in a child forked while
-/// a thread of the parent made it (`once.rs`): each step may be made twice.
+/// Make the mark, with the start that a child told by it makes: when the library is loaded
+/// (`fork.rs`), and by `fork::watch` if it was not (a mark made already is left as it is: in a
+/// child, reading 0 until its start is made). Two threads, or a child forked while a thread of
+/// the parent made it (`once.rs`), may each make a step twice.
 pub(crate) fn make(start: fn()) {
+    if mark().is_some() {
+        return;
+    }
     // Release: a thread that reads the mark (below) finds the start.
     START.store(start as *mut (), Ordering::Release);
     // A page the kernel does not wipe tells no child anything.
