@@ -8,8 +8,9 @@
 # for 8 s (counted ones too, and 400 forks while a thread counts), and handles racing the reuse of
 # their objects' slots for 5 s. Then 300 forks amid waits, wakes, requeues and resizes, each
 # child checking that it has none of the parent's waiters and no lock held (fork.rs), and 500
-# forks amid a fresh process's first calls, each child making its own (fork_setup.rs). Budget
-# ≤ 2.5 min on 2 cores. Also a waiter racing the wake-op's two looks, private and shared, 10 s
+# forks amid a fresh process's first calls, each child making its own, and 500 children made
+# without the handlers while a thread holds the gate (fork_setup.rs). Budget ≤ 2.5 min on 2
+# cores. Also a waiter racing the wake-op's two looks, private and shared, 10 s
 # (wake_op.rs); rounds of 80 sleepers over several ring words, woken all at once, by two
 # wakers or a few at a time, every one returning once a round, 6 s (wake_many.rs); and the
 # preload's watched shared waits woken by the library and by the kernel alone, 6 s
