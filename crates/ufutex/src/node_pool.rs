@@ -26,8 +26,8 @@
 //! threads that exited in queue order came back in reverse: perf's `futex requeue` (128 calls
 //! of one waiter each) took 25 µs a round after the first against 12–15 µs (BENCHMARKS.md).
 //!
-//! The pool's lock is only ever tried, never waited for: a child forked while another thread
-//! held it would wait forever. A thread that finds it busy keeps its node in its own memory
+//! The pool's lock is only ever tried, never waited for (`primitive::lock_briefly`): a child
+//! forked while another thread held it would wait forever. A thread that finds it busy keeps its node in its own memory
 //! instead (`thread.rs`), and a slot that cannot be given back is left unused.
 //!
 //! A thread's first wait may make a chunk, and it may come from a signal handler that
@@ -200,14 +200,7 @@ impl Drop for Slot {
 
 /// The pool, if its lock can be had within a few tries (see the module docs).
 fn locked() -> Option<std::sync::MutexGuard<'static, Pool>> {
-    for _ in 0..64 {
-        match POOL.try_lock() {
-            Ok(g) => return Some(g),
-            Err(std::sync::TryLockError::Poisoned(e)) => return Some(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => std::thread::yield_now(),
-        }
-    }
-    None
+    crate::primitive::lock_briefly(&POOL)
 }
 
 /// A chunk of uninitialised slots, starting on a page, from the kernel (`pages.rs`), never
