@@ -135,24 +135,26 @@
  * libufutex_preload.so passes a futex call made from inside its own dispatch to the kernel;
  * leaving a wait by siglongjmp is not safe there either.
  *
- * Fork: a child made by fork() starts, as with the kernel's private futexes, with none of the
- * parent's waiters: the library's pthread_atfork handlers (installed at the process's first
- * wait) keep resizes out of the fork and, in the child, empty every queue and free every lock,
- * so a wake in the child reaches the child's own waiters and counts only them. The parent's
- * waiters are untouched. A child made without the handlers (glibc's _Fork(), a raw clone()
- * without CLONE_VM) gets the same fresh start from its first call that could meet the
- * parent's waiters (a page mapped MADV_WIPEONFORK tells it). If another thread held the
- * library's domain lock at that fork (resizing a table, setting up or querying a domain), the
- * child takes the lock over; the one domain whose state that thread was changing keeps its
- * tables as they are in the child: it no longer grows, and a resize of it fails with
- * ENOTRECOVERABLE. (As glibc's own locks are left as they were by _Fork, such a child should
- * make only async-signal-safe calls, as POSIX says; wait and wake are.) Either kind of fork
- * may come while another thread makes one of the library's first-use set-ups (installing the
- * fork handlers or the fault handler, reading the NUMA topology, mapping the shared table):
- * the child makes it again itself, never waiting for that thread. A fork from a signal
- * handler that interrupted its thread inside the library leaves the queues as they are (the
- * interrupted call goes on in the child). Process-shared words are keyed by the object, so
- * parent and child meet on them as before.
+ * Fork: a child made by fork() starts, as with the kernel's private futexes, with none of
+ * the parent's waiters: the library's pthread_atfork handlers (installed at the process's
+ * first wait) keep resizes out of the fork and, in the child, empty every queue and free
+ * every lock, so a wake in the child reaches the child's own waiters and counts only them.
+ * The parent's waiters are untouched. A child made without the handlers (glibc's _Fork(), a
+ * raw clone() without CLONE_VM) gets the same fresh start from its first call that could
+ * meet the parent's waiters (a page the library maps MADV_WIPEONFORK when it is loaded tells
+ * it). If another thread held the library's domain lock at that fork (resizing a table,
+ * setting up or querying a domain), the child takes the lock over; the one domain whose
+ * state that thread was changing keeps its tables as they are in the child: it no longer
+ * grows, and a resize of it fails with ENOTRECOVERABLE. (As glibc's own locks are left as
+ * they were by _Fork, such a child should make only async-signal-safe calls, as POSIX says;
+ * wait and wake are.) Either kind of fork may come while another thread makes one of the
+ * library's first-use set-ups (installing the fork handlers or the fault handler, reading
+ * the NUMA topology, mapping the shared table): the child makes it again itself, never
+ * waiting for that thread; nor does a child wait for a thread that was opening or closing
+ * counted named objects (it keeps its own books of them). A fork from a signal handler that
+ * interrupted its thread inside the library leaves the queues as they are (the interrupted
+ * call goes on in the child). Process-shared words are keyed by the object, so parent and
+ * child meet on them as before.
  *
  * Out of memory for a wait-queue table, a call returns ENOMEM and changes nothing: a resize
  * (ufutex_hash_set_slots) keeps the old table, and a wait, waitv or requeue on a UFUTEX_NUMA

@@ -24,9 +24,11 @@
 //! interrupted its thread inside a wait or a critical section returns
 //! [`WaitError::Interrupted`] without queueing. The same holds while the thread sets up the
 //! process's use of the shared table (its first process-shared call), which a handler cannot
-//! wait for. Not yet safe from a handler: a thread's first wait (its waiter state is
-//! allocated), and a NUMA call that interrupts its thread's first NUMA call of the process.
-//! No call may be left by `longjmp`.
+//! wait for. A thread's first wait allocates nothing (its waiter state is in static TLS), so a
+//! handler may make it even where it interrupted `malloc`; what still allocates (the process's
+//! first wait, a wait that grows process-wide state, a waitv longer than its thread's before,
+//! a NUMA call that interrupts its thread's first NUMA call of the process) is listed in
+//! `include/ufutex.h`, "Signals". No call may be left by `longjmp`.
 //!
 //! ## Fork
 //! A child made by `fork` starts with none of the parent's waiters, as with the kernel's
