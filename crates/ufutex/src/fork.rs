@@ -29,15 +29,16 @@
 //! parent's waiters, as before these handlers).
 //!
 //! A child made without the handlers (glibc's `_Fork`, a raw `clone` without `CLONE_VM`) is
-//! told by the fork mark (`fork_mark.rs`, made when the library is loaded), and its first call that could meet the parent's
-//! waiters makes the child handler's fresh start itself ([`unprepared_start`]), unless the fork
-//! came from a handler inside one of our calls (as above). Another thread may have held the
-//! gate at such a fork (a resize, a domain's set-up, query or drop, another fork's prepare
-//! handler): the start takes the gate over (`gate.rs`), and the one domain whose state that
-//! thread held is *lost* in the child — its state lock stays held and its state is never read
-//! again, its tables stay as they are (a migration of waiters left half done is settled), and a
-//! resize of it fails with `ENOTRECOVERABLE` (`Tables`). `tests/fork.rs`'s
-//! `…_while_the_gate_is_held_goes_on` makes such children by the hundred.
+//! told by the fork mark (`fork_mark.rs`, made when the library is loaded), and its first call
+//! that could meet the parent's waiters makes the child handler's fresh start itself
+//! ([`unprepared_start`]), unless the fork came from a handler inside one of our calls (as
+//! above). Another thread may have held the gate at such a fork (a resize, a domain's set-up,
+//! query or drop, another fork's prepare handler): the start takes the gate over (`gate.rs`),
+//! and the one domain whose state that thread held is *lost* in the child — its state lock
+//! stays held and its state is never read again, its tables stay as they are (a migration of
+//! waiters left half done is settled), and a resize of it fails with `ENOTRECOVERABLE`
+//! (`Tables`). `tests/fork.rs`'s `…_while_the_gate_is_held_goes_on` makes such children by the
+//! hundred.
 //!
 //! Such a child inherits glibc's locks as they were, too (`_Fork` resets none of malloc's): as
 //! POSIX says, it should make only async-signal-safe calls, which waits and wakes are.
@@ -62,11 +63,10 @@ std::thread_local! {
 }
 
 /// Install the handlers, and make the fork mark if loading the library did not, once per
-/// process. A child forked while another
-/// thread of the parent did this does it again (`once.rs`): the handlers may then be registered
-/// twice, and run twice a fork; the second prepare handler finds its thread quiet already
-/// (`reentry::fork_quiet`) and takes nothing, so the second parent and child handlers find
-/// nothing to release.
+/// process. A child forked while another thread of the parent did this does it again
+/// (`once.rs`): the handlers may then be registered twice, and run twice a fork; the second
+/// prepare handler finds its thread quiet already (`reentry::fork_quiet`) and takes nothing, so
+/// the second parent and child handlers find nothing to release.
 pub(crate) fn watch() {
     static ONCE: crate::once::Once = crate::once::Once::new();
     ONCE.call(|_| {

@@ -27,8 +27,9 @@
 //! of one waiter each) took 25 µs a round after the first against 12–15 µs (BENCHMARKS.md).
 //!
 //! The pool's lock is only ever tried, never waited for (`primitive::lock_briefly`): a child
-//! forked while another thread held it would wait forever. A thread that finds it busy keeps its node in its own memory
-//! instead (`thread.rs`), and a slot that cannot be given back is left unused.
+//! forked while another thread held it would wait forever. A thread that finds it busy keeps
+//! its node in its own memory instead (`thread.rs`), and a slot that cannot be given back is
+//! left unused.
 //!
 //! A thread's first wait may make a chunk, and it may come from a signal handler that
 //! interrupted the allocator: chunks are mapped from the kernel (`pages.rs`), and the pool's
