@@ -35,13 +35,13 @@
 //! private futexes: handlers installed with `pthread_atfork` at the process's first wait keep
 //! resizes out of the fork and, in the child, empty every queue and free every lock. A wake in
 //! the child therefore reaches the child's own waiters only, and counts them only; the parent's
-//! waiters are untouched. A child made without the handlers (glibc's `_Fork`, a raw `clone`)
-//! is told by a page that the library maps when it is loaded, and gets the same fresh start
-//! from its first call that could meet the parent's waiters; a domain whose resize or query
-//! another thread was making at that fork stops resizing in the child. A fork from a signal handler that interrupted its thread
-//! inside this library leaves the queues as they are (the interrupted call goes on in the
-//! child). Process-shared words ([`shared`]) are keyed by their object, so parent and child
-//! meet on them as before.
+//! waiters are untouched. A child made without the handlers (glibc's `_Fork`, a raw `clone`) is
+//! told by a page that the library maps when it is loaded, and gets the same fresh start from
+//! its first call that could meet the parent's waiters; a domain whose resize or query another
+//! thread was making at that fork stops resizing in the child. A fork from a signal handler
+//! that interrupted its thread inside this library leaves the queues as they are (the
+//! interrupted call goes on in the child). Process-shared words ([`shared`]) are keyed by their
+//! object, so parent and child meet on them as before.
 #![doc = include_str!("../../../README.md")]
 #![deny(unsafe_op_in_unsafe_fn)]
 
