@@ -235,7 +235,7 @@ impl Once {
                 }
                 Err(DONE) => return,
                 Err(s) if s == me => return, // this thread runs it: a handler inside the action
-                Err(s) if s >> 32 == me >> 32 => {
+                Err(s) if same_process(s, me) => {
                     // Another thread of this process runs it: wait for it.
                     yield_now();
                     expected = NEW;
@@ -284,7 +284,7 @@ impl SetupLock {
             // Acquire: what the last holder of this process did before its release.
             match self.holder.compare_exchange(expected, me, Ordering::Acquire, Ordering::Relaxed) {
                 Ok(_) => return SetupGuard(self),
-                Err(h) if h >> 32 == me >> 32 => {
+                Err(h) if same_process(h, me) => {
                     debug_assert_ne!(h, me, "a set-up lock taken again by its holder");
                     yield_now();
                     expected = 0;
@@ -303,7 +303,7 @@ impl SetupLock {
     pub(crate) fn held_elsewhere(&self) -> bool {
         // Relaxed: the holder's name is the whole answer.
         let h = self.holder.load(Ordering::Relaxed);
-        h != 0 && h >> 32 != me() >> 32
+        h != 0 && !same_process(h, me())
     }
 }
 
@@ -312,6 +312,11 @@ impl Drop for SetupGuard<'_> {
         // Release: what this holder did, for the next one.
         self.0.holder.store(0, Ordering::Release);
     }
+}
+
+/// Whether two threads, as [`me`] names them, are of the same process.
+fn same_process(a: u64, b: u64) -> bool {
+    a >> 32 == b >> 32
 }
 
 /// This thread, as a [`Once`] names its runner: `(pid << 32) | tid` (each below 2^22).
@@ -532,26 +537,40 @@ mod loom_tests {
     const PARENT: u64 = 7 << 32 | 70;
     const CHILD: u64 = 8 << 32;
 
+    /// Two threads of one process (`CHILD | 1`, `CHILD | 2`) call a once whose state starts at
+    /// `state`: the action runs once, as `run`, and each returns after it, seeing what it wrote.
+    fn two_callers(state: u64, run: Run) {
+        loom::model(move || {
+            let once = Arc::new(Once::new());
+            once.state.store(state, Ordering::Relaxed);
+            let runs = Arc::new(AtomicU32::new(0));
+            let call = move |once: &Once, runs: &AtomicU32, me: u64| {
+                once.call_as(me, |how| {
+                    assert_eq!(how, run);
+                    // Relaxed: published by DONE's Release.
+                    runs.fetch_add(1, Ordering::Relaxed);
+                });
+                assert_eq!(runs.load(Ordering::Relaxed), 1);
+            };
+            let (o2, r2) = (once.clone(), runs.clone());
+            let other = loom::thread::spawn(move || call(&o2, &r2, CHILD | 2));
+            call(&once, &runs, CHILD | 1);
+            other.join().unwrap();
+        });
+    }
+
     /// Two threads of a process call a once together: the action runs once, and each returns
     /// after it, seeing what it wrote.
     #[test]
     fn the_action_runs_once_before_either_caller_goes_on() {
-        loom::model(|| {
-            let once = Arc::new(Once::new());
-            let wrote = Arc::new(AtomicU32::new(0));
-            let call = |once: &Once, wrote: &AtomicU32, me: u64| {
-                once.call_as(me, |run| {
-                    assert_eq!(run, Run::First);
-                    // Relaxed: published by DONE's Release.
-                    wrote.fetch_add(1, Ordering::Relaxed);
-                });
-                assert_eq!(wrote.load(Ordering::Relaxed), 1);
-            };
-            let (o2, w2) = (once.clone(), wrote.clone());
-            let other = loom::thread::spawn(move || call(&o2, &w2, CHILD | 2));
-            call(&once, &wrote, CHILD | 1);
-            other.join().unwrap();
-        });
+        two_callers(super::NEW, Run::First);
+    }
+
+    /// A child's copy of a once that the parent's lost thread was running: two threads of the
+    /// child take it over together; one runs it, the other waits for that run.
+    #[test]
+    fn a_child_takes_a_lost_run_over_once() {
+        two_callers(PARENT, Run::TakenOver); // the fork's copy
     }
 
     /// A child's copy of a set-up lock that the parent's lost thread held: two threads of the
@@ -573,28 +592,6 @@ mod loom_tests {
             enter(&lock, &inside, CHILD | 1);
             other.join().unwrap();
             assert_eq!(lock.holder.load(Ordering::Relaxed), 0);
-        });
-    }
-
-    /// A child's copy of a once that the parent's lost thread was running: two threads of the
-    /// child take it over together; one runs it, the other waits for that run.
-    #[test]
-    fn a_child_takes_a_lost_run_over_once() {
-        loom::model(|| {
-            let once = Arc::new(Once::new());
-            once.state.store(PARENT, Ordering::Relaxed); // the fork's copy
-            let runs = Arc::new(AtomicU32::new(0));
-            let call = |once: &Once, runs: &AtomicU32, me: u64| {
-                once.call_as(me, |run| {
-                    assert_eq!(run, Run::TakenOver);
-                    runs.fetch_add(1, Ordering::Relaxed);
-                });
-                assert_eq!(runs.load(Ordering::Relaxed), 1);
-            };
-            let (o2, r2) = (once.clone(), runs.clone());
-            let other = loom::thread::spawn(move || call(&o2, &r2, CHILD | 2));
-            call(&once, &runs, CHILD | 1);
-            other.join().unwrap();
         });
     }
 }
