@@ -29,8 +29,8 @@
 //! parent's waiters, as before these handlers).
 //!
 //! A child made without the handlers (glibc's `_Fork`, a raw `clone` without `CLONE_VM`) is
-//! told by the fork mark (`fork_mark.rs`, made when the library is loaded), and its first call
-//! that could meet the parent's waiters makes the child handler's fresh start itself
+//! told by the fork mark (`fork_mark.rs`, made when the library is loaded: `load.rs`), and its
+//! first call that could meet the parent's waiters makes the child handler's fresh start itself
 //! ([`unprepared_start`]), unless the fork came from a handler inside one of our calls (as
 //! above). Another thread may have held the gate at such a fork (a resize, a domain's set-up,
 //! query or drop, another fork's prepare handler): the start takes the gate over (`gate.rs`),
@@ -74,25 +74,19 @@ pub(crate) fn watch() {
         // requires, and live as long as the library (glibc drops them when the object that
         // registered them is unloaded). Should it fail (ENOMEM), forks go on as without it.
         unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
-        crate::fork_mark::make(unprepared_start);
+        make_mark();
     });
 }
 
-/// The fork mark, made when the library is loaded (an `.init_array` entry, as `membarrier.rs`'s
-/// decision; it maps one page): so a child made without the handlers is told even if its parent
-/// never waited. Such a parent's other threads may still have held the gate (a domain's set-up,
-/// query or resize) or a bucket lock at the fork; made at the first wait, the mark told its
-/// children nothing, and their first use of the gate waited for the lost thread for ever
-/// (`tests/fork_setup.rs`).
-#[cfg(target_os = "linux")]
-#[used]
-#[link_section = ".init_array"]
-static MARK_AT_LOAD: extern "C" fn() = {
-    extern "C" fn mark_at_load() {
-        crate::fork_mark::make(unprepared_start);
-    }
-    mark_at_load
-};
+/// Make the fork mark, with this module's fresh start for the children it tells: when the
+/// library is loaded (`load.rs`), so that a child made without the handlers is told even if its
+/// parent never waited, and by [`watch`] if that did not happen. Such a parent's other threads
+/// may still have held the gate (a domain's set-up, query or resize) or a bucket lock at the
+/// fork; made at the first wait only, the mark told its children nothing, and their first use
+/// of the gate waited for the lost thread for ever (`tests/fork_setup.rs`).
+pub(crate) fn make_mark() {
+    crate::fork_mark::make(unprepared_start);
+}
 
 /// The fresh start of a child made without the handlers (`fork_mark::check` makes it once):
 /// the child handler's, without its prepare, where the gate is free and this thread is in none

@@ -61,6 +61,8 @@ mod fork_models;
 mod gate;
 mod group;
 mod key;
+#[cfg(all(not(ufutex_loom), target_os = "linux"))] // what loading the library sets up; not modelled
+mod load;
 mod lock;
 mod membarrier;
 #[cfg(target_os = "linux")]

@@ -21,7 +21,7 @@
 //! of its source word and pays as that word's wakes do (`requeue.rs`).
 //!
 //! The barrier needs a one-time registration per process. Whether it worked is decided once
-//! (at load, [`DECIDE_AT_LOAD`], or by the first wake or wait that asks: [`fence_free`]) and
+//! (at load, [`decide_at_load`], or by the first wake or wait that asks: [`fence_free`]) and
 //! never changes: where it failed (seccomp, an old kernel, not Linux), the waker's point is a
 //! real `fence(SeqCst)` and the waiter's [`waiter_barrier`] does nothing — the symmetric
 //! protocol.
@@ -92,25 +92,18 @@ mod sys {
     }
 }
 
-/// Decided when the library is loaded, while a process mostly has one thread still: the
-/// kernel's registration then takes its fast path (a few µs), whereas in a process with a
-/// second thread it waits for an RCU grace period — 10–24 ms measured here — which the first
-/// wake or wait of a multithreaded program paid before (BENCHMARKS.md, seventy-first session).
-/// Best effort: a library loaded late (`dlopen`) or a linker that leaves this object's
-/// constructor out only leaves the decision to the first call, as before. (An `.init_array`
-/// entry runs before `main` and before any thread of ours: it makes one system call and
-/// stores an atomic.)
+/// Decide now if not yet: when the library is loaded (`load.rs`), while a process mostly has
+/// one thread still. The kernel's registration then takes its fast path (a few µs), whereas in
+/// a process with a second thread it waits for an RCU grace period — 10–24 ms measured here —
+/// which the first wake or wait of a multithreaded program paid before (BENCHMARKS.md,
+/// seventy-first session). Best effort: a library loaded late (`dlopen`) or a linker that
+/// leaves the library's constructor out only leaves the decision to the first call, as before.
 #[cfg(all(not(ufutex_loom), target_os = "linux"))]
-#[used]
-#[link_section = ".init_array"]
-static DECIDE_AT_LOAD: extern "C" fn() = {
-    extern "C" fn decide_at_load() {
-        if STATE.load(Ordering::Relaxed) == UNKNOWN {
-            decide();
-        }
+pub(crate) fn decide_at_load() {
+    if STATE.load(Ordering::Relaxed) == UNKNOWN {
+        decide();
     }
-    decide_at_load
-};
+}
 
 /// Whether [`fence_free`] is decided already, without deciding it (tests: the decision made
 /// when the library is loaded).
