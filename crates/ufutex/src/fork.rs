@@ -17,7 +17,8 @@
 //!   sleeper count start at zero, and wakes that signal handlers deferred to the parent's other
 //!   threads no longer hold their domains' drop (`Tables::deferrals`). The parent's nodes and
 //!   groups stay where they are, unreferenced (each is a few dozen bytes of a thread the child
-//!   does not have).
+//!   does not have). The spare lists (the node pool, the group records) start afresh if such a
+//!   thread held one's lock at the fork (`brief_lock.rs`).
 //!
 //! Bucket locks are not held across the fork (glibc holds malloc's arenas' locks so): the
 //! child discards what they protect, and taking them would cost the parent a copy-on-write
@@ -100,6 +101,8 @@ fn unprepared_start() {
 
 /// The child's fresh start (module docs), with the gate held.
 fn forget(hold: ForkHold) {
+    crate::node_pool::forget_holder();
+    crate::group::forget_holder();
     crate::tables::forked();
     crate::lock::forget_sleepers();
     crate::parker::forget_sleepers();
@@ -253,5 +256,76 @@ mod tests {
             return;
         }
         assert_eq!(status, 0, "the handler ran after the start was made");
+    }
+
+    /// A child forked while another thread held the node pool's and the record list's locks
+    /// (as at its first wait or its exit) starts both lists afresh (`brief_lock.rs`): a node
+    /// of the child's comes from the pool, and a record it gives back serves its next take.
+    /// Before, both locks stayed held in the child for ever: each of its threads kept its node
+    /// in its own memory, yielded 64 times at each take and give of a record, mapped a page of
+    /// new records and left the record it gave back unused. With and without the handlers.
+    #[test]
+    fn a_child_forked_while_the_spare_lists_were_held_has_them() {
+        extern "C" {
+            // glibc 2.34 and later: a fork without the atfork handlers.
+            fn _Fork() -> libc::pid_t;
+        }
+        // SAFETY: the child makes only our calls (its own memory, `mmap`) and `_exit`.
+        let with_handlers = || unsafe { libc::fork() };
+        // SAFETY: as above.
+        let without = || unsafe { _Fork() };
+        super::watch(); // the handlers, and the mark for `_Fork`'s child
+        assert_eq!(forked_while_the_lists_are_held(&with_handlers, false), 0, "fork: the child's lists");
+        assert_eq!(forked_while_the_lists_are_held(&without, true), 0, "_Fork: the child's lists");
+    }
+
+    /// The exit status of a child `fork` made while another thread held both spare lists'
+    /// locks: 0 if it had both. `unprepared`: a fork without the handlers, whose child may not
+    /// be able to tell that it is one (below; then it is not tested).
+    fn forked_while_the_lists_are_held(fork: &dyn Fn() -> libc::pid_t, unprepared: bool) -> i32 {
+        use crate::parker::{Park, Parker};
+        use crate::test_child::Child;
+        use std::sync::mpsc::channel;
+        let (held_tx, held) = channel();
+        let (release, release_rx) = channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let guards = (crate::node_pool::hold(), crate::group::hold());
+            held_tx.send(()).expect("the test waits");
+            let _ = release_rx.recv();
+            drop(guards);
+        });
+        held.recv().expect("the holder took the locks");
+        let pid = fork();
+        assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+        if pid == 0 {
+            // A child made without the handlers is told by its mark, unless an emulator ignored
+            // MADV_WIPEONFORK (qemu-user 7.2): then there is nothing to test.
+            if unprepared && crate::fork_mark::reads_started() == Some(true) {
+                // SAFETY: ends the child without the parent's exit handlers.
+                unsafe { libc::_exit(3) };
+            }
+            crate::fork_mark::check();
+            let parker = Parker::new();
+            let pooled = crate::node_pool::Slot::take(&parker).is_some();
+            let given = crate::group::take().expect("a record");
+            // SAFETY: the record just taken, given back with no pointer kept but its address.
+            unsafe { crate::group::give(given) };
+            let again = crate::group::take().expect("a record");
+            let code = match (pooled, again == given) {
+                (true, true) => 0,
+                (false, _) => 1,
+                (true, false) => 2,
+            };
+            // SAFETY: ends the child without the parent's exit handlers.
+            unsafe { libc::_exit(code) };
+        }
+        let status = Child(pid).join_within(std::time::Duration::from_secs(20));
+        release.send(()).expect("the holder waits");
+        holder.join().expect("the holder");
+        if status == 3 {
+            eprintln!("skipped: the child's mark was not wiped (MADV_WIPEONFORK ignored by an emulator)");
+            return 0;
+        }
+        status
     }
 }

@@ -14,10 +14,11 @@
 //! records are conserved, and queueing never allocates. A node made in a fresh node pool slot
 //! takes the record beside it (`node_pool.rs`); any other node takes one from here when it is
 //! made, and every node gives its record back here when it is dropped. Given-back records are
-//! kept on a free list (whose lock is only tried, a few times, as the node pool's is: a record
-//! that cannot be given back is left unused, valid memory all the same), so records hardly ever
-//! outnumber the most nodes that lived at once; they may where the lock stays busy (a child
-//! forked while another thread held it, a signal handler that interrupted its holder).
+//! kept on a free list (whose lock is only tried, a few times, as the node pool's is:
+//! `brief_lock.rs`; a record that cannot be given back is left unused, valid memory all the
+//! same), so records hardly ever outnumber the most nodes that lived at once; they may where
+//! the lock stays busy (a signal handler that interrupted its holder). A child forked while
+//! another thread held it starts a new list ([`forget_holder`]).
 
 use crate::primitive::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::cell::UnsafeCell;
@@ -125,6 +126,11 @@ impl Group {
     }
 }
 
+#[cfg(not(ufutex_loom))]
+pub(crate) use pool::forget_holder;
+#[cfg(all(test, not(ufutex_loom)))]
+pub(crate) use pool::hold;
+
 /// A record's memory.
 pub(crate) const LAYOUT: std::alloc::Layout = std::alloc::Layout::new::<Group>();
 
@@ -161,8 +167,8 @@ pub(crate) unsafe fn give(g: NonNull<Group>) {
 #[cfg(not(ufutex_loom))]
 mod pool {
     use super::Group;
+    use crate::brief_lock::BriefLock;
     use std::ptr::{self, NonNull};
-    use std::sync::Mutex;
 
     /// Records given back, chained through their `next` field.
     struct Free(*const Group);
@@ -170,10 +176,23 @@ mod pool {
     // SAFETY: the chain is only followed under the mutex; free records are nobody else's.
     unsafe impl Send for Free {}
 
-    static FREE: Mutex<Free> = Mutex::new(Free(ptr::null()));
+    static FREE: BriefLock<Free> = BriefLock::new(Free(ptr::null()));
+
+    /// In a forked child's fresh start: a free list that a thread the child does not have held
+    /// at the fork is given up (its records, unused, stay where they are), and a new one starts
+    /// empty (`brief_lock.rs`).
+    pub(crate) fn forget_holder() {
+        FREE.forget_holder(|| Free(ptr::null()));
+    }
+
+    /// The free list's lock, held as by a thread in the middle of a take (for the tests).
+    #[cfg(test)]
+    pub(crate) fn hold() -> crate::brief_lock::BriefGuard<'static, impl Sized> {
+        FREE.lock_briefly().expect("the free list")
+    }
 
     pub(super) fn pop() -> Option<NonNull<Group>> {
-        let mut free = crate::primitive::lock_briefly(&FREE)?;
+        let mut free = FREE.lock_briefly()?;
         let g = NonNull::new(free.0.cast_mut())?;
         // SAFETY: a record on the free list is owned by the list, whose lock we hold.
         free.0 = unsafe { g.as_ref().locked().next };
@@ -227,7 +246,7 @@ mod pool {
     unsafe fn push_chain(first: NonNull<Group>, last: &Group) {
         // A lock that stays busy (a fork while another thread held it, a signal handler that
         // interrupted its holder): the records stay unused. They are valid memory all the same.
-        let Some(mut free) = crate::primitive::lock_briefly(&FREE) else { return };
+        let Some(mut free) = FREE.lock_briefly() else { return };
         // SAFETY: the caller gives up the chain: the list owns it now.
         unsafe { last.locked().next = free.0 };
         free.0 = first.as_ptr();

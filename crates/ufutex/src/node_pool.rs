@@ -26,23 +26,24 @@
 //! threads that exited in queue order came back in reverse: perf's `futex requeue` (128 calls
 //! of one waiter each) took 25 µs a round after the first against 12–15 µs (BENCHMARKS.md).
 //!
-//! The pool's lock is only ever tried, never waited for (`primitive::lock_briefly`): a child
-//! forked while another thread held it would wait forever. A thread that finds it busy keeps
+//! The pool's lock is only ever tried, never waited for (`brief_lock.rs`): a signal handler
+//! that interrupted its holder would wait for its own thread. A thread that finds it busy keeps
 //! its node in its own memory instead (`thread.rs`), and a slot that cannot be given back is
-//! left unused.
+//! left unused. A child forked while another thread held it starts a new pool
+//! ([`forget_holder`]).
 //!
 //! A thread's first wait may make a chunk, and it may come from a signal handler that
 //! interrupted the allocator: chunks are mapped from the kernel (`pages.rs`), and the pool's
 //! own books (which slots are free) are a fixed array in it, so nothing here allocates. At most
 //! [`MAX_CHUNKS`] chunks are made; past them, threads keep their nodes in their own memory.
 
+use crate::brief_lock::{BriefGuard, BriefLock};
 use crate::group::Group;
 use crate::parker::Parker;
 use crate::table::Node;
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;
-use std::sync::Mutex;
 
 /// Slots per chunk: 64 KiB (only the pages of slots handed out are ever touched).
 const CHUNK: usize = 512;
@@ -148,7 +149,20 @@ impl Pool {
 // only by the thread that holds it (or under the bucket locks, as any node).
 unsafe impl Send for Pool {}
 
-static POOL: Mutex<Pool> = Mutex::new(Pool::new());
+static POOL: BriefLock<Pool> = BriefLock::new(Pool::new());
+
+/// In a forked child's fresh start: a pool that a thread the child does not have held at the
+/// fork is given up (its chunks stay where they are; a slot of theirs given back is left
+/// alone, `Pool::give`), and a new one starts empty (`brief_lock.rs`).
+pub(crate) fn forget_holder() {
+    POOL.forget_holder(Pool::new);
+}
+
+/// The pool's lock, held as by a thread in the middle of a take (for the tests).
+#[cfg(test)]
+pub(crate) fn hold() -> BriefGuard<'static, impl Sized> {
+    POOL.lock_briefly().expect("the pool")
+}
 
 /// One thread's plain-wait node, in the pool; given back on drop.
 pub(crate) struct Slot {
@@ -200,8 +214,8 @@ impl Drop for Slot {
 }
 
 /// The pool, if its lock can be had within a few tries (see the module docs).
-fn locked() -> Option<std::sync::MutexGuard<'static, Pool>> {
-    crate::primitive::lock_briefly(&POOL)
+fn locked() -> Option<BriefGuard<'static, Pool>> {
+    POOL.lock_briefly()
 }
 
 /// A chunk of uninitialised slots, starting on a page, from the kernel (`pages.rs`), never
@@ -230,7 +244,7 @@ mod tests {
         assert!(at.iter().all(|a| a % 64 == 0), "nodes keep their alignment");
         assert_eq!(new_chunk().unwrap().as_ptr() as usize % crate::queue::PAGE, 0, "a chunk starts on a page");
         drop(held);
-        let free = POOL.lock().unwrap().free();
+        let free = POOL.lock_briefly().expect("the pool").free();
         assert!(free >= 3 * CHUNK, "every slot given back ({free} free)");
     }
 

@@ -173,27 +173,6 @@ pub(crate) fn yield_now() {
     std::thread::yield_now();
 }
 
-/// `m` locked, if it can be had within a few tries, each after a yield (a poisoned lock is
-/// taken as it is); `None` if it stays busy. For the locks of process-wide lists (spare nodes,
-/// spare records) whose users can do without them: a thread may meet such a lock held in a
-/// child forked while another thread held it, or in a signal handler that interrupted its own
-/// thread holding it, and must not wait for it there. Otherwise a busy lock is one just taken
-/// (two threads that start or exit at once) or whose holder was preempted inside its few loads
-/// and stores, and is had at a later try. Tried once, the record list's lost races each left a
-/// record unused or made a new 4 KiB page of them: hundreds of pages for two threads' 400,000
-/// rounds of a take and a give (`group.rs`'s test).
-#[cfg(not(ufutex_loom))]
-pub(crate) fn lock_briefly<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    for _ in 0..64 {
-        match m.try_lock() {
-            Ok(g) => return Some(g),
-            Err(std::sync::TryLockError::Poisoned(e)) => return Some(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => std::thread::yield_now(),
-        }
-    }
-    None
-}
-
 /// [`start_once`]'s states of its byte.
 pub(crate) const FRESH: u8 = 0;
 pub(crate) const STARTED: u8 = 1;
