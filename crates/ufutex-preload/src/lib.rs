@@ -25,6 +25,10 @@
 //!
 //! Not reachable this way: glibc's own pthread objects, Go and Java, which make the system
 //! call themselves.
+//!
+//! Not every lock gains: Rust's `std::sync::Mutex`, whose waiters sleep on the lock's own
+//! word beside the data its holder writes, runs at 0.3–0.6× of itself on the kernel under
+//! contention with ~1 µs critical sections (the README; BENCHMARKS.md, seventy-third session).
 
 mod config;
 mod futex2;
