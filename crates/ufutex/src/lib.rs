@@ -46,7 +46,6 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod api;
-#[cfg(not(ufutex_loom))] // the spare lists' lock (node pool, records), which loom does not model
 mod brief_lock;
 mod deadline;
 mod domain;
