@@ -173,7 +173,7 @@ mod pool {
     /// Records given back, chained through their `next` field.
     struct Free(*const Group);
 
-    // SAFETY: the chain is only followed under the mutex; free records are nobody else's.
+    // SAFETY: the chain is only followed under the lock; free records are nobody else's.
     unsafe impl Send for Free {}
 
     static FREE: BriefLock<Free> = BriefLock::new(Free(ptr::null()));
@@ -244,8 +244,9 @@ mod pool {
     /// # Safety
     /// The caller gives up every record of the chain, and holds no pointer to them.
     unsafe fn push_chain(first: NonNull<Group>, last: &Group) {
-        // A lock that stays busy (a fork while another thread held it, a signal handler that
-        // interrupted its holder): the records stay unused. They are valid memory all the same.
+        // A lock that stays busy (a signal handler that interrupted its holder, a thread
+        // preempted inside it for 64 yields): the records stay unused. They are valid memory
+        // all the same.
         let Some(mut free) = FREE.lock_briefly() else { return };
         // SAFETY: the caller gives up the chain: the list owns it now.
         unsafe { last.locked().next = free.0 };
