@@ -84,6 +84,7 @@ mod requeue;
 mod resolve;
 #[cfg(target_os = "linux")]
 pub mod shared;
+mod spin_cost;
 pub mod sync;
 mod table;
 mod tables;
@@ -121,7 +122,7 @@ pub use membarrier::decided as wakes_fence_decided;
 pub use membarrier::fence_free as wakes_fence_free;
 /// What the library measured about this host (a benchmark report states it): ns per spin hint.
 #[doc(hidden)]
-pub use primitive::hint_ns as calibrated_spin_hint_ns;
+pub use spin_cost::hint_ns as calibrated_spin_hint_ns;
 
 /// The C ABI's entry points, and two the preload library alone uses (`crates/ufutex-preload`),
 /// callable from Rust. Not a stable interface.

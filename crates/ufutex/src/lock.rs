@@ -61,7 +61,8 @@
 //! [`known_fence_free`]: crate::membarrier::known_fence_free
 
 use crate::membarrier;
-use crate::primitive::{hints_for, spin_hint, AtomicU32, Ordering};
+use crate::primitive::{spin_hint, AtomicU32, Ordering};
+use crate::spin_cost::hints_for;
 
 const UNLOCKED: u32 = 0;
 const LOCKED: u32 = 1;
@@ -95,7 +96,7 @@ static MODEL_HAND_OFF_AFTER: std::sync::atomic::AtomicU32 = std::sync::atomic::A
 /// waiter, each on its own thread's stack (~0.1 µs a cache miss: ~1 µs for 8). A waiter that
 /// sleeps instead costs the owner a `futex` wake at its unlock and itself a sleep/wake hop of
 /// 15–65 µs on the project's hosts, so the spin lasts a few µs. A time, not a count: a spin
-/// hint costs ~70 ns on the AMD hosts and ~10 ns on the Intel ones (`primitive::hint_ns`);
+/// hint costs ~70 ns on the AMD hosts and ~10 ns on the Intel ones (`spin_cost.rs`);
 /// 40 hints (the old count) were 2.8 µs on the one and 0.4 µs on the other, where `strace`
 /// showed one of perf's two wake-parallel wakers (8 wakes each) going to sleep on the lock.
 /// Under loom every spin is a scheduling branch: one (`hints_for`) is enough to explore

@@ -106,64 +106,6 @@ pub(crate) fn prefetch(addr: *const u8) {
     let _ = addr;
 }
 
-/// What one `spin_hint` (a `pause`) costs on this host, in ns (at least 1): measured once per process, the
-/// fastest of three timings of 256 hints (so that a preemption during the measurement cannot
-/// make spins longer). A `pause` costs ~70 ns on the project's AMD hosts and ~10 ns on its Intel
-/// ones: spins are budgeted in time and turned into hint counts with this. 1 under loom.
-///
-/// Kept in an atomic rather than a `OnceLock`: a signal handler may interrupt the first
-/// measurement and need the figure itself (a contended bucket lock in its wake), and a
-/// `OnceLock` would make it wait for its own thread. Callers that race each measure; the first
-/// figure stored is the one every caller uses.
-#[cfg_attr(ufutex_loom, allow(dead_code))]
-pub fn hint_ns() -> u64 {
-    #[cfg(ufutex_loom)]
-    return 1;
-    #[cfg(not(ufutex_loom))]
-    {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        /// 0 until measured.
-        static NS: AtomicU64 = AtomicU64::new(0);
-        match NS.load(Ordering::Relaxed) {
-            0 => {
-                let ns = measure_hint_ns();
-                // Relaxed: the figure is the whole message.
-                match NS.compare_exchange(0, ns, Ordering::Relaxed, Ordering::Relaxed) {
-                    Ok(_) => ns,
-                    Err(first) => first,
-                }
-            }
-            ns => ns,
-        }
-    }
-}
-
-/// [`hint_ns`]'s measurement: only the clock's vDSO call and `pause`s (async-signal-safe).
-#[cfg(not(ufutex_loom))]
-fn measure_hint_ns() -> u64 {
-    const HINTS: u32 = 256;
-    (0..3)
-        .map(|_| {
-            let t = std::time::Instant::now();
-            for _ in 0..HINTS {
-                std::hint::spin_loop();
-            }
-            t.elapsed().as_nanos() as u64 / u64::from(HINTS)
-        })
-        .min()
-        .unwrap_or(1)
-        .max(1)
-}
-
-/// Spin hints that last about `ns` on this host ([`hint_ns`]), kept within `lo..=hi`. 1 under
-/// loom, where every hint is a scheduling point.
-pub(crate) fn hints_for(ns: u64, lo: u64, hi: u64) -> u64 {
-    if cfg!(ufutex_loom) {
-        return 1;
-    }
-    (ns / hint_ns()).clamp(lo, hi)
-}
-
 /// Give up the CPU (a loom scheduling point under loom).
 #[inline]
 pub(crate) fn yield_now() {
@@ -236,21 +178,5 @@ mod loom_tests {
             // SAFETY: the other thread is joined.
             assert_eq!(starts.with(|n| unsafe { *n }), 1);
         });
-    }
-}
-
-#[cfg(all(test, not(ufutex_loom)))]
-mod tests {
-    use super::hint_ns;
-
-    #[test]
-    fn every_thread_gets_the_first_measurement_of_a_hint() {
-        let all: Vec<u64> = std::thread::scope(|s| {
-            let racers: Vec<_> = (0..4).map(|_| s.spawn(hint_ns)).collect();
-            racers.into_iter().map(|r| r.join().unwrap()).collect()
-        });
-        assert!(all[0] >= 1);
-        assert!(all.iter().all(|&ns| ns == all[0]), "{all:?}");
-        assert_eq!(hint_ns(), all[0]);
     }
 }

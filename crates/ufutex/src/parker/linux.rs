@@ -57,7 +57,8 @@
 use super::futex::{self, KernelWait};
 use super::{Bell, Park, ParkTimeout, Watch, BLIND_SLICE, MAX_WATCH};
 use crate::deadline::{Deadline, Timeout};
-use crate::primitive::{hints_for, spin_hint, yield_now, AtomicU32, Ordering};
+use crate::primitive::{spin_hint, yield_now, AtomicU32, Ordering};
+use crate::spin_cost::hints_for;
 
 #[path = "rings.rs"]
 mod rings;
@@ -125,7 +126,7 @@ pub(crate) struct Parker {
     slept: std::sync::atomic::AtomicBool,
 }
 
-/// (short, long) spin budgets in spin hints for this host (`primitive::hint_ns`). Under loom,
+/// (short, long) spin budgets in spin hints for this host (`spin_cost::hint_ns`). Under loom,
 /// one each.
 fn budgets() -> (u32, u32) {
     (hints_for(SPIN_SHORT_NS, 4, 1 << 12) as u32, hints_for(SPIN_LONG_NS, 16, 1 << 16) as u32)

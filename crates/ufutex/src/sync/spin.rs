@@ -4,7 +4,7 @@
 //! parks. The default (see [`SpinPolicy::DEFAULT`]): five busy rounds of 16, 32, 64, 128 and 256
 //! spin *units* of 70 ns (~1, 2, 4.5, 9 and 18 µs: ~35 µs in all), then 7 yields. A unit is the
 //! cost of a `pause` on the AMD hosts the policy was first measured on; on a host where a hint
-//! costs less (~10 ns on the Intel ones) a unit is several hints (`primitive::hint_ns`), so the
+//! costs less (~10 ns on the Intel ones) a unit is several hints (`spin_cost.rs`), so the
 //! rounds last as long everywhere. A knob, `crowded_rounds`, can cut the busy rounds short
 //! while other threads are registered to park on the same lock (its mode byte counts them);
 //! the default does not cut (below).
@@ -59,7 +59,8 @@
 //!   per unit), so they never reach it; a round of ~2 µs or more would on an Intel host with the
 //!   default.
 
-use crate::primitive::{hints_for, speculation_fence, spin_hint};
+use crate::primitive::{speculation_fence, spin_hint};
+use crate::spin_cost::hints_for;
 
 /// The length of a spin unit: the cost of one `pause` on the hosts the policy was tuned on.
 const UNIT_NS: u64 = 70;
