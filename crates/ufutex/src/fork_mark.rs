@@ -63,9 +63,9 @@ fn unmap_page(mine: u64) {
 }
 
 /// Make the mark, with the start that a child told by it makes: when the library is loaded
-/// (`fork.rs`), and by `fork::watch` if it was not (a mark made already is left as it is: in a
-/// child, reading 0 until its start is made). Two threads, or a child forked while a thread of
-/// the parent made it (`once.rs`), may each make a step twice.
+/// (`load.rs`, through `fork::make_mark`), and by `fork::watch` if it was not (a mark made
+/// already is left as it is: in a child, reading 0 until its start is made). Two threads, or a
+/// child forked while a thread of the parent made it (`once.rs`), may each make a step twice.
 pub(crate) fn make(start: fn()) {
     if mark().is_some() {
         return;

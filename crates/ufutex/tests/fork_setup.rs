@@ -97,7 +97,7 @@ fn a_fork_during_the_first_calls_leaves_the_child_nothing_to_wait_for() {
 /// A child made without our fork handlers (`_Fork`) by a process that never waited, while
 /// another of its threads held the tables' gate (querying the default domain): the child's own
 /// query takes the gate over and goes on. It is told it is a child by the fork mark, which the
-/// library makes when it is loaded (`fork.rs`); when the mark was made at the first wait, such
+/// library makes when it is loaded (`load.rs`); when the mark was made at the first wait, such
 /// a process had none, and the child waited for the lost thread for ever.
 #[test]
 fn a_child_made_without_the_handlers_before_any_wait_goes_on() {
