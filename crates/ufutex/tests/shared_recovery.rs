@@ -94,6 +94,26 @@ fn a_process_killed_at_any_step_leaves_the_table_usable() {
     assert_eq!(reap(w), 0);
     fresh_round_is_exact(b, 2);
 
+    // A waker dies holding back the kicks of waiters asleep on their bucket's bell, before its
+    // ring: after the first of two ("held") or both ("held:2"). The next locker rings the bell
+    // for it and takes the waiter left, if any; both waiters return. Where they do not sleep on
+    // a bell (no `futex_waitv`), a plain wake ends them.
+    for (point, left) in [("held", 1), ("held:2", 0)] {
+        let ws = [waiter(b, LONG), waiter(b, LONG)];
+        await_queued(b, 2);
+        if ws.iter().all(|&w| common::sleeps_in_waitv(w, Duration::from_secs(5))) {
+            dies_at(point, || shared::wake(b, 2).map_or(2, |n| n as i32));
+            assert_eq!(shared::wake(b, 2), Ok(left), "{point}");
+        } else {
+            eprintln!("{point}: the waiters do not sleep in futex_waitv here; woken plainly");
+            assert_eq!(shared::wake(b, 2), Ok(2));
+        }
+        for w in ws {
+            assert_eq!(reap(w), 0, "{point}");
+        }
+        fresh_round_is_exact(b, 2);
+    }
+
     // A requeuer dies between the two queues: out of the old one, before the store that gives
     // the record its new key and bucket together ("moving": the requeue never happened, the
     // waiter is back on `a`), or after it ("rekeyed": it happened, the waiter is on `c`). A

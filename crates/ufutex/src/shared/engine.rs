@@ -11,6 +11,7 @@
 
 use super::fault::{point, Point};
 use super::identity::SharedKey;
+use super::park::Ring;
 use super::queue::{lock_bucket, Host, Locked as Guard};
 use super::segment::{Segment, COUNTED, REC_QUEUED, REC_WOKEN};
 use super::surgery::{drop_dead, enqueue_locked, has_key, move_one, unlink_self, wake_one, walk, Lives};
@@ -85,13 +86,14 @@ impl Locked for SharedLocked<'_> {
     fn take(&mut self, pick: &mut impl Pick, woken: &mut Kicked, moved: &mut Vec<u32>) -> Result<(), SharedError> {
         let g = &self.g;
         let mut lives = Lives::default();
-        walk(g, |r, rec| {
+        let mut ring = Ring::new(g.bucket, g.index);
+        let walked = walk(g, |r, rec| {
             let fate = pick.pick(has_key(rec, &self.key), rec.mask.load(Ordering::Relaxed));
             match fate {
                 Fate::Stop => return Ok(false),
                 Fate::Skip => {}
                 Fate::Stay if lives.alive(g, r, rec) => {}
-                Fate::Wake if wake_one(g, r, &mut lives)? => woken.0 += 1,
+                Fate::Wake if wake_one(g, r, &mut lives, &mut ring)? => woken.0 += 1,
                 Fate::Move if lives.alive(g, r, rec) => {
                     moved.try_reserve(1).map_err(|_| SharedError::NoMemory)?;
                     moved.push(r);
@@ -104,7 +106,9 @@ impl Locked for SharedLocked<'_> {
                 Fate::Wake => pick.not_taken(fate),
             }
             Ok(true)
-        })
+        });
+        ring.finish(g.h.seg());
+        walked
     }
 
     fn accept(&mut self, moved: Vec<u32>, from: Option<&mut Self>) -> Result<(), SharedError> {

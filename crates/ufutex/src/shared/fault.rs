@@ -21,6 +21,8 @@ pub(crate) enum Point {
     Unlinked,
     /// A record marked Woken, its thread not yet kicked.
     Marked,
+    /// A Woken record's thread held back for its bucket's ring, not yet rung.
+    Held,
     /// A requeued record out of its old queue, its new key written but not yet its own.
     Moving,
     /// A requeued record's new key and bucket its own (one store), not yet in the new queue.
@@ -38,12 +40,13 @@ pub(crate) enum Point {
 }
 
 #[cfg(not(ufutex_loom))]
-const POINTS: [(&str, Point); 12] = [
+const POINTS: [(&str, Point); 13] = [
     ("counted", Point::Counted),
     ("locked", Point::Locked),
     ("enqueued", Point::Enqueued),
     ("unlinked", Point::Unlinked),
     ("marked", Point::Marked),
+    ("held", Point::Held),
     ("moving", Point::Moving),
     ("rekeyed", Point::Rekeyed),
     ("cancelled", Point::Cancelled),

@@ -16,6 +16,7 @@ use super::engine::{Operator, Rec, SharedTable};
 use super::fault::{self, Point};
 use super::identity::{Class, SharedKey};
 use super::lock::{Life, Liveness, Owner};
+use super::park::Ring;
 use super::queue::{lock_bucket, Host};
 use super::segment::{Layout, Segment, COUNTED, NONE, REC_IDLE, REC_QUEUED, REC_WOKEN};
 use super::surgery::{enqueue_locked, has_key, wake_one, walk, Lives};
@@ -126,14 +127,15 @@ fn enqueue(h: &Proc<'_>) -> Result<(), SharedError> {
 /// Wake every waiter on KEY: how many counted.
 fn wake_all(h: &Proc<'_>) -> Result<usize, SharedError> {
     let g = lock_bucket(h, 0)?;
-    let (mut n, mut lives) = (0, Lives::default());
-    walk(&g, |r, rec| {
-        if has_key(rec, &KEY) && wake_one(&g, r, &mut lives)? {
+    let (mut n, mut lives, mut ring) = (0, Lives::default(), Ring::new(g.bucket, g.index));
+    let walked = walk(&g, |r, rec| {
+        if has_key(rec, &KEY) && wake_one(&g, r, &mut lives, &mut ring)? {
             n += 1;
         }
         Ok(true)
-    })?;
-    Ok(n)
+    });
+    ring.finish(h.seg());
+    walked.map(|()| n)
 }
 
 /// Take each bucket's lock as process `slot` (over a dead owner if need be) and check its queue
@@ -235,6 +237,60 @@ fn a_parked_waiter_is_always_woken() {
         assert_eq!(super::park::park(&m.seg, 0, &[0], None, &[]), Ok(super::park::Parked::Woken(0)));
         assert_eq!(waker.join().unwrap(), 1);
         assert_eq!(m.seg.record(0).unwrap().asleep.load(Ordering::Relaxed), 0);
+    });
+}
+
+/// Processes 0 and 1 queue a waiter each on KEY and park it (on its park word and on the bucket's
+/// bell, `park.rs`) on threads of their own: the parking threads.
+fn two_parked(m: &Arc<Model>) -> Vec<thread::JoinHandle<Result<super::park::Parked, SharedError>>> {
+    (0..2)
+        .map(|s| {
+            as_process(m, s, None, |h| enqueue(h).unwrap()).unwrap();
+            let m = m.clone();
+            thread::spawn(move || super::park::park(&m.seg, s, &[s], None, &[]))
+        })
+        .collect()
+}
+
+/// Both parked threads return woken, and the bucket counts no sleeper and owes no ring.
+fn both_woken(m: &Model, parked: Vec<thread::JoinHandle<Result<super::park::Parked, SharedError>>>) {
+    for p in parked {
+        assert_eq!(p.join().unwrap(), Ok(super::park::Parked::Woken(0)));
+    }
+    let b = m.seg.bucket(0).unwrap();
+    assert_eq!((b.sleepers.load(Ordering::Relaxed), b.ringing.load(Ordering::Relaxed)), (0, 0));
+}
+
+/// Two waiters of one bucket park while a waker takes both: whatever the order of the looks,
+/// each is woken (a lost wakeup is a loom deadlock) — by one ring of the bell when the waker
+/// found both asleep on it, else each on its own word or before it slept — and the wake counts
+/// both.
+#[test]
+fn waiters_on_a_bell_are_woken_by_its_ring() {
+    loom::model(|| {
+        let m = Model::new();
+        let parked = two_parked(&m);
+        assert_eq!(as_process(&m, 2, None, |h| wake_all(h).unwrap()), Some(2));
+        both_woken(&m, parked);
+    });
+}
+
+/// A waker dies holding back the kicks of waiters asleep on the bucket's bell (after one of
+/// them, or both), before its ring; a waiter's process then wakes the bucket: its lock taken over
+/// rings the bell the dead waker owed, and its wake takes what is left. Neither waiter is left
+/// asleep, and none is counted twice.
+#[test]
+fn a_waker_dying_before_its_ring_loses_no_wake() {
+    loom::model(|| {
+        let m = Model::new();
+        let parked = two_parked(&m);
+        let first = as_process(&m, 2, Some(Point::Held), |h| wake_all(h).unwrap());
+        let second = as_process(&m, 0, None, |h| wake_all(h).unwrap()).unwrap();
+        match first {
+            Some(n) => assert_eq!(n + second, 2, "a wake lost or counted twice"),
+            None => assert!(second <= 1, "a waiter the dead waker took was counted again"),
+        }
+        both_woken(&m, parked);
     });
 }
 

@@ -124,7 +124,7 @@ fn sleep(
     loop {
         // Acquire: pairs with a waker's bump, after its Woken store.
         let seq = word.load(Ordering::Acquire);
-        if announce_sleep(park, || w.woken())? {
+        if announce_sleep(park, None, || w.woken())? {
             return Ok(None);
         }
         let len = if watch { SLICE } else { BLIND_SLICE };

@@ -22,8 +22,39 @@
 //! a Woken record; the waiter then takes its records back as after a timeout (`ops::Waiting`),
 //! so a waker of ours that took one first still counts it, and one that comes later finds
 //! nothing. The handshake above is unchanged: the watch only adds a way out.
+//!
+//! # The bell
+//!
+//! A thread that waits on one record also sleeps (`futex_waitv`) on the bell of the bucket its
+//! record is in ([`Bucket::bell`], a shared futex word in the segment), and says which in
+//! `asleep` ([`ON_BELL`] | the bucket). A waker holding that bucket's lock that finds such a
+//! thread asleep holds its kick back ([`Ring`]); when it is done with the bucket it either
+//! rings the bell — bump it and `futex_wake` every thread on it, one system call for all — or
+//! kicks each held thread on its own word, as without a bell:
+//!
+//! ```text
+//!   waiter                                   waker (holding bucket b's lock)
+//!   bell_seq = bell(b); seq = park_seq       record.state = Woken; park_seq += 1
+//!   sleepers(b) += 1                         fence(SeqCst)
+//!   asleep = ON_BELL | b; fence(SeqCst)      asleep == ON_BELL | b? -> hold back, ringing = 1
+//!   any record Woken? -> done                ... (the other records it takes)
+//!   futex_waitv(park_seq == seq,             at least two held, sleepers(b) <= 2 × held?
+//!               bell(b) == bell_seq)           -> bell(b) += 1; futex_wake(bell(b), all)
+//!   asleep = 0; sleepers(b) -= 1               else futex_wake(park_seq) for each; ringing = 0
+//! ```
+//!
+//! No wakeup is lost: a held thread was seen asleep after its record was marked, so its look
+//! came first; it read the bell before it said so, and the kernel compares both words under
+//! its locks, so either its sleep finds the bell changed (or its own word: the bump) or the
+//! ring's wake finds it queued on the bell. A ring also wakes the bucket's other sleepers
+//! (other words' waiters, the same word's not taken): each finds no record Woken and sleeps
+//! again, still queued, so a waker rings only when it took at least half the bell's sleepers.
+//! `ringing` stands for the held kicks as `pending` stands for a single one: a waker that dies
+//! before it rings leaves the ring to the next lock holder (`queue.rs`). A thread of a waitv
+//! (several records, possibly in several buckets), or one that watches all the words the kernel
+//! takes, sleeps without a bell.
 
-use super::segment::{Record, Segment};
+use super::segment::{Bucket, Record, Segment, NONE};
 use crate::primitive::{fence, Ordering};
 // Under loom's unit tests the kernel futex is the parker's model of it (`parker/kernel_model.rs`),
 // so the park below is model-checked with it (`loom_tests.rs`).
@@ -67,30 +98,136 @@ pub(crate) fn spin_before_queueing(changed: impl Fn() -> bool) -> bool {
     crate::thread::with_thread(|td| td.parker.spin_for(changed))
 }
 
-/// Wake the thread that waits on `rec` (its park record's word). Returns how many threads the
-/// kernel woke (0: the thread was not asleep — spinning, about to look, or dead).
-pub(crate) fn kick(seg: &Segment, rec: &Record) -> usize {
-    let Ok(park) = seg.record(rec.park.load(Ordering::Relaxed)) else { return 0 };
+/// `asleep` of a thread that sleeps on its bucket's bell too: `ON_BELL | the bucket's index`.
+pub(crate) const ON_BELL: u32 = 1 << 31;
+
+/// Tell the thread that waits on `rec` (its park record's word) that a record changed: bump
+/// the word. Its park record and what `asleep` said after the bump (0: not asleep — spinning,
+/// about to look, or dead), or none (a corrupt park index).
+fn bump<'s>(seg: &'s Segment, rec: &Record) -> Option<(&'s Record, u32)> {
+    let park = seg.record(rec.park.load(Ordering::Relaxed)).ok()?;
     // Release: the thread that sees the new sequence sees the record's Woken state.
     park.park_seq.fetch_add(1, Ordering::Release);
     fence(Ordering::SeqCst); // pairs with the waiter's fence after `asleep = 1`
-    if park.asleep.load(Ordering::Relaxed) == 0 {
-        return 0;
-    }
+    Some((park, park.asleep.load(Ordering::Relaxed)))
+}
+
+/// Wake a thread asleep on `park`'s word.
+fn wake_park(park: &Record) -> usize {
     #[cfg(any(not(ufutex_loom), test))]
     return futex::wake_shared(&park.park_seq, 1);
     #[cfg(all(ufutex_loom, not(test)))]
-    0
+    {
+        let _ = park;
+        0
+    }
 }
 
-/// About to sleep on `park`'s word (or watch it): say so, then look once more. `true` if a
-/// record is already Woken (then the caller does not sleep; `asleep` is cleared).
+/// Wake the thread that waits on `rec` (its park record's word). Returns how many threads the
+/// kernel woke (0: the thread was not asleep — spinning, about to look, or dead).
+pub(crate) fn kick(seg: &Segment, rec: &Record) -> usize {
+    match bump(seg, rec) {
+        Some((park, asleep)) if asleep != 0 => wake_park(park),
+        _ => 0,
+    }
+}
+
+/// Ring `bucket`'s bell: every thread asleep on it wakes (and those whose records are not
+/// Woken sleep again).
+pub(crate) fn ring(bucket: &Bucket) {
+    // Release: pairs with the waiter's Acquire read of the bell (it read the bell before it
+    // said it may sleep, so this ring comes after that read); a waiter that read the old
+    // value and has not slept yet fails the kernel's compare.
+    bucket.bell.fetch_add(1, Ordering::Release);
+    #[cfg(any(not(ufutex_loom), test))]
+    futex::wake_shared(&bucket.bell, i32::MAX);
+}
+
+/// How many held-back threads a [`Ring`] keeps without allocating.
+const RING_INLINE: usize = 16;
+
+/// One waker's kicks in a bucket it holds locked, with the threads asleep on that bucket's bell
+/// held back: woken all by one ring when at least two of them are and no more other threads
+/// sleep on the bell than they, else each on its own word. A ring wakes every thread asleep on
+/// the bell; those not taken find no record Woken and sleep again, so it costs at most one
+/// spurious wakeup per thread woken on purpose, and saves the waker a kernel call per thread
+/// and the switch to each woken thread that follows every single wake.
+///
+/// While threads are held back, the bucket's `ringing` says so: a waker that dies before
+/// [`Ring::finish`] leaves the ring to whoever takes the lock over (`queue.rs`).
+pub(crate) struct Ring<'b> {
+    bucket: &'b Bucket,
+    index: u32,
+    /// The park records of the threads held back: the first [`RING_INLINE`], then `more`.
+    held: [u32; RING_INLINE],
+    more: Vec<u32>,
+    n: usize,
+}
+
+impl<'b> Ring<'b> {
+    pub(crate) fn new(bucket: &'b Bucket, index: u32) -> Ring<'b> {
+        Ring { bucket, index, held: [NONE; RING_INLINE], more: Vec::new(), n: 0 }
+    }
+
+    /// [`kick`] `rec`'s thread, or hold it back for the ring if it sleeps on this bucket's
+    /// bell: how many threads were woken (0 if held back, as for a thread not asleep).
+    pub(crate) fn kick(&mut self, seg: &Segment, rec: &Record) -> usize {
+        let Some((park, asleep)) = bump(seg, rec) else { return 0 };
+        if asleep == 0 {
+            return 0;
+        }
+        if asleep != ON_BELL | self.index {
+            return wake_park(park);
+        }
+        let p = rec.park.load(Ordering::Relaxed);
+        if self.n < RING_INLINE {
+            self.held[self.n] = p;
+        } else if self.more.try_reserve(1).is_ok() {
+            self.more.push(p);
+        } else {
+            return wake_park(park);
+        }
+        // Relaxed: read by a recoverer after it took the lock over (as `pending`).
+        self.bucket.ringing.store(1, Ordering::Relaxed);
+        self.n += 1;
+        0
+    }
+
+    /// Whether threads are held back for the ring.
+    pub(crate) fn holds(&self) -> bool {
+        self.n > 0
+    }
+
+    /// Wake every thread held back (one ring, or each on its own word); the bucket owes no
+    /// ring after it.
+    pub(crate) fn finish(self, seg: &Segment) {
+        if self.n == 0 {
+            return;
+        }
+        // Relaxed: a hint (see the field).
+        let sleepers = self.bucket.sleepers.load(Ordering::Relaxed) as usize;
+        if self.n >= 2 && sleepers <= 2 * self.n {
+            ring(self.bucket);
+        } else {
+            let held = self.held[..self.n.min(RING_INLINE)].iter().chain(&self.more);
+            for park in held.filter_map(|&p| seg.record(p).ok()) {
+                wake_park(park);
+            }
+        }
+        self.bucket.ringing.store(0, Ordering::Relaxed);
+    }
+}
+
+/// About to sleep on `park`'s word (or watch it), and on the bell of `bell`'s bucket if given:
+/// say so, then look once more. `true` if a record is already Woken (then the caller does not
+/// sleep; `asleep` is cleared).
 #[cfg(any(not(ufutex_loom), test))]
 pub(crate) fn announce_sleep(
     park: &Record,
+    bell: Option<u32>,
     woken: impl Fn() -> Result<bool, SharedError>,
 ) -> Result<bool, SharedError> {
-    park.asleep.store(1, Ordering::Relaxed);
+    park.asleep.store(bell.map_or(1, |b| ON_BELL | b), Ordering::Relaxed);
     fence(Ordering::SeqCst); // pairs with the waker's fence after its bump
     if woken()? {
         park.asleep.store(0, Ordering::Relaxed);
@@ -154,9 +291,20 @@ pub(crate) fn park(
     // Sleep in slices: a waker that dies between marking a record Woken and kicking its thread
     // (holding the bucket lock) leaves the thread asleep; the slice bounds that.
     let len = if kernel.len() < watch.len() { Some(BLIND_SLICE) } else { SLICE };
+    // A thread that waits on one record sleeps on its bucket's bell too (one word fewer to
+    // watch: it takes a place in the kernel's vector).
+    let bells = recs.len() == 1 && futex::has_waitv() && watch.len() < MAX_WATCH;
     loop {
+        // The bell of the bucket the record is in now (a requeue may move it on; any bucket
+        // is safe, since a waker rings only the bell `asleep` names, and only for a thread
+        // whose record it took in that very bucket).
+        let bell = if bells { bell_of(seg, recs[0]) } else { None };
+        // Acquire: pairs with a ring's Release (see `ring`). Read before `asleep` says which
+        // bell, so a ring that wakes this thread comes after it.
+        let rang = bell.map(|(_, b)| b.bell.load(Ordering::Acquire));
         let seq = park.park_seq.load(Ordering::Acquire);
-        if announce_sleep(park, || woken().map(|w| w.is_some()))? {
+        let _sleeper = bell.map(|(_, b)| Sleeper::new(b));
+        if announce_sleep(park, bell.map(|(i, _)| i), || woken().map(|w| w.is_some()))? {
             return Ok(Parked::Woken(woken()?.unwrap_or(0)));
         }
         let slice = len.map(|s| (s, Timeout::from(Deadline::from(s))));
@@ -165,16 +313,23 @@ pub(crate) fn park(
             (_, Some((_, s))) => Some(s),
             (t, None) => t,
         };
-        let (slept, rung) = if kernel.is_empty() {
-            (futex::wait_shared(&park.park_seq, seq, until), None)
-        } else {
-            let park_word = Watch { word: &park.park_seq, val: seq, shared: true };
-            match futex::waitv(&[park_word], kernel, until) {
+        let park_word = Watch { word: &park.park_seq, val: seq, shared: true };
+        let (slept, rung) = match (bell, rang) {
+            (Some((_, b)), Some(rang)) => {
+                let head = [park_word, Watch { word: &b.bell, val: rang, shared: true }];
+                match futex::waitv(&head, kernel, until) {
+                    Ok(i) => (KernelWait::Retry, i.checked_sub(head.len())),
+                    Err(k) => (k, None),
+                }
+            }
+            _ if kernel.is_empty() => (futex::wait_shared(&park.park_seq, seq, until), None),
+            _ => match futex::waitv(&[park_word], kernel, until) {
                 Ok(i) => (KernelWait::Retry, i.checked_sub(1)),
                 Err(k) => (k, None),
-            }
+            },
         };
         park.asleep.store(0, Ordering::Relaxed);
+        drop(_sleeper);
         if let Some(i) = woken()? {
             return Ok(Parked::Woken(i));
         }
@@ -189,5 +344,35 @@ pub(crate) fn park(
             KernelWait::TimedOut => {}
             KernelWait::Interrupted => return Err(SharedError::Interrupted),
         }
+    }
+}
+
+/// The bell of the bucket record `r` is in (its index and the bucket), if the record names a
+/// bucket of this segment.
+#[cfg(any(not(ufutex_loom), test))]
+fn bell_of(seg: &Segment, r: u32) -> Option<(u32, &Bucket)> {
+    let i = seg.record(r).ok()?.bucket();
+    let b = seg.bucket(i).ok()?;
+    (i & ON_BELL == 0).then_some((i, b))
+}
+
+/// One thread counted in a bucket's `sleepers` for as long as it lives.
+#[cfg(any(not(ufutex_loom), test))]
+struct Sleeper<'b>(&'b Bucket);
+
+#[cfg(any(not(ufutex_loom), test))]
+impl<'b> Sleeper<'b> {
+    fn new(b: &'b Bucket) -> Sleeper<'b> {
+        // Relaxed: a hint (see the field).
+        b.sleepers.fetch_add(1, Ordering::Relaxed);
+        Sleeper(b)
+    }
+}
+
+#[cfg(any(not(ufutex_loom), test))]
+impl Drop for Sleeper<'_> {
+    fn drop(&mut self) {
+        // Relaxed: a hint (see the field).
+        self.0.sleepers.fetch_sub(1, Ordering::Relaxed);
     }
 }

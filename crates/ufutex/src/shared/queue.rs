@@ -8,7 +8,8 @@
 //! one aligned store, and x86's stores reach memory in program order, so the records are
 //! consistent at any instruction. (A record's key and bucket change together in a requeue: one
 //! store of `Record::place` names both.) A waker marks a record Woken and then kicks its thread
-//! (`pending` names it in between); if it dies there, the recoverer kicks it.
+//! (`pending` names it in between), or holds the kick back for the bucket's bell (`ringing`
+//! says so until it rings: `park::Ring`); if it dies there, the recoverer kicks it, or rings.
 
 use super::lock::{self, Liveness, Owner, Taken};
 use super::segment::{Bucket, Record, Segment, COUNTED, NONE, REC_QUEUED};
@@ -49,6 +50,7 @@ pub(crate) fn lock_bucket(h: &dyn Host, b: u32) -> Result<Locked<'_>, SharedErro
     if taken == Taken::FromDead
         || bucket.dirty.load(Ordering::Relaxed) != 0
         || bucket.pending.load(Ordering::Relaxed) != NONE
+        || bucket.ringing.load(Ordering::Relaxed) != 0
     {
         g.recover()?;
     }
@@ -131,8 +133,8 @@ impl Locked<'_> {
         self.bucket.ticket.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Repair the bucket after a dead (or failed) owner: kick a pending wake, rebuild the links
-    /// from the records if they may disagree.
+    /// Repair the bucket after a dead (or failed) owner: kick a pending wake, ring a bell
+    /// owed, rebuild the links from the records if they may disagree.
     #[cold]
     pub(crate) fn recover(&self) -> Result<(), SharedError> {
         let pending = self.bucket.pending.load(Ordering::Relaxed);
@@ -141,6 +143,10 @@ impl Locked<'_> {
                 super::park::kick(self.h.seg(), rec);
             }
             self.bucket.pending.store(NONE, Ordering::Relaxed);
+        }
+        if self.bucket.ringing.load(Ordering::Relaxed) != 0 {
+            super::park::ring(self.bucket);
+            self.bucket.ringing.store(0, Ordering::Relaxed);
         }
         if self.bucket.dirty.load(Ordering::Acquire) != 0 {
             self.rebuild()?;

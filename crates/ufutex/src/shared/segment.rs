@@ -9,7 +9,7 @@
 //! | header | 1 page | magic (published last), version, the three capacities, the slot lock |
 //! | filter | 4 pages | 4096 × `AtomicU32`: shared waiters per in-page byte offset |
 //! | slots | `procs` × 64 B | one per live process: state, generation, pid, records used |
-//! | buckets | `buckets` × 128 B | lock line (lock, dirty, pending) and queue line (head, tail, ticket) |
+//! | buckets | `buckets` × 128 B | lock line (lock, dirty, pending, ringing) and queue line (head, tail, ticket, bell, sleepers) |
 //! | records | `procs` × `records` × 128 B | waiter records, `records` per process slot |
 //!
 //! A process slot's liveness is an OFD lock on one byte of the segment file (at
@@ -22,7 +22,7 @@ use crate::primitive::{AtomicU32, AtomicU64, Ordering};
 pub(crate) const MAGIC: u64 = 0x5546_5554_5853_4831; // "UFUTXSH1"
 /// Bumped whenever the layout or the protocol changes: processes of two versions never share a
 /// segment (the later one gets `ENOTRECOVERABLE`), they would miss each other's waiters.
-pub(crate) const VERSION: u32 = 3;
+pub(crate) const VERSION: u32 = 4;
 pub(crate) const PAGE: usize = 4096;
 pub(crate) const FILTER_LEN: usize = 4096;
 #[cfg_attr(ufutex_loom, allow(dead_code))]
@@ -88,12 +88,22 @@ pub(crate) struct Bucket {
     pub(crate) dirty: AtomicU32,
     /// A record a waker marked woken and has not yet kicked: the recoverer kicks it.
     pub(crate) pending: AtomicU32,
-    pub(crate) _pad: [u8; 48],
+    /// 1 while a waker owes this bucket's bell a ring (threads it marked Woken that sleep on the
+    /// bell, not yet woken: `park::Ring`): the recoverer rings it.
+    pub(crate) ringing: AtomicU32,
+    pub(crate) _pad: [u8; 44],
     pub(crate) head: AtomicU32,
     pub(crate) tail: AtomicU32,
     /// FIFO order: the ticket the next queued record gets.
     pub(crate) ticket: AtomicU64,
-    pub(crate) _pad2: [u8; 48],
+    /// The bucket's bell: a kernel futex word (shared) that a thread waiting on one record of
+    /// this bucket also sleeps on, so that a waker of many of them wakes them all in one call
+    /// (`park.rs`, "The bell").
+    pub(crate) bell: AtomicU32,
+    /// How many threads are about to sleep or asleep on [`Bucket::bell`]: a hint (a thread
+    /// that dies asleep leaves it one too high), which only decides whether a ring is worth it.
+    pub(crate) sleepers: AtomicU32,
+    pub(crate) _pad2: [u8; 40],
 }
 
 /// One waiter record: one queued entry of one waiting thread (a `wait` uses one, a `waitv` one
@@ -121,9 +131,10 @@ pub(crate) struct Record {
     pub(crate) counted: AtomicU32,
     /// The waitv index of this entry (returned to the waiter).
     pub(crate) index: AtomicU32,
-    /// On a thread's first record: 1 while the thread may be asleep in the kernel on
+    /// On a thread's first record: not 0 while the thread may be asleep in the kernel on
     /// `park_seq` (set before its last look at its records), so a waker calls `futex_wake`
-    /// only then (see `park.rs`).
+    /// only then; `park::ON_BELL` | a bucket's index if it sleeps on that bucket's bell too
+    /// (see `park.rs`).
     pub(crate) asleep: AtomicU32,
     pub(crate) mask: AtomicU64,
     pub(crate) ticket: AtomicU64,
@@ -262,11 +273,14 @@ impl Segment {
                     lock: AtomicU64::new(0),
                     dirty: AtomicU32::new(0),
                     pending: AtomicU32::new(NONE),
-                    _pad: [0; 48],
+                    ringing: AtomicU32::new(0),
+                    _pad: [0; 44],
                     head: AtomicU32::new(NONE),
                     tail: AtomicU32::new(NONE),
                     ticket: AtomicU64::new(0),
-                    _pad2: [0; 48],
+                    bell: AtomicU32::new(0),
+                    sleepers: AtomicU32::new(0),
+                    _pad2: [0; 40],
                 })
                 .collect(),
             records: n(layout.procs * layout.records)

@@ -7,6 +7,7 @@
 use super::fault::{point, Point};
 use super::identity::SharedKey;
 use super::lock::{Life, Owner};
+use super::park::Ring;
 use super::queue::Locked;
 use super::segment::{KeyCell, Record, COUNTED, KEY_SLOT, NONE, REC_IDLE, REC_QUEUED};
 use super::SharedError;
@@ -90,11 +91,12 @@ pub(crate) fn walk(
     Ok(())
 }
 
-/// Dequeue `r`, mark it Woken and kick its thread. `true` if it counts as a wake: a thread was
-/// woken, or its process lives (it was about to sleep, or spinning; asked of `lives`, once per
-/// owner in the operation). A dead process's waiter is not counted and its record is given
-/// up.
-pub(crate) fn wake_one(g: &Locked<'_>, r: u32, lives: &mut Lives) -> Result<bool, SharedError> {
+/// Dequeue `r`, mark it Woken and kick its thread, or hold the kick back for `ring` (which
+/// the caller finishes before it lets the lock go). `true` if it counts as a wake: a thread was
+/// woken, or its process lives (it was about to sleep, or spinning, or is held back for the
+/// ring; asked of `lives`, once per owner in the operation). A dead process's waiter is not
+/// counted and its record is given up.
+pub(crate) fn wake_one(g: &Locked<'_>, r: u32, lives: &mut Lives, ring: &mut Ring<'_>) -> Result<bool, SharedError> {
     let seg = g.h.seg();
     let rec = seg.record(r)?;
     g.begin();
@@ -104,8 +106,12 @@ pub(crate) fn wake_one(g: &Locked<'_>, r: u32, lives: &mut Lives) -> Result<bool
     rec.state.store(super::segment::REC_WOKEN, Ordering::Release);
     g.end();
     point(Point::Marked);
-    let kicked = super::park::kick(seg, rec);
+    let kicked = ring.kick(seg, rec);
+    // (`ring` says `ringing` before `pending` lets the record go.)
     g.bucket.pending.store(NONE, Ordering::Relaxed);
+    if ring.holds() {
+        point(Point::Held);
+    }
     if kicked > 0 || lives.alive(g, r, rec) {
         return Ok(true);
     }

@@ -358,6 +358,25 @@ pub fn wake_until_one(wake: impl Fn() -> Result<usize, ufutex::shared::SharedErr
     }
 }
 
+/// Whether process `pid` (one thread) comes to sleep in `futex_waitv` within `patience`: its
+/// `/proc` state `S` and its `/proc/<pid>/syscall` naming the call. `false` where the file cannot
+/// be read or the process never does (a kernel or an emulator without `futex_waitv`).
+#[allow(dead_code)] // (each test binary uses part of this module)
+pub fn sleeps_in_waitv(pid: libc::pid_t, patience: Duration) -> bool {
+    const SYS_FUTEX_WAITV: &str = "449";
+    let t = Instant::now();
+    while t.elapsed() < patience {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+        let call = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+        if state == Some('S') && call.split_whitespace().next() == Some(SYS_FUTEX_WAITV) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
+}
+
 /// A deadline `d` from now (the shared and named tests' waits are all bounded).
 pub fn deadline(d: Duration) -> Option<ufutex::Deadline> {
     Some(d.into())
