@@ -102,6 +102,9 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
         // Pinned: the waker on one CPU, the waiter on the other, for every competitor alike.
         step("wake 1 waiter, shared", &format!("wake -n 1 --shared --pin --reps {}", r(15))),
         step("wake 1 waiter, shared, registered", &format!("wake -n 1 --shared --pin --register --reps {}", r(15))),
+        // Waking many across the shared table (no goal): one call for all, which rings the
+        // bucket's bell for the threads asleep on it.
+        step("wake 128, shared", &format!("wake -n 128 --shared --reps {}", r(9))),
         step(
             "ping-pong pinned, shared",
             &format!("ping-pong -p 1 --shared --iters {} --reps {}", n(20_000, 2_000), r(5)),
