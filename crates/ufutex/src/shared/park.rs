@@ -28,15 +28,16 @@
 //! A thread that waits on one record also sleeps (`futex_waitv`) on the bell of the bucket its
 //! record is in ([`Bucket::bell`], a shared futex word in the segment), and says which in
 //! `asleep` ([`ON_BELL`] | the bucket). A waker holding that bucket's lock that finds such a
-//! thread asleep holds its kick back ([`Ring`]); when it is done with the bucket it either
-//! rings the bell — bump it and `futex_wake` every thread on it, one system call for all — or
-//! kicks each held thread on its own word, as without a bell:
+//! thread asleep, with another on the bell, holds its kick back ([`Ring`]); when it is done
+//! with the bucket it either rings the bell — bump it and `futex_wake` every thread on it, one
+//! system call for all — or kicks each held thread on its own word, as without a bell:
 //!
 //! ```text
 //!   waiter                                   waker (holding bucket b's lock)
 //!   bell_seq = bell(b); seq = park_seq       record.state = Woken; park_seq += 1
 //!   sleepers(b) += 1                         fence(SeqCst)
-//!   asleep = ON_BELL | b; fence(SeqCst)      asleep == ON_BELL | b? -> hold back, ringing = 1
+//!   asleep = ON_BELL | b; fence(SeqCst)      asleep == ON_BELL | b and sleepers(b) >= 2?
+//!                                              -> hold back, ringing = 1
 //!   any record Woken? -> done                ... (the other records it takes)
 //!   futex_waitv(park_seq == seq,             at least two held, sleepers(b) <= 2 × held?
 //!               bell(b) == bell_seq)           -> bell(b) += 1; futex_wake(bell(b), all)
@@ -176,7 +177,10 @@ impl<'b> Ring<'b> {
         if asleep == 0 {
             return 0;
         }
-        if asleep != ON_BELL | self.index {
+        // Relaxed: a hint (see the field). With fewer than two sleepers no ring can be worth
+        // it; holding a thread back would only cost its waker a look at whether the thread's
+        // process lives (`surgery::wake_one`), which the kick's answer gives for free.
+        if asleep != ON_BELL | self.index || self.bucket.sleepers.load(Ordering::Relaxed) < 2 {
             return wake_park(park);
         }
         let p = rec.park.load(Ordering::Relaxed);
