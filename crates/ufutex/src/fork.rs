@@ -150,6 +150,30 @@ extern "C" fn child() {
 mod tests {
     use crate::tables::{NumaMode, Slots, Tables};
 
+    extern "C" {
+        // glibc 2.34 and later: a fork without the atfork handlers.
+        fn _Fork() -> libc::pid_t;
+    }
+
+    /// In a child made without the handlers: exit at once with 3 if the child cannot tell it is
+    /// one, its mark not wiped (an emulator that takes `MADV_WIPEONFORK` and ignores it,
+    /// qemu-user 7.2): nothing to test there.
+    fn exit_if_the_mark_was_not_wiped() {
+        if crate::fork_mark::reads_started() == Some(true) {
+            // SAFETY: ends the child without the parent's exit handlers.
+            unsafe { libc::_exit(3) };
+        }
+    }
+
+    /// A child's exit `status`, or none (said so) if [`exit_if_the_mark_was_not_wiped`] ended it.
+    fn unless_skipped(status: i32) -> Option<i32> {
+        if status == 3 {
+            eprintln!("skipped: the child's mark was not wiped (MADV_WIPEONFORK ignored by an emulator)");
+            return None;
+        }
+        Some(status)
+    }
+
     /// A wake deferred to a thread before the fork holds the tables' drop in the parent, which
     /// has that thread, and not in the child, which does not (its drop would wait for ever).
     #[test]
@@ -218,10 +242,6 @@ mod tests {
         use crate::fork_mark::{check, reads_started, RAISE_IN_START};
         use crate::test_child::Child;
         use std::sync::atomic::{AtomicBool, Ordering};
-        extern "C" {
-            // glibc 2.34 and later: a fork without the atfork handlers.
-            fn _Fork() -> libc::pid_t;
-        }
         /// The handler ran, and found the start made.
         static HANDLED: AtomicBool = AtomicBool::new(false);
         extern "C" fn handler(_: libc::c_int) {
@@ -235,12 +255,7 @@ mod tests {
         let pid = unsafe { _Fork() };
         assert!(pid >= 0, "_Fork: {}", std::io::Error::last_os_error());
         if pid == 0 {
-            // An emulator that takes MADV_WIPEONFORK and ignores it (qemu-user 7.2) tells no
-            // child: nothing to test there.
-            if reads_started() == Some(true) {
-                // SAFETY: as below.
-                unsafe { libc::_exit(3) };
-            }
+            exit_if_the_mark_was_not_wiped();
             // SAFETY: `handler` is an `extern "C" fn(c_int)`; the child has this one thread.
             unsafe { libc::signal(libc::SIGUSR1, handler as extern "C" fn(libc::c_int) as libc::sighandler_t) };
             RAISE_IN_START.store(libc::SIGUSR1, Ordering::Relaxed);
@@ -250,12 +265,9 @@ mod tests {
             unsafe { libc::_exit(code) };
         }
         // The child ends at once, or never (then the join fails the test and the drop ends it).
-        let status = Child(pid).join_within(std::time::Duration::from_secs(20));
-        if status == 3 {
-            eprintln!("skipped: the child's mark was not wiped (MADV_WIPEONFORK ignored by an emulator)");
-            return;
+        if let Some(status) = unless_skipped(Child(pid).join_within(std::time::Duration::from_secs(20))) {
+            assert_eq!(status, 0, "the handler ran after the start was made");
         }
-        assert_eq!(status, 0, "the handler ran after the start was made");
     }
 
     /// A child forked while another thread held the node pool's and the record list's locks
@@ -266,10 +278,6 @@ mod tests {
     /// new records and left the record it gave back unused. With and without the handlers.
     #[test]
     fn a_child_forked_while_the_spare_lists_were_held_has_them() {
-        extern "C" {
-            // glibc 2.34 and later: a fork without the atfork handlers.
-            fn _Fork() -> libc::pid_t;
-        }
         // SAFETY: the child makes only our calls (its own memory, `mmap`) and `_exit`.
         let with_handlers = || unsafe { libc::fork() };
         // SAFETY: as above.
@@ -298,11 +306,8 @@ mod tests {
         let pid = fork();
         assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
         if pid == 0 {
-            // A child made without the handlers is told by its mark, unless an emulator ignored
-            // MADV_WIPEONFORK (qemu-user 7.2): then there is nothing to test.
-            if unprepared && crate::fork_mark::reads_started() == Some(true) {
-                // SAFETY: ends the child without the parent's exit handlers.
-                unsafe { libc::_exit(3) };
+            if unprepared {
+                exit_if_the_mark_was_not_wiped();
             }
             crate::fork_mark::check();
             let parker = Parker::new();
@@ -322,10 +327,6 @@ mod tests {
         let status = Child(pid).join_within(std::time::Duration::from_secs(20));
         release.send(()).expect("the holder waits");
         holder.join().expect("the holder");
-        if status == 3 {
-            eprintln!("skipped: the child's mark was not wiped (MADV_WIPEONFORK ignored by an emulator)");
-            return 0;
-        }
-        status
+        unless_skipped(status).unwrap_or(0)
     }
 }

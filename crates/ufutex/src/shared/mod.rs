@@ -74,8 +74,8 @@ pub enum SharedError {
     /// `EACCES`: the user's shared table segment exists but is not safely owned (another owner,
     /// or group/other permission bits).
     Access,
-    /// `ENOTRECOVERABLE`: the shared table segment is corrupt (remove it to reset; see the
-    /// header).
+    /// `ENOTRECOVERABLE`: the shared table segment is corrupt, or of another version of
+    /// ufutex that live processes still use (remove it to reset; see the header).
     NotRecoverable,
     /// `ENOSPC`: a documented capacity of the shared table is reached (processes, or waiters of
     /// one process).
