@@ -194,8 +194,16 @@ impl Bell {
     /// scheduler makes right after every single wake (it places a woken thread on the waker's
     /// CPU and lets it run first), which one ring for all of them makes once.
     pub(crate) fn worth_ringing(&self, taken: usize) -> bool {
-        taken >= 2 && self.homed() as usize <= taken
+        worth_ringing(taken, self.homed() as usize)
     }
+}
+
+/// Whether a waker that took `taken` of the threads asleep on a bell should ring it, with
+/// `left` others that may sleep there too: at least two, and no more left than taken (so a
+/// ring costs at most one spurious wakeup per thread woken on purpose). The rule of both
+/// tables' bells ([`Bell::worth_ringing`], the shared table's `shared::park::Ring`).
+pub(crate) fn worth_ringing(taken: usize, left: usize) -> bool {
+    taken >= 2 && left <= taken
 }
 
 /// The unparks of one waker for a backend without a bell: each thread at once.

@@ -208,9 +208,9 @@ impl<'b> Ring<'b> {
         if self.n == 0 {
             return;
         }
-        // Relaxed: a hint (see the field).
+        // Relaxed: a hint (see the field). The held threads are among the sleepers.
         let sleepers = self.bucket.sleepers.load(Ordering::Relaxed) as usize;
-        if self.n >= 2 && sleepers <= 2 * self.n {
+        if crate::parker::worth_ringing(self.n, sleepers.saturating_sub(self.n)) {
             ring(self.bucket);
         } else {
             let held = self.held[..self.n.min(RING_INLINE)].iter().chain(&self.more);
@@ -303,12 +303,9 @@ pub(crate) fn park(
         // is safe, since a waker rings only the bell `asleep` names, and only for a thread
         // whose record it took in that very bucket).
         let bell = if bells { bell_of(seg, recs[0]) } else { None };
-        // Acquire: pairs with a ring's Release (see `ring`). Read before `asleep` says which
-        // bell, so a ring that wakes this thread comes after it.
-        let rang = bell.map(|(_, b)| b.bell.load(Ordering::Acquire));
         let seq = park.park_seq.load(Ordering::Acquire);
-        let _sleeper = bell.map(|(_, b)| Sleeper::new(b));
-        if announce_sleep(park, bell.map(|(i, _)| i), || woken().map(|w| w.is_some()))? {
+        let _sleeper = bell.map(|(_, b, _)| Sleeper::new(b));
+        if announce_sleep(park, bell.map(|(i, _, _)| i), || woken().map(|w| w.is_some()))? {
             return Ok(Parked::Woken(woken()?.unwrap_or(0)));
         }
         let slice = len.map(|s| (s, Timeout::from(Deadline::from(s))));
@@ -318,8 +315,8 @@ pub(crate) fn park(
             (t, None) => t,
         };
         let park_word = Watch { word: &park.park_seq, val: seq, shared: true };
-        let (slept, rung) = match (bell, rang) {
-            (Some((_, b)), Some(rang)) => {
+        let (slept, rung) = match bell {
+            Some((_, b, rang)) => {
                 let head = [park_word, Watch { word: &b.bell, val: rang, shared: true }];
                 match futex::waitv(&head, kernel, until) {
                     Ok(i) => (KernelWait::Retry, i.checked_sub(head.len())),
@@ -351,13 +348,15 @@ pub(crate) fn park(
     }
 }
 
-/// The bell of the bucket record `r` is in (its index and the bucket), if the record names a
-/// bucket of this segment.
+/// The bell of the bucket record `r` is in (the bucket's index, the bucket, and the bell's
+/// sequence now), if the record names a bucket of this segment.
 #[cfg(any(not(ufutex_loom), test))]
-fn bell_of(seg: &Segment, r: u32) -> Option<(u32, &Bucket)> {
+fn bell_of(seg: &Segment, r: u32) -> Option<(u32, &Bucket, u32)> {
     let i = seg.record(r).ok()?.bucket();
     let b = seg.bucket(i).ok()?;
-    (i & ON_BELL == 0).then_some((i, b))
+    // Acquire: pairs with a ring's Release (see `ring`). Read before `asleep` says which bell,
+    // so a ring that wakes this thread comes after it.
+    (i & ON_BELL == 0).then(|| (i, b, b.bell.load(Ordering::Acquire)))
 }
 
 /// One thread counted in a bucket's `sleepers` for as long as it lives.
