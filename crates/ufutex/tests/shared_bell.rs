@@ -24,11 +24,6 @@ const ON: [u32; 2] = [6, 4];
 /// 5 and then 2 threads they did not take; the last two wake one thread each on its own word.
 const STEPS: [(usize, u32); 4] = [(0, 5), (1, 3), (0, 1), (1, 1)];
 
-/// How many waiters are queued on `w` (a requeue onto itself counts them, keeping their order).
-fn queued(w: &AtomicU32) -> u32 {
-    shared::requeue(w, 0, w, 0, usize::MAX).unwrap() as u32
-}
-
 /// A process of waiters: `n[i]` threads wait on `words[i]`, each adding 1 to `returned[i]` when
 /// woken. 0 if every one was woken, 1 if one timed out, 2 on another error.
 fn waiters(words: [&'static AtomicU32; 2], returned: [&'static AtomicU32; 2], n: [u32; 2]) -> i32 {
@@ -65,7 +60,7 @@ fn a_ring_wakes_only_the_waiters_taken() {
         returned.iter().for_each(|r| r.store(0, Ordering::Relaxed));
         let pids = [0, 1].map(|k| child(move || waiters(words, returned, ON.map(|n| n / 2 + (n % 2) * (1 - k)))));
         let t = Instant::now();
-        while queued(words[0]) != ON[0] || queued(words[1]) != ON[1] {
+        while common::shared_queued(words[0]) != ON[0] as usize || common::shared_queued(words[1]) != ON[1] as usize {
             assert!(t.elapsed() < LONG, "the waiters never all queued");
             std::thread::sleep(Duration::from_millis(1));
         }

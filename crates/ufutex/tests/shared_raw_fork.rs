@@ -16,15 +16,10 @@ use ufutex::shared;
 
 const LONG: Duration = Duration::from_secs(20);
 
-/// How many waiters are queued on `w` (a requeue onto itself counts them, keeping their order).
-fn queued(w: &AtomicU32) -> usize {
-    shared::requeue(w, 0, w, 0, usize::MAX).unwrap()
-}
-
 /// Whether `n` waiters were seen queued on `w` within [`LONG`].
 fn saw_queued(w: &AtomicU32, n: usize) -> bool {
     let t = Instant::now();
-    while queued(w) != n {
+    while common::shared_queued(w) != n {
         if t.elapsed() > LONG {
             return false;
         }
@@ -65,5 +60,5 @@ fn a_child_made_without_the_handlers_is_a_process_of_its_own() {
     });
     assert_eq!(reap(pid), 0, "the child saw its waiter queued");
     assert_eq!(shared::wake(v, usize::MAX), Ok(0), "the dead child's waiter is not counted");
-    assert_eq!(queued(v), 0);
+    assert_eq!(common::shared_queued(v), 0);
 }

@@ -25,14 +25,9 @@ fn waiter(w: &'static AtomicU32, patience: Duration) -> libc::pid_t {
     })
 }
 
-/// How many waiters are queued on `w` (a requeue onto itself counts them, keeping their order).
-fn queued(w: &AtomicU32) -> usize {
-    shared::requeue(w, 0, w, 0, usize::MAX).unwrap()
-}
-
 fn await_queued(w: &AtomicU32, n: usize) {
     let t = Instant::now();
-    while queued(w) != n {
+    while common::shared_queued(w) != n {
         assert!(t.elapsed() < LONG, "never saw {n} queued");
         std::thread::sleep(Duration::from_millis(1));
     }

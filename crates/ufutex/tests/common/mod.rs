@@ -358,6 +358,13 @@ pub fn wake_until_one(wake: impl Fn() -> Result<usize, ufutex::shared::SharedErr
     }
 }
 
+/// How many waiters are queued on the shared word `w` (a requeue onto itself counts them,
+/// keeping their order).
+#[allow(dead_code)] // (each test binary uses part of this module)
+pub fn shared_queued(w: &AtomicU32) -> usize {
+    ufutex::shared::requeue(w, 0, w, 0, usize::MAX).unwrap()
+}
+
 /// Whether process `pid` (one thread) comes to sleep in `futex_waitv` within `patience`: its
 /// `/proc` state `S` and its `/proc/<pid>/syscall` naming the call. `false` where the file cannot
 /// be read or the process never does (a kernel or an emulator without `futex_waitv`).
