@@ -45,6 +45,24 @@ fn fresh_round_is_exact(w: &'static AtomicU32, n: usize) {
     assert_eq!(shared::wake(w, usize::MAX), Ok(0));
 }
 
+/// The bell sleepers of the test's table (`Bucket::sleepers`, summed over its 4 buckets), read
+/// from the segment file at the layout of `shared/segment.rs`: a header page, 4 filter pages,
+/// 128 process slots of 64 bytes (2 pages), then the buckets, 128 bytes each, whose second line
+/// holds head, tail, ticket, bell and then sleepers.
+fn bell_sleepers() -> u32 {
+    use std::os::unix::fs::FileExt;
+    const BUCKETS_AT: u64 = 4096 + 4 * 4096 + 2 * 4096;
+    let dir = std::env::var_os("UFUTEX_SHARED_DIR").expect("an isolated table");
+    let f = std::fs::File::open(std::path::Path::new(&dir).join("table")).unwrap();
+    (0..4)
+        .map(|b| {
+            let mut n = [0u8; 4];
+            f.read_exact_at(&mut n, BUCKETS_AT + 128 * b + 64 + 20).unwrap();
+            u32::from_le_bytes(n)
+        })
+        .sum()
+}
+
 #[test]
 fn a_process_killed_at_any_step_leaves_the_table_usable() {
     let _table = common::isolated_shared_table();
@@ -141,6 +159,27 @@ fn a_process_killed_at_any_step_leaves_the_table_usable() {
     assert_eq!(shared::requeue(b, 0, c, 0, usize::MAX), Ok(0));
     fresh_round_is_exact(b, 2);
     fresh_round_is_exact(c, 1);
+
+    // A waiter killed while it sleeps on its bucket's bell: counted among the bell's sleepers
+    // (the ring's hint) until a new process claims its dead process's slot, whose reap counts
+    // it out (`park::forget_sleep`).
+    let w = waiter(b, LONG);
+    await_queued(b, 1);
+    if common::sleeps_in_waitv(w, Duration::from_secs(5)) {
+        assert_eq!(bell_sleepers(), 1);
+        // SAFETY: our child, not yet reaped.
+        assert_eq!(unsafe { libc::kill(w, libc::SIGKILL) }, 0);
+        assert_eq!(reap(w), -libc::SIGKILL);
+        assert_eq!(bell_sleepers(), 1, "nobody has reaped the dead slot yet");
+        // A new process takes the lowest free slot: the dead one.
+        assert_eq!(reap(child(|| shared::wake(c, 1).map_or(2, |_| 0))), 0);
+        assert_eq!(bell_sleepers(), 0, "the reap counted the dead sleeper out");
+    } else {
+        eprintln!("the waiter does not sleep in futex_waitv here; woken plainly");
+        assert_eq!(shared::wake(b, 1), Ok(1));
+        assert_eq!(reap(w), 0);
+    }
+    fresh_round_is_exact(b, 2);
 
     // A waiter that timed out dies while taking itself out: rebuilt, found dead, not counted.
     dies_at("cancelled", || shared::wait(c, 0, deadline(Duration::from_millis(20))).map_or(2, |()| 0));

@@ -359,6 +359,23 @@ fn bell_of(seg: &Segment, r: u32) -> Option<(u32, &Bucket, u32)> {
     (i & ON_BELL == 0).then(|| (i, b, b.bell.load(Ordering::Acquire)))
 }
 
+/// A dead process's record, reaped by the process that claimed its slot (`process.rs`, which
+/// no other thread of ours uses yet): if its thread was asleep on a bell, or about to sleep
+/// there, count it out of that bucket's sleepers, which it can no longer leave by itself. (Its
+/// thread counted itself just before it said so in `asleep`, and says it no longer is just before
+/// it counts itself out: a death between the two leaves the count one off, a hint.)
+pub(crate) fn forget_sleep(seg: &Segment, park: &Record) {
+    // Relaxed: the dead thread wrote it last, and `sleepers` is a hint.
+    let asleep = park.asleep.swap(0, Ordering::Relaxed);
+    if asleep & ON_BELL == 0 {
+        return;
+    }
+    if let Ok(b) = seg.bucket(asleep & !ON_BELL) {
+        // Relaxed: a hint (see the field); never below 0, whatever a corrupt `asleep` names.
+        let _ = b.sleepers.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+}
+
 /// One thread counted in a bucket's `sleepers` for as long as it lives.
 #[cfg(any(not(ufutex_loom), test))]
 struct Sleeper<'b>(&'b Bucket);

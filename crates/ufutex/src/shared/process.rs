@@ -217,7 +217,7 @@ impl Proc {
     }
 
     /// Take back every record of `slot`'s previous owner: out of any queue it is still in, its
-    /// filter count returned.
+    /// filter count returned, its thread counted out of the bell it slept on.
     fn reap(&self, slot: u32) -> Result<(), SharedError> {
         let s = self.seg.slot(slot)?;
         let base = slot * self.seg.layout.records;
@@ -238,6 +238,7 @@ impl Proc {
                 }
             }
             rec.state.store(REC_IDLE, Ordering::Relaxed);
+            super::park::forget_sleep(self.seg, rec);
             self.release_filter(r)?;
         }
         s.used.store(0, Ordering::Relaxed);

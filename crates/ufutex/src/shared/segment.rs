@@ -100,8 +100,9 @@ pub(crate) struct Bucket {
     /// this bucket also sleeps on, so that a waker of many of them wakes them all in one call
     /// (`park.rs`, "The bell").
     pub(crate) bell: AtomicU32,
-    /// How many threads are about to sleep or asleep on [`Bucket::bell`]: a hint (a thread
-    /// that dies asleep leaves it one too high), which only decides whether a ring is worth it.
+    /// How many threads are about to sleep or asleep on [`Bucket::bell`]: a hint, which only
+    /// decides whether a ring is worth it. A thread that dies asleep leaves it one too high
+    /// until a process claims its dead process's slot and reaps it (`park::forget_sleep`).
     pub(crate) sleepers: AtomicU32,
     pub(crate) _pad2: [u8; 40],
 }
