@@ -1,9 +1,11 @@
 //! The shared table's bell (`park.rs`, "The bell"): a waker that takes several threads asleep
 //! on their bucket's bell wakes them all with one ring, which also wakes every other thread
 //! asleep on that bell; those must sleep again, still queued. Rounds, for `UFUTEX_STRESS_SECS`
-//! (2 s when unset): 2 processes × 5 threads wait on two words of a one-bucket table (6 on `a`,
-//! 4 on `b`, so every ring also wakes the other word's sleepers), and the test wakes them in
-//! partial steps. After every step no more waiters have returned than wakes counted (a thread
+//! (2 s when unset): 10 threads wait on two words of a one-bucket table (6 on `a`, 4 on `b`, so
+//! every ring also wakes the other word's sleepers), and the test wakes them in partial steps.
+//! The waiters are 2 processes × 5 threads in even rounds, and 10 threads of the waking process
+//! itself in odd ones (whose kicks and rings come after the waker lets the lock go:
+//! `park::Later`). After every step no more waiters have returned than wakes counted (a thread
 //! a ring woke without a wake of its own would return too early), each step's wake takes as
 //! many as it asked while enough are queued (nobody a ring woke left its queue), and at the end
 //! every waiter returned exactly once (none timed out: no lost wakeup) and nobody is queued.
@@ -58,7 +60,13 @@ fn a_ring_wakes_only_the_waiters_taken() {
     let mut rounds = 0;
     while rounds == 0 || start.elapsed() < Duration::from_secs(common::stress_secs()) {
         returned.iter().for_each(|r| r.store(0, Ordering::Relaxed));
-        let pids = [0, 1].map(|k| child(move || waiters(words, returned, ON.map(|n| n / 2 + (n % 2) * (1 - k)))));
+        let ours = rounds % 2 == 1;
+        let pids = if ours {
+            Vec::new()
+        } else {
+            [0, 1].map(|k| child(move || waiters(words, returned, ON.map(|n| n / 2 + (n % 2) * (1 - k))))).to_vec()
+        };
+        let own = ours.then(|| std::thread::spawn(move || waiters(words, returned, ON)));
         let t = Instant::now();
         while common::shared_queued(words[0]) != ON[0] as usize || common::shared_queued(words[1]) != ON[1] as usize {
             assert!(t.elapsed() < LONG, "the waiters never all queued");
@@ -78,6 +86,9 @@ fn a_ring_wakes_only_the_waiters_taken() {
         assert_eq!(taken, ON);
         for pid in pids {
             assert_eq!(reap(pid), 0, "round {rounds}: a waiter timed out or failed");
+        }
+        if let Some(own) = own {
+            assert_eq!(own.join().unwrap(), 0, "round {rounds}: a waiter of ours timed out or failed");
         }
         assert_eq!(returned.map(|r| r.load(Ordering::Relaxed)), ON);
         for w in words {

@@ -11,7 +11,7 @@
 
 use super::fault::{point, Point};
 use super::identity::SharedKey;
-use super::park::Ring;
+use super::park::{Later, Ring};
 use super::queue::{lock_bucket, Host, Locked as Guard};
 use super::segment::{Segment, COUNTED, REC_QUEUED, REC_WOKEN};
 use super::surgery::{drop_dead, enqueue_locked, has_key, move_one, unlink_self, wake_one, walk, Lives};
@@ -62,28 +62,34 @@ pub(crate) struct SharedLocked<'t> {
     target: (SharedKey, usize),
 }
 
-/// Wakes a shared waker made: made under the bucket lock, as a crash can be recovered from
-/// there (`queue.rs`: a pending wake is kicked by whoever takes the lock over).
-pub(crate) struct Kicked(usize);
+/// Wakes a shared waker made: `n` counted. Another process's threads are kicked under the
+/// bucket lock, as a crash can be recovered from there (`queue.rs`: a pending wake is kicked by
+/// whoever takes the lock over); our own process's are kicked after the unlock (`later`:
+/// `park::Later`, which says why no crash strands them).
+pub(crate) struct Kicked<'t> {
+    n: usize,
+    later: Later<'t>,
+}
 
-impl Woken for Kicked {
+impl Woken for Kicked<'_> {
     fn new() -> Self {
-        Kicked(0)
+        Kicked { n: 0, later: Later::new() }
     }
     fn len(&self) -> usize {
-        self.0
+        self.n
     }
     fn wake_all(self) -> usize {
-        self.0
+        self.later.wake();
+        self.n
     }
 }
 
-impl Locked for SharedLocked<'_> {
+impl<'t> Locked for SharedLocked<'t> {
     type Error = SharedError;
-    type Woken = Kicked;
+    type Woken = Kicked<'t>;
     type Moved = Vec<u32>;
 
-    fn take(&mut self, pick: &mut impl Pick, woken: &mut Kicked, moved: &mut Vec<u32>) -> Result<(), SharedError> {
+    fn take(&mut self, pick: &mut impl Pick, woken: &mut Kicked<'t>, moved: &mut Vec<u32>) -> Result<(), SharedError> {
         let g = &self.g;
         let mut lives = Lives::default();
         let mut ring = Ring::new(g.bucket, g.index);
@@ -93,7 +99,7 @@ impl Locked for SharedLocked<'_> {
                 Fate::Stop => return Ok(false),
                 Fate::Skip => {}
                 Fate::Stay if lives.alive(g, r, rec) => {}
-                Fate::Wake if wake_one(g, r, &mut lives, &mut ring)? => woken.0 += 1,
+                Fate::Wake if wake_one(g, r, &mut lives, &mut ring, &mut woken.later)? => woken.n += 1,
                 Fate::Move if lives.alive(g, r, rec) => {
                     moved.try_reserve(1).map_err(|_| SharedError::NoMemory)?;
                     moved.push(r);

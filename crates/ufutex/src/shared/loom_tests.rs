@@ -16,7 +16,7 @@ use super::engine::{Operator, Rec, SharedTable};
 use super::fault::{self, Point};
 use super::identity::{Class, SharedKey};
 use super::lock::{Life, Liveness, Owner};
-use super::park::Ring;
+use super::park::{Later, Ring};
 use super::queue::{lock_bucket, Host};
 use super::segment::{Layout, Segment, COUNTED, NONE, REC_IDLE, REC_QUEUED, REC_WOKEN};
 use super::surgery::{enqueue_locked, has_key, wake_one, walk, Lives};
@@ -52,9 +52,14 @@ impl Model {
 
     /// With `buckets` buckets (with 2, [`KEY`] and [`KEY_B`] are in different ones).
     fn with_buckets(buckets: u32) -> Arc<Model> {
-        let seg = Segment::model(Layout { procs: PROCS, records: 1, buckets });
+        Model::with_layout(Layout { procs: PROCS, records: 1, buckets })
+    }
+
+    /// With `layout`: record `r` is slot `r / layout.records`'s.
+    fn with_layout(layout: Layout) -> Arc<Model> {
+        let seg = Segment::model(layout);
         for s in 0..PROCS {
-            seg.slot(s).unwrap().used.store(1, Ordering::Relaxed); // record s is slot s's
+            seg.slot(s).unwrap().used.store(layout.records, Ordering::Relaxed);
         }
         let dead = [AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false)];
         Arc::new(Model { seg, dead, a: AtomicU32::new(0), b: AtomicU32::new(0) })
@@ -124,17 +129,21 @@ fn enqueue(h: &Proc<'_>) -> Result<(), SharedError> {
     enqueue_locked(&g, h.slot, &KEY, u64::MAX, (h.slot, 0, 1))
 }
 
-/// Wake every waiter on KEY: how many counted.
+/// Wake every waiter on KEY: how many counted. Our own process's waiters are kicked after the
+/// unlock (`park::Later`), as the engine's wake does.
 fn wake_all(h: &Proc<'_>) -> Result<usize, SharedError> {
     let g = lock_bucket(h, 0)?;
+    let mut later = Later::new();
     let (mut n, mut lives, mut ring) = (0, Lives::default(), Ring::new(g.bucket, g.index));
     let walked = walk(&g, |r, rec| {
-        if has_key(rec, &KEY) && wake_one(&g, r, &mut lives, &mut ring)? {
+        if has_key(rec, &KEY) && wake_one(&g, r, &mut lives, &mut ring, &mut later)? {
             n += 1;
         }
         Ok(true)
     });
     ring.finish(h.seg());
+    drop(g);
+    later.wake();
     walked.map(|()| n)
 }
 
@@ -292,6 +301,39 @@ fn a_waker_dying_before_its_ring_loses_no_wake() {
         }
         both_woken(&m, parked);
     });
+}
+
+/// Records `rs` (of the model's two-record processes) queued on KEY by their processes, each
+/// parked (on its own park word and the bucket's bell) on a thread of its own.
+fn parked(m: &Arc<Model>, rs: &[u32]) -> Vec<thread::JoinHandle<Result<super::park::Parked, SharedError>>> {
+    rs.iter()
+        .map(|&r| {
+            as_process(m, r / 2, None, |h| {
+                let g = lock_bucket(h, 0).unwrap();
+                enqueue_locked(&g, r, &KEY, u64::MAX, (r, 0, 1)).unwrap();
+            })
+            .unwrap();
+            let m = m.clone();
+            thread::spawn(move || super::park::park(&m.seg, r, &[r], None, &[]))
+        })
+        .collect()
+}
+
+/// A waker of process 0 takes two waiters of its own process (`ours`), or one of its own and
+/// one of process 1's, while they park on the bucket's bell: it kicks its own after it let the
+/// lock go (one ring for two, or each on its own word), the other's under the lock. Each is
+/// woken, whatever the order (a lost wakeup is a loom deadlock), the wake counts both, and the
+/// bucket ends with no sleeper counted and no ring owed.
+#[test]
+fn our_own_waiters_are_kicked_after_the_unlock() {
+    for ours in [true, false] {
+        loom::model(move || {
+            let m = Model::with_layout(Layout { procs: PROCS, records: 2, buckets: 1 });
+            let waiters = parked(&m, if ours { &[0, 1] } else { &[1, 2] });
+            assert_eq!(as_process(&m, 0, None, |h| wake_all(h).unwrap()), Some(2));
+            both_woken(&m, waiters);
+        });
+    }
 }
 
 /// A shared wait on `word` (holding `expected`) as model process `slot`, through the engine: the

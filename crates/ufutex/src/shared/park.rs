@@ -54,6 +54,16 @@
 //! before it rings leaves the ring to the next lock holder (`queue.rs`). A thread of a waitv
 //! (several records, possibly in several buckets), or one that watches all the words the kernel
 //! takes, sleeps without a bell.
+//!
+//! # Our own threads: kicked after the unlock
+//!
+//! A waker kicks (or rings for) the threads of its own process only after it let the bucket lock
+//! go ([`Later`]): the marks and the bumps are made under the lock as above, and only the system
+//! calls wait. The argument above does not depend on the lock being held for them, and no crash
+//! can leave such a thread marked and asleep: a waker that dies takes it along. So the lock is
+//! not held across a ring of many threads of one process, and a second waker of the bucket does
+//! not sleep on the lock meanwhile (perf's `-S` wake-parallel through the preload library: two
+//! wakers, one process; BENCHMARKS.md).
 
 use super::segment::{Bucket, Record, Segment, NONE};
 use crate::primitive::{fence, Ordering};
@@ -171,10 +181,15 @@ impl<'b> Ring<'b> {
     }
 
     /// [`kick`] `rec`'s thread, or hold it back for the ring if it sleeps on this bucket's
-    /// bell: how many threads were woken (0 if held back, as for a thread not asleep).
-    pub(crate) fn kick(&mut self, seg: &Segment, rec: &Record) -> usize {
+    /// bell, or leave it to `later` (a thread of the waker's own process, [`Later`]): how many
+    /// threads were woken (0 if held back or left, as for a thread not asleep).
+    pub(crate) fn kick(&mut self, seg: &'b Segment, rec: &Record, later: Option<&mut Later<'b>>) -> usize {
         let Some((park, asleep)) = bump(seg, rec) else { return 0 };
         if asleep == 0 {
+            return 0;
+        }
+        if let Some(later) = later {
+            later.push(park, (asleep == ON_BELL | self.index).then_some(self.bucket));
             return 0;
         }
         // Relaxed: a hint (see the field). With fewer than two sleepers no ring can be worth
@@ -219,6 +234,64 @@ impl<'b> Ring<'b> {
             }
         }
         self.bucket.ringing.store(0, Ordering::Relaxed);
+    }
+}
+
+/// The kicks of threads of the waker's own process, made once the bucket lock is dropped
+/// (`engine::Kicked`; module docs, "Our own threads"). Neither `pending` nor `ringing` stands
+/// for them: a waker that dies takes these threads with it. A late kick that finds its thread
+/// gone on to another sleep wakes it for nothing: it finds no record Woken and sleeps again.
+pub(crate) struct Later<'s> {
+    /// `(park record, the bucket whose bell it sleeps on too)`: the first [`RING_INLINE`],
+    /// then `more`.
+    first: [(Option<&'s Record>, Option<&'s Bucket>); RING_INLINE],
+    more: Vec<(&'s Record, Option<&'s Bucket>)>,
+    n: usize,
+}
+
+impl<'s> Later<'s> {
+    pub(crate) fn new() -> Later<'s> {
+        Later { first: [(None, None); RING_INLINE], more: Vec::new(), n: 0 }
+    }
+
+    /// Leave `park`'s thread to [`Later::wake`]; `bell`: the bucket on whose bell it sleeps too.
+    fn push(&mut self, park: &'s Record, bell: Option<&'s Bucket>) {
+        if self.n < RING_INLINE {
+            self.first[self.n] = (Some(park), bell);
+        } else {
+            // Without memory: a kick now, under the lock, as for another process's thread.
+            if self.more.try_reserve(1).is_err() {
+                wake_park(park);
+                return;
+            }
+            self.more.push((park, bell));
+        }
+        self.n += 1;
+    }
+
+    /// Kick every thread left here, with no bucket lock held: those asleep on one bucket's bell
+    /// by one ring when it is worth it (`parker::worth_ringing`, as [`Ring::finish`]), the
+    /// others each on its own word.
+    pub(crate) fn wake(self) {
+        let inline = self.first[..self.n.min(RING_INLINE)].iter().filter_map(|&(p, b)| Some((p?, b)));
+        let all = || inline.clone().chain(self.more.iter().copied());
+        // The bell of the first thread that sleeps on one (a wake takes one bucket's threads,
+        // or two buckets' for a wake-op: the second's are kicked each).
+        let bell = all().find_map(|(_, b)| b);
+        let rung = bell.filter(|b| {
+            let on = all().filter(|&(_, o)| o.is_some_and(|o| std::ptr::eq(o, *b))).count();
+            // Relaxed: a hint (see the field). The threads left here are among the sleepers.
+            let sleepers = b.sleepers.load(Ordering::Relaxed) as usize;
+            crate::parker::worth_ringing(on, sleepers.saturating_sub(on))
+        });
+        if let Some(b) = rung {
+            ring(b);
+        }
+        for (park, on) in all() {
+            if !on.zip(rung).is_some_and(|(o, r)| std::ptr::eq(o, r)) {
+                wake_park(park);
+            }
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 use super::fault::{point, Point};
 use super::identity::SharedKey;
 use super::lock::{Life, Owner};
-use super::park::Ring;
+use super::park::{Later, Ring};
 use super::queue::Locked;
 use super::segment::{KeyCell, Record, COUNTED, KEY_SLOT, NONE, REC_IDLE, REC_QUEUED};
 use super::SharedError;
@@ -92,13 +92,22 @@ pub(crate) fn walk(
 }
 
 /// Dequeue `r`, mark it Woken and kick its thread, or hold the kick back for `ring` (which
-/// the caller finishes before it lets the lock go). `true` if it counts as a wake: a thread was
-/// woken, or its process lives (it was about to sleep, or spinning, or is held back for the
-/// ring; asked of `lives`, once per owner in the operation). A dead process's waiter is not
-/// counted and its record is given up.
-pub(crate) fn wake_one(g: &Locked<'_>, r: u32, lives: &mut Lives, ring: &mut Ring<'_>) -> Result<bool, SharedError> {
+/// the caller finishes before it lets the lock go), or, for a thread of our own process, leave
+/// the kick to `later` (which the caller wakes after it lets the lock go: `park::Later`). `true`
+/// if it counts as a wake: a thread was woken, or its process lives (it was about to sleep, or
+/// spinning, or is held back or left; asked of `lives`, once per owner in the operation). A dead
+/// process's waiter is not counted and its record is given up.
+pub(crate) fn wake_one<'a>(
+    g: &Locked<'a>,
+    r: u32,
+    lives: &mut Lives,
+    ring: &mut Ring<'a>,
+    later: &mut Later<'a>,
+) -> Result<bool, SharedError> {
     let seg = g.h.seg();
     let rec = seg.record(r)?;
+    let me = g.h.me();
+    let ours = seg.owner_of(r) == me.slot && rec.gen.load(Ordering::Relaxed) == me.gen;
     g.begin();
     g.bucket.pending.store(r, Ordering::Relaxed);
     g.unlink(r)?;
@@ -106,7 +115,7 @@ pub(crate) fn wake_one(g: &Locked<'_>, r: u32, lives: &mut Lives, ring: &mut Rin
     rec.state.store(super::segment::REC_WOKEN, Ordering::Release);
     g.end();
     point(Point::Marked);
-    let kicked = ring.kick(seg, rec);
+    let kicked = ring.kick(seg, rec, ours.then_some(later));
     // (`ring` says `ringing` before `pending` lets the record go.)
     g.bucket.pending.store(NONE, Ordering::Relaxed);
     if ring.holds() {
