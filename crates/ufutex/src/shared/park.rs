@@ -272,7 +272,15 @@ impl<'s> Later<'s> {
     /// Kick every thread left here, with no bucket lock held: those asleep on one bucket's bell
     /// by one ring when it is worth it (`parker::worth_ringing`, as [`Ring::finish`]), the
     /// others each on its own word.
-    pub(crate) fn wake(self) {
+    pub(crate) fn wake(mut self) {
+        self.kick_all();
+    }
+
+    /// [`Later::wake`]'s kicks, once: the list is empty after them.
+    fn kick_all(&mut self) {
+        if self.n == 0 {
+            return;
+        }
         let inline = self.first[..self.n.min(RING_INLINE)].iter().filter_map(|&(p, b)| Some((p?, b)));
         let all = || inline.clone().chain(self.more.iter().copied());
         // The bell of the first thread that sleeps on one (a wake takes one bucket's threads,
@@ -292,6 +300,18 @@ impl<'s> Later<'s> {
                 wake_park(park);
             }
         }
+        self.n = 0;
+        self.more.clear();
+    }
+}
+
+impl Drop for Later<'_> {
+    /// An operation that failed after it took waiters (a corrupt segment further on, no memory
+    /// for a move) drops its list without [`Later::wake`]: its threads' records are Woken, so
+    /// they are kicked here all the same (under the lock, if the caller still holds it), not
+    /// left to find out at the end of a sleep slice.
+    fn drop(&mut self) {
+        self.kick_all();
     }
 }
 
