@@ -113,7 +113,7 @@ impl<'t> Locked for SharedLocked<'t> {
             }
             Ok(true)
         });
-        ring.finish(g.h.seg());
+        ring.finish();
         walked
     }
 

@@ -141,7 +141,7 @@ fn wake_all(h: &Proc<'_>) -> Result<usize, SharedError> {
         }
         Ok(true)
     });
-    ring.finish(h.seg());
+    ring.finish();
     drop(g);
     later.wake();
     walked.map(|()| n)

@@ -65,7 +65,7 @@
 //! not sleep on the lock meanwhile (perf's `-S` wake-parallel through the preload library: two
 //! wakers, one process; BENCHMARKS.md).
 
-use super::segment::{Bucket, Record, Segment, NONE};
+use super::segment::{Bucket, Record, Segment};
 use crate::primitive::{fence, Ordering};
 // Under loom's unit tests the kernel futex is the parker's model of it (`parker/kernel_model.rs`),
 // so the park below is model-checked with it (`loom_tests.rs`).
@@ -154,8 +154,60 @@ pub(crate) fn ring(bucket: &Bucket) {
     futex::wake_shared(&bucket.bell, i32::MAX);
 }
 
-/// How many held-back threads a [`Ring`] keeps without allocating.
+/// How many threads a [`Parks`] keeps without allocating.
 const RING_INLINE: usize = 16;
+
+/// Threads to wake later, by their park records, each with the bucket on whose bell it sleeps
+/// too (if it does): the first [`RING_INLINE`] inline, then in a `Vec`, so that a wake of up to
+/// that many allocates nothing under the lock. [`Ring`]'s and [`Later`]'s list.
+struct Parks<'s> {
+    first: [(Option<&'s Record>, Option<&'s Bucket>); RING_INLINE],
+    more: Vec<(&'s Record, Option<&'s Bucket>)>,
+    n: usize,
+}
+
+impl<'s> Parks<'s> {
+    fn new() -> Parks<'s> {
+        Parks { first: [(None, None); RING_INLINE], more: Vec::new(), n: 0 }
+    }
+
+    /// Keep `park`'s thread; `false` (and nothing kept) without memory for it.
+    fn push(&mut self, park: &'s Record, bell: Option<&'s Bucket>) -> bool {
+        if self.n < RING_INLINE {
+            self.first[self.n] = (Some(park), bell);
+        } else if self.more.try_reserve(1).is_ok() {
+            self.more.push((park, bell));
+        } else {
+            return false;
+        }
+        self.n += 1;
+        true
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&'s Record, Option<&'s Bucket>)> + Clone + '_ {
+        let inline = self.first[..self.n.min(RING_INLINE)].iter().filter_map(|&(p, b)| Some((p?, b)));
+        inline.chain(self.more.iter().copied())
+    }
+
+    fn clear(&mut self) {
+        self.n = 0;
+        self.more.clear();
+    }
+}
+
+/// Wake `parks`, threads asleep on `bucket`'s bell: by one ring when it is worth it
+/// (`parker::worth_ringing`: at least two, and no more other sleepers on the bell than they),
+/// else each on its own word.
+fn ring_or_kick<'s>(bucket: &Bucket, parks: impl Iterator<Item = &'s Record> + Clone) {
+    let n = parks.clone().count();
+    // Relaxed: a hint (see the field). The threads to wake are among the sleepers.
+    let sleepers = bucket.sleepers.load(Ordering::Relaxed) as usize;
+    if crate::parker::worth_ringing(n, sleepers.saturating_sub(n)) {
+        ring(bucket);
+    } else {
+        parks.for_each(|park| _ = wake_park(park));
+    }
+}
 
 /// One waker's kicks in a bucket it holds locked, with the threads asleep on that bucket's bell
 /// held back: woken all by one ring when at least two of them are and no more other threads
@@ -169,15 +221,13 @@ const RING_INLINE: usize = 16;
 pub(crate) struct Ring<'b> {
     bucket: &'b Bucket,
     index: u32,
-    /// The park records of the threads held back: the first [`RING_INLINE`], then `more`.
-    held: [u32; RING_INLINE],
-    more: Vec<u32>,
-    n: usize,
+    /// The threads held back.
+    held: Parks<'b>,
 }
 
 impl<'b> Ring<'b> {
     pub(crate) fn new(bucket: &'b Bucket, index: u32) -> Ring<'b> {
-        Ring { bucket, index, held: [NONE; RING_INLINE], more: Vec::new(), n: 0 }
+        Ring { bucket, index, held: Parks::new() }
     }
 
     /// [`kick`] `rec`'s thread, or hold it back for the ring if it sleeps on this bucket's
@@ -188,51 +238,33 @@ impl<'b> Ring<'b> {
         if asleep == 0 {
             return 0;
         }
+        let bell = (asleep == ON_BELL | self.index).then_some(self.bucket);
         if let Some(later) = later {
-            later.push(park, (asleep == ON_BELL | self.index).then_some(self.bucket));
-            return 0;
+            return later.push(park, bell);
         }
         // Relaxed: a hint (see the field). With fewer than two sleepers no ring can be worth
         // it; holding a thread back would only cost its waker a look at whether the thread's
         // process lives (`surgery::wake_one`), which the kick's answer gives for free.
-        if asleep != ON_BELL | self.index || self.bucket.sleepers.load(Ordering::Relaxed) < 2 {
-            return wake_park(park);
-        }
-        let p = rec.park.load(Ordering::Relaxed);
-        if self.n < RING_INLINE {
-            self.held[self.n] = p;
-        } else if self.more.try_reserve(1).is_ok() {
-            self.more.push(p);
-        } else {
+        if bell.is_none() || self.bucket.sleepers.load(Ordering::Relaxed) < 2 || !self.held.push(park, bell) {
             return wake_park(park);
         }
         // Relaxed: read by a recoverer after it took the lock over (as `pending`).
         self.bucket.ringing.store(1, Ordering::Relaxed);
-        self.n += 1;
         0
     }
 
     /// Whether threads are held back for the ring.
     pub(crate) fn holds(&self) -> bool {
-        self.n > 0
+        self.held.n > 0
     }
 
     /// Wake every thread held back (one ring, or each on its own word); the bucket owes no
     /// ring after it.
-    pub(crate) fn finish(self, seg: &Segment) {
-        if self.n == 0 {
+    pub(crate) fn finish(self) {
+        if !self.holds() {
             return;
         }
-        // Relaxed: a hint (see the field). The held threads are among the sleepers.
-        let sleepers = self.bucket.sleepers.load(Ordering::Relaxed) as usize;
-        if crate::parker::worth_ringing(self.n, sleepers.saturating_sub(self.n)) {
-            ring(self.bucket);
-        } else {
-            let held = self.held[..self.n.min(RING_INLINE)].iter().chain(&self.more);
-            for park in held.filter_map(|&p| seg.record(p).ok()) {
-                wake_park(park);
-            }
-        }
+        ring_or_kick(self.bucket, self.held.iter().map(|(p, _)| p));
         self.bucket.ringing.store(0, Ordering::Relaxed);
     }
 }
@@ -241,67 +273,44 @@ impl<'b> Ring<'b> {
 /// (`engine::Kicked`; module docs, "Our own threads"). Neither `pending` nor `ringing` stands
 /// for them: a waker that dies takes these threads with it. A late kick that finds its thread
 /// gone on to another sleep wakes it for nothing: it finds no record Woken and sleeps again.
-pub(crate) struct Later<'s> {
-    /// `(park record, the bucket whose bell it sleeps on too)`: the first [`RING_INLINE`],
-    /// then `more`.
-    first: [(Option<&'s Record>, Option<&'s Bucket>); RING_INLINE],
-    more: Vec<(&'s Record, Option<&'s Bucket>)>,
-    n: usize,
-}
+pub(crate) struct Later<'s>(Parks<'s>);
 
 impl<'s> Later<'s> {
     pub(crate) fn new() -> Later<'s> {
-        Later { first: [(None, None); RING_INLINE], more: Vec::new(), n: 0 }
+        Later(Parks::new())
     }
 
-    /// Leave `park`'s thread to [`Later::wake`]; `bell`: the bucket on whose bell it sleeps too.
-    fn push(&mut self, park: &'s Record, bell: Option<&'s Bucket>) {
-        if self.n < RING_INLINE {
-            self.first[self.n] = (Some(park), bell);
+    /// Leave `park`'s thread to [`Later::wake`]; `bell`: the bucket on whose bell it sleeps
+    /// too. Without memory for it, a kick now (under the lock, as for another process's
+    /// thread): how many threads that woke.
+    fn push(&mut self, park: &'s Record, bell: Option<&'s Bucket>) -> usize {
+        if self.0.push(park, bell) {
+            0
         } else {
-            // Without memory: a kick now, under the lock, as for another process's thread.
-            if self.more.try_reserve(1).is_err() {
-                wake_park(park);
-                return;
-            }
-            self.more.push((park, bell));
+            wake_park(park)
         }
-        self.n += 1;
     }
 
     /// Kick every thread left here, with no bucket lock held: those asleep on one bucket's bell
-    /// by one ring when it is worth it (`parker::worth_ringing`, as [`Ring::finish`]), the
-    /// others each on its own word.
+    /// by one ring when it is worth it (as [`Ring::finish`]), the others each on its own word.
     pub(crate) fn wake(mut self) {
         self.kick_all();
     }
 
     /// [`Later::wake`]'s kicks, once: the list is empty after them.
     fn kick_all(&mut self) {
-        if self.n == 0 {
-            return;
-        }
-        let inline = self.first[..self.n.min(RING_INLINE)].iter().filter_map(|&(p, b)| Some((p?, b)));
-        let all = || inline.clone().chain(self.more.iter().copied());
+        let all = self.0.iter();
         // The bell of the first thread that sleeps on one (a wake takes one bucket's threads,
         // or two buckets' for a wake-op: the second's are kicked each).
-        let bell = all().find_map(|(_, b)| b);
-        let rung = bell.filter(|b| {
-            let on = all().filter(|&(_, o)| o.is_some_and(|o| std::ptr::eq(o, *b))).count();
-            // Relaxed: a hint (see the field). The threads left here are among the sleepers.
-            let sleepers = b.sleepers.load(Ordering::Relaxed) as usize;
-            crate::parker::worth_ringing(on, sleepers.saturating_sub(on))
-        });
-        if let Some(b) = rung {
-            ring(b);
-        }
-        for (park, on) in all() {
-            if !on.zip(rung).is_some_and(|(o, r)| std::ptr::eq(o, r)) {
-                wake_park(park);
+        match all.clone().find_map(|(_, b)| b) {
+            Some(b) => {
+                let on_b = |o: Option<&Bucket>| o.is_some_and(|o| std::ptr::eq(o, b));
+                ring_or_kick(b, all.clone().filter(|&(_, o)| on_b(o)).map(|(p, _)| p));
+                all.filter(|&(_, o)| !on_b(o)).for_each(|(p, _)| _ = wake_park(p));
             }
+            None => all.for_each(|(p, _)| _ = wake_park(p)),
         }
-        self.n = 0;
-        self.more.clear();
+        self.0.clear();
     }
 }
 
