@@ -303,13 +303,13 @@ fn a_waker_dying_before_its_ring_loses_no_wake() {
     });
 }
 
-/// Records `rs` (of the model's two-record processes) queued on KEY by their processes, each
-/// parked (on its own park word and the bucket's bell) on a thread of its own.
+/// Records `rs` (of the model's two-record processes) queued on KEY (in its bucket) by their
+/// processes, each parked (on its own park word and the bucket's bell) on a thread of its own.
 fn parked(m: &Arc<Model>, rs: &[u32]) -> Vec<thread::JoinHandle<Result<super::park::Parked, SharedError>>> {
     rs.iter()
         .map(|&r| {
             as_process(m, r / 2, None, |h| {
-                let g = lock_bucket(h, 0).unwrap();
+                let g = lock_bucket(h, KEY.bucket(m.seg.layout.buckets)).unwrap();
                 enqueue_locked(&g, r, &KEY, u64::MAX, (r, 0, 1)).unwrap();
             })
             .unwrap();
@@ -334,6 +334,41 @@ fn our_own_waiters_are_kicked_after_the_unlock() {
             both_woken(&m, waiters);
         });
     }
+}
+
+/// Two waiters of process 0 park on KEY, on its bucket's bell; process 0 requeues both onto KEY_B,
+/// in the other bucket, then wakes KEY_B. Its own threads still sleep on the bell of the bucket
+/// they came from, and are rung there after the unlock (or kicked each: `park::Later`). Each is
+/// woken, whatever the order of the looks (a lost wakeup is a loom deadlock: ringing the bell of
+/// the bucket the records are in now would leave them asleep), the requeue moves both and the
+/// wake counts both, and neither bucket counts a sleeper or owes a ring.
+#[test]
+fn requeued_own_waiters_are_rung_on_the_bell_they_sleep_on() {
+    assert_ne!(KEY.bucket(2), KEY_B.bucket(2));
+    loom::model(|| {
+        let m = Model::with_layout(Layout { procs: PROCS, records: 2, buckets: 2 });
+        // Counted in `a`'s filter, as a waiter is, so that the move carries the counts to `b`
+        // and the wake of `b` does not skip its bucket.
+        let off = word_of(&m.a).addr() & 4095;
+        for r in 0..2 {
+            m.seg.filter(off).fetch_add(1, Ordering::SeqCst);
+            m.seg.record(r).unwrap().counted.store(off as u32 | COUNTED, Ordering::Relaxed);
+        }
+        let waiters = parked(&m, &[0, 1]);
+        let (a, b) = (word_of(&m.a).addr(), word_of(&m.b).addr());
+        let t = m.table(0);
+        let moved = crate::requeue::requeue(&t, a, b, None::<fn() -> bool>, 0, 2, Pays::Waker).unwrap();
+        let woken = crate::wake::wake(&t, b, usize::MAX, u64::MAX, Report::Count, Pays::Waker).unwrap().count;
+        assert_eq!((moved, woken), (2, 2));
+        for w in waiters {
+            assert_eq!(w.join().unwrap(), Ok(super::park::Parked::Woken(0)));
+        }
+        for i in 0..2 {
+            let bucket = m.seg.bucket(i).unwrap();
+            let owed = (bucket.sleepers.load(Ordering::Relaxed), bucket.ringing.load(Ordering::Relaxed));
+            assert_eq!(owed, (0, 0), "bucket {i}: a sleeper counted or a ring owed");
+        }
+    });
 }
 
 /// A shared wait on `word` (holding `expected`) as model process `slot`, through the engine: the

@@ -64,6 +64,15 @@
 //! not held across a ring of many threads of one process, and a second waker of the bucket does
 //! not sleep on the lock meanwhile (perf's `-S` wake-parallel through the preload library: two
 //! wakers, one process; BENCHMARKS.md).
+//!
+//! Nor does the bell have to be the bucket's: a requeue moves a record to another bucket without
+//! waking its thread, which sleeps on the bell of the bucket it came from (and says so in
+//! `asleep`). Such threads of the waker's own process are rung on that bell (grouped by the
+//! bell each names, [`Later`]), where the bell argument holds as well: the thread read that bell
+//! before it named it. A condition variable's broadcast (a requeue, then wakes of the target)
+//! so wakes its sleepers with one call instead of one each. Another process's requeued threads
+//! are still kicked each, under the lock: a ring owed on another bucket's bell would need that
+//! bucket's `ringing`, which only its lock holder may set.
 
 use super::segment::{Bucket, Record, Segment};
 use crate::primitive::{fence, Ordering};
@@ -240,7 +249,11 @@ impl<'b> Ring<'b> {
         }
         let bell = (asleep == ON_BELL | self.index).then_some(self.bucket);
         if let Some(later) = later {
-            return later.push(park, bell);
+            // Our own thread may sleep on another bucket's bell: the one it was in when it
+            // slept, before a requeue moved its record here. After the unlock that bell is
+            // as good to ring as this one (module docs, "Our own threads").
+            let named = || seg.bucket(asleep & !ON_BELL).ok().filter(|_| asleep & ON_BELL != 0);
+            return later.push(park, bell.or_else(named));
         }
         // Relaxed: a hint (see the field). With fewer than two sleepers no ring can be worth
         // it; holding a thread back would only cost its waker a look at whether the thread's
@@ -268,6 +281,9 @@ impl<'b> Ring<'b> {
         self.bucket.ringing.store(0, Ordering::Relaxed);
     }
 }
+
+/// How many bells [`Later`] groups its threads by (`Later::kick_all`).
+const LATER_BELLS: usize = 4;
 
 /// The kicks of threads of the waker's own process, made once the bucket lock is dropped
 /// (`engine::Kicked`; module docs, "Our own threads"). Neither `pending` nor `ringing` stands
@@ -298,18 +314,26 @@ impl<'s> Later<'s> {
     }
 
     /// [`Later::wake`]'s kicks, once: the list is empty after them.
+    ///
+    /// The threads are grouped by the bell they sleep on, for the first [`LATER_BELLS`] bells
+    /// found: a wake takes one bucket's records, but their threads may sleep on several bells (a
+    /// wake-op takes two buckets'; requeued threads sleep on the bells of the buckets they came
+    /// from). The threads of other bells, and those on none, are kicked each.
     fn kick_all(&mut self) {
         let all = self.0.iter();
-        // The bell of the first thread that sleeps on one (a wake takes one bucket's threads,
-        // or two buckets' for a wake-op: the second's are kicked each).
-        match all.clone().find_map(|(_, b)| b) {
-            Some(b) => {
-                let on_b = |o: Option<&Bucket>| o.is_some_and(|o| std::ptr::eq(o, b));
-                ring_or_kick(b, all.clone().filter(|&(_, o)| on_b(o)).map(|(p, _)| p));
-                all.filter(|&(_, o)| !on_b(o)).for_each(|(p, _)| _ = wake_park(p));
+        let on = |o: Option<&Bucket>, b: &Bucket| o.is_some_and(|o| std::ptr::eq(o, b));
+        let mut bells: [Option<&Bucket>; LATER_BELLS] = [None; LATER_BELLS];
+        for b in all.clone().filter_map(|(_, b)| b) {
+            match bells.iter_mut().find(|k| k.is_none_or(|k| std::ptr::eq(k, b))) {
+                Some(k) => *k = Some(b),
+                None => break,
             }
-            None => all.for_each(|(p, _)| _ = wake_park(p)),
         }
+        let grouped = |o: Option<&Bucket>| bells.iter().flatten().any(|&b| on(o, b));
+        for &b in bells.iter().flatten() {
+            ring_or_kick(b, all.clone().filter(|&(_, o)| on(o, b)).map(|(p, _)| p));
+        }
+        all.filter(|&(_, o)| !grouped(o)).for_each(|(p, _)| _ = wake_park(p));
         self.0.clear();
     }
 }
