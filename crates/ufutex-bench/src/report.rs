@@ -105,6 +105,9 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
         // Waking many across the shared table (no goal): one call for all, which rings the
         // bucket's bell for the threads asleep on it.
         step("wake 128, shared", &format!("wake -n 128 --shared --reps {}", r(9))),
+        // A requeue of 128 shared waiters, then the wake of the target (no goal): the moved
+        // threads sleep on the bell of the bucket they came from, which the wake rings.
+        step("requeue 128, shared", &format!("requeue -n 128 --shared --reps {}", r(15))),
         step(
             "ping-pong pinned, shared",
             &format!("ping-pong -p 1 --shared --iters {} --reps {}", n(20_000, 2_000), r(5)),
