@@ -1,8 +1,8 @@
 //! Requeued shared waiters and the bell (`park.rs`): a waiter sleeps on the bell of the bucket
 //! its record was in when it slept, and a requeue moves the record to another bucket without
-//! waking it. A waker of the target then finds threads that sleep on another bucket's bell:
-//! those of its own process it rings there after the unlock (`park::Later`), those of other
-//! processes it kicks each. Rounds, for `UFUTEX_STRESS_SECS` (2 s when unset): 12 threads wait
+//! waking it. A waker of the target then finds threads that sleep on another bucket's bell, and
+//! rings that bell: after the unlock for those of its own process (`park::Later`), under the
+//! lock for another process's (`park::Ring`, with `ringing` naming the other bucket). Rounds, for `UFUTEX_STRESS_SECS` (2 s when unset): 12 threads wait
 //! on `a` (12 threads of the waking process in even rounds, 2 processes × 6 in odd ones); a
 //! requeue wakes one and moves 8 to `b` (one of several words, so that most rounds move them to
 //! another bucket); then wakes of `b` and of `a` in partial steps. After every step no more

@@ -336,6 +336,60 @@ fn our_own_waiters_are_kicked_after_the_unlock() {
     }
 }
 
+/// Records `rs` counted in `a`'s filter, as a waiter's record is, so that a requeue carries the
+/// counts to `b` and a wake of `b` does not skip its bucket.
+fn counted_on_a(m: &Model, rs: &[u32]) {
+    let off = word_of(&m.a).addr() & 4095;
+    for &r in rs {
+        m.seg.filter(off).fetch_add(1, Ordering::SeqCst);
+        m.seg.record(r).unwrap().counted.store(off as u32 | COUNTED, Ordering::Relaxed);
+    }
+}
+
+/// No bucket counts a sleeper or owes a ring.
+fn no_ring_owed(m: &Model) {
+    for i in 0..m.seg.layout.buckets {
+        let bucket = m.seg.bucket(i).unwrap();
+        let owed = (bucket.sleepers.load(Ordering::Relaxed), bucket.ringing.load(Ordering::Relaxed));
+        assert_eq!(owed, (0, 0), "bucket {i}: a sleeper counted or a ring owed");
+    }
+}
+
+/// Two waiters of process 1 park on KEY, on its bucket's bell; process 0 requeues both onto
+/// KEY_B, in the other bucket. Process 2 wakes KEY_B and dies at the point where it holds a
+/// kick back for the ring (or lives: then it rings the bell they sleep on, of the bucket they
+/// came from, under KEY_B's lock); process 0 then wakes KEY_B, and a lock taken over rings the
+/// bells the dead waker owed (`ringing` names the other bucket). Neither waiter is left asleep
+/// (a loom deadlock: a recoverer that rang only its own bucket's bell would leave them there),
+/// and none is counted twice.
+#[test]
+fn a_waker_dying_before_it_rings_another_buckets_bell_loses_no_wake() {
+    assert_ne!(KEY.bucket(2), KEY_B.bucket(2));
+    for die in [false, true] {
+        loom::model(move || {
+            let m = Model::with_layout(Layout { procs: PROCS, records: 2, buckets: 2 });
+            counted_on_a(&m, &[2, 3]);
+            let waiters = parked(&m, &[2, 3]);
+            let (a, b) = (word_of(&m.a).addr(), word_of(&m.b).addr());
+            let moved = crate::requeue::requeue(&m.table(0), a, b, None::<fn() -> bool>, 0, 2, Pays::Waker).unwrap();
+            assert_eq!(moved, 2);
+            let wake_b = |t: &SharedTable<'_, Proc<'_>>| {
+                crate::wake::wake(t, b, usize::MAX, u64::MAX, Report::Count, Pays::Waker).unwrap().count
+            };
+            let first = as_process(&m, 2, die.then_some(Point::Held), |h| wake_b(&m.table(h.slot)));
+            let second = wake_b(&m.table(0));
+            match first {
+                Some(n) => assert_eq!(n + second, 2, "a wake lost or counted twice"),
+                None => assert!(second <= 1, "a waiter the dead waker took was counted again"),
+            }
+            for w in waiters {
+                assert_eq!(w.join().unwrap(), Ok(super::park::Parked::Woken(0)));
+            }
+            no_ring_owed(&m);
+        });
+    }
+}
+
 /// Two waiters of process 0 park on KEY, on its bucket's bell; process 0 requeues both onto KEY_B,
 /// in the other bucket, then wakes KEY_B. Its own threads still sleep on the bell of the bucket
 /// they came from, and are rung there after the unlock (or kicked each: `park::Later`). Each is
@@ -347,13 +401,7 @@ fn requeued_own_waiters_are_rung_on_the_bell_they_sleep_on() {
     assert_ne!(KEY.bucket(2), KEY_B.bucket(2));
     loom::model(|| {
         let m = Model::with_layout(Layout { procs: PROCS, records: 2, buckets: 2 });
-        // Counted in `a`'s filter, as a waiter is, so that the move carries the counts to `b`
-        // and the wake of `b` does not skip its bucket.
-        let off = word_of(&m.a).addr() & 4095;
-        for r in 0..2 {
-            m.seg.filter(off).fetch_add(1, Ordering::SeqCst);
-            m.seg.record(r).unwrap().counted.store(off as u32 | COUNTED, Ordering::Relaxed);
-        }
+        counted_on_a(&m, &[0, 1]);
         let waiters = parked(&m, &[0, 1]);
         let (a, b) = (word_of(&m.a).addr(), word_of(&m.b).addr());
         let t = m.table(0);
@@ -363,11 +411,7 @@ fn requeued_own_waiters_are_rung_on_the_bell_they_sleep_on() {
         for w in waiters {
             assert_eq!(w.join().unwrap(), Ok(super::park::Parked::Woken(0)));
         }
-        for i in 0..2 {
-            let bucket = m.seg.bucket(i).unwrap();
-            let owed = (bucket.sleepers.load(Ordering::Relaxed), bucket.ringing.load(Ordering::Relaxed));
-            assert_eq!(owed, (0, 0), "bucket {i}: a sleeper counted or a ring owed");
-        }
+        no_ring_owed(&m);
     });
 }
 

@@ -67,12 +67,13 @@
 //!
 //! Nor does the bell have to be the bucket's: a requeue moves a record to another bucket without
 //! waking its thread, which sleeps on the bell of the bucket it came from (and says so in
-//! `asleep`). Such threads of the waker's own process are rung on that bell (grouped by the
-//! bell each names, [`Later`]), where the bell argument holds as well: the thread read that bell
-//! before it named it. A condition variable's broadcast (a requeue, then wakes of the target)
-//! so wakes its sleepers with one call instead of one each. Another process's requeued threads
-//! are still kicked each, under the lock: a ring owed on another bucket's bell would need that
-//! bucket's `ringing`, which only its lock holder may set.
+//! `asleep`). A waker rings that bell for such threads, where the bell argument holds as well
+//! (the thread read that bell before it named it) and no lock of that bucket is needed: a ring
+//! only wakes. Its own process's threads are grouped by the bell each names ([`Later`]);
+//! another process's are held back for one other bell besides the bucket's own, which the
+//! bucket's `ringing` then names, so that a recoverer rings it too ([`Ring`]). A condition
+//! variable's broadcast (a requeue, then wakes of the target) so wakes its sleepers with one
+//! call instead of one each.
 
 use super::segment::{Bucket, Record, Segment};
 use crate::primitive::{fence, Ordering};
@@ -227,42 +228,95 @@ fn ring_or_kick<'s>(bucket: &Bucket, parks: impl Iterator<Item = &'s Record> + C
 ///
 /// While threads are held back, the bucket's `ringing` says so: a waker that dies before
 /// [`Ring::finish`] leaves the ring to whoever takes the lock over (`queue.rs`).
+///
+/// A thread whose record a requeue moved here sleeps on the bell of the bucket it came from. A
+/// ring holds such threads back too, for one other bell (the first it meets; threads of further
+/// bells are kicked each), and `ringing` names that bucket as well ([`ringing_owed`]): a bell can
+/// be rung by anyone, with or without its bucket's lock (the bell argument, module docs).
 pub(crate) struct Ring<'b> {
     bucket: &'b Bucket,
     index: u32,
-    /// The threads held back.
+    /// Whether threads are held back for this bucket's bell.
+    own: bool,
+    /// The other bucket whose bell threads are held back for (its index), if any.
+    foreign: Option<(u32, &'b Bucket)>,
+    /// The threads held back, each with the bucket whose bell it sleeps on.
     held: Parks<'b>,
+}
+
+/// `ringing`: this bucket's own bell is owed a ring.
+const RING_OWN: u32 = 1;
+
+/// The value of a bucket's `ringing` for rings owed on its own bell (`own`) and on bucket
+/// `foreign`'s: [`RING_OWN`], | (1 + `foreign`) << 1. `None` if `foreign` does not fit.
+fn ringing_value(own: bool, foreign: Option<u32>) -> Option<u32> {
+    let f = match foreign {
+        Some(f) => f.checked_add(1).filter(|&f| f <= u32::MAX >> 1)? << 1,
+        None => 0,
+    };
+    Some(if own { RING_OWN | f } else { f })
+}
+
+/// Ring the bells that a bucket's `ringing` says are owed (a waker died before it rang them):
+/// its own, and another bucket's if named (ignored if out of range: a corrupt value).
+pub(crate) fn ringing_owed(seg: &Segment, bucket: &Bucket, ringing: u32) {
+    if ringing & RING_OWN != 0 {
+        ring(bucket);
+    }
+    if let Some(f) = (ringing >> 1).checked_sub(1) {
+        if let Ok(other) = seg.bucket(f) {
+            ring(other);
+        }
+    }
 }
 
 impl<'b> Ring<'b> {
     pub(crate) fn new(bucket: &'b Bucket, index: u32) -> Ring<'b> {
-        Ring { bucket, index, held: Parks::new() }
+        Ring { bucket, index, own: false, foreign: None, held: Parks::new() }
     }
 
     /// [`kick`] `rec`'s thread, or hold it back for the ring if it sleeps on this bucket's
-    /// bell, or leave it to `later` (a thread of the waker's own process, [`Later`]): how many
-    /// threads were woken (0 if held back or left, as for a thread not asleep).
+    /// bell (or on the one other bell the ring holds threads for), or leave it to `later` (a
+    /// thread of the waker's own process, [`Later`]): how many threads were woken (0 if held
+    /// back or left, as for a thread not asleep).
     pub(crate) fn kick(&mut self, seg: &'b Segment, rec: &Record, later: Option<&mut Later<'b>>) -> usize {
         let Some((park, asleep)) = bump(seg, rec) else { return 0 };
         if asleep == 0 {
             return 0;
         }
-        let bell = (asleep == ON_BELL | self.index).then_some(self.bucket);
+        // The bell it sleeps on: this bucket's, or another's (the one it was in when it slept,
+        // before a requeue moved its record here).
+        let bell = match asleep & !ON_BELL {
+            _ if asleep & ON_BELL == 0 => None,
+            i if i == self.index => Some((i, self.bucket)),
+            i => seg.bucket(i).ok().map(|b| (i, b)),
+        };
         if let Some(later) = later {
-            // Our own thread may sleep on another bucket's bell: the one it was in when it
-            // slept, before a requeue moved its record here. After the unlock that bell is
-            // as good to ring as this one (module docs, "Our own threads").
-            let named = || seg.bucket(asleep & !ON_BELL).ok().filter(|_| asleep & ON_BELL != 0);
-            return later.push(park, bell.or_else(named));
+            // After the unlock any bell is as good to ring (module docs, "Our own threads").
+            return later.push(park, bell.map(|(_, b)| b));
         }
+        let Some((i, b)) = bell else { return wake_park(park) };
+        let own = i == self.index;
+        // A third bell (another foreign one) is not held for: its threads are kicked each.
+        let foreign = match self.foreign {
+            Some((f, _)) if !own && f != i => return wake_park(park),
+            _ if own => self.foreign.map(|(f, _)| f),
+            _ => Some(i),
+        };
+        let Some(ringing) = ringing_value(own || self.own, foreign) else { return wake_park(park) };
         // Relaxed: a hint (see the field). With fewer than two sleepers no ring can be worth
         // it; holding a thread back would only cost its waker a look at whether the thread's
         // process lives (`surgery::wake_one`), which the kick's answer gives for free.
-        if bell.is_none() || self.bucket.sleepers.load(Ordering::Relaxed) < 2 || !self.held.push(park, bell) {
+        if b.sleepers.load(Ordering::Relaxed) < 2 || !self.held.push(park, Some(b)) {
             return wake_park(park);
         }
+        if own {
+            self.own = true;
+        } else {
+            self.foreign = Some((i, b));
+        }
         // Relaxed: read by a recoverer after it took the lock over (as `pending`).
-        self.bucket.ringing.store(1, Ordering::Relaxed);
+        self.bucket.ringing.store(ringing, Ordering::Relaxed);
         0
     }
 
@@ -271,13 +325,17 @@ impl<'b> Ring<'b> {
         self.held.n > 0
     }
 
-    /// Wake every thread held back (one ring, or each on its own word); the bucket owes no
-    /// ring after it.
+    /// Wake every thread held back (one ring of each bell, or each on its own word); the
+    /// bucket owes no ring after it.
     pub(crate) fn finish(self) {
         if !self.holds() {
             return;
         }
-        ring_or_kick(self.bucket, self.held.iter().map(|(p, _)| p));
+        let own = self.own.then_some(self.bucket);
+        for b in own.into_iter().chain(self.foreign.map(|(_, f)| f)) {
+            let on_b = |o: Option<&Bucket>| o.is_some_and(|o| std::ptr::eq(o, b));
+            ring_or_kick(b, self.held.iter().filter(|&(_, o)| on_b(o)).map(|(p, _)| p));
+        }
         self.bucket.ringing.store(0, Ordering::Relaxed);
     }
 }
@@ -520,5 +578,26 @@ impl Drop for Sleeper<'_> {
     fn drop(&mut self) {
         // Relaxed: a hint (see the field).
         self.0.sleepers.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(all(test, not(ufutex_loom)))]
+mod tests {
+    use super::*;
+
+    /// `ringing`'s values: bit 0 for the bucket's own bell, above it 1 + another bucket's index;
+    /// an index that does not fit gives none (the waker then kicks instead of holding back).
+    #[test]
+    fn ringing_names_the_own_bell_and_one_other() {
+        assert_eq!(ringing_value(true, None), Some(1));
+        assert_eq!(ringing_value(false, Some(0)), Some(2));
+        assert_eq!(ringing_value(true, Some(3)), Some(9));
+        assert_eq!(ringing_value(false, Some((u32::MAX >> 1) - 1)), Some(u32::MAX - 1));
+        assert_eq!(ringing_value(true, Some(u32::MAX >> 1)), None);
+        assert_eq!(ringing_value(true, Some(u32::MAX)), None);
+        for (own, other) in [(true, None), (false, Some(5)), (true, Some(7))] {
+            let v = ringing_value(own, other).unwrap();
+            assert_eq!((v & RING_OWN != 0, (v >> 1).checked_sub(1)), (own, other));
+        }
     }
 }

@@ -144,8 +144,9 @@ impl Locked<'_> {
             }
             self.bucket.pending.store(NONE, Ordering::Relaxed);
         }
-        if self.bucket.ringing.load(Ordering::Relaxed) != 0 {
-            super::park::ring(self.bucket);
+        let ringing = self.bucket.ringing.load(Ordering::Relaxed);
+        if ringing != 0 {
+            super::park::ringing_owed(self.h.seg(), self.bucket, ringing);
             self.bucket.ringing.store(0, Ordering::Relaxed);
         }
         if self.bucket.dirty.load(Ordering::Acquire) != 0 {

@@ -88,8 +88,9 @@ pub(crate) struct Bucket {
     pub(crate) dirty: AtomicU32,
     /// A record a waker marked woken and has not yet kicked: the recoverer kicks it.
     pub(crate) pending: AtomicU32,
-    /// 1 while a waker owes this bucket's bell a ring (threads it marked Woken that sleep on the
-    /// bell, not yet woken: `park::Ring`): the recoverer rings it.
+    /// Not 0 while a waker owes a ring (threads it marked Woken that sleep on a bell, not yet
+    /// woken: `park::Ring`): bit 0 for this bucket's bell, and above it 1 + the index of one
+    /// other bucket whose bell requeued threads sleep on. The recoverer rings them.
     pub(crate) ringing: AtomicU32,
     pub(crate) _pad: [u8; 44],
     pub(crate) head: AtomicU32,
