@@ -22,7 +22,7 @@ use crate::primitive::{AtomicU32, AtomicU64, Ordering};
 pub(crate) const MAGIC: u64 = 0x5546_5554_5853_4831; // "UFUTXSH1"
 /// Bumped whenever the layout or the protocol changes: processes of two versions never share a
 /// segment (the later one gets `ENOTRECOVERABLE`), they would miss each other's waiters.
-pub(crate) const VERSION: u32 = 4;
+pub(crate) const VERSION: u32 = 5;
 pub(crate) const PAGE: usize = 4096;
 pub(crate) const FILTER_LEN: usize = 4096;
 #[cfg_attr(ufutex_loom, allow(dead_code))]
