@@ -13,10 +13,10 @@
 
 mod common;
 
-use common::{at, child, deadline, reap, shared_anon};
+use common::{at, child, reap, shared_anon};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
-use ufutex::shared::{self, SharedError};
+use ufutex::shared;
 
 const LONG: Duration = Duration::from_secs(20);
 /// Waiters per round on each word: (on `a`, on `b`), over two processes.
@@ -27,24 +27,10 @@ const ON: [u32; 2] = [6, 4];
 const STEPS: [(usize, u32); 4] = [(0, 5), (1, 3), (0, 1), (1, 1)];
 
 /// A process of waiters: `n[i]` threads wait on `words[i]`, each adding 1 to `returned[i]` when
-/// woken. 0 if every one was woken, 1 if one timed out, 2 on another error.
+/// woken (`common::shared_waiters`).
 fn waiters(words: [&'static AtomicU32; 2], returned: [&'static AtomicU32; 2], n: [u32; 2]) -> i32 {
-    std::thread::scope(|s| {
-        let ts: Vec<_> = (0..2)
-            .flat_map(|i| (0..n[i]).map(move |_| i))
-            .map(|i| {
-                s.spawn(move || match shared::wait(words[i], 0, deadline(LONG)) {
-                    Ok(()) => {
-                        returned[i].fetch_add(1, Ordering::Relaxed);
-                        0
-                    }
-                    Err(SharedError::TimedOut) => 1,
-                    Err(_) => 2,
-                })
-            })
-            .collect();
-        ts.into_iter().map(|t| t.join().unwrap_or(99)).max().unwrap_or(0)
-    })
+    let pairs = (0..2).flat_map(|i| (0..n[i]).map(move |_| (words[i], returned[i])));
+    common::shared_waiters(pairs.collect(), LONG)
 }
 
 #[test]

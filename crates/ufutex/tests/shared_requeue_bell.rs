@@ -14,10 +14,10 @@
 
 mod common;
 
-use common::{at, child, deadline, reap, shared_anon};
+use common::{at, child, reap, shared_anon};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
-use ufutex::shared::{self, SharedError};
+use ufutex::shared;
 
 const LONG: Duration = Duration::from_secs(20);
 /// Waiters per round, all on `a`.
@@ -30,24 +30,10 @@ const STEPS: [(usize, u32); 4] = [(0, 5), (1, 2), (0, 3), (1, 1)];
 /// How many words `b` rotates over.
 const TARGETS: usize = 6;
 
-/// A process of waiters: `n` threads wait on `a`, each adding 1 to `returned` when woken. 0 if
-/// every one was woken, 1 if one timed out, 2 on another error.
+/// A process of waiters: `n` threads wait on `a`, each adding 1 to `returned` when woken
+/// (`common::shared_waiters`).
 fn waiters(a: &'static AtomicU32, returned: &'static AtomicU32, n: u32) -> i32 {
-    std::thread::scope(|s| {
-        let ts: Vec<_> = (0..n)
-            .map(|_| {
-                s.spawn(move || match shared::wait(a, 0, deadline(LONG)) {
-                    Ok(()) => {
-                        returned.fetch_add(1, Ordering::Relaxed);
-                        0
-                    }
-                    Err(SharedError::TimedOut) => 1,
-                    Err(_) => 2,
-                })
-            })
-            .collect();
-        ts.into_iter().map(|t| t.join().unwrap_or(99)).max().unwrap_or(0)
-    })
+    common::shared_waiters((0..n).map(|_| (a, returned)).collect(), LONG)
 }
 
 #[test]

@@ -358,6 +358,28 @@ pub fn wake_until_one(wake: impl Fn() -> Result<usize, ufutex::shared::SharedErr
     }
 }
 
+/// Threads of this process waiting on shared words, one per `(word, returned)` pair: each waits
+/// while its word holds 0 (for at most `limit`) and adds 1 to its `returned` when woken. 0 if
+/// every one was woken, 1 if one timed out, 2 on another error (the highest over the threads).
+pub fn shared_waiters(pairs: Vec<(&'static AtomicU32, &'static AtomicU32)>, limit: Duration) -> i32 {
+    std::thread::scope(|s| {
+        let ts: Vec<_> = pairs
+            .into_iter()
+            .map(|(word, returned)| {
+                s.spawn(move || match ufutex::shared::wait(word, 0, deadline(limit)) {
+                    Ok(()) => {
+                        returned.fetch_add(1, Ordering::Relaxed);
+                        0
+                    }
+                    Err(ufutex::shared::SharedError::TimedOut) => 1,
+                    Err(_) => 2,
+                })
+            })
+            .collect();
+        ts.into_iter().map(|t| t.join().unwrap_or(99)).max().unwrap_or(0)
+    })
+}
+
 /// How many waiters are queued on the shared word `w` (a requeue onto itself counts them,
 /// keeping their order).
 #[allow(dead_code)] // (each test binary uses part of this module)
