@@ -261,13 +261,16 @@ fn two_parked(m: &Arc<Model>) -> Vec<thread::JoinHandle<Result<super::park::Park
         .collect()
 }
 
-/// Both parked threads return woken, and the bucket counts no sleeper and owes no ring.
+/// Both parked threads return woken, and no bucket counts a sleeper or owes a ring.
 fn both_woken(m: &Model, parked: Vec<thread::JoinHandle<Result<super::park::Parked, SharedError>>>) {
     for p in parked {
         assert_eq!(p.join().unwrap(), Ok(super::park::Parked::Woken(0)));
     }
-    let b = m.seg.bucket(0).unwrap();
-    assert_eq!((b.sleepers.load(Ordering::Relaxed), b.ringing.load(Ordering::Relaxed)), (0, 0));
+    for i in 0..m.seg.layout.buckets {
+        let bucket = m.seg.bucket(i).unwrap();
+        let owed = (bucket.sleepers.load(Ordering::Relaxed), bucket.ringing.load(Ordering::Relaxed));
+        assert_eq!(owed, (0, 0), "bucket {i}: a sleeper counted or a ring owed");
+    }
 }
 
 /// Two waiters of one bucket park while a waker takes both: whatever the order of the looks,
@@ -346,15 +349,6 @@ fn counted_on_a(m: &Model, rs: &[u32]) {
     }
 }
 
-/// No bucket counts a sleeper or owes a ring.
-fn no_ring_owed(m: &Model) {
-    for i in 0..m.seg.layout.buckets {
-        let bucket = m.seg.bucket(i).unwrap();
-        let owed = (bucket.sleepers.load(Ordering::Relaxed), bucket.ringing.load(Ordering::Relaxed));
-        assert_eq!(owed, (0, 0), "bucket {i}: a sleeper counted or a ring owed");
-    }
-}
-
 /// Two waiters of process 1 park on KEY, on its bucket's bell; process 0 requeues both onto
 /// KEY_B, in the other bucket. Process 2 wakes KEY_B and dies at the point where it holds a
 /// kick back for the ring (or lives: then it rings the bell they sleep on, of the bucket they
@@ -382,10 +376,7 @@ fn a_waker_dying_before_it_rings_another_buckets_bell_loses_no_wake() {
                 Some(n) => assert_eq!(n + second, 2, "a wake lost or counted twice"),
                 None => assert!(second <= 1, "a waiter the dead waker took was counted again"),
             }
-            for w in waiters {
-                assert_eq!(w.join().unwrap(), Ok(super::park::Parked::Woken(0)));
-            }
-            no_ring_owed(&m);
+            both_woken(&m, waiters);
         });
     }
 }
@@ -408,10 +399,7 @@ fn requeued_own_waiters_are_rung_on_the_bell_they_sleep_on() {
         let moved = crate::requeue::requeue(&t, a, b, None::<fn() -> bool>, 0, 2, Pays::Waker).unwrap();
         let woken = crate::wake::wake(&t, b, usize::MAX, u64::MAX, Report::Count, Pays::Waker).unwrap().count;
         assert_eq!((moved, woken), (2, 2));
-        for w in waiters {
-            assert_eq!(w.join().unwrap(), Ok(super::park::Parked::Woken(0)));
-        }
-        no_ring_owed(&m);
+        both_woken(&m, waiters);
     });
 }
 
@@ -633,9 +621,7 @@ fn a_requeue_neither_moves_nor_counts_a_dead_waiter() {
     loom::model(|| {
         let m = Model::new();
         // Counted in `a`'s filter and queued, as a waiter is; then its process dies.
-        let off = word_of(&m.a).addr() & 4095;
-        m.seg.filter(off).fetch_add(1, Ordering::SeqCst);
-        m.seg.record(0).unwrap().counted.store(off as u32 | COUNTED, Ordering::Relaxed);
+        counted_on_a(&m, &[0]);
         as_process(&m, 0, None, |h| enqueue(h).unwrap()).unwrap();
         m.dead[0].store(true, Ordering::Release);
         let mw = m.clone();

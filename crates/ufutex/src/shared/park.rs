@@ -203,7 +203,30 @@ impl<'s> Parks<'s> {
         self.n = 0;
         self.more.clear();
     }
+
+    /// Wake every thread kept: grouped by the bell each sleeps on, for the first
+    /// [`GROUPED_BELLS`] bells found, each group by [`ring_or_kick`]; the threads of further
+    /// bells, and those on none, each on its own word.
+    fn wake_by_bell(&self) {
+        let all = self.iter();
+        let on = |o: Option<&Bucket>, b: &Bucket| o.is_some_and(|o| std::ptr::eq(o, b));
+        let mut bells: [Option<&Bucket>; GROUPED_BELLS] = [None; GROUPED_BELLS];
+        for b in all.clone().filter_map(|(_, b)| b) {
+            match bells.iter_mut().find(|k| k.is_none_or(|k| std::ptr::eq(k, b))) {
+                Some(k) => *k = Some(b),
+                None => break,
+            }
+        }
+        let grouped = |o: Option<&Bucket>| bells.iter().flatten().any(|&b| on(o, b));
+        for &b in bells.iter().flatten() {
+            ring_or_kick(b, all.clone().filter(|&(_, o)| on(o, b)).map(|(p, _)| p));
+        }
+        all.filter(|&(_, o)| !grouped(o)).for_each(|(p, _)| _ = wake_park(p));
+    }
 }
+
+/// How many bells [`Parks::wake_by_bell`] groups its threads by.
+const GROUPED_BELLS: usize = 4;
 
 /// Wake `parks`, threads asleep on `bucket`'s bell: by one ring when it is worth it
 /// (`parker::worth_ringing`: at least two, and no more other sleepers on the bell than they),
@@ -238,8 +261,8 @@ pub(crate) struct Ring<'b> {
     index: u32,
     /// Whether threads are held back for this bucket's bell.
     own: bool,
-    /// The other bucket whose bell threads are held back for (its index), if any.
-    foreign: Option<(u32, &'b Bucket)>,
+    /// The index of the other bucket whose bell threads are held back for, if any.
+    foreign: Option<u32>,
     /// The threads held back, each with the bucket whose bell it sleeps on.
     held: Parks<'b>,
 }
@@ -298,11 +321,10 @@ impl<'b> Ring<'b> {
         let Some((i, b)) = bell else { return wake_park(park) };
         let own = i == self.index;
         // A third bell (another foreign one) is not held for: its threads are kicked each.
-        let foreign = match self.foreign {
-            Some((f, _)) if !own && f != i => return wake_park(park),
-            _ if own => self.foreign.map(|(f, _)| f),
-            _ => Some(i),
-        };
+        if !own && self.foreign.is_some_and(|f| f != i) {
+            return wake_park(park);
+        }
+        let foreign = if own { self.foreign } else { Some(i) };
         let Some(ringing) = ringing_value(own || self.own, foreign) else { return wake_park(park) };
         // Relaxed: a hint (see the field). With fewer than two sleepers no ring can be worth
         // it; holding a thread back would only cost its waker a look at whether the thread's
@@ -310,11 +332,7 @@ impl<'b> Ring<'b> {
         if b.sleepers.load(Ordering::Relaxed) < 2 || !self.held.push(park, Some(b)) {
             return wake_park(park);
         }
-        if own {
-            self.own = true;
-        } else {
-            self.foreign = Some((i, b));
-        }
+        (self.own, self.foreign) = (own || self.own, foreign);
         // Relaxed: read by a recoverer after it took the lock over (as `pending`).
         self.bucket.ringing.store(ringing, Ordering::Relaxed);
         0
@@ -331,17 +349,11 @@ impl<'b> Ring<'b> {
         if !self.holds() {
             return;
         }
-        let own = self.own.then_some(self.bucket);
-        for b in own.into_iter().chain(self.foreign.map(|(_, f)| f)) {
-            let on_b = |o: Option<&Bucket>| o.is_some_and(|o| std::ptr::eq(o, b));
-            ring_or_kick(b, self.held.iter().filter(|&(_, o)| on_b(o)).map(|(p, _)| p));
-        }
+        // (Every thread held sleeps on this bucket's bell or on the one other.)
+        self.held.wake_by_bell();
         self.bucket.ringing.store(0, Ordering::Relaxed);
     }
 }
-
-/// How many bells [`Later`] groups its threads by (`Later::kick_all`).
-const LATER_BELLS: usize = 4;
 
 /// The kicks of threads of the waker's own process, made once the bucket lock is dropped
 /// (`engine::Kicked`; module docs, "Our own threads"). Neither `pending` nor `ringing` stands
@@ -373,25 +385,11 @@ impl<'s> Later<'s> {
 
     /// [`Later::wake`]'s kicks, once: the list is empty after them.
     ///
-    /// The threads are grouped by the bell they sleep on, for the first [`LATER_BELLS`] bells
-    /// found: a wake takes one bucket's records, but their threads may sleep on several bells (a
-    /// wake-op takes two buckets'; requeued threads sleep on the bells of the buckets they came
-    /// from). The threads of other bells, and those on none, are kicked each.
+    /// The threads are grouped by the bell they sleep on ([`Parks::wake_by_bell`]): a wake takes
+    /// one bucket's records, but their threads may sleep on several bells (a wake-op takes two
+    /// buckets'; requeued threads sleep on the bells of the buckets they came from).
     fn kick_all(&mut self) {
-        let all = self.0.iter();
-        let on = |o: Option<&Bucket>, b: &Bucket| o.is_some_and(|o| std::ptr::eq(o, b));
-        let mut bells: [Option<&Bucket>; LATER_BELLS] = [None; LATER_BELLS];
-        for b in all.clone().filter_map(|(_, b)| b) {
-            match bells.iter_mut().find(|k| k.is_none_or(|k| std::ptr::eq(k, b))) {
-                Some(k) => *k = Some(b),
-                None => break,
-            }
-        }
-        let grouped = |o: Option<&Bucket>| bells.iter().flatten().any(|&b| on(o, b));
-        for &b in bells.iter().flatten() {
-            ring_or_kick(b, all.clone().filter(|&(_, o)| on(o, b)).map(|(p, _)| p));
-        }
-        all.filter(|&(_, o)| !grouped(o)).for_each(|(p, _)| _ = wake_park(p));
+        self.0.wake_by_bell();
         self.0.clear();
     }
 }
