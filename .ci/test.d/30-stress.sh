@@ -4,8 +4,10 @@
 # mixed (sync_stress.rs), 4 s per starvation policy, and fresh mutexes contended for the first
 # time (sync_first_contention.rs), 4 s. Then the process-shared table: every wake counted once
 # across processes for 6 s (shared_stress.rs), rings that wake only the waiters taken, also after
-# a requeue to another bucket, 5 s each (shared_bell.rs, shared_requeue_bell.rs), random SIGKILLs under load for 15 s (thousands of
-# kills), and 300 segments scribbled over; and a namespace of named objects under random SIGKILLs
+# a requeue to another bucket, 5 s each (shared_bell.rs, shared_requeue_bell.rs), children whose
+# threads make their first shared calls together, each in the child's own slot, 5 s
+# (shared_first_call.rs), random SIGKILLs under load for 15 s (thousands of kills), and 300
+# segments scribbled over; and a namespace of named objects under random SIGKILLs
 # for 8 s (counted ones too, and 400 forks while a thread counts), and handles racing the reuse of
 # their objects' slots for 5 s. Then 300 forks amid waits, wakes, requeues and resizes, each
 # child checking that it has none of the parent's waiters and no lock held (fork.rs), and 500
@@ -26,6 +28,7 @@ UFUTEX_STRESS_SECS=4 cargo test --release -p ufutex --test sync_first_contention
 UFUTEX_STRESS_SECS=6 cargo test --release -p ufutex --test shared_stress
 UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test shared_bell
 UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test shared_requeue_bell
+UFUTEX_STRESS_SECS=5 cargo test --release -p ufutex --test shared_first_call
 UFUTEX_STRESS_SECS=6 cargo test --release -p ufutex --test shared_watch
 UFUTEX_STRESS_SECS=6 cargo test --release -p ufutex --test waitv_watch
 UFUTEX_STRESS_SECS=15 cargo test --release -p ufutex --test shared_kill

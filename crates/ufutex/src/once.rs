@@ -25,6 +25,10 @@
 //! - [`SetupLock`]: a lock for set-ups whose holder publishes what it made with one store (the
 //!   shared table's process slot, a namespace's mapping), named and taken over as a [`Once`]'s
 //!   run is.
+//! - [`PerProcess`]: a value that only the process which published it may use (the shared
+//!   table's process slot): its pointer, trusted only where a mark that every fork wipes says
+//!   the pointer is this process's own. A child reads its parent's value as missing and makes
+//!   its own, whichever of its threads comes first; no thread of it ever takes the parent's.
 //!
 //! A process id is not reused while its process lives, so a parent's never names a thread of
 //! its child. (A grandchild whose copy names a grandparent that has since died, and whose own
@@ -40,7 +44,7 @@
 // C ABI and the shared table, are not built there).
 #![cfg_attr(ufutex_loom, allow(dead_code))]
 
-use crate::primitive::{yield_now, AtomicU64, Ordering};
+use crate::primitive::{yield_now, AtomicU32, AtomicU64, Ordering};
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicPtr;
 
@@ -179,6 +183,59 @@ impl<T> Drop for Racy<T> {
             // SAFETY: the published Box, owned by `self`, which no one borrows any more.
             drop(unsafe { Box::from_raw(p) });
         }
+    }
+}
+
+/// A value of the process that published it (module docs): the pointer, and a mark outside it
+/// (a word in a page that a fork wipes: `fork_mark::shared_word`) that reads 1 only in that
+/// process. A child inherits the parent's pointer and a mark of 0, so it reads no value until
+/// one of its threads publishes its own, under a set-up lock.
+///
+/// The order is the point: the publisher stores the pointer, then the mark (Release); a reader
+/// loads the mark (Acquire), then the pointer. Read the other way round, a thread of a fresh
+/// child could load its parent's pointer, then find the mark that a sibling had just set, and
+/// take the parent's value for its own. (The shared table's process slot was read so until
+/// the seventy-seventh session: two threads of one child then used two slots, and wakes sent
+/// to one slot's owner missed the other's waiters; `tests/shared_bell.rs` lost them about once
+/// in twenty seconds.) Modelled below (`a_child_never_takes_its_parents_value`).
+pub(crate) struct PerProcess<T: 'static> {
+    value: crate::primitive::AtomicPtr<T>,
+}
+
+impl<T: 'static> PerProcess<T> {
+    crate::primitive::const_unless_loom! {
+        pub(crate) fn new() -> PerProcess<T> {
+            PerProcess { value: crate::primitive::AtomicPtr::new(std::ptr::null_mut()) }
+        }
+    }
+
+    /// This process's value, if it published one (`mark`: the word its publisher set).
+    #[inline]
+    pub(crate) fn get(&self, mark: &AtomicU32) -> Option<&'static T> {
+        // Acquire: pairs with `publish`'s Release store of the mark, made after the pointer's,
+        // so a mark of 1 brings this process's pointer (and the value behind it) with it.
+        if mark.load(Ordering::Acquire) != 1 {
+            return None;
+        }
+        // Relaxed would do after the mark's Acquire; Acquire costs nothing more on x86-64.
+        let p = self.value.load(Ordering::Acquire);
+        // SAFETY: the mark reads 1 only after `publish` stored a `&'static T` in this process
+        // (a fork wipes it, and only `publish` sets it).
+        unsafe { p.as_ref() }
+    }
+
+    /// The pointer as found, whoever published it: in a fresh child, the parent's (never to be
+    /// used, only kept reachable).
+    pub(crate) fn inherited(&self) -> *const T {
+        self.value.load(Ordering::Relaxed)
+    }
+
+    /// Publish this process's value: the caller holds the set-up lock that serialises
+    /// publishers, and `mark` is the word that a fork wipes.
+    pub(crate) fn publish(&self, mark: &AtomicU32, v: &'static T) {
+        self.value.store(std::ptr::from_ref(v).cast_mut(), Ordering::Release);
+        // Release, after the pointer: see `get`.
+        mark.store(1, Ordering::Release);
     }
 }
 
@@ -530,7 +587,7 @@ mod tests {
 
 #[cfg(all(test, ufutex_loom))]
 mod loom_tests {
-    use super::{Once, Run, SetupLock};
+    use super::{Once, PerProcess, Run, SetupLock};
     use crate::primitive::{AtomicU32, Ordering};
     use loom::sync::Arc;
 
@@ -571,6 +628,30 @@ mod loom_tests {
     #[test]
     fn a_child_takes_a_lost_run_over_once() {
         two_callers(PARENT, Run::TakenOver); // the fork's copy
+    }
+
+    /// A fresh child: the parent's value inherited, the mark wiped. One thread of the child
+    /// publishes its own value while another reads: the reader finds nothing or the child's
+    /// value, never the parent's. (Mutant: `get` loading the pointer before the mark, or
+    /// `publish` setting the mark first: the reader takes the parent's.)
+    #[test]
+    fn a_child_never_takes_its_parents_value() {
+        static PARENTS: u32 = 1;
+        static CHILDS: u32 = 2;
+        loom::model(|| {
+            let value = Arc::new(PerProcess::new());
+            let mark = Arc::new(AtomicU32::new(0));
+            // The parent's publication, then the fork: the pointer copied, the mark wiped.
+            value.publish(&mark, &PARENTS);
+            mark.store(0, Ordering::Relaxed);
+            let (v2, m2) = (value.clone(), mark.clone());
+            let publisher = loom::thread::spawn(move || v2.publish(&m2, &CHILDS));
+            if let Some(&v) = value.get(&mark) {
+                assert_eq!(v, CHILDS, "a thread of the child took its parent's value");
+            }
+            publisher.join().unwrap();
+            assert_eq!(value.get(&mark), Some(&CHILDS));
+        });
     }
 
     /// A child's copy of a set-up lock that the parent's lost thread held: two threads of the

@@ -54,8 +54,16 @@ fn a_ring_wakes_only_the_waiters_taken() {
         };
         let own = ours.then(|| std::thread::spawn(move || waiters(words, returned, ON)));
         let t = Instant::now();
-        while common::shared_queued(words[0]) != ON[0] as usize || common::shared_queued(words[1]) != ON[1] as usize {
-            assert!(t.elapsed() < LONG, "the waiters never all queued");
+        loop {
+            let queued = words.map(common::shared_queued);
+            if queued == ON.map(|n| n as usize) {
+                break;
+            }
+            let r = returned.map(|r| r.load(Ordering::Relaxed));
+            assert!(
+                t.elapsed() < LONG,
+                "round {rounds}: the waiters never all queued ({queued:?} queued, {r:?} returned)"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
         let mut taken = [0u32; 2];

@@ -18,7 +18,7 @@ use super::lock::{Life, Liveness, Owner};
 use super::queue::{lock_bucket, Host, Locked};
 use super::segment::{Segment, LIVENESS_BASE, REC_IDLE, REC_QUEUED, SLOT_LIVE};
 use super::SharedError;
-use crate::once::SetupLock;
+use crate::once::{PerProcess, SetupLock};
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
 use std::sync::Mutex;
 
@@ -46,10 +46,11 @@ unsafe impl Send for Proc {}
 
 /// The segment, mapped once for the life of the process (children inherit the mapping).
 static SEGMENT: AtomicPtr<Segment> = AtomicPtr::new(std::ptr::null_mut());
-/// This process's [`Proc`], or null (none yet, or a forked child that has not made its own).
-static PROC: AtomicPtr<Proc> = AtomicPtr::new(std::ptr::null_mut());
-/// A word in a `MADV_WIPEONFORK` page (`fork_mark.rs`'s): 1 in the process that made `PROC`, 0
-/// in its children.
+/// This process's [`Proc`], read only where [`HERE`] says it is this process's (none yet, or
+/// a forked child that has not made its own, reads none: `once::PerProcess`).
+static PROC: PerProcess<Proc> = PerProcess::new();
+/// `PROC`'s mark: a word in a `MADV_WIPEONFORK` page (`fork_mark.rs`'s), 1 in the process that
+/// made `PROC`, 0 in its children.
 static HERE: AtomicPtr<AtomicU32> = AtomicPtr::new(std::ptr::null_mut());
 /// The descriptors the atfork child handler closes.
 static FDS: [AtomicI32; 2] = [AtomicI32::new(-1), AtomicI32::new(-1)];
@@ -90,12 +91,10 @@ fn open_segment() -> Result<&'static Segment, SharedError> {
 /// This process's [`Proc`], claiming a slot the first time (and again in a forked child).
 #[inline]
 pub(crate) fn proc() -> Result<&'static Proc, SharedError> {
-    let p = PROC.load(Ordering::Acquire);
     let here = HERE.load(Ordering::Acquire);
     // SAFETY: `here` is null or a word of a leaked page that is never unmapped.
-    if !p.is_null() && !here.is_null() && unsafe { &*here }.load(Ordering::Relaxed) == 1 {
-        // SAFETY: a published Proc is leaked and never freed.
-        return Ok(unsafe { &*p });
+    if let Some(p) = unsafe { here.as_ref() }.and_then(|h| PROC.get(h)) {
+        return Ok(p);
     }
     new_proc()
 }
@@ -110,20 +109,17 @@ fn new_proc() -> Result<&'static Proc, SharedError> {
     };
     let _g = INIT.lock();
     let here = here_word()?;
-    let p = PROC.load(Ordering::Acquire);
-    if !p.is_null() && here.load(Ordering::Relaxed) == 1 {
-        // SAFETY: as in `proc`.
-        return Ok(unsafe { &*p });
+    if let Some(p) = PROC.get(here) {
+        return Ok(p);
     }
     // A first call, or a child: the parent's descriptions (if any) are not ours.
     close_inherited();
     let mut fresh = Proc::claim(seg)?;
-    fresh._parent = p;
+    fresh._parent = PROC.inherited();
     let p: &'static Proc = Box::leak(Box::new(fresh));
     FDS[0].store(p.fd, Ordering::Relaxed);
     FDS[1].store(p.maps_fd, Ordering::Relaxed);
-    here.store(1, Ordering::Relaxed);
-    PROC.store(p as *const Proc as *mut Proc, Ordering::Release);
+    PROC.publish(here, p);
     Ok(p)
 }
 
