@@ -195,9 +195,10 @@ impl<T> Drop for Racy<T> {
 /// loads the mark (Acquire), then the pointer. Read the other way round, a thread of a fresh
 /// child could load its parent's pointer, then find the mark that a sibling had just set, and
 /// take the parent's value for its own. (The shared table's process slot was read so until
-/// the seventy-seventh session: two threads of one child then used two slots, and wakes sent
-/// to one slot's owner missed the other's waiters; `tests/shared_bell.rs` lost them about once
-/// in twenty seconds.) Modelled below (`a_child_never_takes_its_parents_value`).
+/// the seventy-seventh session: threads of one child then operated in two slots, the child's
+/// and the parent's, and the waits made in the parent's were never found by the requeues and
+/// wakes meant for them; `tests/shared_bell.rs` lost waiters so about once in twenty seconds.)
+/// Modelled below (`a_child_never_takes_its_parents_value`).
 pub(crate) struct PerProcess<T: 'static> {
     value: crate::primitive::AtomicPtr<T>,
 }

@@ -14,42 +14,27 @@
 
 mod common;
 
-use common::{at, child, deadline, reap, shared_anon};
-use std::sync::atomic::AtomicU32;
+use common::{at, child, reap, shared_anon};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
-use ufutex::shared::{self, SharedError};
+use ufutex::shared;
 
 const LONG: Duration = Duration::from_secs(20);
 const THREADS: u32 = 8;
-
-/// The child: `THREADS` threads, each waiting on `w` as soon as it starts (its first shared
-/// call). 0 if every one was woken, 1 if one timed out, 2 on another error.
-fn waiters(w: &'static AtomicU32) -> i32 {
-    std::thread::scope(|s| {
-        let ts: Vec<_> = (0..THREADS)
-            .map(|_| {
-                s.spawn(move || match shared::wait(w, 0, deadline(LONG)) {
-                    Ok(()) => 0,
-                    Err(SharedError::TimedOut) => 1,
-                    Err(_) => 2,
-                })
-            })
-            .collect();
-        ts.into_iter().map(|t| t.join().unwrap_or(99)).max().unwrap_or(0)
-    })
-}
 
 #[test]
 fn a_childs_threads_all_take_the_childs_slot() {
     let _table = common::isolated_shared_table();
     let p = shared_anon(4096);
     // SAFETY: a live mapping, never unmapped; offsets aligned.
-    let w: &AtomicU32 = unsafe { at(p, 64) };
+    let (w, returned): (&AtomicU32, &AtomicU32) = unsafe { (at(p, 64), at(p, 128)) };
     assert_eq!(shared::wake(w, 1), Ok(0)); // the parent's slot first
     let start = Instant::now();
     let mut rounds = 0;
     while rounds == 0 || start.elapsed() < Duration::from_secs(common::stress_secs()) {
-        let pid = child(move || waiters(w));
+        returned.store(0, Ordering::Relaxed);
+        // Each thread waits as soon as it starts (`common::shared_waiters`).
+        let pid = child(move || common::shared_waiters(vec![(w, returned); THREADS as usize], LONG));
         let t = Instant::now();
         loop {
             let queued = common::shared_queued(w);
@@ -61,6 +46,7 @@ fn a_childs_threads_all_take_the_childs_slot() {
         }
         assert_eq!(shared::wake(w, usize::MAX), Ok(THREADS as usize), "round {rounds}");
         assert_eq!(reap(pid), 0, "round {rounds}: a thread of the child timed out or failed");
+        assert_eq!(returned.load(Ordering::Relaxed), THREADS, "round {rounds}");
         rounds += 1;
     }
     eprintln!("{rounds} rounds");
