@@ -53,18 +53,11 @@ fn a_ring_wakes_only_the_waiters_taken() {
             [0, 1].map(|k| child(move || waiters(words, returned, ON.map(|n| n / 2 + (n % 2) * (1 - k))))).to_vec()
         };
         let own = ours.then(|| std::thread::spawn(move || waiters(words, returned, ON)));
-        let t = Instant::now();
-        loop {
-            let queued = words.map(common::shared_queued);
-            if queued == ON.map(|n| n as usize) {
-                break;
-            }
-            let r = returned.map(|r| r.load(Ordering::Relaxed));
-            assert!(
-                t.elapsed() < LONG,
-                "round {rounds}: the waiters never all queued ({queued:?} queued, {r:?} returned)"
-            );
-            std::thread::sleep(Duration::from_millis(1));
+        let until = Instant::now() + LONG;
+        for (i, w) in words.into_iter().enumerate() {
+            let r = || returned.map(|r| r.load(Ordering::Relaxed));
+            let what = || format!("round {rounds}: the waiters never all queued on word {i} ({:?} returned)", r());
+            common::await_shared_queued(w, ON[i] as usize, until, what);
         }
         let mut taken = [0u32; 2];
         for (i, n) in STEPS {

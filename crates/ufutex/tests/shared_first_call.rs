@@ -35,15 +35,8 @@ fn a_childs_threads_all_take_the_childs_slot() {
         returned.store(0, Ordering::Relaxed);
         // Each thread waits as soon as it starts (`common::shared_waiters`).
         let pid = child(move || common::shared_waiters(vec![(w, returned); THREADS as usize], LONG));
-        let t = Instant::now();
-        loop {
-            let queued = common::shared_queued(w);
-            if queued == THREADS as usize {
-                break;
-            }
-            assert!(t.elapsed() < LONG, "round {rounds}: {queued} of the child's {THREADS} threads queued");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        let what = || format!("round {rounds}: the child's threads");
+        common::await_shared_queued(w, THREADS as usize, Instant::now() + LONG, what);
         assert_eq!(shared::wake(w, usize::MAX), Ok(THREADS as usize), "round {rounds}");
         assert_eq!(reap(pid), 0, "round {rounds}: a thread of the child timed out or failed");
         assert_eq!(returned.load(Ordering::Relaxed), THREADS, "round {rounds}");

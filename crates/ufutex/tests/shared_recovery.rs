@@ -26,11 +26,7 @@ fn waiter(w: &'static AtomicU32, patience: Duration) -> libc::pid_t {
 }
 
 fn await_queued(w: &AtomicU32, n: usize) {
-    let t = Instant::now();
-    while common::shared_queued(w) != n {
-        assert!(t.elapsed() < LONG, "never saw {n} queued");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    common::await_shared_queued(w, n, Instant::now() + LONG, || format!("never saw {n} queued"));
 }
 
 /// After a scenario: nobody is left on `w`, and a fresh round of `n` waiters counts exactly.

@@ -54,11 +54,8 @@ fn requeued_waiters_are_woken_only_when_taken() {
         let pids =
             if ours { Vec::new() } else { [0, 1].map(|_| child(move || waiters(a, returned, WAITERS / 2))).to_vec() };
         let own = ours.then(|| std::thread::spawn(move || waiters(a, returned, WAITERS)));
-        let t = Instant::now();
-        while common::shared_queued(a) != WAITERS as usize {
-            assert!(t.elapsed() < LONG, "the waiters never all queued");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        let what = || format!("round {rounds}: the waiters never all queued");
+        common::await_shared_queued(a, WAITERS as usize, Instant::now() + LONG, what);
         // Let them fall asleep (on the bell of `a`'s bucket); not relied on.
         std::thread::sleep(Duration::from_millis(2));
         let (woken, moved) = REQUEUE;

@@ -387,6 +387,19 @@ pub fn shared_queued(w: &AtomicU32) -> usize {
     ufutex::shared::requeue(w, 0, w, 0, usize::MAX).unwrap()
 }
 
+/// Wait until exactly `n` waiters are queued on the shared word `w` ([`shared_queued`]); past
+/// `until`, panic with `what()` and the count last seen.
+pub fn await_shared_queued(w: &AtomicU32, n: usize, until: Instant, what: impl Fn() -> String) {
+    loop {
+        let queued = shared_queued(w);
+        if queued == n {
+            return;
+        }
+        assert!(Instant::now() < until, "{}: {queued} of {n} waiters queued", what());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Whether process `pid` (one thread) comes to sleep in `futex_waitv` within `patience`: its
 /// `/proc` state `S` and its `/proc/<pid>/syscall` naming the call. `false` where the file cannot
 /// be read or the process never does (a kernel or an emulator without `futex_waitv`).
