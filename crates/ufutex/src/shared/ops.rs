@@ -43,7 +43,7 @@ use super::engine::{Operator, Rec, SharedTable};
 use super::identity::{self, SharedKey};
 use super::known;
 use super::park::{self, Parked};
-use super::process::{proc, segment, Proc};
+use super::process::{claimed, proc, segment, Proc};
 use super::queue::Host;
 use super::segment::{REC_IDLE, REC_WOKEN};
 use super::SharedError;
@@ -145,8 +145,9 @@ struct Mine {
 impl Drop for Mine {
     fn drop(&mut self) {
         if let Some((p, r)) = self.rec.get() {
-            // Only to the process that gave it (a forked child's copy belongs to its parent).
-            if proc().is_ok_and(|now| std::ptr::eq(now, p)) {
+            // Only to the process that gave it (a forked child's copy belongs to its parent;
+            // a child that never claimed a slot has nothing of its own to give back to).
+            if claimed().is_some_and(|now| std::ptr::eq(now, p)) {
                 p.free(r);
             }
         }
@@ -404,4 +405,32 @@ pub(crate) fn requeue(
         Refused::WouldBlock => SharedError::WouldBlock,
         Refused::Table(e) => e,
     })
+}
+
+#[cfg(all(test, not(ufutex_loom)))]
+mod tests {
+    use super::*;
+    use crate::test_child::Child;
+
+    /// A forked child's copy of a thread's record is its parent's: the thread's exit there gives
+    /// nothing back, and does not claim a slot to find that out. The child only loads (no lock,
+    /// no allocation), so a lock another test thread held at the fork cannot stop it.
+    #[test]
+    fn a_childs_exit_claims_no_slot() {
+        let p = proc().expect("the shared table");
+        let r = my_record(p).expect("a record");
+        // SAFETY: the child runs only `drop` of a `Mine` (loads of `HERE`, the mark and `PROC`,
+        // nothing else for a record that is not its own) and `_exit`.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // As this thread's exit in the child would run it.
+            drop(Mine { rec: Cell::new(Some((p, r))) });
+            let code = if claimed().is_none() { 0 } else { 1 };
+            // SAFETY: ends the child without running the parent's exit handlers.
+            unsafe { libc::_exit(code) };
+        }
+        assert_eq!(Child(pid).join(), 0, "the child claimed a slot on dropping its parent's record");
+        assert!(claimed().is_some_and(|now| std::ptr::eq(now, p)), "the parent's slot is still its own");
+    }
 }

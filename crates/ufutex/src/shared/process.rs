@@ -91,12 +91,20 @@ fn open_segment() -> Result<&'static Segment, SharedError> {
 /// This process's [`Proc`], claiming a slot the first time (and again in a forked child).
 #[inline]
 pub(crate) fn proc() -> Result<&'static Proc, SharedError> {
+    match claimed() {
+        Some(p) => Ok(p),
+        None => new_proc(),
+    }
+}
+
+/// This process's [`Proc`] if it has claimed its slot, without claiming one: loads only, so a
+/// forked child may ask before it has made anything of its own (and a thread's exit there
+/// need not claim a slot just to learn that a record is its parent's).
+#[inline]
+pub(crate) fn claimed() -> Option<&'static Proc> {
     let here = HERE.load(Ordering::Acquire);
     // SAFETY: `here` is null or a word of a leaked page that is never unmapped.
-    if let Some(p) = unsafe { here.as_ref() }.and_then(|h| PROC.get(h)) {
-        return Ok(p);
-    }
-    new_proc()
+    unsafe { here.as_ref() }.and_then(|h| PROC.get(h))
 }
 
 #[cold]
