@@ -217,6 +217,23 @@ pub enum Command {
         #[arg(long)]
         after_contention: bool,
     },
+    /// The first futex call of a new process with two threads, and the call after it: a new
+    /// process of this executable per sample, for the kernel, ufutex and ufutex-preload (the
+    /// kernel's process under LD_PRELOAD=libufutex_preload.so), µs
+    FirstCall {
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Internal: one new process of `first-call`: an idle second thread, then two timed wakes of
+    /// a word nobody waits on; prints both in ns
+    #[command(hide = true)]
+    FirstCallChild {
+        #[command(flatten)]
+        common: CommonArgs,
+        /// kernel (FUTEX_WAKE_PRIVATE through syscall()) or ufutex (ufutex::wake)
+        #[arg(long, value_name = "VIA")]
+        via: String,
+    },
     /// Recovery of a shared bucket lock whose owner died: per repetition a fresh shared table,
     /// a process killed holding the lock in a shared wait, then one timed shared wake (ms)
     Recovery {

@@ -36,7 +36,9 @@ use options::{Job, Options};
 use result::{Bench, Document};
 use std::io::Write;
 use std::process::ExitCode;
-use workloads::{fastpath, hash, keyed, lock, perfbench, pingpong, recovery, schbench, sempingpong, waitv, wake};
+use workloads::{
+    fastpath, firstcall, hash, keyed, lock, perfbench, pingpong, recovery, schbench, sempingpong, waitv, wake,
+};
 
 fn main() -> ExitCode {
     match run() {
@@ -62,6 +64,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Job::CountCalls { counts } = &opts.job {
         return Ok(instructions::child(&opts.common, counts)?);
+    }
+    if let Job::FirstCallChild { via } = &opts.job {
+        return Ok(firstcall::child(*via)?);
     }
     if let Job::KeyedChild { key, expect, namespace } = &opts.job {
         return Ok(keyed::child(&opts.common.impls[0], namespace.as_deref(), *key, expect)?);
@@ -95,8 +100,11 @@ fn execute(opts: &Options) -> std::io::Result<Vec<Bench>> {
             lock::run(c, threads, sections, baseline, *after_contention)
         }
         Job::Recovery => Ok(vec![recovery::run(c)?]),
+        Job::FirstCall => firstcall::run(c),
         Job::Keyed(p) => keyed::run(c, p),
         Job::SemPingPong(p) => Ok(vec![sempingpong::run(c, *p)?]),
-        Job::Report { .. } | Job::CountCalls { .. } | Job::KeyedChild { .. } => unreachable!("handled in run()"),
+        Job::Report { .. } | Job::CountCalls { .. } | Job::KeyedChild { .. } | Job::FirstCallChild { .. } => {
+            unreachable!("handled in run()")
+        }
     }
 }

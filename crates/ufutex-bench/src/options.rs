@@ -7,6 +7,7 @@ use crate::keyed_competitor;
 use crate::lock_competitor::{self, LockEntry};
 use crate::sem_competitor;
 use crate::workloads::fastpath::Body;
+use crate::workloads::firstcall;
 use crate::workloads::hash::{Params as HashParams, SlotPoint};
 use crate::workloads::keyed;
 use crate::workloads::lock::Section;
@@ -41,6 +42,11 @@ pub enum Job {
         after_contention: bool,
     },
     Recovery,
+    FirstCall,
+    /// The hidden child of `FirstCall`: one new process's two calls.
+    FirstCallChild {
+        via: firstcall::Via,
+    },
     Keyed(keyed::Params),
     SemPingPong(sempingpong::Params),
     Report {
@@ -310,6 +316,16 @@ pub fn validate(cli: Cli) -> R<Options> {
             let mut c = common.clone();
             c.impls = Some("ufutex-shared".into());
             (c, Job::Recovery, 1.0, true)
+        }
+        Command::FirstCall { common } => {
+            if common.impls.is_some() {
+                return Err("--impl: first-call runs kernel, ufutex and ufutex-preload, always".into());
+            }
+            (common, Job::FirstCall, 1.0, false)
+        }
+        Command::FirstCallChild { common, via } => {
+            let via = firstcall::Via::parse(&via).ok_or_else(|| format!("--via {via}: must be kernel or ufutex"))?;
+            (common, Job::FirstCallChild { via }, 1.0, false)
         }
         Command::Keyed { common, keys, threads, base, processes } => {
             let params = keyed(&keys, &threads, &base, processes)?;

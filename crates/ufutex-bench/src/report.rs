@@ -95,6 +95,9 @@ fn steps(quick: bool, scale: f64) -> Vec<Step> {
         // ~8 s a repetition (perf's own runs, kernel and preload library). A quick report
         // takes one: two made this its longest step and left it within 10 s of its minute.
         step("perf bench futex", &format!("perf-bench --reps {}", if quick { 1 } else { 5 })),
+        // A new process a sample (no goal): what a program's first call costs once it has a
+        // second thread (BENCHMARKS.md, seventy-first session: it cost milliseconds then).
+        step("first call of a process", &format!("first-call --reps {}", r(15))),
         // Process-shared futexes (issue #12): words in a MAP_SHARED memfd, against kernel-shared.
         step("fast paths, shared", &format!("fastpath --shared --reps {} --runtime {}", r(7), t(0.1, 0.03))),
         step("fast paths, shared, instructions", "instructions --shared --reps 1"),

@@ -38,6 +38,10 @@ fn bad_arguments_get_clear_errors() {
     assert!(stderr_of(&["instructions", "--calls", "0"]).contains("--calls 0"));
     assert!(stderr_of(&["count-calls", "--impl", "ufutex,kernel", "--calls", "wake=1"]).contains("exactly one"));
     assert!(stderr_of(&["count-calls", "--impl", "ufutex", "--calls", "nap=1"]).contains("--calls"));
+    assert!(
+        stderr_of(&["first-call", "--impl", "kernel"]).contains("first-call runs kernel, ufutex and ufutex-preload")
+    );
+    assert!(stderr_of(&["first-call-child", "--via", "pthread"]).contains("--via pthread: must be kernel or ufutex"));
 }
 
 fn json_of(args: &[&str]) -> serde_json::Value {
@@ -77,6 +81,7 @@ fn every_workload_writes_valid_json() {
         &["ping-pong", "--shared", "--iters", "50", "--pairs", "2"],
         &["ping-pong", "--shared", "--iters", "50", "--no-pin"],
         &["recovery"],
+        &["first-call"],
         &["sem-pingpong", "--iters", "20"],
         &["sem-pingpong", "--iters", "20", "--no-pin", "--impl", "ufutex-named,posix-sem"],
     ];
@@ -164,6 +169,27 @@ fn recovery_reports_one_takeover_per_repetition() {
     let row = &b["metrics"][0]["rows"][0];
     assert_eq!(row["competitor"], "ufutex-shared");
     assert!(row["median"].as_f64().is_some_and(|ms| ms > 0.0), "{row}");
+}
+
+/// `first-call` times two calls in a new process per sample, for the kernel and ufutex, and
+/// for ufutex-preload where the library sits beside the binary (otherwise it says why not).
+#[test]
+fn first_call_reports_every_competitor_or_why_not() {
+    let v = json_of(&["first-call"]);
+    let b = &v["benches"][0];
+    assert_eq!(b["workload"], "first-call");
+    let names = |m: &serde_json::Value| -> Vec<String> {
+        m["rows"].as_array().unwrap().iter().map(|r| r["competitor"].as_str().unwrap().to_string()).collect()
+    };
+    for m in b["metrics"].as_array().unwrap() {
+        let rows = names(m);
+        assert!(rows.contains(&"ufutex".into()) && rows.contains(&"kernel".into()), "{rows:?}");
+        let skipped = b["skipped"].as_array().unwrap().iter().any(|s| s["competitor"] == "ufutex-preload");
+        assert!(rows.contains(&"ufutex-preload".into()) != skipped, "ufutex-preload: a row or a reason, not both: {b}");
+        for r in m["rows"].as_array().unwrap() {
+            assert!(r["median"].as_f64().is_some_and(|us| us > 0.0), "{r}");
+        }
+    }
 }
 
 /// A key range of this test process's own for `keyed` (apart from the default 0x424242 and

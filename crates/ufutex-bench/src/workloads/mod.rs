@@ -2,6 +2,7 @@
 //! compiled on its own) and returns one [`crate::result::Bench`] per parameter set.
 
 pub mod fastpath;
+pub mod firstcall;
 pub mod hash;
 pub mod keyed;
 pub mod lock;

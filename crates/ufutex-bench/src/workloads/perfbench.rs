@@ -50,7 +50,7 @@ fn cases() -> Vec<PerfCase> {
 }
 
 /// The preload library: `UFUTEX_PRELOAD_SO`, else beside this executable.
-fn preload_library() -> Option<PathBuf> {
+pub fn preload_library() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("UFUTEX_PRELOAD_SO") {
         return Some(PathBuf::from(p)).filter(|p| p.is_file());
     }
