@@ -14,11 +14,12 @@
 //! rotated each repetition. No goal: the row guards against a first call that costs
 //! milliseconds again.
 
-use super::perfbench::{preload_library, PRELOAD};
+use super::perfbench::{preload_library, PRELOAD, PRELOAD_MISSING};
 use super::Common;
 use crate::result::{Bench, Metric, MetricResult, Skip};
 use crate::sys;
 use std::io;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -53,11 +54,11 @@ impl Via {
 /// The bench's one case.
 pub const CASE: &str = "first futex call of a new process with two threads";
 
-/// One competitor: its name, how its child calls, and whether under the preload library.
-struct Runner {
+/// One competitor: its name, how its child calls, and the preload library it runs under, if any.
+struct Runner<'a> {
     name: &'static str,
     via: Via,
-    preload: bool,
+    preload: Option<&'a Path>,
 }
 
 /// The `first-call-child` process: a second thread, then two timed wakes of a word nobody
@@ -101,13 +102,13 @@ pub fn parse_reply(stdout: &str) -> Result<(u64, u64), String> {
 }
 
 /// One new process of `r`: its two calls, µs.
-fn once(exe: &std::path::Path, r: &Runner, so: Option<&std::path::PathBuf>) -> io::Result<(f64, f64)> {
+fn once(exe: &Path, r: &Runner<'_>) -> io::Result<(f64, f64)> {
     let mut cmd = Command::new(exe);
     cmd.args(["first-call-child", "--via", r.via.name()]);
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.env_remove("LD_PRELOAD");
-    if r.preload {
-        cmd.env("LD_PRELOAD", so.ok_or_else(|| io::Error::other("no preload library"))?);
+    if let Some(so) = r.preload {
+        cmd.env("LD_PRELOAD", so);
     }
     let out = cmd.output()?;
     if !out.status.success() {
@@ -126,18 +127,13 @@ pub fn run(common: &Common) -> io::Result<Vec<Bench>> {
     let exe = std::env::current_exe()?;
     let so = preload_library();
     let mut runners = vec![
-        Runner { name: "ufutex", via: Via::Ufutex, preload: false },
-        Runner { name: "kernel", via: Via::Kernel, preload: false },
+        Runner { name: "ufutex", via: Via::Ufutex, preload: None },
+        Runner { name: "kernel", via: Via::Kernel, preload: None },
     ];
     let mut skipped = Vec::new();
-    if so.is_some() {
-        runners.insert(1, Runner { name: PRELOAD, via: Via::Kernel, preload: true });
-    } else {
-        skipped.push(Skip {
-            competitor: PRELOAD.into(),
-            reason: "libufutex_preload.so not found (cargo build --profile dist -p ufutex-preload, beside this binary)"
-                .into(),
-        });
+    match &so {
+        Some(so) => runners.insert(1, Runner { name: PRELOAD, via: Via::Kernel, preload: Some(so) }),
+        None => skipped.push(Skip { competitor: PRELOAD.into(), reason: PRELOAD_MISSING.into() }),
     }
     let mut first: Vec<Vec<f64>> = vec![Vec::new(); runners.len()];
     let mut second = first.clone();
@@ -145,7 +141,7 @@ pub fn run(common: &Common) -> io::Result<Vec<Bench>> {
         // Rotate who goes first, so that none always starts on a warmer machine.
         for k in 0..runners.len() {
             let i = (rep + k) % runners.len();
-            let (a, b) = once(&exe, &runners[i], so.as_ref())?;
+            let (a, b) = once(&exe, &runners[i])?;
             first[i].push(a);
             second[i].push(b);
         }

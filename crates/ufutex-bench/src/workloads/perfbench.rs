@@ -49,6 +49,11 @@ fn cases() -> Vec<PerfCase> {
     ]
 }
 
+/// Why a competitor that runs through the preload library cannot, when [`preload_library`] finds
+/// none.
+pub const PRELOAD_MISSING: &str =
+    "libufutex_preload.so not found (cargo build --profile dist -p ufutex-preload, beside this binary)";
+
 /// The preload library: `UFUTEX_PRELOAD_SO`, else beside this executable.
 pub fn preload_library() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("UFUTEX_PRELOAD_SO") {
@@ -65,9 +70,7 @@ fn unavailable() -> Option<String> {
         return Some("perf is not installed (Debian: linux-perf)".into());
     }
     if preload_library().is_none() {
-        return Some(
-            "libufutex_preload.so not found (cargo build --profile dist -p ufutex-preload, beside this binary)".into(),
-        );
+        return Some(PRELOAD_MISSING.into());
     }
     None
 }
