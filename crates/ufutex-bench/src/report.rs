@@ -7,6 +7,7 @@ use crate::export::{json::Json, markdown::Markdown, svg::Plots, Exporter};
 use crate::line_trip::LineTrips;
 use crate::progress::Progress;
 use crate::result::{Bench, Document};
+use crate::workloads::checked_output;
 use std::io;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -160,10 +161,7 @@ fn run_child(exe: &Path, s: &Step, tmp: &Path, warmup: bool) -> io::Result<Vec<B
     if !warmup {
         cmd.arg("--no-warmup");
     }
-    let out = cmd.output()?;
-    if !out.status.success() {
-        return Err(io::Error::other(format!("{}: {}", s.args.join(" "), String::from_utf8_lossy(&out.stderr).trim())));
-    }
+    checked_output(&mut cmd, || s.args.join(" "))?;
     let doc: Document = serde_json::from_slice(&std::fs::read(tmp)?).map_err(io::Error::other)?;
     Ok(doc.benches)
 }

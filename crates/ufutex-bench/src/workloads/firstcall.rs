@@ -15,12 +15,12 @@
 //! milliseconds again.
 
 use super::perfbench::{preload_library, PRELOAD, PRELOAD_MISSING};
-use super::Common;
+use super::{checked_output, Common};
 use crate::result::{Bench, Metric, MetricResult, Skip};
 use crate::sys;
 use std::io;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -105,20 +105,11 @@ pub fn parse_reply(stdout: &str) -> Result<(u64, u64), String> {
 fn once(exe: &Path, r: &Runner<'_>) -> io::Result<(f64, f64)> {
     let mut cmd = Command::new(exe);
     cmd.args(["first-call-child", "--via", r.via.name()]);
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.env_remove("LD_PRELOAD");
     if let Some(so) = r.preload {
         cmd.env("LD_PRELOAD", so);
     }
-    let out = cmd.output()?;
-    if !out.status.success() {
-        return Err(io::Error::other(format!(
-            "first-call-child of {}: {}: {}",
-            r.name,
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
+    let out = checked_output(&mut cmd, || format!("first-call-child of {}", r.name))?;
     let (a, b) = parse_reply(&String::from_utf8_lossy(&out.stdout)).map_err(io::Error::other)?;
     Ok((a as f64 / 1e3, b as f64 / 1e3))
 }

@@ -21,6 +21,7 @@ use crate::sched::Scheduler;
 use crate::shm::Words;
 use crate::sys;
 use std::io;
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -72,6 +73,18 @@ impl Common {
     pub fn competitors(&self) -> io::Result<Vec<AnyCompetitor>> {
         self.impls.iter().map(|n| AnyCompetitor::by_name(n, self.domain_slots)).collect()
     }
+}
+
+/// `cmd` run to its end (`Command::output`: stdin closed, stdout and stderr captured unless
+/// `cmd` says otherwise): its output if it succeeded, else an error naming `what()`, how the
+/// process ended and its stderr. For the programs the benchmarks start: perf, and new processes
+/// of this executable (the report's steps and the workloads' children).
+pub fn checked_output(cmd: &mut Command, what: impl FnOnce() -> String) -> io::Result<Output> {
+    let out = cmd.output()?;
+    if out.status.success() {
+        return Ok(out);
+    }
+    Err(io::Error::other(format!("{}: {}: {}", what(), out.status, String::from_utf8_lossy(&out.stderr).trim())))
 }
 
 /// Why `c` cannot run a workload that needs `ops`, if it cannot.

@@ -12,7 +12,7 @@
 //! (`UFUTEX_PRELOAD_SHARED=table`; perf's words are in its own memory, keyed by process and
 //! address). The cases are named with `, shared`, as every `--shared` bench is.
 
-use super::{Common, SHARED_SUFFIX};
+use super::{checked_output, Common, SHARED_SUFFIX};
 use crate::result::{Bench, Metric, MetricResult, Skip};
 use std::io;
 use std::path::PathBuf;
@@ -96,15 +96,8 @@ fn once(case: &PerfCase, preload: Option<&PathBuf>, shared: bool) -> io::Result<
             cmd.env("UFUTEX_PRELOAD_SHARED", "table");
         }
     }
-    let out = cmd.output()?;
+    let out = checked_output(&mut cmd, || format!("perf bench futex {}", case.args))?;
     let text = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        return Err(io::Error::other(format!(
-            "perf bench futex {}: {}",
-            case.args,
-            String::from_utf8_lossy(&out.stderr)
-        )));
-    }
     parse(&text, case.line, case.before)
         .ok_or_else(|| io::Error::other(format!("perf bench futex {}: no summary line in {text:?}", case.args)))
 }

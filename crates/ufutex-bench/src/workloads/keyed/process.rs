@@ -10,9 +10,10 @@ use crate::keyed_competitor::{Get, KernelSemget, Keyed, UfutexKeyed};
 use crate::result::Metric;
 use crate::stats;
 use crate::sysv::errno_name;
+use crate::workloads::checked_output;
 use std::io;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 /// The bench's case for `n` keys.
@@ -69,19 +70,9 @@ pub fn once<K: Keyed>(k: &K, exe: &Path, r: Range, sample: &[usize]) -> io::Resu
         if let Some(ns) = k.reach() {
             cmd.arg("--namespace").arg(ns);
         }
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let start = Instant::now();
-        let out = cmd.output()?;
+        let out = checked_output(&mut cmd, || format!("{}: the new process for key {:#x}", k.name(), pop.key(i)))?;
         let took = start.elapsed();
-        if !out.status.success() {
-            return Err(io::Error::other(format!(
-                "{}: the new process for key {:#x}: {}: {}",
-                k.name(),
-                pop.key(i),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
         let ns = parse_reply(&String::from_utf8_lossy(&out.stdout)).map_err(io::Error::other)?;
         inside.push(ns as f64 / 1e3);
         wall.push(took.as_nanos() as f64 / 1e3);
