@@ -14,7 +14,7 @@
 //! rotated each repetition. No goal: the row guards against a first call that costs
 //! milliseconds again.
 
-use super::perfbench::{preload_library, PRELOAD, PRELOAD_MISSING};
+use super::perfbench::{preload_env, preload_library, PRELOAD, PRELOAD_MISSING};
 use super::{checked_output, Common};
 use crate::result::{Bench, Metric, MetricResult, Skip};
 use crate::sys;
@@ -105,10 +105,7 @@ pub fn parse_reply(stdout: &str) -> Result<(u64, u64), String> {
 fn once(exe: &Path, r: &Runner<'_>) -> io::Result<(f64, f64)> {
     let mut cmd = Command::new(exe);
     cmd.args(["first-call-child", "--via", r.via.name()]);
-    cmd.env_remove("LD_PRELOAD");
-    if let Some(so) = r.preload {
-        cmd.env("LD_PRELOAD", so);
-    }
+    preload_env(&mut cmd, r.preload, false);
     let out = checked_output(&mut cmd, || format!("first-call-child of {}", r.name))?;
     let (a, b) = parse_reply(&String::from_utf8_lossy(&out.stdout)).map_err(io::Error::other)?;
     Ok((a as f64 / 1e3, b as f64 / 1e3))

@@ -15,7 +15,7 @@
 use super::{checked_output, Common, SHARED_SUFFIX};
 use crate::result::{Bench, Metric, MetricResult, Skip};
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// One perf benchmark: its arguments, what its summary line reports, and how to read it.
@@ -63,6 +63,21 @@ pub fn preload_library() -> Option<PathBuf> {
     Some(exe.parent()?.join("libufutex_preload.so")).filter(|p| p.is_file())
 }
 
+/// Sets `cmd` to run under the preload library `so` (its shared table if `table`), or under no
+/// preload at all: whatever preload or preload setting the caller's environment carries is
+/// cleared first, so that the kernel's run is the plain kernel and the library's run is ours.
+pub fn preload_env(cmd: &mut Command, so: Option<&Path>, table: bool) {
+    for var in ["LD_PRELOAD", "UFUTEX_PRELOAD", "UFUTEX_PRELOAD_SHARED", "UFUTEX_PRELOAD_STATS"] {
+        cmd.env_remove(var);
+    }
+    if let Some(so) = so {
+        cmd.env("LD_PRELOAD", so);
+        if table {
+            cmd.env("UFUTEX_PRELOAD_SHARED", "table");
+        }
+    }
+}
+
 /// Why this benchmark cannot run here, if it cannot.
 fn unavailable() -> Option<String> {
     let perf = Command::new("perf").arg("--version").output();
@@ -90,12 +105,7 @@ fn once(case: &PerfCase, preload: Option<&PathBuf>, shared: bool) -> io::Result<
     if shared {
         cmd.arg("-S");
     }
-    if let Some(so) = preload {
-        cmd.env("LD_PRELOAD", so);
-        if shared {
-            cmd.env("UFUTEX_PRELOAD_SHARED", "table");
-        }
-    }
+    preload_env(&mut cmd, preload.map(PathBuf::as_path), shared);
     let out = checked_output(&mut cmd, || format!("perf bench futex {}", case.args))?;
     let text = String::from_utf8_lossy(&out.stdout);
     parse(&text, case.line, case.before)
@@ -159,5 +169,35 @@ mod tests {
         let par = "Avg per-thread latency (waking 8/16 threads) in 0.0904 ms (+-20.59%)\n";
         assert_eq!(parse(par, "Avg per-thread", "in"), Some(0.0904));
         assert_eq!(parse("nothing here", "Requeued", "in"), None);
+    }
+
+    /// The environment each run is given, in order: `None` is a variable cleared.
+    fn env_of(so: Option<&Path>, table: bool) -> Vec<(String, Option<String>)> {
+        let mut cmd = Command::new("true");
+        preload_env(&mut cmd, so, table);
+        let s = |o: &std::ffi::OsStr| o.to_string_lossy().into_owned();
+        let mut env: Vec<_> = cmd.get_envs().map(|(k, v)| (s(k), v.map(s))).collect();
+        env.sort();
+        env
+    }
+
+    #[test]
+    fn runs_clear_the_callers_preload() {
+        let cleared = |k: &str| (k.to_string(), None);
+        let set = |k: &str, v: &str| (k.to_string(), Some(v.to_string()));
+        let so = Path::new("/x/libufutex_preload.so");
+        let kernel = ["LD_PRELOAD", "UFUTEX_PRELOAD", "UFUTEX_PRELOAD_SHARED", "UFUTEX_PRELOAD_STATS"];
+        assert_eq!(env_of(None, false), kernel.map(cleared).to_vec());
+        assert_eq!(env_of(None, true), kernel.map(cleared).to_vec());
+        let private = vec![
+            set("LD_PRELOAD", "/x/libufutex_preload.so"),
+            cleared("UFUTEX_PRELOAD"),
+            cleared("UFUTEX_PRELOAD_SHARED"),
+            cleared("UFUTEX_PRELOAD_STATS"),
+        ];
+        assert_eq!(env_of(Some(so), false), private);
+        let mut table = private;
+        table[2] = set("UFUTEX_PRELOAD_SHARED", "table");
+        assert_eq!(env_of(Some(so), true), table);
     }
 }
