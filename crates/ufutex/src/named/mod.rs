@@ -1141,7 +1141,7 @@ impl Mapping {
         }
         // (The span's offset is a multiple of 128 × 32 bytes: page-aligned.)
         let p = shared::file::map_shared(self.fd, len, off).ok()?;
-        let _ = shared::known::note(p as usize, len); // never unmapped
+        let _ = shared::known::note_file(p as usize, len, self.fd, off as u64); // never unmapped
         at.store(p, Ordering::Release);
         Some(p)
     }
@@ -1220,7 +1220,7 @@ fn mapped(fd: libc::c_int, path: &str) -> Result<&'static Mapping, SharedError> 
     }
     let (base, order, fresh) = map_namespace(fd)?;
     // Never unmapped: its words' identity is known from now on.
-    let _ = shared::known::note(base as usize, first_level(order) + (128 << order));
+    let _ = shared::known::note_file(base as usize, first_level(order) + (128 << order), fd, 0);
     if fresh {
         // Ledgers of an earlier namespace of this name (another nonce: never read again).
         remove_ledgers(path);

@@ -196,6 +196,33 @@ fn needs_name(vma: &Vma, page_size: u64, shm: Option<u64>) -> bool {
     page_size != base_page() || shm.is_none_or(|d| d == vma.dev)
 }
 
+/// The key of byte `off` of the file `fd` as a `MAP_SHARED` mapping of it would have it
+/// ([`query`] and [`classify`]), where the file alone tells it: on tmpfs. Its `fstat` gives
+/// the superblock's device and the inode's number (`generic_fillattr`), which are what
+/// `PROCMAP_QUERY` reports for a mapping of the file (`i_sb->s_dev`, `i_ino`), and a file
+/// opened by path is never a SysV segment (those need their name: [`needs_name`]). Elsewhere
+/// `None`, and the caller asks the kernel: btrfs reports a subvolume's device through `fstat`
+/// and the filesystem's through the query, overlayfs the file it shows against the file it
+/// maps.
+#[cfg(not(ufutex_loom))]
+pub(crate) fn file_key(fd: libc::c_int, off: u64) -> Option<SharedKey> {
+    const TMPFS_MAGIC: libc::c_long = 0x0102_1994;
+    // SAFETY: an all-zero statfs is a valid out-buffer.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open (the caller's); `fs` is a valid out-buffer.
+    if unsafe { libc::fstatfs(fd, &mut fs) } != 0 || fs.f_type as libc::c_long != TMPFS_MAGIC {
+        return None;
+    }
+    // SAFETY: an all-zero stat is a valid out-buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
+    let dev = device(libc::major(st.st_dev).into(), libc::minor(st.st_dev).into());
+    Some(SharedKey { class: Class::Object, dev, ino: st.st_ino, off })
+}
+
 /// The base page size.
 fn base_page() -> u64 {
     static PAGE: RacyWord = RacyWord::new();

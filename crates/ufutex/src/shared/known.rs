@@ -7,7 +7,8 @@
 //! cannot be. Its identity is asked once, when it is noted, through the same query and rule as
 //! every other word's (`identity::query`, `identity::classify`), so a word's key is the same
 //! whether it is found here or asked of the kernel — in this process or in another that maps
-//! the same object without noting it. The saving is the query of every shared operation that
+//! the same object without noting it. (The library's own files on tmpfs are not asked: their
+//! `fstat` gives that same key, `identity::file_key`.) The saving is the query of every shared operation that
 //! queues or dequeues on such a word: 1–10 µs here (BENCHMARKS.md).
 //!
 //! Each entry is a seqlock: a reader reads its sequence (even: stable), the fields, and the
@@ -148,7 +149,29 @@ fn mended() -> &'static [Known] {
 /// `NoMemory` if the list is full.
 pub(crate) fn note(start: usize, len: usize) -> Result<(), SharedError> {
     let end = start.checked_add(len).filter(|_| len > 0).ok_or(SharedError::Invalid)?;
-    let key = ask(start, end)?;
+    insert(start, end, ask(start, end)?)
+}
+
+#[cfg(not(ufutex_loom))]
+/// [`note`] for a mapping the library made itself and never unmaps: `len` bytes of the file
+/// `fd` from byte `off`, `MAP_SHARED`, at `start`. On tmpfs (where the library keeps its
+/// files) the key comes from the file (`identity::file_key`), the same key the kernel's query
+/// gives, without the query: opening `/proc/self/maps` alone was ~10 µs of a new process's
+/// first `Namespace::open` (BENCHMARKS.md, eightieth session). Elsewhere it is asked.
+pub(crate) fn note_file(start: usize, len: usize, fd: libc::c_int, off: u64) -> Result<(), SharedError> {
+    let end = start.checked_add(len).filter(|_| len > 0).ok_or(SharedError::Invalid)?;
+    let key = match identity::file_key(fd, off) {
+        Some(key) => key,
+        None => ask(start, end)?,
+    };
+    insert(start, end, key)
+}
+
+#[cfg(not(ufutex_loom))]
+/// Enter `[start, end)` with its key: `Invalid` if it overlaps a noted mapping, `NoMemory` if
+/// the list is full.
+fn insert(start: usize, end: usize, key: SharedKey) -> Result<(), SharedError> {
+    let len = end - start;
     let _w = WRITER.lock();
     let list = mended();
     let used = list.len();
@@ -276,6 +299,65 @@ mod tests {
         assert!(key_of(noted + 8192).is_none_or(|k| (k.dev, k.ino) != (ours.dev, ours.ino)), "past the end");
         let heap = Box::new(0u32);
         assert_eq!(key_of(&*heap as *const u32 as usize), None);
+    }
+
+    /// A file's key read from the file (tmpfs: a memfd, and a file in /dev/shm where there is
+    /// one) is the key the kernel's query gives for a mapping of it, at any offset; a file
+    /// elsewhere is not read (`None`) unless it is on tmpfs too.
+    #[test]
+    fn a_tmpfs_files_key_is_the_kernels() {
+        let check = |fd: libc::c_int| {
+            // SAFETY: `fd` is open and 3 pages long; the mapping is fresh, unmapped below.
+            unsafe {
+                assert_eq!(libc::ftruncate(fd, 3 * 4096), 0);
+                let rw = libc::PROT_READ | libc::PROT_WRITE;
+                let p = libc::mmap(std::ptr::null_mut(), 8192, rw, libc::MAP_SHARED, fd, 4096);
+                assert_ne!(p, libc::MAP_FAILED);
+                let p = p as usize;
+                let read = identity::file_key(fd, 4096).expect("tmpfs: read from the file");
+                for at in [0, 64, 4096 + 8] {
+                    let asked = ask(p + at, p + at + 4).unwrap();
+                    assert_eq!(SharedKey { off: read.off + at as u64, ..read }, asked, "offset {at}");
+                }
+                libc::munmap(p as *mut libc::c_void, 8192);
+                libc::close(fd);
+            }
+        };
+        // SAFETY: a NUL-terminated literal name.
+        let fd = unsafe { libc::memfd_create(c"ufx-known-file".as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(fd >= 0);
+        check(fd);
+        let path = format!("/dev/shm/ufx-known-{}\0", std::process::id());
+        // SAFETY: a NUL-terminated path; the file is ours, unlinked at once (the fd keeps it).
+        let fd = unsafe {
+            let fd =
+                libc::open(path.as_ptr().cast(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC, 0o600);
+            if fd >= 0 {
+                libc::unlink(path.as_ptr().cast());
+            }
+            fd
+        };
+        if fd >= 0 {
+            check(fd);
+        }
+        // A regular file beside the crate: on a disk filesystem, or on tmpfs too.
+        let path = format!("{}/ufx-known-{}\0", env!("CARGO_MANIFEST_DIR"), std::process::id());
+        // SAFETY: as above.
+        unsafe {
+            let fd =
+                libc::open(path.as_ptr().cast(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC, 0o600);
+            assert!(fd >= 0);
+            libc::unlink(path.as_ptr().cast());
+            let mut fs: libc::statfs = std::mem::zeroed();
+            assert_eq!(libc::fstatfs(fd, &mut fs), 0);
+            let tmpfs = fs.f_type as libc::c_long == 0x0102_1994;
+            assert_eq!(identity::file_key(fd, 0).is_some(), tmpfs, "read only on tmpfs");
+            if tmpfs {
+                check(fd);
+            } else {
+                libc::close(fd);
+            }
+        }
     }
 
     #[test]
