@@ -4,7 +4,7 @@
 //! `flock` with its magic published last (a creator that died before publishing is redone),
 //! and mapped only after its header is checked against the file (else `ENOTRECOVERABLE`).
 
-use super::segment::{errno, Layout, Segment, LIVENESS_BASE, MAGIC, NONE, PAGE, VERSION};
+use super::segment::{errno, Header, Layout, Segment, LIVENESS_BASE, MAGIC, NONE, PAGE, VERSION};
 use super::SharedError;
 use std::ffi::CString;
 use std::sync::atomic::Ordering;
@@ -16,76 +16,71 @@ impl Segment {
     }
 
     fn map_locked(fd: libc::c_int) -> Result<Segment, SharedError> {
-        let mut size = file_size(fd)?;
+        let size = file_size(fd)?;
+        let layout = Segment::usable(fd, size)?;
+        if let Some(layout) = layout {
+            return Segment::mmap(fd, layout);
+        }
         // Start again from nothing when the segment cannot be used as it is and nobody uses it:
         // its creator died before publishing it (creators hold the flock we now hold until they
         // have), or its header is of another version of ufutex or corrupt, and no process holds
         // a liveness lock in it (every process that ever claimed a slot in it is dead).
-        if size != 0 && Segment::usable(fd, size)?.is_none() && !anyone_alive(fd) {
-            set_len(fd, 0)?;
-            size = 0;
-        }
-        if size == 0 {
-            // A new segment: make it ours.
-            let layout = Layout::from_env();
-            set_len(fd, layout.len())?;
-            let seg = Segment::mmap(fd, layout)?;
-            for b in 0..layout.buckets {
-                let b = seg.bucket(b)?;
-                b.head.store(NONE, Ordering::Relaxed);
-                b.tail.store(NONE, Ordering::Relaxed);
-                b.pending.store(NONE, Ordering::Relaxed);
+        if size != 0 {
+            if anyone_alive(fd) {
+                return Err(SharedError::NotRecoverable); // in use by someone: never pulled away
             }
-            let h = seg.header();
-            h.version.store(VERSION, Ordering::Relaxed);
-            h.procs.store(layout.procs, Ordering::Relaxed);
-            h.records.store(layout.records, Ordering::Relaxed);
-            h.buckets.store(layout.buckets, Ordering::Relaxed);
-            h.len.store(layout.len() as u64, Ordering::Relaxed);
-            // Release: a process that sees the magic sees the fields (the flock also orders it).
-            h.magic.store(MAGIC, Ordering::Release);
-            return Ok(seg);
+            set_len(fd, 0)?;
         }
-        // An existing segment: its header must describe exactly this file. Read it through a
-        // one-page mapping first, so that a corrupt header never sizes a mapping.
-        match Segment::usable(fd, size)? {
-            Some(layout) => Segment::mmap(fd, layout),
-            None => Err(SharedError::NotRecoverable), // in use by someone: never pulled away
+        // A new segment: make it ours.
+        let layout = Layout::from_env();
+        set_len(fd, layout.len())?;
+        let seg = Segment::mmap(fd, layout)?;
+        for b in 0..layout.buckets {
+            let b = seg.bucket(b)?;
+            b.head.store(NONE, Ordering::Relaxed);
+            b.tail.store(NONE, Ordering::Relaxed);
+            b.pending.store(NONE, Ordering::Relaxed);
         }
+        let h = seg.header();
+        h.version.store(VERSION, Ordering::Relaxed);
+        h.procs.store(layout.procs, Ordering::Relaxed);
+        h.records.store(layout.records, Ordering::Relaxed);
+        h.buckets.store(layout.buckets, Ordering::Relaxed);
+        h.len.store(layout.len() as u64, Ordering::Relaxed);
+        // Release: a process that sees the magic sees the fields (the flock also orders it).
+        h.magic.store(MAGIC, Ordering::Release);
+        Ok(seg)
     }
 
     /// The segment's layout, if its header is published and describes exactly this file
-    /// (`size` bytes).
+    /// (`size` bytes). The header is read, not mapped: a corrupt one never sizes a mapping, and
+    /// the creator published it under the flock the caller holds, so the read sees all of it.
     fn usable(fd: libc::c_int, size: usize) -> Result<Option<Layout>, SharedError> {
         if size < PAGE {
             return Ok(None);
         }
-        let probe = Segment::mmap(fd, Layout { procs: 0, records: 0, buckets: 0 })?;
-        let h = probe.header();
+        // `Header` up to its `len`, the last field read here.
+        let mut h = [0u8; std::mem::offset_of!(Header, len) + 8];
+        read_at(fd, &mut h, 0)?;
+        let word = |at: usize| u32::from_ne_bytes(h[at..at + 4].try_into().expect("4 bytes"));
+        let long = |at: usize| u64::from_ne_bytes(h[at..at + 8].try_into().expect("8 bytes"));
+        use std::mem::offset_of;
         let layout = Layout {
-            procs: h.procs.load(Ordering::Relaxed),
-            records: h.records.load(Ordering::Relaxed),
-            buckets: h.buckets.load(Ordering::Relaxed),
+            procs: word(offset_of!(Header, procs)),
+            records: word(offset_of!(Header, records)),
+            buckets: word(offset_of!(Header, buckets)),
         };
-        let ok = h.magic.load(Ordering::Acquire) == MAGIC
-            && h.version.load(Ordering::Relaxed) == VERSION
+        let ok = long(offset_of!(Header, magic)) == MAGIC
+            && word(offset_of!(Header, version)) == VERSION
             && layout.valid()
-            && h.len.load(Ordering::Relaxed) == layout.len() as u64
+            && long(offset_of!(Header, len)) == layout.len() as u64
             && size == layout.len();
-        probe.unmap();
         Ok(ok.then_some(layout))
     }
 
-    /// Map `layout.len()` bytes of `fd` (one page for an all-zero layout: the header probe).
+    /// Map `layout.len()` bytes of `fd`.
     fn mmap(fd: libc::c_int, layout: Layout) -> Result<Segment, SharedError> {
-        let len = if layout.procs == 0 { PAGE } else { layout.len() };
-        Ok(Segment { base: map_shared(fd, len, 0)?, layout })
-    }
-
-    /// Unmap a header probe (never a segment in use).
-    fn unmap(self) {
-        // SAFETY: `base` is a one-page mapping made by `mmap` above that nothing else refers to.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, PAGE) };
+        Ok(Segment { base: map_shared(fd, layout.len(), 0)?, layout })
     }
 }
 
