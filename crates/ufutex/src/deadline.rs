@@ -154,7 +154,6 @@ impl Timeout {
     }
 
     /// Whether the deadline has passed.
-    #[cfg_attr(ufutex_loom, allow(dead_code))]
     pub(crate) fn expired(&self) -> bool {
         self.clock.now() >= self.at()
     }

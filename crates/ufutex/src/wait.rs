@@ -126,6 +126,12 @@ fn wait_slow(
     let Some(_episode) = crate::reentry::episode() else {
         return Err(WaitError::Interrupted);
     };
+    // A deadline already passed ends the wait here, as the kernel's timer would at once: the
+    // wait is linearisable at the load that matched, its timeout at the clock read after it.
+    // (It spun, queued and slept until the kernel's timer fired: ~25 µs for nothing.)
+    if timeout.is_some_and(|t| t.expired()) {
+        return Err(WaitError::TimedOut);
+    }
     with_thread(|td| {
         register(tables, td);
         // A paying waiter spins on the word before it queues (see the module docs): a change

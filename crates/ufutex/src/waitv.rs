@@ -299,6 +299,10 @@ pub(crate) fn try_waitv_watching(
     let Some(_episode) = crate::reentry::episode() else {
         return Err(WaitError::Interrupted.into());
     };
+    // A deadline already passed: timed out now, as a wait (`wait.rs`).
+    if timeout.is_some_and(|t| t.expired()) {
+        return Err(WaitError::TimedOut.into());
+    }
     with_thread(|td| waitv_queued(tables, td, entries, also, timeout))
 }
 

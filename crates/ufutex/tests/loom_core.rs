@@ -194,6 +194,30 @@ fn timeout_races_wake() {
     });
 }
 
+/// A wait and a waitv whose deadline has already passed, racing a store and a wake: they end
+/// without queueing (TimedOut, or WouldBlock if the store came first), so the wake counts
+/// nobody and nothing is left queued.
+#[test]
+fn a_passed_deadline_races_a_wake() {
+    model(|| {
+        let d = domain(2);
+        let w = words();
+        let (d2, w2) = (d.clone(), w.clone());
+        let waiter = thread::spawn(move || {
+            let passed = Some(Duration::ZERO.into());
+            let one = d2.wait(&w2.a, 0, passed);
+            let many = d2.waitv(&[WaitEntry::new(&w2.b, 0), WaitEntry::new(&w2.a, 0)], passed).map(|_| ());
+            [one, many]
+        });
+        w.a.store(1, Ordering::Release);
+        assert_eq!(d.wake(&w.a, usize::MAX), 0, "nobody queued");
+        for r in waiter.join().unwrap() {
+            assert!(matches!(r, Err(WaitError::TimedOut | WaitError::WouldBlock)), "{r:?}");
+        }
+        assert_eq!(d.queued_waiters(), 0);
+    });
+}
+
 /// A timeout racing a requeue: a requeued waiter that times out leaves its new queue; one that
 /// is woken through the target was counted there.
 #[test]

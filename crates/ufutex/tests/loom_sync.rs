@@ -21,10 +21,11 @@ fn domain() -> Arc<Domain> {
     // Work around a core modelling gap: the domain's thread counter is created lazily inside a
     // std `OnceLock` by the first thread that waits, and loom cannot see the OnceLock's
     // synchronisation, so a second waiting thread's first use of the counter is reported as a
-    // causality violation. One timed wait here (under loom it times out at once) creates the
-    // counter before any model thread exists.
+    // causality violation. One timed wait here (under loom it times out at once; a deadline not
+    // yet passed, or it would time out before it registers) creates the counter before any
+    // model thread exists.
     let w = loom::sync::atomic::AtomicU32::new(0);
-    let _ = d.wait(&w, 0, Some(std::time::Duration::ZERO.into()));
+    let _ = d.wait(&w, 0, Some(std::time::Duration::from_secs(1).into()));
     d
 }
 

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{at, child, deadline, reap_within, shared_anon, Rng};
+use common::{at, brief, child, deadline, reap_within, shared_anon, Rng};
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
@@ -144,10 +144,12 @@ fn a_scribbled_segment_gives_errors_never_a_crash_or_a_hang() {
     let (d, go, ready) = (dir.clone(), words[1], words[2]);
     let holder = child(move || {
         std::env::set_var("UFUTEX_SHARED_DIR", &d);
-        // Claim a slot (a wait that times out at once), say so, then hold it until told to go.
-        let _ = shared::wait(go, 0, deadline(Duration::ZERO));
+        // Claim a slot (a wait that queues and times out soon), say so, then hold it until told
+        // to go (or the test has long failed: never left behind).
+        let _ = shared::wait(go, 0, brief());
         ready.store(1, std::sync::atomic::Ordering::Release);
-        while go.load(std::sync::atomic::Ordering::Acquire) == 0 {
+        let t = Instant::now();
+        while go.load(std::sync::atomic::Ordering::Acquire) == 0 && t.elapsed() < common::CAP {
             std::thread::sleep(Duration::from_millis(1));
         }
         0

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{at, child, reap, shared_anon};
+use common::{at, brief, child, reap, shared_anon};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
@@ -85,25 +85,25 @@ fn capacities_give_enospc_and_come_back() {
         std::env::set_var("UFUTEX_SHARED_DIR", &d);
         std::env::set_var("UFUTEX_SHARED_PROCS", "2");
         std::env::set_var("UFUTEX_SHARED_WAITERS", "4");
-        // Our slot (a wait that times out at once claims it).
-        let once = Some(Duration::ZERO.into());
-        if shared::wait(hold, 0, once) != Err(SharedError::TimedOut) {
+        // Our slot (a wait that queues, then times out soon, claims it).
+        if shared::wait(hold, 0, brief()) != Err(SharedError::TimedOut) {
             return 1;
         }
         // Four records per process: a waitv of five shared entries cannot be queued.
         let bytes: Vec<AtomicU8> = (0..5).map(|_| AtomicU8::new(0)).collect();
         let v: Vec<WaitEntry<'_>> = bytes.iter().map(|b| WaitEntry::new(b, 0)).collect();
-        if shared::waitv(&v, once) != Err(SharedError::NoSpace) {
+        if shared::waitv(&v, brief()) != Err(SharedError::NoSpace) {
             return 2;
         }
-        if shared::waitv(&v[..3], once) != Err(SharedError::TimedOut) {
+        if shared::waitv(&v[..3], brief()) != Err(SharedError::TimedOut) {
             return 3; // three (plus none held) fit
         }
         // Two slots: a child takes the second; a third process finds none.
         let holder = child(move || {
-            let _ = shared::wait(hold, 0, Some(Duration::ZERO.into()));
+            let _ = shared::wait(hold, 0, brief());
             release.store(1, Ordering::Release);
-            while release.load(Ordering::Acquire) != 2 {
+            let t = Instant::now();
+            while release.load(Ordering::Acquire) != 2 && t.elapsed() < common::CAP {
                 std::thread::sleep(Duration::from_millis(1));
             }
             0
@@ -115,7 +115,7 @@ fn capacities_give_enospc_and_come_back() {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        let third = child(move || match shared::wait(hold, 0, Some(Duration::ZERO.into())) {
+        let third = child(move || match shared::wait(hold, 0, brief()) {
             Err(SharedError::NoSpace) => 0,
             _ => 1,
         });
@@ -127,7 +127,7 @@ fn capacities_give_enospc_and_come_back() {
         if reap(holder) != 0 {
             return 6;
         }
-        let fourth = child(move || match shared::wait(hold, 0, Some(Duration::ZERO.into())) {
+        let fourth = child(move || match shared::wait(hold, 0, brief()) {
             Err(SharedError::TimedOut) => 0,
             _ => 1,
         });

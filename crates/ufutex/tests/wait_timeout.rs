@@ -151,7 +151,8 @@ fn timed_out_waiter_does_not_take_a_later_wake() {
 #[test]
 fn wakes_racing_timeouts_are_all_accounted() {
     watchdog();
-    // Waiters with tiny deadlines against a waker that keeps waking: every wake counted must
+    // Waiters with tiny deadlines (one in fifty already passed: 0 µs, timed out before it
+    // queues) against a waker that keeps waking: every wake counted must
     // be an Ok returned by some waiter (a waiter woken while timing out returns Ok), and no Ok
     // without a counted wake.
     let d = fixed(2);

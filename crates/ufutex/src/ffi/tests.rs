@@ -825,6 +825,39 @@ fn wait_u32_fast_path_agrees_with_the_general_way() {
     assert!(tally.values().all(|&c| c > 500), "{tally:?}");
 }
 
+/// A deadline already passed, on either clock: a wait of a shared word, and a waitv of shared
+/// words or of private and shared ones together, time out at once when every value matches and
+/// say `EAGAIN` when one differs (the compare comes first, as the kernel's).
+#[test]
+fn shared_and_mixed_waits_with_a_passed_deadline() {
+    isolated_shared_table();
+    let (p, s) = (5u32, 6u32);
+    let past = timespec { tv_sec: 0, tv_nsec: 0 };
+    let shared = UFUTEX_SIZE_U32;
+    for clock in [CLOCK_MONOTONIC, CLOCK_REALTIME] {
+        let wait = |val: u64| {
+            let at = &s as *const u32 as *mut libc::c_void;
+            // SAFETY: `s` is a live, aligned u32 for the call; `past` a valid timespec.
+            errno_of(unsafe { ufutex_wait(at, val, u64::from(u32::MAX), shared, &past, clock) })
+        };
+        assert_eq!(wait(6), ETIMEDOUT);
+        assert_eq!(wait(7), EAGAIN);
+        let waitv = |es: &mut [UfutexWaitv]| {
+            // SAFETY: `es` are valid entries on live words; `past` a valid timespec.
+            errno_of(unsafe { ufutex_waitv(es.as_mut_ptr(), es.len() as libc::c_uint, 0, &past, clock) })
+        };
+        let mut es = [entry(&p, 5, P32), entry(&s, 6, shared)];
+        assert_eq!(waitv(&mut es), ETIMEDOUT, "mixed");
+        assert_eq!(waitv(&mut es[1..]), ETIMEDOUT, "shared");
+        es[1].val = 7;
+        assert_eq!(waitv(&mut es), EAGAIN, "mixed, the shared word differs");
+        assert_eq!(waitv(&mut es[1..]), EAGAIN, "shared, differs");
+        es[1].val = 6;
+        es[0].val = 4;
+        assert_eq!(waitv(&mut es), EAGAIN, "mixed, the private word differs");
+    }
+}
+
 /// The most entries, on words over two pages, through the plain pass: no size limit there.
 #[test]
 fn waitv_the_most_entries() {

@@ -182,6 +182,11 @@ pub(crate) fn wait_watching(
     if changed(entries) {
         return Err(SharedError::WouldBlock);
     }
+    // A deadline already passed: timed out now, before the spin and the table, as a private
+    // wait (`wait.rs`).
+    if timeout.is_some_and(|t| t.expired()) {
+        return Err(SharedError::TimedOut);
+    }
     if park::spin_before_queueing(|| changed(entries)) {
         return Err(SharedError::WouldBlock);
     }

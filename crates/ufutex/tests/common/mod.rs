@@ -424,6 +424,13 @@ pub fn deadline(d: Duration) -> Option<ufutex::Deadline> {
     Some(d.into())
 }
 
+/// A deadline for a wait that queues (claiming a process slot and records, for a shared wait)
+/// and then times out soon: 1 ms. (A deadline already passed times out before any of that.)
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn brief() -> Option<ufutex::Deadline> {
+    deadline(Duration::from_millis(1))
+}
+
 /// Run `f` in a child armed by the fault-injection hook to die (SIGKILL) at `point` of the
 /// shared table's code; it must die there.
 pub fn dies_at(point: &str, f: impl FnOnce() -> i32) {
