@@ -216,6 +216,25 @@ fn handoff_races_a_timeout() {
     set_starvation_policy(None);
 }
 
+/// A timed lock whose deadline has passed racing an owner's unlock and a blocking locker: it
+/// takes the lock only if it finds it free (one more try, no spin, no mark), everyone else
+/// still gets through, never two owners, and the lock ends free.
+#[test]
+fn a_passed_deadline_races_an_unlock() {
+    set_starvation_policy(None);
+    loom::model(|| {
+        let late: Part = |g, d| {
+            if g.m.try_lock_for_in(d, std::time::Duration::ZERO) {
+                g.critical();
+                g.m.unlock_in(d);
+            }
+        };
+        let g = from_held(&[late, |g, d| g.locked(d)], |_, _| {});
+        assert!(g.count() >= 2, "the owner and the blocking locker");
+        assert!(!g.m.is_locked_in());
+    });
+}
+
 /// Two condvar waiters and a notify_all under the mutex: one is woken, the other requeued onto
 /// the mutex word; both get the mutex back and see the flag — no waiter left on either word.
 #[test]

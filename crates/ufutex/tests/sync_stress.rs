@@ -1,5 +1,6 @@
 //! Bounded stress of the mutex and condvar with every path mixed: plain, try and timed locks,
 //! handoff requests that time out, condvar waits (timed and not) with signal and broadcast.
+//! (Timed ones of 0 µs among them: a deadline already passed when the call starts.)
 //! Invariants: an exact count of critical sections, the lock free and no waiter queued at the
 //! end, and the run finishes (a lost wakeup would hang it; the harness timeout catches that).
 //! `UFUTEX_STRESS_SECS` lengthens the run.

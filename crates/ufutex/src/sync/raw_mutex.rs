@@ -542,6 +542,12 @@ impl RawMutex {
     /// the baton (module docs).
     #[cold]
     fn lock_slow(&self, domain: &Domain, timeout: Option<Timeout>, mut woken: bool) -> Acquired {
+        // A deadline already passed: one more try (POSIX's timedlock takes a free lock whatever
+        // the deadline), without the spin, and without marking the lock, whose owner would then
+        // make a wake for nobody.
+        if timeout.is_some_and(|t| t.expired()) {
+            return if self.try_lock_state() { Acquired::Yes } else { Acquired::TimedOut };
+        }
         let mut spin = Spin::new();
         let mut patience = Patience::new();
         // Registered and announced once this thread is about to mark or park, until it returns
