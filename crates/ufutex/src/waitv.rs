@@ -299,10 +299,6 @@ pub(crate) fn try_waitv_watching(
     let Some(_episode) = crate::reentry::episode() else {
         return Err(WaitError::Interrupted.into());
     };
-    // A deadline already passed: timed out now, as a wait (`wait.rs`).
-    if timeout.is_some_and(|t| t.expired()) {
-        return Err(WaitError::TimedOut.into());
-    }
     with_thread(|td| waitv_queued(tables, td, entries, also, timeout))
 }
 
@@ -314,6 +310,15 @@ fn waitv_queued(
     timeout: Option<Timeout>,
 ) -> Result<usize, WaitvError> {
     register(tables, td);
+    // A deadline already passed: timed out now, as a wait (`wait.rs`), once the memory for the
+    // waiters is had, which the kernel's waitv allocates (ENOMEM) before it looks at its timer.
+    if timeout.is_some_and(|t| t.expired()) {
+        also.watch(entries).ok_or(WaitvError::NoMemory)?;
+        // SAFETY: this thread is between episodes, as below; the nodes stay unused.
+        let nodes = unsafe { td.waitv_nodes(entries.len()) }.ok_or(WaitvError::NoMemory)?;
+        wants(entries, nodes)?;
+        return Err(WaitError::TimedOut.into());
+    }
     // Spin before queueing, as a wait does (`wait.rs`): a change is a mismatch.
     if td.parker.spin_for(|| WaitEntry::any_changed(entries) || also.kernel_only_changed()) {
         return Err(WaitError::WouldBlock.into());

@@ -56,12 +56,6 @@ pub(crate) fn waitv_mixed(
     let Some(_episode) = crate::reentry::episode() else {
         return Err(SharedError::Interrupted);
     };
-    // A deadline already passed: a word that differs says so first (as the kernel's compare
-    // comes before its timer), else timed out now, as a private wait (`wait.rs`).
-    if timeout.is_some_and(|t| t.expired()) {
-        let differs = private.iter().any(|(_, e)| e.changed()) || changed(&entries);
-        return Err(if differs { SharedError::WouldBlock } else { SharedError::TimedOut });
-    }
     with_thread(|td| {
         register(tables, td);
         // Spin before queueing, as a waitv of one kind does: a change is a mismatch.

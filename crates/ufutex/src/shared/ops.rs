@@ -183,9 +183,11 @@ pub(crate) fn wait_watching(
         return Err(SharedError::WouldBlock);
     }
     // A deadline already passed: timed out now, before the spin and the table, as a private
-    // wait (`wait.rs`).
+    // wait (`wait.rs`), once every word's identity is known to be one a shared futex can have:
+    // the kernel looks its keys up (EFAULT) before its timer.
     if timeout.is_some_and(|t| t.expired()) {
-        return Err(SharedError::TimedOut);
+        let keys = proc().and_then(|p| entries.iter().try_for_each(|e| Here.key_of(p, e.word.addr()).map(drop)));
+        return Err(keys.err().unwrap_or(SharedError::TimedOut));
     }
     if park::spin_before_queueing(|| changed(entries)) {
         return Err(SharedError::WouldBlock);
