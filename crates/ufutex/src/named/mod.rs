@@ -1274,10 +1274,9 @@ fn map_namespace(fd: libc::c_int) -> Result<(*mut u8, u32, bool), SharedError> {
         // the creator published it under the flock we hold, so a read sees all of it.
         let mut h = [0u8; 16];
         shared::file::read_at(fd, &mut h, 0)?;
-        let word = |at: usize| u32::from_ne_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
-        published = u64::from_ne_bytes(h[..8].try_into().expect("8 bytes")) == MAGIC;
-        version = word(8);
-        order = word(12);
+        published = shared::file::u64_at(&h, 0) == MAGIC;
+        version = shared::file::u32_at(&h, 8);
+        order = shared::file::u32_at(&h, 12);
     }
     if published {
         let ok = version == VERSION && (5..=28).contains(&order) && size >= first_level(order) + (128 << order);

@@ -17,8 +17,7 @@ impl Segment {
 
     fn map_locked(fd: libc::c_int) -> Result<Segment, SharedError> {
         let size = file_size(fd)?;
-        let layout = Segment::usable(fd, size)?;
-        if let Some(layout) = layout {
+        if let Some(layout) = Segment::usable(fd, size)? {
             return Segment::mmap(fd, layout);
         }
         // Start again from nothing when the segment cannot be used as it is and nobody uses it:
@@ -59,21 +58,20 @@ impl Segment {
         if size < PAGE {
             return Ok(None);
         }
-        // `Header` up to its `len`, the last field read here.
-        let mut h = [0u8; std::mem::offset_of!(Header, len) + 8];
-        read_at(fd, &mut h, 0)?;
-        let word = |at: usize| u32::from_ne_bytes(h[at..at + 4].try_into().expect("4 bytes"));
-        let long = |at: usize| u64::from_ne_bytes(h[at..at + 8].try_into().expect("8 bytes"));
         use std::mem::offset_of;
+        // `Header` up to its `len`, the last field read here.
+        let mut h = [0u8; offset_of!(Header, len) + 8];
+        read_at(fd, &mut h, 0)?;
+        let word = |at| u32_at(&h, at);
         let layout = Layout {
             procs: word(offset_of!(Header, procs)),
             records: word(offset_of!(Header, records)),
             buckets: word(offset_of!(Header, buckets)),
         };
-        let ok = long(offset_of!(Header, magic)) == MAGIC
+        let ok = u64_at(&h, offset_of!(Header, magic)) == MAGIC
             && word(offset_of!(Header, version)) == VERSION
             && layout.valid()
-            && long(offset_of!(Header, len)) == layout.len() as u64
+            && u64_at(&h, offset_of!(Header, len)) == layout.len() as u64
             && size == layout.len();
         Ok(ok.then_some(layout))
     }
@@ -242,6 +240,16 @@ pub(crate) fn read_at(fd: libc::c_int, buf: &mut [u8], off: usize) -> Result<(),
         return Err(SharedError::from_errno(errno()));
     }
     Ok(())
+}
+
+/// The native-endian `u32` at byte `at` of `b` (a header read with [`read_at`]).
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_ne_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// The native-endian `u64` at byte `at` of `b` (a header read with [`read_at`]).
+pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
 pub(crate) fn file_size(fd: libc::c_int) -> Result<usize, SharedError> {

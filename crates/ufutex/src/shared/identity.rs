@@ -196,6 +196,10 @@ fn needs_name(vma: &Vma, page_size: u64, shm: Option<u64>) -> bool {
     page_size != base_page() || shm.is_none_or(|d| d == vma.dev)
 }
 
+/// `statfs`'s `f_type` of tmpfs (and of the kernel's internal shm mount).
+#[cfg(not(ufutex_loom))]
+pub(crate) const TMPFS_MAGIC: libc::c_long = 0x0102_1994;
+
 /// The key of byte `off` of the file `fd` as a `MAP_SHARED` mapping of it would have it
 /// ([`query`] and [`classify`]), where the file alone tells it: on tmpfs. Its `fstat` gives
 /// the superblock's device and the inode's number (`generic_fillattr`), which are what
@@ -206,7 +210,6 @@ fn needs_name(vma: &Vma, page_size: u64, shm: Option<u64>) -> bool {
 /// maps.
 #[cfg(not(ufutex_loom))]
 pub(crate) fn file_key(fd: libc::c_int, off: u64) -> Option<SharedKey> {
-    const TMPFS_MAGIC: libc::c_long = 0x0102_1994;
     // SAFETY: an all-zero statfs is a valid out-buffer.
     let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: `fd` is open (the caller's); `fs` is a valid out-buffer.

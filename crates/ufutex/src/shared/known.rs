@@ -8,8 +8,8 @@
 //! every other word's (`identity::query`, `identity::classify`), so a word's key is the same
 //! whether it is found here or asked of the kernel — in this process or in another that maps
 //! the same object without noting it. (The library's own files on tmpfs are not asked: their
-//! `fstat` gives that same key, `identity::file_key`.) The saving is the query of every shared operation that
-//! queues or dequeues on such a word: 1–10 µs here (BENCHMARKS.md).
+//! `fstat` gives that same key, `identity::file_key`.) The saving is the query of every shared
+//! operation that queues or dequeues on such a word: 1–10 µs here (BENCHMARKS.md).
 //!
 //! Each entry is a seqlock: a reader reads its sequence (even: stable), the fields, and the
 //! sequence again, and retries on a change; it writes nothing shared. Writers (note, forget)
@@ -350,7 +350,7 @@ mod tests {
             libc::unlink(path.as_ptr().cast());
             let mut fs: libc::statfs = std::mem::zeroed();
             assert_eq!(libc::fstatfs(fd, &mut fs), 0);
-            let tmpfs = fs.f_type as libc::c_long == 0x0102_1994;
+            let tmpfs = fs.f_type as libc::c_long == identity::TMPFS_MAGIC;
             assert_eq!(identity::file_key(fd, 0).is_some(), tmpfs, "read only on tmpfs");
             if tmpfs {
                 check(fd);
