@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{at, brief, child, deadline, reap_within, shared_anon, Rng};
+use common::{at, await_until, brief, child, deadline, reap_within, shared_anon, Rng};
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
@@ -148,10 +148,7 @@ fn a_scribbled_segment_gives_errors_never_a_crash_or_a_hang() {
         // to go (or the test has long failed: never left behind).
         let _ = shared::wait(go, 0, brief());
         ready.store(1, std::sync::atomic::Ordering::Release);
-        let t = Instant::now();
-        while go.load(std::sync::atomic::Ordering::Acquire) == 0 && t.elapsed() < common::CAP {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        await_until("told to go", || go.load(std::sync::atomic::Ordering::Acquire) != 0);
         0
     });
     let opener = |expect: Result<usize, SharedError>| {

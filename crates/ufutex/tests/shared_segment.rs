@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{at, brief, child, reap, shared_anon};
+use common::{at, await_until, brief, child, reap, shared_anon};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
@@ -102,10 +102,8 @@ fn capacities_give_enospc_and_come_back() {
         let holder = child(move || {
             let _ = shared::wait(hold, 0, brief());
             release.store(1, Ordering::Release);
-            let t = Instant::now();
-            while release.load(Ordering::Acquire) != 2 && t.elapsed() < common::CAP {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            // (Bounded: a failed test never leaves it behind.)
+            await_until("told to let go", || release.load(Ordering::Acquire) == 2);
             0
         });
         let t = Instant::now();

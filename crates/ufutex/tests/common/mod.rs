@@ -426,7 +426,6 @@ pub fn deadline(d: Duration) -> Option<ufutex::Deadline> {
 
 /// A deadline for a wait that queues (claiming a process slot and records, for a shared wait)
 /// and then times out soon: 1 ms. (A deadline already passed times out before any of that.)
-#[allow(dead_code)] // not every test binary uses every helper
 pub fn brief() -> Option<ufutex::Deadline> {
     deadline(Duration::from_millis(1))
 }
