@@ -15,13 +15,7 @@ bin=$(cargo test -p ufutex --lib --features fallback-parker --no-run --message-f
   python3 .ci/test-executable.py ufutex)
 bg_start "memcheck (.ci/memcheck.sh)" bash -c 'source .ci/lib.sh && source .ci/memcheck.sh "$1"' memcheck "$bin"
 
-# The record pool's race test runs alone, after memcheck: its two racers need the two CPUs
-# (beside memcheck and other tests' threads a racer preempted inside the spare-record lock makes
-# the other map pages: 18 against its bound of 16 in one CI run; BENCHMARKS.md, eightieth session).
-race=group::tests::racing_takes_and_gives_reuse_the_records
-cargo test --workspace -- --skip "$race"
-cargo test -p ufutex --features fallback-parker --lib --tests -- --skip "$race"
+cargo test --workspace
+cargo test -p ufutex --features fallback-parker --lib --tests
 
 bg_finish
-cargo test -p ufutex --lib -- --exact "$race"
-cargo test -p ufutex --features fallback-parker --lib -- --exact "$race"

@@ -28,12 +28,7 @@ export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch
 # that hangs under qemu then fails the step, instead of holding CI to its own limit (a child's
 # deadlock on an inherited lock did, once: BENCHMARKS.md, sixty-fifth session).
 timeout 900 cargo test -p ufutex --lib --target aarch64-unknown-linux-gnu --target-dir target/aarch64 -- \
-  --test-threads 2 --skip shared::kernel --skip probe_ --skip real_tables_are_bound_to_their_node \
-  --skip group::tests::racing_takes_and_gives_reuse_the_records
-# The record pool's race test (`group::tests::racing_takes_and_gives_reuse_the_records`) is
-# left to the x86-64 unit step, where it runs alone: under qemu its racers' timing is the
-# emulator's, and it failed its bound of 16 pages beside other tests (97 and 113) and once alone
-# (19) (BENCHMARKS.md, eightieth session). It tests the pool's logic, not CPU-specific code.
+  --test-threads 2 --skip shared::kernel --skip probe_ --skip real_tables_are_bound_to_their_node
 timeout 900 cargo test -p ufutex --target aarch64-unknown-linux-gnu --target-dir target/aarch64 \
   --test wake --test wake_mask --test requeue --test waitv --test sizes --test resize \
   --test resize_storm --test wait_timeout --test wait_wouldblock --test stress --test numa \
