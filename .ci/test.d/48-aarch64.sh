@@ -11,7 +11,10 @@
 # - NUMA placement (`real_tables_are_bound_to_their_node`): no memory policy under qemu;
 # - integration tests that start another program (binfmt_misc would be needed: `fork`,
 #   `named`, `shared_process`), that end threads holding named mutexes (`named_thread_exit`:
-#   under qemu it waits in vain for a word that a forked child sets; not looked into), that
+#   a forked child of its multithreaded process starts a thread, and qemu-user 7.2 aborts
+#   there on its own assertion, `qemu_plugin_vcpu_init_hook`, with no ufutex call made: a
+#   plain Rust program that forks beside a sleeping thread and spawns one in the child does
+#   the same; BENCHMARKS.md, eighty-first session), that
 #   limit the address space (`no_memory`: qemu's own mappings count), or that rely on a wait
 #   restarted under SA_RESTART (`signals`, `signal_wakes`: the legacy wait that the parker
 #   falls back to without futex2 answers EINTR there, parker/futex.rs); `domain_slots` passes
