@@ -42,14 +42,24 @@ struct Known {
     off: AtomicU64,
 }
 
+/// The list and its guards, together and page-aligned: a process's first note takes the lock (a
+/// write), reads the first entry and then writes it, all on one page, which the lock's write
+/// maps writable at once. As three statics the entry's page was mapped for the read (the
+/// shared zero page) and again for the write: two more page faults in a new process's first
+/// `Namespace::open` (BENCHMARKS.md, eighty-first session).
 #[cfg(not(ufutex_loom))]
-static LIST: [Known; CAPACITY] = [const { Known::new() }; CAPACITY];
-/// Entries ever used (`LIST[..USED]`); entries below may be free again.
+#[repr(C, align(4096))]
+struct Noted {
+    /// Writers, one at a time.
+    writer: SetupLock,
+    /// Entries ever used (`list[..used]`); entries below may be free again.
+    used: AtomicUsize,
+    list: [Known; CAPACITY],
+}
+
 #[cfg(not(ufutex_loom))]
-static USED: AtomicUsize = AtomicUsize::new(0);
-/// Writers, one at a time.
-#[cfg(not(ufutex_loom))]
-static WRITER: SetupLock = SetupLock::new();
+static NOTED: Noted =
+    Noted { writer: SetupLock::new(), used: AtomicUsize::new(0), list: [const { Known::new() }; CAPACITY] };
 
 impl Known {
     crate::primitive::const_unless_loom! {
@@ -136,9 +146,9 @@ const TORN_CHECK: u32 = 1024;
 /// the next one (a writer may have been writing it when it was gone, before it counted it in).
 #[cfg(not(ufutex_loom))]
 fn mended() -> &'static [Known] {
-    let used = USED.load(Ordering::Relaxed).min(CAPACITY);
-    LIST[..(used + 1).min(CAPACITY)].iter().for_each(Known::mend);
-    &LIST[..used]
+    let used = NOTED.used.load(Ordering::Relaxed).min(CAPACITY);
+    NOTED.list[..(used + 1).min(CAPACITY)].iter().for_each(Known::mend);
+    &NOTED.list[..used]
 }
 
 #[cfg(not(ufutex_loom))]
@@ -172,7 +182,7 @@ pub(crate) fn note_file(start: usize, len: usize, fd: libc::c_int, off: u64) -> 
 /// the list is full.
 fn insert(start: usize, end: usize, key: SharedKey) -> Result<(), SharedError> {
     let len = end - start;
-    let _w = WRITER.lock();
+    let _w = NOTED.writer.lock();
     let list = mended();
     let used = list.len();
     if list.iter().any(|k| {
@@ -186,10 +196,10 @@ fn insert(start: usize, end: usize, key: SharedKey) -> Result<(), SharedError> {
         None if used < CAPACITY => (used, true),
         None => return Err(SharedError::NoMemory),
     };
-    LIST[i].write(start, len, Some(&key));
+    NOTED.list[i].write(start, len, Some(&key));
     if fresh {
         // Release: a reader that counts the entry sees it written.
-        USED.store(used + 1, Ordering::Release);
+        NOTED.used.store(used + 1, Ordering::Release);
     }
     Ok(())
 }
@@ -197,7 +207,7 @@ fn insert(start: usize, end: usize, key: SharedKey) -> Result<(), SharedError> {
 #[cfg(not(ufutex_loom))]
 /// Forget the noted mapping that starts at `start`: `Invalid` if there is none.
 pub(crate) fn forget(start: usize) -> Result<(), SharedError> {
-    let _w = WRITER.lock();
+    let _w = NOTED.writer.lock();
     let k = mended()
         .iter()
         .find(|k| k.len.load(Ordering::Relaxed) > 0 && k.start.load(Ordering::Relaxed) == start)
@@ -234,8 +244,8 @@ fn ask(start: usize, end: usize) -> Result<SharedKey, SharedError> {
 /// The key of the word at `addr` if it lies in a noted mapping.
 #[inline]
 pub(crate) fn key_of(addr: usize) -> Option<SharedKey> {
-    let used = USED.load(Ordering::Acquire);
-    LIST[..used.min(CAPACITY)].iter().find_map(|k| k.key_of(addr, || WRITER.held_elsewhere()))
+    let used = NOTED.used.load(Ordering::Acquire);
+    NOTED.list[..used.min(CAPACITY)].iter().find_map(|k| k.key_of(addr, || NOTED.writer.held_elsewhere()))
 }
 
 #[cfg(all(test, not(ufutex_loom)))]
