@@ -182,14 +182,9 @@ pub(crate) fn wait_watching(
     if changed(entries) {
         return Err(SharedError::WouldBlock);
     }
-    // A deadline already passed: timed out now, before the spin and the table, as a private
-    // wait (`wait.rs`), once every word's identity is known to be one a shared futex can have:
-    // the kernel looks its keys up (EFAULT) before its timer.
-    if timeout.is_some_and(|t| t.expired()) {
-        let keys = proc().and_then(|p| entries.iter().try_for_each(|e| Here.key_of(p, e.word.addr()).map(drop)));
-        return Err(keys.err().unwrap_or(SharedError::TimedOut));
-    }
-    if park::spin_before_queueing(|| changed(entries)) {
+    // A deadline already passed: no spin (below: no queue and no sleep either).
+    let expired = timeout.is_some_and(|t| t.expired());
+    if !expired && park::spin_before_queueing(|| changed(entries)) {
         return Err(SharedError::WouldBlock);
     }
     // Not from a signal handler that interrupted a wait (whose record is queued) or a
@@ -208,6 +203,14 @@ pub(crate) fn wait_watching(
         }
     }
     let mut w = Waiting::new(entries)?;
+    // A deadline already passed: timed out now, before the queue and the sleep, as a private
+    // wait (`wait.rs`), once what the kernel does before its timer is done: its allocations
+    // (here also the records: `NoMemory`, `NoSpace`) and the lookup of every word's key
+    // (`Fault`). The records go back as `w` drops.
+    if expired {
+        let keys = entries.iter().try_for_each(|e| Here.key_of(w.p, e.word.addr()).map(drop));
+        return Err(keys.err().unwrap_or(SharedError::TimedOut));
+    }
     match w.queue().and_then(|()| park::park(w.p.seg, w.first, &w.recs, timeout, &watch)) {
         // Ended by a watched word: unless a waker of ours took a record meanwhile (then its
         // index), a spurious wakeup of that word's entry.

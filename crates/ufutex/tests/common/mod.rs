@@ -425,7 +425,7 @@ pub fn deadline(d: Duration) -> Option<ufutex::Deadline> {
 }
 
 /// A deadline for a wait that queues (claiming a process slot and records, for a shared wait)
-/// and then times out soon: 1 ms. (A deadline already passed times out before any of that.)
+/// and then times out soon: 1 ms. (A deadline already passed queues nothing.)
 pub fn brief() -> Option<ufutex::Deadline> {
     deadline(Duration::from_millis(1))
 }
