@@ -100,7 +100,11 @@ mod sys {
 /// leaves the library's constructor out only leaves the decision to the first call, as before.
 #[cfg(all(not(ufutex_loom), target_os = "linux"))]
 pub(crate) fn decide_at_load() {
-    if STATE.load(Ordering::Relaxed) == UNKNOWN {
+    // A compare-and-swap that changes nothing, not a load: the process's first touch of
+    // `STATE`'s zero page is then a write, one page fault. A load first maps the shared zero
+    // page, and the decision's write faults again to copy it (BENCHMARKS.md, eighty-second
+    // session). Relaxed, as `decide`'s.
+    if STATE.compare_exchange(UNKNOWN, UNKNOWN, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
         decide();
     }
 }
