@@ -84,6 +84,7 @@ mod requeue;
 mod resolve;
 #[cfg(target_os = "linux")]
 pub mod shared;
+mod spill;
 mod spin_cost;
 pub mod sync;
 mod table;
