@@ -28,9 +28,10 @@
 //!
 //! The pool's lock is only ever tried, never waited for (`brief_lock.rs`): a signal handler
 //! that interrupted its holder would wait for its own thread. A thread that finds it busy keeps
-//! its node in its own memory instead (`thread.rs`), and a slot that cannot be given back is
-//! left unused. A child forked while another thread held it starts a new pool
-//! ([`forget_holder`]).
+//! its node in its own memory instead (`thread.rs`), and a slot that cannot be given back then
+//! waits on a lock-free stack beside the pool (`spill.rs`), linked through its idle node's
+//! memory, until the pool's next holder takes the stack and marks its slots free: no slot is
+//! lost. A child forked while another thread held it starts a new pool ([`forget_holder`]).
 //!
 //! A thread's first wait may make a chunk, and it may come from a signal handler that
 //! interrupted the allocator: chunks are mapped from the kernel (`pages.rs`), and the pool's
@@ -40,6 +41,7 @@
 use crate::brief_lock::{BriefGuard, BriefLock};
 use crate::group::Group;
 use crate::parker::Parker;
+use crate::spill::{Linked, Spill};
 use crate::table::Node;
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
@@ -149,19 +151,74 @@ impl Pool {
 // only by the thread that holds it (or under the bucket locks, as any node).
 unsafe impl Send for Pool {}
 
-static POOL: BriefLock<Pool> = BriefLock::new(Pool::new());
+/// A slot given back, on the stack beside the pool (module docs): the link is in its node's
+/// memory, which holds no node while the slot is idle (`Slot`'s drop dropped it).
+impl Linked for Cell {
+    unsafe fn next(&self) -> *const Cell {
+        // SAFETY: the caller owns the idle slot (the contract), so its node's memory is its to
+        // read; `set_next` wrote the link there, aligned (a node's alignment is a line).
+        unsafe { *self.node.get().cast::<*const Cell>() }
+    }
+
+    unsafe fn set_next(&self, next: *const Cell) {
+        // SAFETY: as in `next`; `MaybeUninit` memory may hold any bytes.
+        unsafe { *self.node.get().cast::<*const Cell>() = next };
+    }
+}
+
+/// The pool behind its lock, and the slots given back while the lock stayed busy.
+struct Shared {
+    pool: BriefLock<Pool>,
+    spill: Spill<Cell>,
+}
+
+impl Shared {
+    const fn new() -> Shared {
+        Shared { pool: BriefLock::new(Pool::new()), spill: Spill::new() }
+    }
+
+    /// The pool, if its lock can be had within a few tries (see the module docs), with every
+    /// slot given back meanwhile marked free.
+    fn locked(&self) -> Option<BriefGuard<'_, Pool>> {
+        let mut pool = self.pool.lock_briefly()?;
+        if !self.spill.is_empty() {
+            let mut cell = self.spill.take_all();
+            while !cell.is_null() {
+                // SAFETY: the stack's slots are ours now (taken whole) and never freed.
+                let c = unsafe { &*cell };
+                // SAFETY: as above.
+                cell = unsafe { c.next() };
+                pool.give(c);
+            }
+        }
+        Some(pool)
+    }
+
+    /// Give back an idle slot: to the pool, or to the stack beside it while the pool is busy.
+    fn give(&self, cell: &'static Cell) {
+        match self.locked() {
+            Some(mut pool) => pool.give(cell),
+            // SAFETY: the caller gives the idle slot up (its node dropped, no pointer kept);
+            // chunks are never freed.
+            None => unsafe { self.spill.push(NonNull::from(cell), cell) },
+        }
+    }
+}
+
+static POOL: Shared = Shared::new();
 
 /// In a forked child's fresh start: a pool that a thread the child does not have held at the
 /// fork is given up (its chunks stay where they are; a slot of theirs given back is left
-/// alone, `Pool::give`), and a new one starts empty (`brief_lock.rs`).
+/// alone, `Pool::give`), and a new one starts empty (`brief_lock.rs`). The stack beside it
+/// stays, whole (`spill.rs`): its slots are of the old pool's chunks, and left alone so.
 pub(crate) fn forget_holder() {
-    POOL.forget_holder(Pool::new);
+    POOL.pool.forget_holder(Pool::new);
 }
 
 /// The pool's lock, held as by a thread in the middle of a take (for the tests).
 #[cfg(test)]
 pub(crate) fn hold() -> BriefGuard<'static, impl Sized> {
-    POOL.lock_briefly().expect("the pool")
+    POOL.pool.lock_briefly().expect("the pool")
 }
 
 /// One thread's plain-wait node, in the pool; given back on drop.
@@ -184,9 +241,7 @@ impl Slot {
         } else if let Some(node) = Node::new(parker) {
             node
         } else {
-            if let Some(mut pool) = locked() {
-                pool.give(cell);
-            }
+            POOL.give(cell);
             return None;
         };
         // SAFETY: the slot is ours alone (taken from the pool under its lock; its previous
@@ -207,15 +262,13 @@ impl Drop for Slot {
         // SAFETY: written by `take`; the thread gives the slot back between episodes, so no
         // other thread references the node (and it is dropped once: the slot goes now).
         unsafe { (*self.cell.node.get()).assume_init_drop() };
-        if let Some(mut pool) = locked() {
-            pool.give(self.cell);
-        }
+        POOL.give(self.cell);
     }
 }
 
-/// The pool, if its lock can be had within a few tries (see the module docs).
+/// The pool, if its lock can be had within a few tries (see [`Shared::locked`]).
 fn locked() -> Option<BriefGuard<'static, Pool>> {
-    POOL.lock_briefly()
+    POOL.locked()
 }
 
 /// A chunk of uninitialised slots, starting on a page, from the kernel (`pages.rs`), never
@@ -244,7 +297,7 @@ mod tests {
         assert!(at.iter().all(|a| a % 64 == 0), "nodes keep their alignment");
         assert_eq!(new_chunk().unwrap().as_ptr() as usize % crate::queue::PAGE, 0, "a chunk starts on a page");
         drop(held);
-        let free = POOL.lock_briefly().expect("the pool").free();
+        let free = POOL.locked().expect("the pool").free();
         assert!(free >= 3 * CHUNK, "every slot given back ({free} free)");
     }
 
@@ -300,6 +353,57 @@ mod tests {
         pool.give(held[CHUNK + 5]);
         assert_eq!(pool.take().map(|(c, fresh)| (address(c), fresh)), Some((address(held[CHUNK + 5]), false)));
         assert!(pool.take().is_none());
+    }
+
+    /// A slot given back while the pool's lock is held (by this thread: a signal handler that
+    /// interrupted the holder) waits on the stack, and is free again at the next holder's take.
+    #[test]
+    fn a_slot_given_back_while_the_pool_is_held_is_not_lost() {
+        let shared = Shared::new();
+        let (a, b) = {
+            let mut pool = shared.locked().expect("a free lock");
+            (pool.take().unwrap().0, pool.take().unwrap().0)
+        };
+        let held = shared.pool.lock_briefly().expect("a free lock");
+        shared.give(b);
+        shared.give(a);
+        drop(held);
+        assert!(!shared.spill.is_empty(), "both on the stack");
+        let mut pool = shared.locked().expect("a free lock");
+        assert!(shared.spill.is_empty(), "taken by the next holder");
+        assert_eq!(pool.free(), 2);
+        assert_eq!(address(pool.take().unwrap().0), address(a), "lowest first, as ever");
+        assert_eq!(address(pool.take().unwrap().0), address(b));
+    }
+
+    /// Two threads take a slot and give it back as fast as they can (threads that start and
+    /// exit at once): however the lock's races go, every slot ever handed out ends free, on
+    /// the stack or in the pool.
+    #[test]
+    fn racing_takes_and_gives_lose_no_slot() {
+        const ROUNDS: usize = 100_000;
+        let shared = Shared::new();
+        let (fresh, lost_takes): (usize, usize) = std::thread::scope(|s| {
+            let racers: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        let (mut fresh, mut lost) = (0, 0);
+                        for _ in 0..ROUNDS {
+                            let Some((cell, new)) = shared.locked().and_then(|mut p| p.take()) else {
+                                lost += 1;
+                                continue;
+                            };
+                            fresh += usize::from(new);
+                            shared.give(cell);
+                        }
+                        (fresh, lost)
+                    })
+                })
+                .collect();
+            racers.into_iter().map(|r| r.join().expect("a racer")).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        });
+        eprintln!("{fresh} slots handed out fresh; {lost_takes} takes did not have the lock");
+        assert_eq!(shared.locked().expect("a free lock").free(), fresh, "slots lost");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! [`Spill`]: where the givers to a process-wide free list leave what they could not give
-//! because the list's lock stayed busy (`brief_lock.rs`): a lock-free stack of chains.
+//! because the list's lock stayed busy (`brief_lock.rs`): a lock-free stack of chains. Used by
+//! the group records' free list (`group.rs`) and the node pool (`node_pool.rs`).
 //!
-//! A giver pushes its chain with a compare-and-swap; the list's next holder that finds the list
-//! empty takes the whole stack with one swap. Nothing waits, so a push is safe in a signal
+//! A giver pushes its chain with a compare-and-swap; the list's next holder takes the whole
+//! stack with one swap (the records' list once it runs empty, the node pool at each hold). Nothing waits, so a push is safe in a signal
 //! handler that interrupted the list's holder (or another pusher), and nothing is lost: before,
 //! such a give left its elements unused for good.
 //!
@@ -15,7 +16,7 @@
 //! the child does not have left it whole. A chain that thread was about to push, or had taken
 //! and not yet put anywhere, is left unused in the child.
 
-// (Under loom only its model uses it: the records' free list is not built.)
+// (Under loom only its model uses it: the records' free list and the node pool are not built.)
 #![cfg_attr(ufutex_loom, allow(dead_code))]
 
 use crate::primitive::{AtomicPtr, Ordering};
@@ -64,6 +65,12 @@ impl<T: Linked> Spill<T> {
                 Err(now) => head = now,
             }
         }
+    }
+
+    /// Whether nothing is on the stack (a look: a push may come right after).
+    pub(crate) fn is_empty(&self) -> bool {
+        // Relaxed: a hint; a caller that acts on it takes the stack with `take_all`.
+        self.head.load(Ordering::Relaxed).is_null()
     }
 
     /// Everything pushed so far, as one chain (null if nothing), now the caller's.
