@@ -137,7 +137,7 @@ impl Holders {
         if !make && std::fs::symlink_metadata(&path).is_err() {
             return None;
         }
-        let l = shared::file::with_owned_file(&path, |fd| map_ledger(fd, self.nonce)).ok()?;
+        let l = shared::file::with_owned_file(&path, |fd, _| map_ledger(fd, self.nonce)).ok()?;
         m.insert(n, l);
         Some(l)
     }

@@ -245,7 +245,7 @@ impl Namespace {
             return Err(NamedError::Invalid);
         }
         let path = shared::file::user_file(&format!("ns-{name}"))?;
-        let map = shared::file::with_owned_file(&path, |fd| mapped(fd, &path))?;
+        let map = shared::file::with_owned_file(&path, |fd, st| mapped(fd, st, &path))?;
         let first = map.level(0).ok_or(NamedError::Shared(SharedError::NotRecoverable))?;
         let ns = Namespace { map, header: map.header, holders: map.holders, first, hints: map.hints() };
         // Objects that only dead processes held die now (best effort: a namespace that opens
@@ -1141,7 +1141,7 @@ impl Mapping {
         }
         // (The span's offset is a multiple of 128 × 32 bytes: page-aligned.)
         let p = shared::file::map_shared(self.fd, len, off).ok()?;
-        let _ = shared::known::note_file(p as usize, len, self.fd, off as u64); // never unmapped
+        let _ = shared::known::note_file(p as usize, len, self.fd, None, off as u64); // never unmapped
         at.store(p, Ordering::Release);
         Some(p)
     }
@@ -1204,15 +1204,9 @@ fn first_level(order: u32) -> usize {
 }
 
 #[cfg(not(ufutex_loom))]
-/// The mapping of the namespace file `fd` at `path` (under its flock): this process's earlier
-/// one for the same file, or a new one.
-fn mapped(fd: libc::c_int, path: &str) -> Result<&'static Mapping, SharedError> {
-    // SAFETY: an all-zero stat is a valid out-buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is open; `st` is a valid out-buffer.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return Err(SharedError::from_errno(shared::segment::errno()));
-    }
+/// The mapping of the namespace file `fd` at `path` (under its flock; `st`, its status from
+/// before): this process's earlier one for the same file, or a new one.
+fn mapped(fd: libc::c_int, st: &libc::stat, path: &str) -> Result<&'static Mapping, SharedError> {
     let id = (st.st_dev, st.st_ino);
     let _g = MAPPING.lock();
     if let Some(map) = mapped_already(id) {
@@ -1220,7 +1214,7 @@ fn mapped(fd: libc::c_int, path: &str) -> Result<&'static Mapping, SharedError> 
     }
     let (base, order, fresh) = map_namespace(fd)?;
     // Never unmapped: its words' identity is known from now on.
-    let _ = shared::known::note_file(base as usize, first_level(order) + (128 << order), fd, 0);
+    let _ = shared::known::note_file(base as usize, first_level(order) + (128 << order), fd, Some(st), 0);
     if fresh {
         // Ledgers of an earlier namespace of this name (another nonce: never read again).
         remove_ledgers(path);

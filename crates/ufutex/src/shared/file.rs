@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 impl Segment {
     /// Open (or create) the user's segment and map it.
     pub(crate) fn open() -> Result<Segment, SharedError> {
-        with_owned_file(&segment_path()?, Segment::map_locked)
+        with_owned_file(&segment_path()?, |fd, _| Segment::map_locked(fd))
     }
 
     fn map_locked(fd: libc::c_int) -> Result<Segment, SharedError> {
@@ -100,10 +100,12 @@ fn anyone_alive(fd: libc::c_int) -> bool {
 /// Open (or create, 0600 `O_EXCL`) the user's file at `path` without following a symlink,
 /// check it is safely owned (`EACCES`), and run `f` on it under an exclusive `flock` (creators
 /// and openers are serialised: a creator publishes its header before anyone looks). The
-/// descriptor is closed afterwards (mappings outlive it).
+/// descriptor is closed afterwards (mappings outlive it). `f` also gets the file's status as
+/// checked, before the flock: its device and inode are the file's for good, its size may have
+/// changed since (a creator held the flock).
 pub(crate) fn with_owned_file<T>(
     path: &str,
-    f: impl FnOnce(libc::c_int) -> Result<T, SharedError>,
+    f: impl FnOnce(libc::c_int, &libc::stat) -> Result<T, SharedError>,
 ) -> Result<T, SharedError> {
     let cpath = CString::new(path).map_err(|_| SharedError::Invalid)?;
     let flags = libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC;
@@ -122,12 +124,12 @@ pub(crate) fn with_owned_file<T>(
     if fd < 0 {
         return Err(open_error(errno()));
     }
-    let r = check_owner(fd).and_then(|()| {
+    let r = check_owner(fd).and_then(|st| {
         // SAFETY: `fd` is open; flock has no memory arguments.
         if unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
             return Err(SharedError::from_errno(errno()));
         }
-        let r = f(fd);
+        let r = f(fd, &st);
         // SAFETY: as above.
         unsafe { libc::flock(fd, libc::LOCK_UN) };
         r
@@ -179,8 +181,9 @@ pub(crate) fn user_file(stem: &str) -> Result<String, SharedError> {
     Ok(format!("{dir}/{stem}"))
 }
 
-/// The file must be a regular file owned by us with no group/other permission bits.
-fn check_owner(fd: libc::c_int) -> Result<(), SharedError> {
+/// The file must be a regular file owned by us with no group/other permission bits: its
+/// status if it is.
+fn check_owner(fd: libc::c_int) -> Result<libc::stat, SharedError> {
     // SAFETY: an all-zero stat is a valid out-buffer.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `fd` is open; `st` is a valid out-buffer.
@@ -192,7 +195,7 @@ fn check_owner(fd: libc::c_int) -> Result<(), SharedError> {
     if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_uid != uid || st.st_mode & 0o077 != 0 {
         return Err(SharedError::Access);
     }
-    Ok(())
+    Ok(st)
 }
 
 /// Set the size of the open file `fd` to `len` bytes (growing adds zeroes).

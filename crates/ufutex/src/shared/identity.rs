@@ -207,9 +207,10 @@ pub(crate) const TMPFS_MAGIC: libc::c_long = 0x0102_1994;
 /// opened by path is never a SysV segment (those need their name: [`needs_name`]). Elsewhere
 /// `None`, and the caller asks the kernel: btrfs reports a subvolume's device through `fstat`
 /// and the filesystem's through the query, overlayfs the file it shows against the file it
-/// maps.
+/// maps. `known`: the file's `fstat`, if the caller made it already (its device and inode,
+/// and whether it is a regular file, never change for an open file).
 #[cfg(not(ufutex_loom))]
-pub(crate) fn file_key(fd: libc::c_int, off: u64) -> Option<SharedKey> {
+pub(crate) fn file_key(fd: libc::c_int, known: Option<&libc::stat>, off: u64) -> Option<SharedKey> {
     // SAFETY: an all-zero statfs is a valid out-buffer.
     let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: `fd` is open (the caller's); `fs` is a valid out-buffer.
@@ -217,9 +218,14 @@ pub(crate) fn file_key(fd: libc::c_int, off: u64) -> Option<SharedKey> {
         return None;
     }
     // SAFETY: an all-zero stat is a valid out-buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+    let mut asked: libc::stat = unsafe { std::mem::zeroed() };
+    let st = match known {
+        Some(st) => st,
+        // SAFETY: as above; `asked` is a valid out-buffer.
+        None if unsafe { libc::fstat(fd, &mut asked) } == 0 => &asked,
+        None => return None,
+    };
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return None;
     }
     let dev = device(libc::major(st.st_dev).into(), libc::minor(st.st_dev).into());

@@ -167,10 +167,17 @@ pub(crate) fn note(start: usize, len: usize) -> Result<(), SharedError> {
 /// `fd` from byte `off`, `MAP_SHARED`, at `start`. On tmpfs (where the library keeps its
 /// files) the key comes from the file (`identity::file_key`), the same key the kernel's query
 /// gives, without the query: opening `/proc/self/maps` alone was ~10 µs of a new process's
-/// first `Namespace::open` (BENCHMARKS.md, eightieth session). Elsewhere it is asked.
-pub(crate) fn note_file(start: usize, len: usize, fd: libc::c_int, off: u64) -> Result<(), SharedError> {
+/// first `Namespace::open` (BENCHMARKS.md, eightieth session). Elsewhere it is asked. `st`:
+/// the file's status, if the caller has it.
+pub(crate) fn note_file(
+    start: usize,
+    len: usize,
+    fd: libc::c_int,
+    st: Option<&libc::stat>,
+    off: u64,
+) -> Result<(), SharedError> {
     let end = start.checked_add(len).filter(|_| len > 0).ok_or(SharedError::Invalid)?;
-    let key = match identity::file_key(fd, off) {
+    let key = match identity::file_key(fd, st, off) {
         Some(key) => key,
         None => ask(start, end)?,
     };
@@ -312,8 +319,9 @@ mod tests {
     }
 
     /// A file's key read from the file (tmpfs: a memfd, and a file in /dev/shm where there is
-    /// one) is the key the kernel's query gives for a mapping of it, at any offset; a file
-    /// elsewhere is not read (`None`) unless it is on tmpfs too.
+    /// one) is the key the kernel's query gives for a mapping of it, at any offset, whether the
+    /// caller's `fstat` is given or not; a file elsewhere is not read (`None`) unless it is on
+    /// tmpfs too.
     #[test]
     fn a_tmpfs_files_key_is_the_kernels() {
         let check = |fd: libc::c_int| {
@@ -324,7 +332,10 @@ mod tests {
                 let p = libc::mmap(std::ptr::null_mut(), 8192, rw, libc::MAP_SHARED, fd, 4096);
                 assert_ne!(p, libc::MAP_FAILED);
                 let p = p as usize;
-                let read = identity::file_key(fd, 4096).expect("tmpfs: read from the file");
+                let read = identity::file_key(fd, None, 4096).expect("tmpfs: read from the file");
+                let mut st: libc::stat = std::mem::zeroed();
+                assert_eq!(libc::fstat(fd, &mut st), 0);
+                assert_eq!(identity::file_key(fd, Some(&st), 4096), Some(read), "the caller's fstat, the same key");
                 for at in [0, 64, 4096 + 8] {
                     let asked = ask(p + at, p + at + 4).unwrap();
                     assert_eq!(SharedKey { off: read.off + at as u64, ..read }, asked, "offset {at}");
@@ -361,7 +372,7 @@ mod tests {
             let mut fs: libc::statfs = std::mem::zeroed();
             assert_eq!(libc::fstatfs(fd, &mut fs), 0);
             let tmpfs = fs.f_type as libc::c_long == identity::TMPFS_MAGIC;
-            assert_eq!(identity::file_key(fd, 0).is_some(), tmpfs, "read only on tmpfs");
+            assert_eq!(identity::file_key(fd, None, 0).is_some(), tmpfs, "read only on tmpfs");
             if tmpfs {
                 check(fd);
             } else {
