@@ -95,6 +95,21 @@ impl<T: Linked> Spill<T> {
     }
 }
 
+/// The numbers (`id`) of the elements of a chain taken from a stack, in order (the tests and
+/// the model). The chain is the caller's, and its elements outlive the call.
+#[cfg(test)]
+fn numbers<T: Linked>(mut e: *const T, id: fn(&T) -> usize) -> Vec<usize> {
+    let mut v = Vec::new();
+    while !e.is_null() {
+        // SAFETY: the tests' elements live as long as the test (the model's, its iteration).
+        let r = unsafe { &*e };
+        v.push(id(r));
+        // SAFETY: the chain is the caller's (taken from the stack).
+        e = unsafe { r.next() };
+    }
+    v
+}
+
 #[cfg(all(test, not(ufutex_loom)))]
 mod tests {
     use super::{Linked, Spill};
@@ -120,17 +135,8 @@ mod tests {
     // that pushes it, then the one that takes it.
     unsafe impl Sync for E {}
 
-    /// The ids of a chain, in order.
-    fn ids(mut e: *const E) -> Vec<usize> {
-        let mut v = Vec::new();
-        while !e.is_null() {
-            // SAFETY: the tests' elements live as long as the test.
-            let r = unsafe { &*e };
-            v.push(r.id);
-            // SAFETY: the chain is the caller's (taken from the stack).
-            e = unsafe { r.next() };
-        }
-        v
+    fn ids(e: *const E) -> Vec<usize> {
+        super::numbers(e, |e| e.id)
     }
 
     #[test]
@@ -224,16 +230,8 @@ mod loom_models {
     // SAFETY: as above.
     unsafe impl Send for E {}
 
-    fn ids(mut e: *const E) -> Vec<usize> {
-        let mut v = Vec::new();
-        while !e.is_null() {
-            // SAFETY: the model's elements live as long as the model's iteration.
-            let r = unsafe { &*e };
-            v.push(r.id);
-            // SAFETY: the chain is the caller's (taken from the stack).
-            e = unsafe { r.next() };
-        }
-        v
+    fn ids(e: *const E) -> Vec<usize> {
+        super::numbers(e, |e| e.id)
     }
 
     /// Two threads push (one a chain of two, one a single element) while a third takes the
