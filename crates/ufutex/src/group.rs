@@ -375,23 +375,6 @@ mod tests {
     use super::pool::{Pool, BATCH};
     use std::sync::atomic::Ordering::Relaxed;
 
-    /// Two threads take records from a pool of their own and give them back as fast as they
-    /// can (as threads that start and exit at once make and drop nodes). Whatever the
-    /// scheduler does, no record is lost: the list and the stack beside it end with every
-    /// record of every page made. And a page is made only for a racer's first take, or for a
-    /// take that could not have the lock: a record given back serves the takes that follow,
-    /// from the list or, once the list is empty, from the stack.
-    ///
-    /// Why two pages at most for takes that found nothing: such a take holds no record itself
-    /// (its own last give put it on the list or the stack), and the other racer holds one at
-    /// most, or carries a page it just made, holding one of its records and putting the other
-    /// 63 on the list. So nothing is left only while no page was made yet, or while the first
-    /// one is carried: at each racer's first take.
-    ///
-    /// How often the lock is not had is the scheduler's, so the test prints it: natively, hardly
-    /// ever; under qemu 1-27 takes and up to 49 gives in these 400,000 rounds (BENCHMARKS.md,
-    /// eighty-first session). With the lock tried once, 430 takes in a release build and
-    /// 5,300-6,200 in a debug one; the assertions held there too.
     /// Records given back while the list's lock is held (by this thread: a signal handler that
     /// interrupted the holder) wait on the stack beside the list, and serve the takes that find
     /// the list empty, before any new page is made.
@@ -421,6 +404,23 @@ mod tests {
         assert_eq!(t.empty.load(Relaxed), 2, "a second page once all were taken");
     }
 
+    /// Two threads take records from a pool of their own and give them back as fast as they
+    /// can (as threads that start and exit at once make and drop nodes). Whatever the
+    /// scheduler does, no record is lost: the list and the stack beside it end with every
+    /// record of every page made. And a page is made only for a racer's first take, or for a
+    /// take that could not have the lock: a record given back serves the takes that follow,
+    /// from the list or, once the list is empty, from the stack.
+    ///
+    /// Why two pages at most for takes that found nothing: such a take holds no record itself
+    /// (its own last give put it on the list or the stack), and the other racer holds one at
+    /// most, or carries a page it just made, holding one of its records and putting the other
+    /// 63 on the list (or the stack). So nothing is left only while no page was made yet, or while the first
+    /// one is carried: at each racer's first take.
+    ///
+    /// How often the lock is not had is the scheduler's, so the test prints it: natively, hardly
+    /// ever; under qemu 1-27 takes and up to 49 gives in these 400,000 rounds (BENCHMARKS.md,
+    /// eighty-first session). With the lock tried once, 430 takes in a release build and
+    /// 5,300-6,200 in a debug one; the assertions held there too.
     #[test]
     fn racing_takes_and_gives_reuse_the_records() {
         const ROUNDS: usize = 200_000;

@@ -3,9 +3,9 @@
 //! the group records' free list (`group.rs`) and the node pool (`node_pool.rs`).
 //!
 //! A giver pushes its chain with a compare-and-swap; the list's next holder takes the whole
-//! stack with one swap (the records' list once it runs empty, the node pool at each hold). Nothing waits, so a push is safe in a signal
-//! handler that interrupted the list's holder (or another pusher), and nothing is lost: before,
-//! such a give left its elements unused for good.
+//! stack with one swap (the records' list once it runs empty, the node pool at each hold).
+//! Nothing waits, so a push is safe in a signal handler that interrupted the list's holder (or
+//! another pusher), and nothing is lost: before, such a give left its elements unused for good.
 //!
 //! There is no pop of one element. Its compare-and-swap from a head to the head's successor
 //! can succeed on a head that was taken and pushed back meanwhile, whose successor is by then
