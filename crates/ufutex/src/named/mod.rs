@@ -1135,13 +1135,18 @@ impl Mapping {
             return Some(p);
         }
         let (off, len) = self.span(k);
+        if self.order + k > 28 {
+            return None;
+        }
+        // One `fstat` for the size and the noted key.
+        let st = shared::file::status(self.fd).ok()?;
         // (A file too short for its header's levels is corrupt: no such level, never SIGBUS.)
-        if self.order + k > 28 || shared::file::file_size(self.fd).ok()? < off + len {
+        if (st.st_size as usize) < off + len {
             return None;
         }
         // (The span's offset is a multiple of 128 × 32 bytes: page-aligned.)
         let p = shared::file::map_shared(self.fd, len, off).ok()?;
-        let _ = shared::known::note_file(p as usize, len, self.fd, None, off as u64); // never unmapped
+        let _ = shared::known::note_file(p as usize, len, self.fd, Some(&st), off as u64); // never unmapped
         at.store(p, Ordering::Release);
         Some(p)
     }

@@ -184,12 +184,7 @@ pub(crate) fn user_file(stem: &str) -> Result<String, SharedError> {
 /// The file must be a regular file owned by us with no group/other permission bits: its
 /// status if it is.
 fn check_owner(fd: libc::c_int) -> Result<libc::stat, SharedError> {
-    // SAFETY: an all-zero stat is a valid out-buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is open; `st` is a valid out-buffer.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return Err(SharedError::from_errno(errno()));
-    }
+    let st = status(fd)?;
     // SAFETY: geteuid has no arguments and cannot fail.
     let uid = unsafe { libc::geteuid() };
     if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_uid != uid || st.st_mode & 0o077 != 0 {
@@ -256,13 +251,18 @@ pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
 }
 
 pub(crate) fn file_size(fd: libc::c_int) -> Result<usize, SharedError> {
+    Ok(status(fd)?.st_size as usize)
+}
+
+/// The open file `fd`'s status (`fstat`).
+pub(crate) fn status(fd: libc::c_int) -> Result<libc::stat, SharedError> {
     // SAFETY: an all-zero stat is a valid out-buffer.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `fd` is open; `st` is a valid out-buffer.
     if unsafe { libc::fstat(fd, &mut st) } != 0 {
         return Err(SharedError::from_errno(errno()));
     }
-    Ok(st.st_size as usize)
+    Ok(st)
 }
 
 /// An errno from opening the segment or its directory.

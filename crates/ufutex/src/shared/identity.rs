@@ -217,13 +217,13 @@ pub(crate) fn file_key(fd: libc::c_int, known: Option<&libc::stat>, off: u64) ->
     if unsafe { libc::fstatfs(fd, &mut fs) } != 0 || fs.f_type as libc::c_long != TMPFS_MAGIC {
         return None;
     }
-    // SAFETY: an all-zero stat is a valid out-buffer.
-    let mut asked: libc::stat = unsafe { std::mem::zeroed() };
+    let asked;
     let st = match known {
         Some(st) => st,
-        // SAFETY: as above; `asked` is a valid out-buffer.
-        None if unsafe { libc::fstat(fd, &mut asked) } == 0 => &asked,
-        None => return None,
+        None => {
+            asked = super::file::status(fd).ok()?;
+            &asked
+        }
     };
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return None;
