@@ -7,3 +7,8 @@ set -euo pipefail
 cargo build --profile dist -p ufutex-preload
 cargo build --release -p ufutex-preload --example std_sync
 tests/preload/run.sh target/dist/libufutex_preload.so
+# The hot code and data of both shipped libraries still on the few pages they were gathered on
+# (crates/ufutex/src/hot_code.rs).
+python3 scripts/hot-layout.py target/dist/libufutex_preload.so
+cargo build --profile dist -p ufutex-c
+python3 scripts/hot-layout.py target/dist/libufutex.so

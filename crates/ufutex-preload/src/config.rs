@@ -7,6 +7,7 @@ const STATS: u8 = 2;
 const READ: u8 = 4;
 const SHARED_TABLE: u8 = 8;
 
+#[cfg_attr(target_os = "linux", link_section = ".data.ufutex_hot")] // hot_code.rs
 static FLAGS: AtomicU8 = AtomicU8::new(0);
 
 fn env_is(name: &std::ffi::CStr, value: &[u8]) -> bool {

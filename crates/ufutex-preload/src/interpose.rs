@@ -48,6 +48,7 @@ fn next(cache: &AtomicPtr<c_void>, name: &std::ffi::CStr) -> *mut c_void {
 /// # Safety
 /// As libc's `syscall()`: the arguments must be valid for the system call.
 #[no_mangle]
+#[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
 pub unsafe extern "C" fn syscall(
     number: c_long,
     a1: c_long,

@@ -486,11 +486,13 @@ impl std::fmt::Debug for Domain {
 /// allocation: growing it later may fail (the table keeps its size), using it cannot.
 #[cfg(not(ufutex_loom))]
 pub(crate) fn default_domain() -> &'static Domain {
+    #[cfg_attr(target_os = "linux", link_section = ".data.ufutex_hot")] // hot_code.rs
     static TABLES: Tables = Tables::empty(
         Slots::Auto,
         NumaMode::System { mpol: false },
         Some((crate::tables::initial_table(), crate::tables::AUTO_MIN)),
     );
+    #[cfg_attr(target_os = "linux", link_section = ".data.ufutex_hot")] // hot_code.rs
     static DEFAULT: Domain = Domain { tables: NonNull::from_ref(&TABLES), owned: false };
     &DEFAULT
 }

@@ -138,6 +138,20 @@ impl<L> Pair<L> {
             Pair::One(g) | Pair::Two { from: g, .. } => g,
         }
     }
+
+    /// Unlock: drop both guards, in a function of the hot code (`hot_code.rs`), where the compiler
+    /// would otherwise leave the drop's own function among the cold code.
+    #[inline(never)]
+    #[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
+    pub(crate) fn unlock(self) {
+        match self {
+            Pair::One(g) => drop(g),
+            Pair::Two { from, to } => {
+                drop(from);
+                drop(to);
+            }
+        }
+    }
 }
 
 /// Waiters a waker took, woken once the bucket lock is dropped (or already, by a table that

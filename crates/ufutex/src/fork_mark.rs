@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, Ordering};
 
 /// The mark, once [`make`] made it: null before, and where it could not be made (a kernel
 /// before 4.14; then children made without the handlers are not told).
+#[cfg_attr(target_os = "linux", link_section = ".data.ufutex_hot")] // hot_code.rs
 static MARK: AtomicPtr<AtomicU8> = AtomicPtr::new(std::ptr::null_mut());
 /// The fresh start a child made without the handlers makes (`fork.rs`): a `fn()`, null until
 /// [`make`] stores it.

@@ -61,6 +61,8 @@ mod fork_mark;
 mod fork_models;
 mod gate;
 mod group;
+#[cfg(target_os = "linux")]
+mod hot_code;
 mod key;
 #[cfg(all(not(ufutex_loom), target_os = "linux"))] // what loading the library sets up; not modelled
 mod load;

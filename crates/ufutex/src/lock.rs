@@ -121,9 +121,25 @@ fn quiet_unlocks() -> bool {
 #[cfg(ufutex_loom)]
 static MODEL_QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Lockers registered to sleep on any bucket lock (module docs: "The quiet unlock").
+/// Lockers registered to sleep on any bucket lock (module docs: "The quiet unlock"). On a
+/// line of its own: a locker that sleeps writes it, and every call reads the hot statics
+/// beside it (`hot_code.rs`).
 #[cfg(not(ufutex_loom))]
-static SLEEPERS: AtomicU32 = AtomicU32::new(0);
+#[cfg_attr(target_os = "linux", link_section = ".data.ufutex_hot")] // hot_code.rs
+static SLEEPERS: OwnLine<AtomicU32> = OwnLine(AtomicU32::new(0));
+
+/// A value alone on its cache line.
+#[cfg(not(ufutex_loom))]
+#[repr(align(64))]
+struct OwnLine<T>(T);
+
+#[cfg(not(ufutex_loom))]
+impl<T> std::ops::Deref for OwnLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
 #[cfg(ufutex_loom)]
 loom::lazy_static! {
     static ref SLEEPERS: AtomicU32 = AtomicU32::new(0);

@@ -49,6 +49,7 @@ const UNAVAILABLE: u8 = 2;
 /// Whether `membarrier` works for this process: UNKNOWN until first needed, then
 /// READY or UNAVAILABLE for good.
 #[cfg(not(ufutex_loom))]
+#[cfg_attr(target_os = "linux", link_section = ".data.ufutex_hot")] // hot_code.rs
 static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
 
 #[cfg(all(not(ufutex_loom), target_os = "linux"))]

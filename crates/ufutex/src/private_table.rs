@@ -227,6 +227,7 @@ impl WaitTable for Tables {
     }
 
     #[inline]
+    #[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
     fn defer_wake(&self, key: &Key, n: usize, mask: u64) -> bool {
         let busy = crate::reentry::busy();
         if busy {

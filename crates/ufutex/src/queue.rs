@@ -414,6 +414,7 @@ impl<H: Home> Queue<H> {
     ///
     /// # Safety
     /// `node` is in a group of this queue and the caller holds the bucket lock.
+    #[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
     unsafe fn unlink(&mut self, node: &Node<H>) {
         // SAFETY: queued nodes, their neighbours and their group are alive and guarded by the
         // held lock.
@@ -682,6 +683,7 @@ impl<H> WakeList<H> {
     /// we did not take sleep again (`parker::Bell`). Nodes of another home get a wake of their
     /// own.
     #[inline(never)] // only a wake that took nodes calls it (`wake_all`): kept out of the wakes' frames
+    #[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
     pub(crate) fn unpark_all(mut self) {
         // SAFETY: the home is the bell of a bucket of the domain, which outlives this call.
         let home = unsafe { self.home.as_ref() };

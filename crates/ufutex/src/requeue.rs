@@ -152,7 +152,7 @@ fn requeue_picking<T: WaitTable, C: Fn() -> bool, const IN_PLACE: bool>(
         Pair::One(g) => g.accept(moved, None)?,
         Pair::Two { from, to } => to.accept(moved, Some(from))?,
     }
-    drop(pair);
+    pair.unlock();
     Ok(woken.wake_all() + pick.moved)
 }
 

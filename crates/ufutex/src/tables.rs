@@ -98,8 +98,10 @@ impl Drop for State {
 /// The default domain's first table, static, so that its first wait never depends on an
 /// allocation (`domain.rs`); the fork handlers hold it with the listed ones.
 #[cfg(not(ufutex_loom))]
+#[cfg_attr(target_os = "linux", link_section = ".data.ufutex_hot")] // hot_code.rs
 static INITIAL: Table = Table::initial(&INITIAL_BUCKETS);
 #[cfg(not(ufutex_loom))]
+#[cfg_attr(target_os = "linux", link_section = ".data.ufutex_hot")] // hot_code.rs
 static INITIAL_BUCKETS: [crate::table::Bucket; AUTO_MIN] = [const { crate::table::Bucket::new(0) }; AUTO_MIN];
 
 /// The default domain's static first table.

@@ -153,6 +153,7 @@ pub(crate) fn wake_deferred<T: WaitTable>(t: &T, key: T::Key, n: usize, mask: u6
 /// Take and wake under the bucket lock; `decay`: if nobody is waiting in the bucket, see
 /// whether it may relax (`Locked::decay`).
 #[inline(never)]
+#[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
 fn wake_locked<T: WaitTable>(
     t: &T,
     key: T::Key,
@@ -197,6 +198,7 @@ pub(crate) fn wake_private(tables: &Tables, key: Key, n: usize, mask: u64, repor
 /// table `at`: what [`wake`] does after the same look.
 #[cfg(not(ufutex_loom))]
 #[inline(never)]
+#[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
 pub(crate) fn wake_private_at(
     tables: &Tables,
     key: Key,

@@ -339,6 +339,7 @@ unsafe fn wait_shared(
 /// plain by its op, need not do.)
 #[doc(hidden)]
 #[inline(never)] // its own frame: the dispatch's wait and wake paths stay as lean as they were
+#[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
 pub fn preload_requeue(
     uaddr: *mut c_void,
     uaddr2: *mut c_void,
@@ -394,6 +395,7 @@ fn preload_requeue_shared(
 /// # Safety
 /// None needed beyond C's: a private wake never reads the word (it may be unmapped).
 #[no_mangle]
+#[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
 pub unsafe extern "C" fn ufutex_wake(uaddr: *mut c_void, mask: c_ulong, nr: c_int, flags: c_uint) -> c_long {
     // The most common wake (a plain private 32-bit word, a count of at least one, nobody
     // waiting) in this frame, told with constants, which makes no call: it looks, and a look
@@ -428,6 +430,7 @@ fn wake_plain(uaddr: *mut c_void, mask: c_ulong, nr: c_int) -> Option<c_long> {
 /// ways on from [`ufutex_wake`]: a function that cannot unwind into it is tail-called, so its
 /// no-waiter path needs no frame.)
 #[inline(never)]
+#[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
 extern "C" fn wake_plain_at(uaddr: *mut c_void, mask: c_ulong, nr: c_int, at: NonNull<Table>, busy: bool) -> c_long {
     entry(|| {
         let (key, nr) = (Key::private(uaddr as usize), validate::count(nr)?);

@@ -892,6 +892,7 @@ mod fixup {
     /// How reads go, in one byte so that a fast path asks once: [`NOT_READY`] (not installed
     /// yet, or every read through the probe syscall), [`DIRECT`] (the fixup loads, inline)
     /// or [`INDIRECT`] (the fixup loads, functions called through a pointer: under valgrind).
+    #[cfg_attr(target_os = "linux", link_section = ".data.ufutex_hot")] // hot_code.rs
     static MODE: AtomicU8 = AtomicU8::new(NOT_READY);
     pub(super) const NOT_READY: u8 = 0;
     pub(super) const DIRECT: u8 = 1;

@@ -345,6 +345,7 @@ impl<'b> WakeBatch<'b> {
     }
 
     /// Unpark one thread. `on_bell`: its node's home bucket is the one of `bell`.
+    #[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
     pub(crate) fn unpark(&mut self, handle: UnparkHandle, on_bell: bool) {
         let prev = handle.count();
         if prev & SLEEPING == 0 {
@@ -378,6 +379,7 @@ impl<'b> WakeBatch<'b> {
     /// kernel call for the first word; the others are owed, each made by a thread woken here
     /// that claims it, back from its sleep, or by this one after its own call (`rings.rs`,
     /// "Owed wakes").
+    #[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
     fn wake_rings(&mut self) {
         let words = &self.rings[..self.words];
         for &(word, _) in words {
