@@ -33,7 +33,8 @@ GROUPS = [
     (
         "hot statics",
         [r"membarrier::STATE$", r"ffi::fault::fixup::MODE$", r"lock::SLEEPERS$",
-         r"default_domain::TABLES$", r"tables::INITIAL_BUCKETS$", r"tables::INITIAL$", r"fork_mark::MARK$"],
+         r"default_domain::TABLES$", r"tables::INITIAL_BUCKETS$", r"tables::INITIAL$", r"fork_mark::MARK$",
+         r"ffi::errno::OFFSET$", r"has_prefetchw::HAS$"],
         1,
         "",
     ),

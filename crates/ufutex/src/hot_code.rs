@@ -16,10 +16,10 @@
 //! `#[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")]`, each such static
 //! `.data.ufutex_hot`. With fat LTO (the `dist` profile: the shipped libraries and the
 //! benchmark report) every crate's code is one object, so each section is one input section,
-//! which the linker places whole; the assembly below aligns the code to a page and the
-//! statics (under 2 KiB) to 2 KiB, so that neither starts near a page's end. In a build
-//! without LTO, each crate's part of a section is placed on its own, which costs nothing but
-//! the gain.
+//! which the linker places whole; the assembly below aligns each to a page, so that neither
+//! starts near a page's end (the code is ~12 KiB, the statics ~2; `scripts/hot-layout.py`
+//! checks the pages in CI). In a build without LTO, each crate's part of a section is placed
+//! on its own, which costs nothing but the gain.
 
 // An empty piece of each section, aligned: a section's alignment is its largest piece's.
 // (`%progbits`: the spelling both architectures' assemblers take.)
@@ -28,6 +28,6 @@ core::arch::global_asm!(
     ".p2align 12",
     ".popsection",
     ".pushsection .data.ufutex_hot,\"aw\",%progbits",
-    ".p2align 11",
+    ".p2align 12",
     ".popsection",
 );

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 /// `errno`'s offset from the thread pointer; 0 until learned (it is never 0: the thread
 /// pointer points at the thread control block, not at `errno`).
 #[cfg(ufutex_fixup)]
+#[cfg_attr(target_os = "linux", link_section = ".data.ufutex_hot")] // hot_code.rs
 static OFFSET: AtomicIsize = AtomicIsize::new(0);
 
 /// The thread pointer. On x86-64, the first word of the thread control block, which points to

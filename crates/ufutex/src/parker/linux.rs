@@ -441,6 +441,7 @@ fn prefetch_write(addr: *const u8) {
 #[cfg(all(target_arch = "x86_64", not(ufutex_loom)))]
 #[inline(always)]
 fn has_prefetchw() -> bool {
+    #[cfg_attr(target_os = "linux", link_section = ".data.ufutex_hot")] // hot_code.rs
     static HAS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
     crate::primitive::asked_once(&HAS, || std::arch::x86_64::__cpuid(0x8000_0001).ecx & (1 << 8) != 0)
 }
