@@ -68,8 +68,9 @@ fn unmap_page(mine: u64) {
 /// already is left as it is: in a child, reading 0 until its start is made). Two threads, or a
 /// child forked while a thread of the parent made it (`once.rs`), may each make a step twice.
 pub(crate) fn make(start: fn()) {
-    // The start before the look at the mark: the first touch of their zero page is then a
-    // write, one page fault where a load first takes two (as `membarrier::decide_at_load`).
+    // The start before the look at the mark: the first touch of the start's zero page is then
+    // a write, one page fault where a load first takes two (as `membarrier::decide_at_load`;
+    // the mark itself is among the hot statics, `hot_code.rs`).
     // Stored again where the mark is made already, it is the same `start` (`fork.rs` has one).
     // Release: a thread that reads the mark (below) finds the start.
     START.store(start as *mut (), Ordering::Release);

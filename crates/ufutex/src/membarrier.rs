@@ -101,10 +101,12 @@ mod sys {
 /// leaves the library's constructor out only leaves the decision to the first call, as before.
 #[cfg(all(not(ufutex_loom), target_os = "linux"))]
 pub(crate) fn decide_at_load() {
-    // A compare-and-swap that changes nothing, not a load: the process's first touch of
-    // `STATE`'s zero page is then a write, one page fault. A load first maps the shared zero
-    // page, and the decision's write faults again to copy it (BENCHMARKS.md, eighty-second
-    // session). Relaxed, as `decide`'s.
+    // A compare-and-swap that changes nothing, not a load: where nothing wrote `STATE`'s page
+    // yet, the first touch is then a write, one page fault. A load first maps the page (the
+    // shared zero page in `.bss`, the file's page among the hot statics of `hot_code.rs`, which
+    // a shared library's relocations have written but an executable's may not have), and the
+    // decision's write faults again to copy it (BENCHMARKS.md, eighty-second session). Relaxed,
+    // as `decide`'s.
     if STATE.compare_exchange(UNKNOWN, UNKNOWN, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
         decide();
     }
