@@ -19,7 +19,9 @@
 //! which the linker places whole; the assembly below aligns each to a page, so that neither
 //! starts near a page's end (the code is ~12 KiB, the statics ~2; `scripts/hot-layout.py`
 //! checks the pages in CI). In a build without LTO, each crate's part of a section is placed
-//! on its own, which costs nothing but the gain.
+//! on its own, which costs nothing but the gain; and each crate's part is one piece for
+//! `--gc-sections`, so that a program that calls one of its functions keeps them all (with
+//! LTO, the compiler drops the unused ones first).
 
 // An empty piece of each section, aligned: a section's alignment is its largest piece's.
 // (`%progbits`: the spelling both architectures' assemblers take.)
