@@ -13,7 +13,8 @@ import subprocess
 import sys
 
 PAGE = 4096
-# (name, pattern of the demangled symbol, functions or statics, pages allowed, libraries)
+# (name, patterns of the demangled symbols, pages allowed, a word of the library's file name that
+# the group is for ("": every library))
 GROUPS = [
     (
         "requeue path (preload)",
