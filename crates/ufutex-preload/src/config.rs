@@ -61,6 +61,14 @@ pub(crate) fn enabled() -> bool {
     flags() & ENABLED != 0
 }
 
+/// Whether calls go to ufutex with no statistics to count, as read at load (`false` before: the
+/// general way reads the environment then).
+#[inline(always)]
+pub(crate) fn plain() -> bool {
+    // Relaxed: see `init`.
+    FLAGS.load(Ordering::Relaxed) & (ENABLED | STATS) == ENABLED
+}
+
 /// Whether process-shared words go to ufutex's shared table (`UFUTEX_PRELOAD_SHARED=table`).
 pub(crate) fn shared_table() -> bool {
     flags() & SHARED_TABLE != 0

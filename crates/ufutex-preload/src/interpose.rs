@@ -58,10 +58,46 @@ pub unsafe extern "C" fn syscall(
     a5: c_long,
     a6: c_long,
 ) -> c_long {
+    // The common call on its own: a legacy futex operation that ufutex takes, on a private word,
+    // with no statistics to count. Told in a few instructions and made in this small frame; the
+    // general dispatch (every other call, and these when counted) has a frame of its own: in it
+    // a requeue ran ~50 instructions more (BENCHMARKS.md, eighty-fourth session). (No
+    // `catch_unwind` here: `run` only picks a C ABI function, and those catch their own panics.)
+    if let Some(cmd) = crate::legacy::plain_private(number, a2) {
+        if reentry::replace(true) {
+            // Inside the dispatcher: the library's own call, for the kernel.
+            // SAFETY: forwarded contract.
+            return unsafe { kernel(number, a1, a2, a3, a4, a5, a6) };
+        }
+        // SAFETY: forwarded contract (`plain_private` told a taken command).
+        let r = unsafe { crate::legacy::run(cmd, true, false, [a1, a2, a3, a4, a5, a6]) };
+        reentry::replace(false);
+        return r;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { general(number, a1, a2, a3, a4, a5, a6) }
+}
+
+/// [`syscall`] for every call but the common one: ufutex's answer, else the kernel's.
+///
+/// # Safety
+/// As [`syscall`].
+#[inline(never)]
+unsafe fn general(number: c_long, a1: c_long, a2: c_long, a3: c_long, a4: c_long, a5: c_long, a6: c_long) -> c_long {
     // SAFETY: forwarded contract.
     if let Some(r) = outermost(|| unsafe { crate::dispatch_syscall(number, [a1, a2, a3, a4, a5, a6]) }) {
         return r;
     }
+    // SAFETY: forwarded contract.
+    unsafe { kernel(number, a1, a2, a3, a4, a5, a6) }
+}
+
+/// The call made by libc's `syscall()`.
+///
+/// # Safety
+/// As [`syscall`].
+#[inline(never)]
+unsafe fn kernel(number: c_long, a1: c_long, a2: c_long, a3: c_long, a4: c_long, a5: c_long, a6: c_long) -> c_long {
     static NEXT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
     let f = next(&NEXT, c"syscall");
     // SAFETY: `f` is libc's `syscall`, variadic, called with the caller's six arguments as the

@@ -70,8 +70,7 @@ fn kind_of(cmd: c_int) -> Kind {
 /// # Safety
 /// The arguments are the caller's: pointers are only handed to the C ABI, which checks them.
 pub(crate) unsafe fn call(a: [c_long; 6]) -> Option<c_long> {
-    let (uaddr, op, val, utime, uaddr2, val3) =
-        (a[0] as *mut c_void, a[1] as c_int, a[2] as u32, a[3], a[4] as *mut c_void, a[5] as u32);
+    let op = a[1] as c_int;
     let cmd = op & !(PRIVATE_FLAG | CLOCK_REALTIME_FLAG);
     let b = bit_of(cmd);
     // Process-shared words go where the futex2 calls on them go (see `config::init`).
@@ -85,16 +84,40 @@ pub(crate) unsafe fn call(a: [c_long; 6]) -> Option<c_long> {
     }
     if op & CLOCK_REALTIME_FLAG != 0 && cmd != WAIT_BITSET {
         // The kernel reads and checks a wait's timeout on entry, before it refuses the clock.
-        let bad_timeout = if cmd == WAIT { abi::relative_timeout_error(utime as *const timespec) } else { None };
+        let bad_timeout = if cmd == WAIT { abi::relative_timeout_error(a[3] as *const timespec) } else { None };
         return Some(abi::fail(bad_timeout.unwrap_or(libc::ENOSYS)));
     }
-    let clock = if op & CLOCK_REALTIME_FLAG != 0 { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
+    // SAFETY: forwarded contract.
+    Some(unsafe { run(cmd, private, op & CLOCK_REALTIME_FLAG != 0, a) })
+}
+
+/// For `syscall(number, _, op, ...)`: the command of a legacy futex call that [`call`] takes on
+/// a private word with no clock flag, with no statistics to count (the caller's fast way to
+/// [`run`]), or `None` for every other call, which `dispatch_syscall` answers.
+#[inline(always)]
+pub(crate) fn plain_private(number: c_long, op: c_long) -> Option<c_int> {
+    // The private flag set, the clock flag clear and nothing above it, in one compare (`op` is
+    // an `int`: the register's upper half is junk, which the kernel does not read either).
+    let cmd = op as c_int ^ PRIVATE_FLAG;
+    (number == libc::SYS_futex && bit_of(cmd) != 0 && crate::config::plain()).then_some(cmd)
+}
+
+/// A taken command `cmd` onto the C ABI, on a `private` word or a process-shared one, timed on
+/// the `realtime` clock or the monotonic one.
+///
+/// # Safety
+/// As [`call`]; `cmd` is one of [`TAKEN`]'s, and on the realtime clock only WAIT_BITSET.
+#[inline(always)]
+pub(crate) unsafe fn run(cmd: c_int, private: bool, realtime: bool, a: [c_long; 6]) -> c_long {
+    let (uaddr, val, utime, uaddr2, val3) = (a[0] as *mut c_void, a[2] as u32, a[3], a[4] as *mut c_void, a[5] as u32);
+    let clock = if realtime { libc::CLOCK_REALTIME } else { libc::CLOCK_MONOTONIC };
     let val2 = utime as c_int;
     let flags = if private { U32_PRIVATE } else { U32_SHARED };
+    let b = bit(cmd);
     // SAFETY: for every call below: the pointers are the caller's, checked by the C ABI as the
     // kernel would check them; the C ABI's contract (memory found mapped stays mapped for the
     // call) is the caller's, as it is for the system call.
-    Some(unsafe {
+    unsafe {
         if b & WAKES != 0 {
             let mask = if cmd == WAKE_BITSET { val3.into() } else { MATCH_ANY };
             abi::ufutex_wake(uaddr, mask, at_least_one(val as c_int), flags)
@@ -108,7 +131,7 @@ pub(crate) unsafe fn call(a: [c_long; 6]) -> Option<c_long> {
         } else {
             abi::preload_wait(uaddr, val.into(), val3.into(), flags, utime as *const timespec, clock)
         }
-    })
+    }
 }
 
 /// The kernel's wake loops stop after the first wake when the count is ≤ 0.
