@@ -63,19 +63,17 @@ pub unsafe extern "C" fn syscall(
     // general dispatch (every other call, and these when counted) has a frame of its own: in it
     // a requeue ran ~50 instructions more (BENCHMARKS.md, eighty-fourth session). (No
     // `catch_unwind` here: `run` only picks a C ABI function, and those catch their own panics.)
-    if let Some(cmd) = crate::legacy::plain_private(number, a2) {
-        if reentry::replace(true) {
-            // Inside the dispatcher: the library's own call, for the kernel.
-            // SAFETY: forwarded contract.
-            return unsafe { kernel(number, a1, a2, a3, a4, a5, a6) };
-        }
-        // SAFETY: forwarded contract (`plain_private` told a taken command).
-        let r = unsafe { crate::legacy::run(cmd, true, false, [a1, a2, a3, a4, a5, a6]) };
-        reentry::replace(false);
-        return r;
+    let Some(cmd) = crate::legacy::plain_private(number, a2) else {
+        // SAFETY: forwarded contract.
+        return unsafe { general(number, a1, a2, a3, a4, a5, a6) };
+    };
+    // SAFETY: forwarded contract (`plain_private` told a taken command).
+    match outermost(|| Some(unsafe { crate::legacy::run(cmd, true, false, [a1, a2, a3, a4, a5, a6]) })) {
+        Some(r) => r,
+        // Inside the dispatcher: the library's own call, for the kernel.
+        // SAFETY: forwarded contract.
+        None => unsafe { kernel(number, a1, a2, a3, a4, a5, a6) },
     }
-    // SAFETY: forwarded contract.
-    unsafe { general(number, a1, a2, a3, a4, a5, a6) }
 }
 
 /// [`syscall`] for every call but the common one: ufutex's answer, else the kernel's.
