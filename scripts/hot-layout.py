@@ -18,8 +18,7 @@ PAGE = 4096
 GROUPS = [
     (
         "requeue path (preload)",
-        [r"^syscall$", r"ffi::calls::preload_requeue$", r"for ufutex::tables::Tables>::defer_wake$",
-         r"queue::Queue<H>::unlink$", r"engine::Pair<L>::unlock$"],
+        [r"^syscall$", r"ffi::calls::preload_requeue$", r"queue::Queue<H>::unlink$", r"engine::Pair<L>::unlock$"],
         2,
         "libufutex_preload",
     ),

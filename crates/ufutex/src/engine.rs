@@ -138,18 +138,18 @@ impl<L> Pair<L> {
             Pair::One(g) | Pair::Two { from: g, .. } => g,
         }
     }
+}
 
-    /// Unlock: drop both guards, in a function of the hot code (`hot_code.rs`), where the compiler
-    /// would otherwise leave the drop's own function among the cold code.
+impl<L: Locked> Pair<L> {
+    /// Unlock both buckets ([`Locked::unlock_pair`]), in a function of the hot code
+    /// (`hot_code.rs`), where the compiler would otherwise leave the drop's own function among
+    /// the cold code.
     #[inline(never)]
     #[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
     pub(crate) fn unlock(self) {
         match self {
             Pair::One(g) => drop(g),
-            Pair::Two { from, to } => {
-                drop(from);
-                drop(to);
-            }
+            Pair::Two { from, to } => L::unlock_pair(from, to),
         }
     }
 }
@@ -262,6 +262,15 @@ pub(crate) trait Locked {
     fn retarget(&mut self);
     /// A wake that took nobody, with [`Look::Lock`]'s `decay`: see whether the bucket may relax.
     fn decay(&mut self);
+    /// Unlock the two buckets of a [`Pair::Two`]: as dropping `from`, then `to`.
+    #[inline(always)]
+    fn unlock_pair(from: Self, to: Self)
+    where
+        Self: Sized,
+    {
+        drop(from);
+        drop(to);
+    }
 }
 
 /// The value of a result that cannot be an error (a table whose error is `Infallible`).

@@ -58,6 +58,17 @@
 //! swaps. The count is read-mostly: written only by lockers about to sleep, which have spun
 //! for microseconds already; while any is registered, every bucket's unlock swaps.
 //!
+//!
+//! ## Two quiet unlocks
+//!
+//! A requeue holds two bucket locks and releases both ([`RawLock::unlock_two`]): one look at
+//! the count before both stores, one after both. The argument holds for each lock as it stands:
+//! the first look only chooses the quiet way (the look that decides is the second), and the
+//! second comes after each lock's store in program order, the other store between them changing
+//! nothing of where a locker's barrier can land. A count found then wakes one sleeper of each
+//! lock; a sleeper woken with its mark intact only marks again and sleeps, as after any
+//! spurious wake. Two quiet unlocks in a row would take the same looks twice: one pair fewer.
+//!
 //! [`known_fence_free`]: crate::membarrier::known_fence_free
 
 use crate::membarrier;
@@ -276,6 +287,35 @@ impl RawLock {
         }
     }
 
+    /// Unlock `a`, then `b` (both held by the caller: a requeue's two buckets), as two
+    /// [`RawLock::unlock`]s would, with one look before the stores and one after them when
+    /// both are quiet (module docs, "Two quiet unlocks"). `a` and `b` are different locks.
+    #[inline(always)]
+    pub(crate) fn unlock_two(a: &RawLock, b: &RawLock) {
+        if quiet_unlocks() && membarrier::known_fence_free() && SLEEPERS.load(Ordering::Relaxed) == 0 {
+            // Release, Release: as `unlock`'s (and modelled as swaps under loom, as there).
+            #[cfg(not(ufutex_loom))]
+            {
+                a.state.store(UNLOCKED, Ordering::Release);
+                b.state.store(UNLOCKED, Ordering::Release);
+            }
+            #[cfg(ufutex_loom)]
+            {
+                a.state.swap(UNLOCKED, Ordering::Release);
+                b.state.swap(UNLOCKED, Ordering::Release);
+            }
+            membarrier::fence_free_point();
+            if SLEEPERS.load(Ordering::Relaxed) != 0 {
+                a.wake_erased();
+                b.wake_erased();
+            }
+            return;
+        }
+        std::hint::cold_path();
+        a.unlock();
+        b.unlock();
+    }
+
     /// In a forked child, which has one thread: free, whoever held it or slept on it in the
     /// parent (`fork.rs`).
     #[cfg_attr(ufutex_loom, allow(dead_code))] // fork.rs is not built under loom
@@ -438,6 +478,52 @@ mod loom_tests {
         lockers(3, true, super::HAND_OFF_AFTER);
     }
 
+    /// A requeuer's two locks released together ([`RawLock::unlock_two`]), quiet: it takes `a`
+    /// and then `b` and releases both at once, while one locker takes `a` alone and another `b`
+    /// alone (each released as usual), so that a sleeper of either lock can have its mark
+    /// erased by either store. Every section ran, one at a time per lock, both locks are free
+    /// at the end, and nobody was left asleep. Without the look after the two stores, loom
+    /// finds the stranded sleeper.
+    #[test]
+    fn two_quiet_unlocks_never_strand_a_sleeper() {
+        use std::sync::atomic::Ordering::Relaxed;
+        super::MODEL_QUIET.store(true, Relaxed);
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(model.preemption_bound.map_or(3, |b| b.max(3)));
+        model.check(|| {
+            let locks = Arc::new([RawLock::new(), RawLock::new()]);
+            let ran = Arc::new([UnsafeCell::new(0u32), UnsafeCell::new(0u32)]);
+            let alone = |i: usize, locks: &[RawLock; 2], ran: &[UnsafeCell<u32>; 2]| {
+                locks[i].lock();
+                // SAFETY: lock `i` is held: no other section of `ran[i]` runs.
+                ran[i].with_mut(|r| unsafe { *r += 1 });
+                locks[i].unlock();
+            };
+            let others: Vec<_> = (0..2)
+                .map(|i| {
+                    let (locks, ran) = (locks.clone(), ran.clone());
+                    loom::thread::spawn(move || alone(i, &locks, &ran))
+                })
+                .collect();
+            locks[0].lock();
+            locks[1].lock();
+            for r in ran.iter() {
+                // SAFETY: both locks are held.
+                r.with_mut(|r| unsafe { *r += 1 });
+            }
+            RawLock::unlock_two(&locks[0], &locks[1]);
+            for t in others {
+                t.join().unwrap();
+            }
+            for (lock, r) in locks.iter().zip(ran.iter()) {
+                // SAFETY: every other thread has been joined.
+                assert_eq!(r.with(|r| unsafe { *r }), 2);
+                assert_eq!(lock.state.load(loom::sync::atomic::Ordering::Relaxed), super::UNLOCKED);
+            }
+        });
+        super::MODEL_QUIET.store(false, Relaxed);
+    }
+
     /// Every sleeping locker asks for a hand-over at once, so that loom reaches requests,
     /// withdrawals (a mark of 2 over a 3) and hand-overs with one sleep each: the lock is
     /// always taken, by one locker at a time, and never left handed over to nobody. With
@@ -469,11 +555,11 @@ mod tests {
     // SAFETY: `count` is only touched with `lock` held.
     unsafe impl Sync for Guarded {}
 
-    /// Four threads on two CPUs (or however many there are) take two locks in turn; every 16th
-    /// section holds its lock for ~50 µs, far past a locker's spin, so the others
-    /// register and sleep while quiet unlocks go on around them (`membarrier` decided first,
-    /// so that the unlocks may be quiet). Every increment is counted (mutual exclusion), and no
-    /// thread is left asleep (the test ends).
+    /// Four threads on two CPUs (or however many there are) take two locks in turn, and every
+    /// 4th round both, released together (`unlock_two`); every 16th section holds its lock for
+    /// ~50 µs, far past a locker's spin, so the others register and sleep while quiet unlocks
+    /// go on around them (`membarrier` decided first, so that the unlocks may be quiet). Every
+    /// increment is counted (mutual exclusion), and no thread is left asleep (the test ends).
     #[test]
     fn sleepers_and_quiet_unlocks_lose_nothing() {
         let quiet = crate::membarrier::fence_free();
@@ -485,6 +571,17 @@ mod tests {
                 let locks = &locks;
                 s.spawn(move || {
                     for i in 0..ROUNDS {
+                        if i % 4 == 3 {
+                            // Both, in the one order, released together (a requeue's unlock).
+                            locks[0].lock.lock();
+                            locks[1].lock.lock();
+                            for g in locks {
+                                // SAFETY: both locks are held.
+                                unsafe { *g.count.get() += 1 };
+                            }
+                            RawLock::unlock_two(&locks[0].lock, &locks[1].lock);
+                            continue;
+                        }
                         let g = &locks[((i + t) % 2) as usize];
                         g.lock.lock();
                         // SAFETY: the lock is held.
@@ -502,6 +599,6 @@ mod tests {
         });
         // SAFETY: every thread has been joined.
         let total: u64 = locks.iter().map(|g| unsafe { *g.count.get() }).sum();
-        assert_eq!(total, THREADS * ROUNDS, "quiet unlocks possible: {quiet}");
+        assert_eq!(total, THREADS * (ROUNDS + ROUNDS / 4), "quiet unlocks possible: {quiet}");
     }
 }

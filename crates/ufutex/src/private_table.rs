@@ -115,6 +115,11 @@ impl Locked for PrivateLocked<'_> {
             self.g.bucket().fence().decay();
         }
     }
+
+    #[inline(always)] // into `Pair::unlock`
+    fn unlock_pair(from: Self, to: Self) {
+        BucketGuard::unlock_both(from.g, to.g);
+    }
 }
 
 impl Tables {
@@ -226,8 +231,7 @@ impl WaitTable for Tables {
         }
     }
 
-    #[inline]
-    #[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
+    #[inline(always)] // the check in its caller, which makes no call for it; a deferral out of line
     fn defer_wake(&self, key: &Key, n: usize, mask: u64) -> bool {
         let busy = crate::reentry::busy();
         if busy {

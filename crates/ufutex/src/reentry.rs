@@ -291,6 +291,18 @@ mod hot {
             due != 0
         }
 
+        /// [`dec_held_due`] by two.
+        #[inline(always)]
+        pub(crate) fn sub2_held_due() -> bool {
+            let mut due: u32 = 0;
+            // SAFETY: as in `dec_held_due`.
+            unsafe {
+                asm!("sub dword ptr fs:[{off}], 2", "jnz 2f", "movzx {due:e}, byte ptr fs:[{off} + 4]", "2:",
+                     off = in(reg) off(), due = inout(reg) due, options(nostack));
+            }
+            due != 0
+        }
+
         #[inline(always)]
         pub(crate) fn held() -> u32 {
             let v: u32;
@@ -373,6 +385,13 @@ mod hot {
             })
         }
 
+        pub(crate) fn sub2_held_due() -> bool {
+            fenced(|h| {
+                h.held.set(h.held.get() - 2);
+                h.held.get() == 0 && h.flags[4].get()
+            })
+        }
+
         pub(crate) fn held() -> u32 {
             fenced(|h| h.held.get())
         }
@@ -390,7 +409,7 @@ mod hot {
         }
     }
 
-    pub(super) use imp::{dec_held_due, held, inc_held, set_held};
+    pub(super) use imp::{dec_held_due, held, inc_held, set_held, sub2_held_due};
 
     /// Set after a push to the deferred wakes, cleared by `drain` before it pops: what an
     /// unlock that brings `held` to 0 looks at.
@@ -452,6 +471,14 @@ pub(crate) fn locking() {
 #[inline(always)]
 pub(crate) fn unlocked() {
     if hot::dec_held_due() {
+        drain();
+    }
+}
+
+/// [`unlocked`] for two bucket locks released one after the other (`BucketGuard::unlock_both`).
+#[inline(always)]
+pub(crate) fn unlocked_two() {
+    if hot::sub2_held_due() {
         drain();
     }
 }

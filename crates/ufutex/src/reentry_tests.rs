@@ -56,6 +56,40 @@ mod tests {
         assert_eq!(t.queued_waiters(), 0);
     }
 
+    /// A requeue's two buckets are released together (`BucketGuard::unlock_both`), the count of
+    /// held locks going down by two: a wake deferred while both were held is made then.
+    #[test]
+    fn a_wake_deferred_while_a_requeue_holds_two_buckets_is_made_at_their_unlock() {
+        use crate::engine::Pair;
+        let t = tables();
+        let words: Vec<AtomicU32> = (0..64).map(|_| AtomicU32::new(0)).collect();
+        let w = &words[0];
+        let two_buckets = |o: &AtomicU32| {
+            let pair = t.lock_pair(&key(w), &key(o)).expect("private tables do not fail");
+            let two = matches!(pair, Pair::Two { .. });
+            pair.unlock();
+            two
+        };
+        let other = words[1..].iter().find(|o| two_buckets(o)).expect("a word in the other bucket");
+        assert!(!busy());
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| wait_word(&t, word_of(w), 0, !0, None, Pays::Waiter));
+            await_queued(&t, 1);
+            w.store(1, Ordering::SeqCst);
+            let pair = t.lock_pair(&key(w), &key(other)).expect("private tables do not fail");
+            assert!(matches!(pair, Pair::Two { .. }));
+            assert!(busy());
+            let r = wake_private(&t, key(w), 1, !0, Report::Count, Pays::Waiter);
+            assert_eq!(r.count, 0, "deferred");
+            assert_eq!(t.deferrals(), 1);
+            pair.unlock();
+            assert!(!busy());
+            assert_eq!(t.deferrals(), 0, "made at the unlock of both");
+            assert_eq!(waiter.join().unwrap(), Ok(()));
+        });
+        assert_eq!(t.queued_waiters(), 0);
+    }
+
     #[test]
     fn deferred_wakes_past_the_inline_slots_go_to_pages_and_all_are_made() {
         let t = tables();

@@ -168,6 +168,22 @@ impl<'a> BucketGuard<'a> {
     }
 }
 
+impl BucketGuard<'_> {
+    /// Unlock two different buckets: as dropping `a`, then `b`, with the two locks released
+    /// together (`RawLock::unlock_two`), and the thread's count of held locks taken down by two
+    /// at once after both, rather than by one after each. A signal handler that runs between
+    /// the two unlocks finds the thread busy either way (the count is 2 rather than 1) and
+    /// defers its wake alike (`reentry.rs`); the deferred wakes are made when the count reaches
+    /// 0, as they would be.
+    #[inline(always)]
+    pub(crate) fn unlock_both(a: Self, b: Self) {
+        let (a, b) = (std::mem::ManuallyDrop::new(a), std::mem::ManuallyDrop::new(b));
+        debug_assert!(!std::ptr::eq(a.bucket, b.bucket));
+        RawLock::unlock_two(&a.bucket.lock, &b.bucket.lock);
+        crate::reentry::unlocked_two();
+    }
+}
+
 impl Drop for BucketGuard<'_> {
     #[inline(always)] // an unlock: a swap and a test, in the caller
     fn drop(&mut self) {

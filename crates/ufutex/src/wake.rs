@@ -124,6 +124,8 @@ fn after_look<T: WaitTable>(
 /// Leave a wake on a domain's `tables` for this thread to make when it leaves its critical
 /// section (`reentry.rs`: the call comes from a signal handler that interrupted it). The
 /// tables' count of deferred wakes keeps them alive until it is made.
+#[cold]
+#[inline(never)]
 pub(crate) fn defer_private(tables: &Tables, key: Key, n: usize, mask: u64) {
     tables.deferral_made();
     crate::reentry::defer(run_private, std::ptr::from_ref(tables).cast(), key, n, mask);
