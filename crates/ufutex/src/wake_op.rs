@@ -49,7 +49,7 @@ pub(crate) fn wake_op_locked<T: WaitTable, E>(
             Pair::Two { to, .. } => take(to, nr2, &mut woken).map_err(Failed::Table)?,
         }
     }
-    drop(pair);
+    pair.unlock();
     Ok(woken.wake_all())
 }
 
