@@ -279,26 +279,15 @@ mod hot {
             unsafe { asm!("inc dword ptr fs:[{off}]", off = in(reg) off(), options(nostack)) };
         }
 
-        /// Count down; whether `held` reached 0 with `any` set (the drain is due).
+        /// Count down by `N` (the locks just released); whether `held` reached 0 with `any` set
+        /// (the drain is due).
         #[inline(always)]
-        pub(crate) fn dec_held_due() -> bool {
+        pub(crate) fn sub_held_due<const N: u32>() -> bool {
             let mut due: u32 = 0;
             // SAFETY: as in `inc_held`; reads byte 4 (`any`) too, only when the count reached 0.
             unsafe {
-                asm!("dec dword ptr fs:[{off}]", "jnz 2f", "movzx {due:e}, byte ptr fs:[{off} + 4]", "2:",
-                     off = in(reg) off(), due = inout(reg) due, options(nostack));
-            }
-            due != 0
-        }
-
-        /// [`dec_held_due`] by two.
-        #[inline(always)]
-        pub(crate) fn sub2_held_due() -> bool {
-            let mut due: u32 = 0;
-            // SAFETY: as in `dec_held_due`.
-            unsafe {
-                asm!("sub dword ptr fs:[{off}], 2", "jnz 2f", "movzx {due:e}, byte ptr fs:[{off} + 4]", "2:",
-                     off = in(reg) off(), due = inout(reg) due, options(nostack));
+                asm!("sub dword ptr fs:[{off}], {n}", "jnz 2f", "movzx {due:e}, byte ptr fs:[{off} + 4]", "2:",
+                     off = in(reg) off(), n = const N, due = inout(reg) due, options(nostack));
             }
             due != 0
         }
@@ -378,16 +367,9 @@ mod hot {
             fenced(|h| h.held.set(h.held.get() + 1));
         }
 
-        pub(crate) fn dec_held_due() -> bool {
+        pub(crate) fn sub_held_due<const N: u32>() -> bool {
             fenced(|h| {
-                h.held.set(h.held.get() - 1);
-                h.held.get() == 0 && h.flags[4].get()
-            })
-        }
-
-        pub(crate) fn sub2_held_due() -> bool {
-            fenced(|h| {
-                h.held.set(h.held.get() - 2);
+                h.held.set(h.held.get() - N);
                 h.held.get() == 0 && h.flags[4].get()
             })
         }
@@ -409,7 +391,7 @@ mod hot {
         }
     }
 
-    pub(super) use imp::{dec_held_due, held, inc_held, set_held, sub2_held_due};
+    pub(super) use imp::{held, inc_held, set_held, sub_held_due};
 
     /// Set after a push to the deferred wakes, cleared by `drain` before it pops: what an
     /// unlock that brings `held` to 0 looks at.
@@ -470,7 +452,7 @@ pub(crate) fn locking() {
 /// one runs the wakes that handlers deferred.
 #[inline(always)]
 pub(crate) fn unlocked() {
-    if hot::dec_held_due() {
+    if hot::sub_held_due::<1>() {
         drain();
     }
 }
@@ -478,7 +460,7 @@ pub(crate) fn unlocked() {
 /// [`unlocked`] for two bucket locks released one after the other (`BucketGuard::unlock_both`).
 #[inline(always)]
 pub(crate) fn unlocked_two() {
-    if hot::sub2_held_due() {
+    if hot::sub_held_due::<2>() {
         drain();
     }
 }
