@@ -132,6 +132,14 @@ fn quiet_unlocks() -> bool {
 #[cfg(ufutex_loom)]
 static MODEL_QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// An unlock's first look (module docs, "The quiet unlock"): whether it may store quietly, as no
+/// locker is registered to sleep. Relaxed: the look that decides is the one after the store,
+/// ordered by the barrier.
+#[inline(always)]
+fn may_be_quiet() -> bool {
+    quiet_unlocks() && membarrier::known_fence_free() && SLEEPERS.load(Ordering::Relaxed) == 0
+}
+
 /// Lockers registered to sleep on any bucket lock (module docs: "The quiet unlock"). On a
 /// line of its own: a locker that sleeps writes it, and every call reads the hot statics
 /// beside it (`hot_code.rs`).
@@ -253,17 +261,8 @@ impl RawLock {
 
     #[inline]
     pub(crate) fn unlock(&self) {
-        // Relaxed: the look that decides is the one after the store, ordered by the barrier.
-        if quiet_unlocks() && membarrier::known_fence_free() && SLEEPERS.load(Ordering::Relaxed) == 0 {
-            // Release: publish the critical section to the next owner.
-            #[cfg(not(ufutex_loom))]
-            self.state.store(UNLOCKED, Ordering::Release);
-            // Loom 0.7 orders a plain store only after the stores its thread has seen, so a
-            // locker's swap could still read the 2 that this store overwrote, which no C11 order
-            // allows (an RMW reads the last value): modelled as a swap that ignores what it read,
-            // as `sync`'s quiet unlock is (`raw_mutex.rs`).
-            #[cfg(ufutex_loom)]
-            self.state.swap(UNLOCKED, Ordering::Release);
+        if may_be_quiet() {
+            self.store_unlocked();
             membarrier::fence_free_point();
             if SLEEPERS.load(Ordering::Relaxed) != 0 {
                 self.wake_erased();
@@ -292,18 +291,9 @@ impl RawLock {
     /// both are quiet (module docs, "Two quiet unlocks"). `a` and `b` are different locks.
     #[inline(always)]
     pub(crate) fn unlock_two(a: &RawLock, b: &RawLock) {
-        if quiet_unlocks() && membarrier::known_fence_free() && SLEEPERS.load(Ordering::Relaxed) == 0 {
-            // Release, Release: as `unlock`'s (and modelled as swaps under loom, as there).
-            #[cfg(not(ufutex_loom))]
-            {
-                a.state.store(UNLOCKED, Ordering::Release);
-                b.state.store(UNLOCKED, Ordering::Release);
-            }
-            #[cfg(ufutex_loom)]
-            {
-                a.state.swap(UNLOCKED, Ordering::Release);
-                b.state.swap(UNLOCKED, Ordering::Release);
-            }
+        if may_be_quiet() {
+            a.store_unlocked();
+            b.store_unlocked();
             membarrier::fence_free_point();
             if SLEEPERS.load(Ordering::Relaxed) != 0 {
                 a.wake_erased();
@@ -314,6 +304,19 @@ impl RawLock {
         std::hint::cold_path();
         a.unlock();
         b.unlock();
+    }
+
+    /// A quiet unlock's store. Release: publish the critical section to the next owner.
+    #[inline(always)]
+    fn store_unlocked(&self) {
+        #[cfg(not(ufutex_loom))]
+        self.state.store(UNLOCKED, Ordering::Release);
+        // Loom 0.7 orders a plain store only after the stores its thread has seen, so a
+        // locker's swap could still read the 2 that this store overwrote, which no C11 order
+        // allows (an RMW reads the last value): modelled as a swap that ignores what it read,
+        // as `sync`'s quiet unlock is (`raw_mutex.rs`).
+        #[cfg(ufutex_loom)]
+        self.state.swap(UNLOCKED, Ordering::Release);
     }
 
     /// In a forked child, which has one thread: free, whoever held it or slept on it in the

@@ -166,9 +166,7 @@ impl<'a> BucketGuard<'a> {
     pub(crate) fn waiters(&self) -> &AtomicU32 {
         &self.bucket.waiters
     }
-}
 
-impl BucketGuard<'_> {
     /// Unlock two different buckets: as dropping `a`, then `b`, with the two locks released
     /// together (`RawLock::unlock_two`), and the thread's count of held locks taken down by two
     /// at once after both, rather than by one after each. A signal handler that runs between
