@@ -219,6 +219,12 @@ impl ReadPages {
         !(BLOCK - size.bytes())
     }
 
+    /// Whether a block is known readable: [`ReadPages::known_block`] is then a block's base.
+    #[inline(always)]
+    pub(crate) fn knows_block(&self) -> bool {
+        self.block != Self::NONE
+    }
+
     /// The base of the block known readable, or a value that no [`ReadPages::mask`] gives for
     /// any address (bit 11 set) when none is: an address `addr` with
     /// `addr & ReadPages::mask(size) == known_block()` is aligned to `size` and readable while

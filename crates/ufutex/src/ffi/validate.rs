@@ -377,15 +377,24 @@ pub(crate) fn plain_waitv_compare(ptr: usize, n: usize, words: &mut ReadPages) -
 /// and `__reserved` not exactly `plain`, or its word not in `block` (the mask that tells also
 /// tells a misaligned word) or not holding its value; `end` if there is none.
 ///
-/// On x86-64 a loop of its own, on a 64-byte line of its own: 13 instructions an entry and one
-/// taken branch. The compiler's loop was 15 and one or two no-ops, on lines wherever the build
-/// put it: 128 entries failing on the last took 78–100 ns, and now 58–66, beside 54–69 for the
-/// Rust path's scan (BENCHMARKS.md, fifty-seventh session). Elsewhere it passes over nothing,
-/// and the entries are taken one by one.
+/// On x86-64 a loop of its own, on a 64-byte line of its own, two entries a turn: 21
+/// instructions a turn, and one taken branch. The block's test is `(address ^ block)
+/// & mask == 0`, the same test as [`ReadPages::cached`]'s `address & mask == block` for a block
+/// base (its low 12 bits 0, which the mask keeps none of but the size's), and it leaves the
+/// word's offset in the block for the load (`[offset + block]`): one instruction fewer an entry
+/// than a copy of the address masked and compared. The compiler's loop was 15 instructions an
+/// entry and one or two no-ops, on lines wherever the build put it: 128 entries failing on the
+/// last took 78–100 ns, then 58–66 with this loop one entry a turn at 13 instructions, beside
+/// 54–69 for the Rust path's scan (BENCHMARKS.md, fifty-seventh session). Two a turn, with the
+/// test on the offset, for the host's slow spells, when a loop runs at the rate of its
+/// instructions: ~180 against ~118 ns for the Rust path there (BENCHMARKS.md, eighty-sixth
+/// session). Elsewhere it passes over nothing, and the entries are taken one by one.
 ///
 /// # Safety
 /// Every entry of `[at, end)` (24 bytes each, `end - at` a multiple of 24) is 8-aligned and
-/// readable for the call; `block` is [`ReadPages::known_block`] of the reads of this call.
+/// readable for the call; `block` is [`ReadPages::known_block`] of the reads of this call, and
+/// a block's base ([`ReadPages::knows_block`]): with none known, the test above would take a
+/// word of the NULL block for one known readable.
 #[inline(always)]
 unsafe fn scan_common<const CODE: u32>(at: usize, end: usize, plain: u64, block: usize) -> usize {
     #[cfg(all(target_arch = "x86_64", not(ufutex_loom)))]
@@ -394,38 +403,72 @@ unsafe fn scan_common<const CODE: u32>(at: usize, end: usize, plain: u64, block:
         macro_rules! scan {
             ($load:literal) => {{
                 let mut at = at;
-                // SAFETY: the loads of entries are of `[at, end)` (the caller's); the load of a
-                // word is made only once its address passed the block's mask: aligned to its size
-                // in a block that read without a fault and stays mapped for the call
-                // (`ReadPages::cached`'s argument, the caller's). Read-only, no stack.
+                // SAFETY: the loads of entries are of `[at, end)` (the caller's: the pair's only
+                // once `at + 48 <= end`, the last one's only once `at != end`); the load of a word
+                // is made only once its address passed the block's test, `(address ^ block) & mask
+                // == 0` with `block` a block's base (the caller's): the address is then aligned to
+                // its size in that block, which read without a fault and stays mapped for the call
+                // (`ReadPages::cached`'s argument), and `{a} + {block}` is that address (`{a}`
+                // holds its offset in the block). Read-only, no stack.
                 unsafe {
                     std::arch::asm!(
                         "jmp 3f",
                         ".p2align 6",
                         "2:",
-                        "add {at}, {entry}",
+                        "add {at}, {pair}",
                         "3:",
+                        // Two entries left at least: `at <= end - 48` (`last`).
+                        "cmp {at}, {last}",
+                        "ja 5f",
+                        "cmp qword ptr [{at} + {flags}], {plain}",
+                        "jne 4f",
+                        "mov {a}, qword ptr [{at} + {uaddr}]",
+                        "xor {a}, {block}",
+                        "test {a}, {mask}",
+                        "jne 4f",
+                        $load,
+                        "cmp {t}, qword ptr [{at} + {val}]",
+                        "jne 4f",
+                        "cmp qword ptr [{at} + {entry} + {flags}], {plain}",
+                        "jne 6f",
+                        "mov {a}, qword ptr [{at} + {entry} + {uaddr}]",
+                        "xor {a}, {block}",
+                        "test {a}, {mask}",
+                        "jne 6f",
+                        $load,
+                        "cmp {t}, qword ptr [{at} + {entry} + {val}]",
+                        "je 2b",
+                        // The second entry is the one.
+                        "6:",
+                        "add {at}, {entry}",
+                        "jmp 4f",
+                        // One entry left, or none.
+                        "5:",
                         "cmp {at}, {end}",
                         "je 4f",
                         "cmp qword ptr [{at} + {flags}], {plain}",
                         "jne 4f",
                         "mov {a}, qword ptr [{at} + {uaddr}]",
-                        "mov {t}, {a}",
-                        "and {t}, {mask}",
-                        "cmp {t}, {block}",
+                        "xor {a}, {block}",
+                        "test {a}, {mask}",
                         "jne 4f",
                         $load,
                         "cmp {t}, qword ptr [{at} + {val}]",
-                        "je 2b",
+                        "jne 4f",
+                        "add {at}, {entry}",
                         "4:",
                         at = inout(reg) at,
                         end = in(reg) end,
+                        // No underflow: a 24-byte entry lies in `[at, end)`, or `at == end`, and
+                        // then `last` below `at` sends the loop to its end alike.
+                        last = in(reg) end.saturating_sub(2 * ENTRY),
                         plain = in(reg) plain,
                         mask = in(reg) mask,
                         block = in(reg) block,
                         a = out(reg) _,
                         t = out(reg) _,
                         entry = const ENTRY,
+                        pair = const 2 * ENTRY,
                         flags = const std::mem::offset_of!(UfutexWaitv, flags),
                         uaddr = const std::mem::offset_of!(UfutexWaitv, uaddr),
                         val = const std::mem::offset_of!(UfutexWaitv, val),
@@ -436,10 +479,10 @@ unsafe fn scan_common<const CODE: u32>(at: usize, end: usize, plain: u64, block:
             }};
         }
         match CODE {
-            0 => scan!("movzx {t:e}, byte ptr [{a}]"),
-            1 => scan!("movzx {t:e}, word ptr [{a}]"),
-            2 => scan!("mov {t:e}, dword ptr [{a}]"),
-            _ => scan!("mov {t}, qword ptr [{a}]"),
+            0 => scan!("movzx {t:e}, byte ptr [{a} + {block}]"),
+            1 => scan!("movzx {t:e}, word ptr [{a} + {block}]"),
+            2 => scan!("mov {t:e}, dword ptr [{a} + {block}]"),
+            _ => scan!("mov {t}, qword ptr [{a} + {block}]"),
         }
     }
     #[cfg(not(all(target_arch = "x86_64", not(ufutex_loom))))]
@@ -474,8 +517,10 @@ fn plain_entries<const CODE: u32, const SCAN: bool>(
     let entry_at = |at: usize| unsafe { load_entry(at) };
     let mut at = ptr;
     let failed = loop {
-        if SCAN {
-            // SAFETY: as `entry_at`'s, for every entry of `[at, end)`; the block is `words`'s.
+        // (None known before the first word read: the first entry is then taken below.)
+        if SCAN && words.knows_block() {
+            // SAFETY: as `entry_at`'s, for every entry of `[at, end)`; the block is `words`'s,
+            // and a block's base.
             at = unsafe { scan_common::<CODE>(at, end, plain, words.known_block()) };
         }
         if at == end {
@@ -905,6 +950,61 @@ mod tests {
         set(1, 0);
         let hit = [UfutexWaitv { val: 5, ..miss }];
         assert!(!one_plain_mismatch_timed(hit.as_ptr() as usize, ts, mono), "a match");
+    }
+
+    /// `scan_common` stops exactly at the first entry that is not common (as its contract says,
+    /// so that the entry-by-entry pass after it takes no common entry again): for every length
+    /// up to 9 (pairs and a last entry alone), the entry changed at every position, and at the
+    /// end of an array of common entries. Only where the scan exists (x86-64).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_scan_stops_at_the_first_uncommon_entry() {
+        let [page, _, _] = super::super::fault::pages_around_a_hole();
+        for code in 0..4u32 {
+            let size = Size::from_code(code);
+            // Each word on a line of its own in `page`, holding 0.
+            let at = |i: usize| page + 64 * i + 8;
+            let common = |i: usize| UfutexWaitv { val: 0, uaddr: at(i) as u64, flags: 0x80 | code, reserved: 0 };
+            // SAFETY: the page stays mapped (leaked) while `words` lives.
+            let mut words = unsafe { ReadPages::new() };
+            assert_eq!(words.read(at(0), size), Ok(0));
+            let (plain, block) = (u64::from(0x80 | code), words.known_block());
+            let scan = |es: &[UfutexWaitv]| -> usize {
+                let (start, end) = (es.as_ptr() as usize, es.as_ptr() as usize + es.len() * ENTRY);
+                // SAFETY: `[start, end)` is `es`'s entries, 8-aligned and live; `block` is a base
+                // that `words` read, and `page` stays mapped (leaked).
+                let stop = unsafe {
+                    match code {
+                        0 => scan_common::<0>(start, end, plain, block),
+                        1 => scan_common::<1>(start, end, plain, block),
+                        2 => scan_common::<2>(start, end, plain, block),
+                        _ => scan_common::<3>(start, end, plain, block),
+                    }
+                };
+                (stop - start) / ENTRY
+            };
+            assert_eq!(scan(&[]), 0, "{size:?}: no entry");
+            for n in 1..=9 {
+                let all: Vec<UfutexWaitv> = (0..n).map(common).collect();
+                assert_eq!(scan(&all), n, "{size:?}: {n} common entries");
+                for k in 0..n {
+                    for (what, e) in [
+                        ("a mismatch", UfutexWaitv { val: 1, ..common(k) }),
+                        ("another block", UfutexWaitv { uaddr: (page + 4096 * 8) as u64, ..common(k) }),
+                        ("misaligned", UfutexWaitv { uaddr: at(k) as u64 + 1, ..common(k) }),
+                        ("NULL", UfutexWaitv { uaddr: 0, ..common(k) }),
+                        ("reserved", UfutexWaitv { reserved: 1, ..common(k) }),
+                    ] {
+                        if size == Size::U8 && what == "misaligned" {
+                            continue; // every address is aligned for a byte
+                        }
+                        let mut es = all.clone();
+                        es[k] = e;
+                        assert_eq!(scan(&es), k, "{size:?}: {what} at {k} of {n}");
+                    }
+                }
+            }
+        }
     }
 
     /// The first pass (`plain_waitv_compare`, which passes over the common entries with
