@@ -400,6 +400,24 @@ unsafe fn scan_common<const CODE: u32>(at: usize, end: usize, plain: u64, block:
     #[cfg(all(target_arch = "x86_64", not(ufutex_loom)))]
     {
         let mask = ReadPages::mask(Size::from_code(CODE));
+        // One entry's test, the entry at `{at}` plus `$off`: to `$out` if it is not plain or its
+        // word is not in the block, then its word loaded (`$load`) and compared with its value
+        // (the flags for the caller's branch). Kept as written: one line an instruction.
+        #[rustfmt::skip]
+        macro_rules! entry {
+            ($off:literal, $out:literal, $load:literal) => {
+                concat!(
+                    "cmp qword ptr [{at} + ", $off, "{flags}], {plain}\n",
+                    "jne ", $out, "\n",
+                    "mov {a}, qword ptr [{at} + ", $off, "{uaddr}]\n",
+                    "xor {a}, {block}\n",
+                    "test {a}, {mask}\n",
+                    "jne ", $out, "\n",
+                    $load, "\n",
+                    "cmp {t}, qword ptr [{at} + ", $off, "{val}]",
+                )
+            };
+        }
         macro_rules! scan {
             ($load:literal) => {{
                 let mut at = at;
@@ -420,23 +438,9 @@ unsafe fn scan_common<const CODE: u32>(at: usize, end: usize, plain: u64, block:
                         // Two entries left at least: `at <= end - 48` (`last`).
                         "cmp {at}, {last}",
                         "ja 5f",
-                        "cmp qword ptr [{at} + {flags}], {plain}",
+                        entry!("", "4f", $load),
                         "jne 4f",
-                        "mov {a}, qword ptr [{at} + {uaddr}]",
-                        "xor {a}, {block}",
-                        "test {a}, {mask}",
-                        "jne 4f",
-                        $load,
-                        "cmp {t}, qword ptr [{at} + {val}]",
-                        "jne 4f",
-                        "cmp qword ptr [{at} + {entry} + {flags}], {plain}",
-                        "jne 6f",
-                        "mov {a}, qword ptr [{at} + {entry} + {uaddr}]",
-                        "xor {a}, {block}",
-                        "test {a}, {mask}",
-                        "jne 6f",
-                        $load,
-                        "cmp {t}, qword ptr [{at} + {entry} + {val}]",
+                        entry!("{entry} + ", "6f", $load),
                         "je 2b",
                         // The second entry is the one.
                         "6:",
@@ -446,14 +450,7 @@ unsafe fn scan_common<const CODE: u32>(at: usize, end: usize, plain: u64, block:
                         "5:",
                         "cmp {at}, {end}",
                         "je 4f",
-                        "cmp qword ptr [{at} + {flags}], {plain}",
-                        "jne 4f",
-                        "mov {a}, qword ptr [{at} + {uaddr}]",
-                        "xor {a}, {block}",
-                        "test {a}, {mask}",
-                        "jne 4f",
-                        $load,
-                        "cmp {t}, qword ptr [{at} + {val}]",
+                        entry!("", "4f", $load),
                         "jne 4f",
                         "add {at}, {entry}",
                         "4:",
