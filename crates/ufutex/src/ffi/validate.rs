@@ -379,8 +379,8 @@ pub(crate) fn plain_waitv_compare(ptr: usize, n: usize, words: &mut ReadPages) -
 ///
 /// On x86-64 a loop of its own, on a 64-byte line of its own, two entries a turn: 21
 /// instructions a turn, and one taken branch. The block's test is `(address ^ block)
-/// & mask == 0`, the same test as [`ReadPages::cached`]'s `address & mask == block` for a block
-/// base (its low 12 bits 0, which the mask keeps none of but the size's), and it leaves the
+/// & mask == 0`, the same test as [`ReadPages::cached`]'s `address & mask == block` for a
+/// block's base (its bits below 12 are 0, so `block & mask == block`), and it leaves the
 /// word's offset in the block for the load (`[offset + block]`): one instruction fewer an entry
 /// than a copy of the address masked and compared. The compiler's loop was 15 instructions an
 /// entry and one or two no-ops, on lines wherever the build put it: 128 entries failing on the
