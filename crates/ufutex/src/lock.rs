@@ -58,7 +58,6 @@
 //! swaps. The count is read-mostly: written only by lockers about to sleep, which have spun
 //! for microseconds already; while any is registered, every bucket's unlock swaps.
 //!
-//!
 //! ## Two quiet unlocks
 //!
 //! A requeue holds two bucket locks and releases both ([`RawLock::unlock_two`]): one look at
