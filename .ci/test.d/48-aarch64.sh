@@ -27,13 +27,14 @@
 #   with), which tells a waiter that left (EINTR) from a live waiter that a wake did not count.
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu"
-# qemu-user 7.2 allocates its translated blocks with glib's slice allocator, whose locks are not
-# reset in a forked child: a guest fork while another guest thread translates code left the
-# child asleep on such a lock for ever, in `g_slice_alloc` under `tcg_tb_insert` (a plain Rust
-# program that forks beside a busy thread, no ufutex in it, hung so once in ~14,000 forks; the
-# lib suite's `fork::tests::handlers_registered_twice_take_the_gate_once` once in CI:
-# BENCHMARKS.md, eighty-seventh session). With `always-malloc` glib takes glibc's malloc, which
-# glibc's fork leaves consistent in the child. (qemu passes it on to the guest, which ignores it.)
+# qemu-user 7.2 keeps its translated blocks in a glib tree, whose nodes come from glib's slice
+# allocator, whose locks nothing resets in a forked child: a guest fork while another guest
+# thread translated code left the child asleep on such a lock for ever, in `g_slice_alloc` under
+# `tcg_tb_insert` (a plain Rust program that forks beside a busy thread, no ufutex in it: 5 hung
+# children in ~28,000 forks; the lib suite's `fork::tests::handlers_registered_twice_take_the_gate_once`
+# once in CI: BENCHMARKS.md, eighty-seventh session). With `always-malloc` glib takes glibc's
+# malloc, which glibc's fork leaves consistent in the child (0 hung in 21,000 forks). (qemu
+# passes the variable on to the guest, which ignores it.)
 export G_SLICE=always-malloc
 # Each run has a time limit of 15 minutes (each takes under 2 here, build included): a test
 # that hangs under qemu then fails the step, instead of holding CI to its own limit (a child's
