@@ -6,6 +6,7 @@ use crate::error::WaitError;
 use crate::key::Key;
 use crate::membarrier::Pays;
 use crate::parker::{Park, ParkTimeout, Watch};
+use crate::primitive::AtomicU32;
 use crate::private_table::{await_unparks, register};
 use crate::table::Node;
 use crate::tables::Tables;
@@ -49,12 +50,20 @@ pub const WAITV_MAX: usize = 1024;
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct WaitEntry<'a> {
-    word: WordRef,
-    key: Key,
+    // 32 bytes, two entries a cache line: the scan of a long vector (`any_changed`) reads the
+    // address, the value and the size of each. (The word as a `WordRef` and the key beside it,
+    // which repeated the address, made 48.)
+    /// The word's address; with `size`, the word ([`WaitEntry::word`]).
+    addr: usize,
     expected: u64,
     mask: u64,
+    /// The node of the entry's key ([`Key::node`]; `NO_NODE`: the plain table).
+    node: u32,
+    size: Size,
     _borrow: PhantomData<&'a ()>,
 }
+
+const _: () = assert!(std::mem::size_of::<WaitEntry<'static>>() == 32);
 
 impl<'a> WaitEntry<'a> {
     /// Wait on `f` while it holds `expected`, woken by any mask.
@@ -68,14 +77,7 @@ impl<'a> WaitEntry<'a> {
     /// assert_eq!(waitv(&[WaitEntry::new(&w, 5)], timeout), Err(WaitError::TimedOut));
     /// ```
     pub fn new<F: Futex>(f: &'a F, expected: F::Value) -> Self {
-        let word = word_of(f);
-        WaitEntry {
-            word,
-            key: Key::private(word.addr()),
-            expected: F::value_bits(expected),
-            mask: MATCH_ANY,
-            _borrow: PhantomData,
-        }
+        WaitEntry::of(word_of(f), F::value_bits(expected), MATCH_ANY)
     }
 
     /// Only wakes whose mask shares a bit with `mask` count for this entry (a mask of 0 is never
@@ -103,36 +105,73 @@ impl<'a> WaitEntry<'a> {
 
     /// An entry from validated raw parts (the C ABI).
     pub(crate) fn from_raw(word: WordRef, expected: u64, mask: u64) -> WaitEntry<'static> {
-        WaitEntry { word, key: Key::private(word.addr()), expected, mask, _borrow: PhantomData }
+        WaitEntry::of(word, expected, mask)
+    }
+
+    /// An entry of `word` in the plain table.
+    fn of<'w>(word: WordRef, expected: u64, mask: u64) -> WaitEntry<'w> {
+        let (addr, size) = (word.addr(), word.size());
+        WaitEntry { addr, expected, mask, node: Key::private(addr).node(), size, _borrow: PhantomData }
+    }
+
+    /// The entry's word.
+    #[inline(always)]
+    fn word(&self) -> WordRef {
+        // SAFETY: the address and the size are those of a `WordRef` (`of`), unchanged since:
+        // `new`'s borrows its word for the entry's lifetime, and `from_raw`'s is one the C ABI
+        // validated for its call, which the entry does not outlive.
+        unsafe { WordRef::from_raw(self.addr, self.size) }
+    }
+
+    /// The entry's word as a 32-bit atomic, if it is one ([`WordRef::as_u32`]), borrowed with
+    /// the entry.
+    fn word_u32(&self) -> Option<&AtomicU32> {
+        // SAFETY: as `word`'s, the word is a live, aligned atomic of `size` while the entry is
+        // used; of 32 bits here (just compared).
+        (self.size == Size::U32).then(|| unsafe { &*(self.addr as *const AtomicU32) })
     }
 
     /// The word, the expected value and the mask (the process-shared operations).
     #[cfg_attr(ufutex_loom, allow(dead_code))]
     pub(crate) fn parts(&self) -> (WordRef, u64, u64) {
-        (self.word, self.expected, self.mask)
+        (self.word(), self.expected, self.mask)
     }
 
     /// Its word for the kernel to watch (see [`AlsoKernel`]), if 32-bit: a private futex.
     pub(crate) fn watch(&self) -> Option<Watch<'_>> {
-        Some(Watch { word: self.word.as_u32()?, val: self.expected as u32, shared: false })
+        Some(Watch { word: self.word_u32()?, val: self.expected as u32, shared: false })
     }
 
     /// Whether the word no longer holds the expected value (a wait on it would mismatch).
-    #[inline]
-    #[cfg_attr(ufutex_loom, allow(dead_code))] // the mixed waitv's (shared/, not built under loom)
+    #[inline(always)]
     pub(crate) fn changed(&self) -> bool {
-        self.word.load() != self.expected
+        self.word().load() != self.expected
     }
 
-    /// Whether any entry's word no longer holds its expected value. Each run of entries of one
-    /// size goes through a loop of its own that loads at that size: one taken branch an entry,
-    /// the loop's, where [`WordRef::load`]'s tests of the size per entry took two (128 entries
-    /// failing on the last, Rust path: ~110 → ~70 ns; BENCHMARKS.md, fifty-sixth session).
-    #[inline]
+    /// Whether any entry's word no longer holds its expected value.
+    ///
+    /// The first entry here, the others out of line ([`Self::any_changed_after`]): a waitv that
+    /// fails on its first entry, or has one, costs its front end no call (one entry: ~3.4 →
+    /// ~1.9 ns; BENCHMARKS.md, fifty-seventh session), and the loops for the rest, four sizes
+    /// of them, stay out of every front end.
+    #[inline(always)]
     pub(crate) fn any_changed(entries: &[WaitEntry<'_>]) -> bool {
+        match entries {
+            [] => false,
+            [first, rest @ ..] => first.changed() || (!rest.is_empty() && Self::any_changed_after(rest)),
+        }
+    }
+
+    /// [`Self::any_changed`] of the entries after the first. Each run of entries of one size goes
+    /// through a loop of its own that loads at that size ([`Self::changed_in_run`]), where
+    /// [`WordRef::load`]'s tests of the size per entry took a second branch an entry (128
+    /// entries failing on the last, Rust path: ~110 → ~70 ns; BENCHMARKS.md, fifty-sixth
+    /// session).
+    #[inline(never)]
+    fn any_changed_after(entries: &[WaitEntry<'_>]) -> bool {
         let mut rest = entries;
         while let Some(first) = rest.first() {
-            let (changed, run) = first.word.size().known(|size| Self::changed_in_run(rest, size));
+            let (changed, run) = first.size.known(|size| Self::changed_in_run(rest, size));
             if changed {
                 return true;
             }
@@ -143,13 +182,27 @@ impl<'a> WaitEntry<'a> {
 
     /// The leading run of `entries` whose words are of `size`: whether one of them changed, and
     /// how many entries were looked at (the run's length when none changed).
+    ///
+    /// Two entries a turn while both hold, then the one that ends the run (if any) told apart:
+    /// one taken branch for two entries, and no index kept in the loop (the C ABI's scan does
+    /// the same: `ffi/validate.rs`).
     #[inline(always)]
     fn changed_in_run(entries: &[WaitEntry<'_>], size: Size) -> (bool, usize) {
-        for (i, e) in entries.iter().enumerate() {
-            match e.word.load_if(size) {
-                Some(v) if v != e.expected => return (true, i),
-                Some(_) => {}
-                None => return (false, i),
+        // An entry the run passes over: of `size`, its word holding its value.
+        let holds = |e: &WaitEntry<'_>| e.word().load_if(size) == Some(e.expected);
+        let mut rest = entries;
+        while let [a, b, tail @ ..] = rest {
+            if !(holds(a) && holds(b)) {
+                break;
+            }
+            rest = tail;
+        }
+        // One by one from the pair that stopped (or the odd last entry), to the end if need be.
+        let passed = entries.len() - rest.len();
+        for (k, e) in rest.iter().enumerate() {
+            if !holds(e) {
+                // Of `size`: it changed; else the run ends before it.
+                return (e.size == size, passed + k);
             }
         }
         (false, entries.len())
@@ -158,12 +211,14 @@ impl<'a> WaitEntry<'a> {
     /// The entry's key (its node picks the table).
     #[cfg_attr(ufutex_loom, allow(dead_code))]
     pub(crate) fn key(&self) -> Key {
-        self.key
+        Key::private(self.addr).on_node(self.node)
     }
 
-    /// The same entry with its key given: the key's node picks the table (NUMA, `numa.rs`).
+    /// The same entry with its key given, a key of its word: the key's node picks the table
+    /// (NUMA, `numa.rs`).
     pub(crate) fn with_key(mut self, key: Key) -> Self {
-        self.key = key;
+        debug_assert_eq!(key.word, self.addr as u64, "a key of another word");
+        self.node = key.node();
         self
     }
 }
@@ -347,9 +402,9 @@ fn waitv_queued(
 fn wants<'n>(entries: &[WaitEntry<'_>], nodes: &'n [Node]) -> Result<Vec<Want<'n, Tables>>, WaitvError> {
     let wants = entries.iter().zip(nodes).map(|(e, node)| Want {
         waiter: node,
-        word: e.word,
+        word: e.word(),
         expected: e.expected,
-        key: e.key,
+        key: e.key(),
         mask: e.mask,
     });
     try_collect(wants).ok_or(WaitvError::NoMemory)
@@ -398,6 +453,34 @@ pub(crate) fn settle<'n>(
 mod tests {
     use super::WaitEntry;
     use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8};
+
+    /// A run's loop (two entries a turn, then one by one) ends where the run ends, or at the
+    /// changed entry, for runs of every length up to 9 with the change at every place, and
+    /// with a word of another size after them or not.
+    #[test]
+    fn a_run_ends_at_its_last_entry_or_at_the_changed_one() {
+        use crate::word::Size;
+        let words: Vec<AtomicU32> = (0..9).map(AtomicU32::new).collect();
+        let other = AtomicU16::new(7);
+        for n in 0..=9 {
+            let run: Vec<WaitEntry<'_>> = words[..n].iter().zip(0..).map(|(w, v)| WaitEntry::new(w, v)).collect();
+            for tail in [&[][..], &[WaitEntry::new(&other, 7)][..]] {
+                let entries = [&run[..], tail].concat();
+                assert_eq!(
+                    WaitEntry::changed_in_run(&entries, Size::U32),
+                    (false, n),
+                    "{n} entries, then {}",
+                    tail.len()
+                );
+                for k in 0..n {
+                    let mut v = entries.clone();
+                    v[k].expected += 1;
+                    assert_eq!(WaitEntry::changed_in_run(&v, Size::U32), (true, k), "{n} entries, {k} changed");
+                    assert!(WaitEntry::any_changed(&v));
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_changed_word_is_found_in_every_run_of_sizes() {
