@@ -377,8 +377,8 @@ pub(crate) fn plain_waitv_compare(ptr: usize, n: usize, words: &mut ReadPages) -
 /// and `__reserved` not exactly `plain`, or its word not in `block` (the mask that tells also
 /// tells a misaligned word) or not holding its value; `end` if there is none.
 ///
-/// On x86-64 a loop of its own, on a 64-byte line of its own, two entries a turn: 21
-/// instructions a turn, and one taken branch. The block's test is `(address ^ block)
+/// On x86-64 a loop of its own, on a 64-byte line of its own, four entries a turn: 39
+/// instructions a turn, and one taken branch; the last three at most one a turn. The block's test is `(address ^ block)
 /// & mask == 0`, the same test as [`ReadPages::cached`]'s `address & mask == block` for a
 /// block's base (its bits below 12 are 0, so `block & mask == block`), and it leaves the
 /// word's offset in the block for the load (`[offset + block]`): one instruction fewer an entry
@@ -388,7 +388,9 @@ pub(crate) fn plain_waitv_compare(ptr: usize, n: usize, words: &mut ReadPages) -
 /// 54–69 for the Rust path's scan (BENCHMARKS.md, fifty-seventh session). Two a turn, with the
 /// test on the offset, for the host's slow spells, when a loop runs at the rate of its
 /// instructions: ~180 against ~118 ns for the Rust path there (BENCHMARKS.md, eighty-sixth
-/// session). Elsewhere it passes over nothing, and the entries are taken one by one.
+/// session). Four a turn once the Rust path's scan took two a turn (128 entries: ~79 → ~75 ns,
+/// 1942 → 1839 instructions a call; BENCHMARKS.md, eighty-eighth session). Elsewhere it
+/// passes over nothing, and the entries are taken one by one.
 ///
 /// # Safety
 /// Every entry of `[at, end)` (24 bytes each, `end - at` a multiple of 24) is 8-aligned and
@@ -421,8 +423,8 @@ unsafe fn scan_common<const CODE: u32>(at: usize, end: usize, plain: u64, block:
         macro_rules! scan {
             ($load:literal) => {{
                 let mut at = at;
-                // SAFETY: the loads of entries are of `[at, end)` (the caller's: the pair's only
-                // once `at + 48 <= end`, the last one's only once `at != end`); the load of a word
+                // SAFETY: the loads of entries are of `[at, end)` (the caller's: the four's only
+                // once `at + 96 <= end`, the tail's one a turn only once `at != end`); the load of a word
                 // is made only once its address passed the block's test, `(address ^ block) & mask
                 // == 0` with `block` a block's base (the caller's): the address is then aligned to
                 // its size in that block, which read without a fault and stays mapped for the call
@@ -433,39 +435,48 @@ unsafe fn scan_common<const CODE: u32>(at: usize, end: usize, plain: u64, block:
                         "jmp 3f",
                         ".p2align 6",
                         "2:",
-                        "add {at}, {pair}",
+                        "add {at}, {quad}",
                         "3:",
-                        // Two entries left at least: `at <= end - 48` (`last`).
+                        // Four entries left at least: `at <= end - 96` (`last`).
                         "cmp {at}, {last}",
                         "ja 5f",
                         entry!("", "4f", $load),
                         "jne 4f",
                         entry!("{entry} + ", "6f", $load),
+                        "jne 6f",
+                        entry!("2 * {entry} + ", "7f", $load),
+                        "jne 7f",
+                        entry!("3 * {entry} + ", "8f", $load),
                         "je 2b",
-                        // The second entry is the one.
+                        // The fourth, third or second entry is the one.
+                        "8:",
+                        "add {at}, {entry}",
+                        "7:",
+                        "add {at}, {entry}",
                         "6:",
                         "add {at}, {entry}",
                         "jmp 4f",
-                        // One entry left, or none.
+                        // Three entries left at most, one a turn.
+                        "9:",
+                        "add {at}, {entry}",
                         "5:",
                         "cmp {at}, {end}",
                         "je 4f",
                         entry!("", "4f", $load),
-                        "jne 4f",
-                        "add {at}, {entry}",
+                        "je 9b",
                         "4:",
                         at = inout(reg) at,
                         end = in(reg) end,
                         // No underflow: a 24-byte entry lies in `[at, end)`, or `at == end`, and
                         // then `last` below `at` sends the loop to its end alike.
-                        last = in(reg) end.saturating_sub(2 * ENTRY),
+                        last = in(reg) end.saturating_sub(4 * ENTRY),
                         plain = in(reg) plain,
                         mask = in(reg) mask,
                         block = in(reg) block,
                         a = out(reg) _,
                         t = out(reg) _,
                         entry = const ENTRY,
-                        pair = const 2 * ENTRY,
+                        quad = const 4 * ENTRY,
                         flags = const std::mem::offset_of!(UfutexWaitv, flags),
                         uaddr = const std::mem::offset_of!(UfutexWaitv, uaddr),
                         val = const std::mem::offset_of!(UfutexWaitv, val),
@@ -951,7 +962,7 @@ mod tests {
 
     /// `scan_common` stops exactly at the first entry that is not common (as its contract says,
     /// so that the entry-by-entry pass after it takes no common entry again): for every length
-    /// up to 9 (pairs and a last entry alone), the entry changed at every position, and at the
+    /// up to 9 (runs of four, and tails of one to three), the entry changed at every position, and at the
     /// end of an array of common entries. Only where the scan exists (x86-64).
     #[cfg(target_arch = "x86_64")]
     #[test]
