@@ -8,6 +8,7 @@
 //! call returns (the kernel would give `EFAULT` there; we may crash).
 
 use super::abi::{UfutexWaitv, UFUTEX_WAITV_MAX};
+use super::fault::Compared;
 use super::validate::{self, WordFlags};
 use super::wake_op::WakeOp;
 use super::{entry, fault, Errno};
@@ -129,12 +130,20 @@ pub unsafe extern "C" fn ufutex_wait(
     if (timeout as usize | (flags ^ validate::PLAIN_U32) as usize) == 0
         && validate::plain_private_u32(uaddr as usize, ulong(val), ulong(mask))
     {
-        // (Reads not ready yet: the general way.)
-        if let Some(read) = fault::read_word_at_once(uaddr as usize, Size::U32) {
-            return match answer_read(read, val) {
-                Some(r) => r,
-                // SAFETY: forwarded contract.
-                None => unsafe { wait_whole(uaddr, val, mask, flags, timeout, clockid) },
+        // (Reads not ready yet: the general way.) The word compared where it lies: its value
+        // is not needed beyond the compare (`fault::compare_u32_at_once`).
+        // (No truncation: `plain_private_u32` found `val` within 32 bits.)
+        if let Some(compared) = fault::compare_u32_at_once(uaddr as usize, val as u32) {
+            return match compared {
+                Compared::Equal => {
+                    // The wait that sleeps: a taken branch is nothing to it.
+                    std::hint::cold_path();
+                    // SAFETY: forwarded contract.
+                    unsafe { wait_whole(uaddr, val, mask, flags, timeout, clockid) }
+                }
+                // One errno store for both failures (two made the frame's set-up, which only
+                // the way through libc needs, move to the function's entry).
+                failed => super::failed(if failed == Compared::Differs { Errno::EAGAIN } else { Errno::EFAULT }),
             };
         }
     }

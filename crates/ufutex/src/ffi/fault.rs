@@ -81,6 +81,38 @@ pub(crate) fn read_word_at_once(addr: usize, size: Size) -> Option<Result<u64, F
     None
 }
 
+/// What a caller's 32-bit word held, against a value ([`compare_u32_at_once`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Compared {
+    Equal,
+    Differs,
+    /// The word does not read.
+    Fault,
+}
+
+/// [`read_word_at_once`] of a 32-bit word, compared with `val`: `None` if reads are not ready
+/// to be done without a call. Natively one instruction compares the word in memory, and a
+/// fault resumes at the caller's answer to it ([`fixup::compare_u32_as`]), with no value or
+/// fault flag carried out of the read (the C ABI's failing wait: BENCHMARKS.md, eighty-eighth
+/// session).
+#[inline(always)]
+pub(crate) fn compare_u32_at_once(addr: usize, val: u32) -> Option<Compared> {
+    debug_assert_eq!(addr % 4, 0);
+    #[cfg(ufutex_fixup)]
+    {
+        let mode = fixup::mode();
+        if mode == fixup::DIRECT {
+            return Some(fixup::compare_u32_as(fixup::DIRECT, addr, val));
+        }
+        std::hint::cold_path();
+        if mode != fixup::NOT_READY {
+            return Some(fixup::compare_u32_as(mode, addr, val));
+        }
+    }
+    let _ = val;
+    None
+}
+
 /// `N` consecutive 8-byte fields of a caller's struct at `at` (any alignment), each one load:
 /// `None` if any does not read, or if the struct would run past the end of the address space.
 /// Every field is read before any is looked at.
@@ -790,6 +822,58 @@ mod fixup {
         }
     }
 
+    /// The 32-bit word at `addr` compared with `val`, in `mode`, which the caller read.
+    ///
+    /// Natively (x86-64) one `cmp` of the word in memory and a jump (a failing compare, the
+    /// common answer of a fast path, falls through): the table of inline loads
+    /// lists the `cmp`, whose fixup is the caller's own answer to a fault (an `asm goto` label),
+    /// so neither the value nor a fault flag leaves the block. Elsewhere [`load_as`], compared.
+    #[inline(always)]
+    pub(super) fn compare_u32_as(mode: u8, addr: usize, val: u32) -> super::Compared {
+        use super::Compared;
+        debug_assert!(mode != NOT_READY);
+        #[cfg(target_arch = "x86_64")]
+        if mode == DIRECT {
+            let mut answer = Compared::Differs;
+            // SAFETY:
+            // - the handler is installed (the mode is not NOT_READY), and the `cmp` at label 2
+            //   is listed in the table of inline loads with the `fault` label as its fixup: a
+            //   fault of it resumes there, with every register as the block found it (the
+            //   handler changes only the instruction pointer), and no output is expected of the
+            //   block on any of its exits;
+            // - the `cmp` reads the 4 bytes at `addr`, memory the caller passed as a futex word,
+            //   as the kernel would read it, and writes only the flags.
+            unsafe {
+                std::arch::asm!(
+                    "2: cmp dword ptr [{a}], {v:e}",
+                    // Not a fused pair: the build pads jumps off 32-byte boundaries
+                    // (`.cargo/config.toml`), and before a `cmp` fused with its `je` the padding
+                    // went between label 2 and the `cmp`, whose fault the table then did not
+                    // name. A jump alone is padded after the `cmp`, or the `cmp` takes prefixes:
+                    // either way label 2 stays on it.
+                    "nop",
+                    "je {equal}",
+                    ".pushsection ufutex_fx_table,\"aR\",%progbits",
+                    ".balign 4",
+                    ".long 2b - .",
+                    ".long {fault} - .",
+                    ".popsection",
+                    a = in(reg) addr,
+                    v = in(reg) val,
+                    equal = label { answer = Compared::Equal },
+                    fault = label { answer = Compared::Fault },
+                    options(nostack, readonly),
+                );
+            }
+            return answer;
+        }
+        match load_as(mode, addr, Size::U32) {
+            Ok(v) if v == u64::from(val) => Compared::Equal,
+            Ok(_) => Compared::Differs,
+            Err(Fault) => Compared::Fault,
+        }
+    }
+
     /// `N` loads of 8 bytes from `at` on (any alignment: the fields of a caller's struct) in
     /// `mode`, which the caller read: `None` if any faulted. Natively each is one instruction
     /// and its table entry, with no compare of sizes (`load_as`'s blocks pick among three);
@@ -1181,6 +1265,15 @@ mod tests {
         }
         assert_eq!(read_u64(page + 1), Ok(0x0011_2233_4455_6677));
         assert_eq!(read_u64(hole - 4), Err(Fault)); // straddles into the hole
+                                                    // The compare where the word lies (`compare_u32_at_once`): its three answers, the fault
+                                                    // through the block's own label.
+        let compared = [0x5566_7788, 0x5566_7789, 0].map(|v| compare_u32_at_once(page, v));
+        let want = [Compared::Equal, Compared::Differs, Compared::Differs];
+        assert_eq!(compared, if at_once { want.map(Some) } else { [None; 3] });
+        for v in [0, 0x5566_7788, u32::MAX] {
+            assert_eq!(compare_u32_at_once(hole, v), at_once.then_some(Compared::Fault));
+            assert_eq!(compare_u32_at_once(usize::MAX - 3, v), at_once.then_some(Compared::Fault));
+        }
     }
 
     /// A caller's struct of `N` 8-byte fields reads all or nothing, at any alignment: whole in
