@@ -481,7 +481,10 @@ mod fixup {
     /// An inline load block's entries in the table of inline loads (section `ufutex_fx_table`,
     /// read by [`fixup_of`]): for each load's label, the offsets, each from its own field, to
     /// the load and to the block's fixup at label 4 (`fixup_at_4!`). (`%progbits`: the
-    /// spelling both architectures' assemblers take.)
+    /// spelling both architectures' assemblers take.) A label must stay on its load: the
+    /// padding the build puts before jumps may not come between them (as it did before a
+    /// compare fused with its jump: `compare_u32_as`); `scripts/fault-table.py` checks the
+    /// shipped libraries' entries for it.
     macro_rules! fx_entries {
         ($($load:literal),+) => {
             concat!(
