@@ -141,8 +141,7 @@ pub unsafe extern "C" fn ufutex_wait(
                     // SAFETY: forwarded contract.
                     unsafe { wait_whole(uaddr, val, mask, flags, timeout, clockid) }
                 }
-                // One errno store for both failures (two made the frame's set-up, which only
-                // the way through libc needs, move to the function's entry).
+                // One errno store for both failures.
                 failed => super::failed(if failed == Compared::Differs { Errno::EAGAIN } else { Errno::EFAULT }),
             };
         }

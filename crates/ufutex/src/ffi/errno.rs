@@ -79,9 +79,8 @@ fn fail_and_learn(e: i32) -> std::ffi::c_long {
             OFFSET.store(offset, Ordering::Relaxed);
         }
     }
-    // Opaque to the optimiser: a caller that knew the -1 would call and then return its own
-    // constant, where it can jump here and return ours, with no frame of its own for the call
-    // (`ufutex_wait`'s failing path).
+    // Opaque to the optimiser: a caller that knew the -1 would call here and then return its
+    // own constant; it jumps here instead, and returns ours.
     std::hint::black_box(-1)
 }
 
