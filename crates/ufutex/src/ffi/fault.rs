@@ -1268,8 +1268,9 @@ mod tests {
         }
         assert_eq!(read_u64(page + 1), Ok(0x0011_2233_4455_6677));
         assert_eq!(read_u64(hole - 4), Err(Fault)); // straddles into the hole
-                                                    // The compare where the word lies (`compare_u32_at_once`): its three answers, the fault
-                                                    // through the block's own label.
+
+        // The compare where the word lies (`compare_u32_at_once`): its three answers, the fault
+        // through the block's own label.
         let compared = [0x5566_7788, 0x5566_7789, 0].map(|v| compare_u32_at_once(page, v));
         let want = [Compared::Equal, Compared::Differs, Compared::Differs];
         assert_eq!(compared, if at_once { want.map(Some) } else { [None; 3] });

@@ -377,20 +377,20 @@ pub(crate) fn plain_waitv_compare(ptr: usize, n: usize, words: &mut ReadPages) -
 /// and `__reserved` not exactly `plain`, or its word not in `block` (the mask that tells also
 /// tells a misaligned word) or not holding its value; `end` if there is none.
 ///
-/// On x86-64 a loop of its own, on a 64-byte line of its own, four entries a turn: 39
-/// instructions a turn, and one taken branch; the last three at most one a turn. The block's test is `(address ^ block)
-/// & mask == 0`, the same test as [`ReadPages::cached`]'s `address & mask == block` for a
-/// block's base (its bits below 12 are 0, so `block & mask == block`), and it leaves the
-/// word's offset in the block for the load (`[offset + block]`): one instruction fewer an entry
-/// than a copy of the address masked and compared. The compiler's loop was 15 instructions an
-/// entry and one or two no-ops, on lines wherever the build put it: 128 entries failing on the
-/// last took 78–100 ns, then 58–66 with this loop one entry a turn at 13 instructions, beside
-/// 54–69 for the Rust path's scan (BENCHMARKS.md, fifty-seventh session). Two a turn, with the
-/// test on the offset, for the host's slow spells, when a loop runs at the rate of its
-/// instructions: ~180 against ~118 ns for the Rust path there (BENCHMARKS.md, eighty-sixth
-/// session). Four a turn once the Rust path's scan took two a turn (128 entries: ~79 → ~75 ns,
-/// 1942 → 1839 instructions a call; BENCHMARKS.md, eighty-eighth session). Elsewhere it
-/// passes over nothing, and the entries are taken one by one.
+/// On x86-64 a loop of its own, on a 64-byte line of its own, four entries a turn: 39 instructions
+/// a turn, and one taken branch; the last three at most one a turn. The block's test is `(address ^
+/// block) & mask == 0`, the same test as [`ReadPages::cached`]'s `address & mask == block` for a
+/// block's base (its bits below 12 are 0, so `block & mask == block`), and it leaves the word's
+/// offset in the block for the load (`[offset + block]`): one instruction fewer an entry than a
+/// copy of the address masked and compared. The compiler's loop was 15 instructions an entry and
+/// one or two no-ops, on lines wherever the build put it: 128 entries failing on the last took
+/// 78–100 ns, then 58–66 with this loop one entry a turn at 13 instructions, beside 54–69 for the
+/// Rust path's scan (BENCHMARKS.md, fifty-seventh session). Two a turn, with the test on the
+/// offset, for the host's slow spells, when a loop runs at the rate of its instructions: ~180
+/// against ~118 ns for the Rust path there (BENCHMARKS.md, eighty-sixth session). Four a turn once
+/// the Rust path's scan took two a turn (128 entries: ~79 → ~75 ns, 1942 → 1839 instructions a
+/// call; BENCHMARKS.md, eighty-eighth session). Elsewhere it passes over nothing, and the entries
+/// are taken one by one.
 ///
 /// # Safety
 /// Every entry of `[at, end)` (24 bytes each, `end - at` a multiple of 24) is 8-aligned and
@@ -424,12 +424,12 @@ unsafe fn scan_common<const CODE: u32>(at: usize, end: usize, plain: u64, block:
             ($load:literal) => {{
                 let mut at = at;
                 // SAFETY: the loads of entries are of `[at, end)` (the caller's: the four's only
-                // once `at + 96 <= end`, the tail's one a turn only once `at != end`); the load of a word
-                // is made only once its address passed the block's test, `(address ^ block) & mask
-                // == 0` with `block` a block's base (the caller's): the address is then aligned to
-                // its size in that block, which read without a fault and stays mapped for the call
-                // (`ReadPages::cached`'s argument), and `{a} + {block}` is that address (`{a}`
-                // holds its offset in the block). Read-only, no stack.
+                // once `at + 96 <= end`, the tail's, one a turn, only once `at != end`); the load
+                // of a word is made only once its address passed the block's test, `(address ^
+                // block) & mask == 0` with `block` a block's base (the caller's): the address is
+                // then aligned to its size in that block, which read without a fault and stays
+                // mapped for the call (`ReadPages::cached`'s argument), and `{a} + {block}` is that
+                // address (`{a}` holds its offset in the block). Read-only, no stack.
                 unsafe {
                     std::arch::asm!(
                         "jmp 3f",
@@ -962,8 +962,8 @@ mod tests {
 
     /// `scan_common` stops exactly at the first entry that is not common (as its contract says,
     /// so that the entry-by-entry pass after it takes no common entry again): for every length
-    /// up to 9 (runs of four, and tails of one to three), the entry changed at every position, and at the
-    /// end of an array of common entries. Only where the scan exists (x86-64).
+    /// up to 9 (runs of four, and tails of one to three), the entry changed at every position,
+    /// and at the end of an array of common entries. Only where the scan exists (x86-64).
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn the_scan_stops_at_the_first_uncommon_entry() {
