@@ -25,7 +25,7 @@ GROUPS = [
     (
         "wake path",
         [r"^ufutex_wake$", r"ffi::calls::wake_plain_at$", r"wake::wake_private_at$", r"wake::wake_locked$",
-         r"WakeBatch::unpark$", r"queue::WakeList<H>::unpark_all$"],
+         r"queue::WakeList<H>::unpark_all$", r"queue::WakeList<H>::worthy_homes$"],
         # Three: `wake_locked`'s instantiation for the shared table sits among them.
         3,
         "",

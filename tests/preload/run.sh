@@ -21,7 +21,10 @@
 #     private words, shared ones (the table), both (waitvs that mix them) and shared ones
 #     slept on from two processes (both modes);
 # 10. waits that a signal handler or a stop interrupts (tests/preload/signals.c) end or sleep
-#     on as the kernel's do, in both modes, but for one documented difference.
+#     on as the kernel's do, in both modes, but for one documented difference;
+# 11. the first wake of 128 threads in fresh processes whose table grew as they arrived, so
+#     that their nodes have several homes, each rung (tests/preload/wake_after_growth.c): all
+#     return, with and without the library.
 source "$(dirname "$0")/../../.ci/lib.sh"
 so=$(realpath "$1")
 tmp=$(mktemp -d)
@@ -147,4 +150,14 @@ none_to_kernel "$tmp/stats.txt"
 UFUTEX_PRELOAD_SHARED=table UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 "$tmp/cxx_sync" 2> "$tmp/stats.txt"
 none_to_kernel "$tmp/stats.txt"
 echo "preload: table mode: legacy.c's transcript identical, the C++20 program passes, no futex call to the kernel"
+# The first wake of many after the table grew (tests/preload/wake_after_growth.c): each round a
+# fresh process, on the kernel and through the library (private words: the table mode changes
+# nothing here).
+cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread -o "$tmp/wake_after_growth" tests/preload/wake_after_growth.c
+timeout 120 "$tmp/wake_after_growth" 6 128 > /dev/null
+UFUTEX_PRELOAD_STATS=1 LD_PRELOAD="$so" timeout 120 "$tmp/wake_after_growth" 24 128 > "$tmp/wag.txt" 2> "$tmp/stats.txt" \
+  || { cat "$tmp/wag.txt" "$tmp/stats.txt" >&2; exit 1; }
+awk '$1 == "ufutex-preload:" && $2 == "FUTEX_WAIT" && $3 > 0 { found = 1 } END { exit !found }' "$tmp/stats.txt" \
+  || { cat "$tmp/stats.txt" >&2; echo "preload: wake_after_growth did not reach ufutex" >&2; exit 1; }
+echo "preload: $(cat "$tmp/wag.txt")"
 echo "preload: ok"

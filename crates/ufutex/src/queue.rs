@@ -635,13 +635,17 @@ pub(crate) struct WakeList<H> {
     head: *const Node<H>,
     tail: *const Node<H>,
     len: usize,
-    /// The home bell of the first node: the one bell this waker may ring.
-    home: *const Bell,
 }
+
+/// The most distinct home bells one wake looks at to ring: a key's nodes have one home per
+/// table they were first queued in, and an automatic table doubles as the threads arrive, so
+/// eight homes cover the waiters of a key in a process that grew from 16 slots to 4,096 (about
+/// a thousand threads) at once. A node of a home past these gets a wake of its own.
+const HOMES: usize = 8;
 
 impl<H> WakeList<H> {
     pub(crate) fn new() -> WakeList<H> {
-        WakeList { head: ptr::null(), tail: ptr::null(), len: 0, home: ptr::null() }
+        WakeList { head: ptr::null(), tail: ptr::null(), len: 0 }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -660,9 +664,6 @@ impl<H> WakeList<H> {
         unsafe { (*l.bell).homed_left() };
         // SAFETY: the node's thread cannot end its episode before our unpark: its parker lives.
         unsafe { (*node.parker).expect_unpark() };
-        if self.head.is_null() {
-            self.home = l.bell;
-        }
         // (The node is in no queue now: its `next` is ours to chain it by.)
         l.next = ptr::null();
         if self.tail.is_null() {
@@ -677,18 +678,21 @@ impl<H> WakeList<H> {
 
     /// Unpark every node, oldest first. Call with no bucket lock held.
     ///
-    /// The kernel wakes are batched into one ring of the first node's home bell when at least
-    /// two nodes were taken and no more nodes of that home are still queued anywhere than were
-    /// taken (`Bell::worth_ringing`): the ring wakes every thread asleep on that bell, and those
-    /// we did not take sleep again (`parker::Bell`). Nodes of another home get a wake of their
-    /// own.
+    /// The kernel wakes are batched into one ring of each home bell that is worth it
+    /// ([`Self::worthy_homes`]): the ring wakes every thread asleep on that bell, and those we
+    /// did not take sleep again (`parker::Bell`). Nodes of any other home get a wake of their
+    /// own. (Until the eighty-ninth session only the first node's home could be rung: after an
+    /// automatic table grew as 128 threads arrived, their nodes had six homes, and the first
+    /// wake of them all made one ring and 124 kernel wakes of one thread each, against six
+    /// rings now; BENCHMARKS.md.)
     #[inline(never)] // only a wake that took nodes calls it (`wake_all`): kept out of the wakes' frames
     #[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
     pub(crate) fn unpark_all(mut self) {
-        // SAFETY: the home is the bell of a bucket of the domain, which outlives this call.
-        let home = unsafe { self.home.as_ref() };
-        let bell = home.filter(|b| b.worth_ringing(self.len));
-        let mut batch = WakeBatch::new(bell);
+        let mut batch = WakeBatch::new();
+        // (One node is never worth a ring.)
+        if self.len >= 2 {
+            self.worthy_homes(|bell| batch.may_ring(bell));
+        }
         let mut cur = std::mem::replace(&mut self.head, ptr::null());
         while !cur.is_null() {
             // SAFETY:
@@ -699,10 +703,47 @@ impl<H> WakeList<H> {
                 let node = &*cur;
                 (node.locked().next, (*node.parker).handle(), node.locked().bell)
             };
-            batch.unpark(handle, bell.is_some_and(|b| ptr::eq(b, node_home))); // `cur` may be freed from here on
+            batch.unpark(handle, node_home); // `cur` may be freed from here on
             cur = next;
         }
         batch.finish();
+    }
+
+    /// Each home bell worth ringing (`Bell::worth_ringing`), once: among the first [`HOMES`]
+    /// distinct homes of the nodes taken, in queue order, each whose nodes taken here are at
+    /// least two and no fewer than its nodes still queued anywhere. (Out of line, and asked only
+    /// by a wake of two or more: a wake of one node, the common one, makes no second walk.)
+    #[inline(never)]
+    #[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
+    fn worthy_homes<'d>(&self, mut worthy: impl FnMut(&'d Bell)) {
+        // (Each home with the count of its nodes taken; the first `known` are in use.)
+        let mut homes = [(ptr::null::<Bell>(), 0usize); HOMES];
+        let mut known = 0;
+        let mut cur = self.head;
+        while !cur.is_null() {
+            // SAFETY: as in `unpark_all` (no node has been unparked yet).
+            let (next, home) = unsafe {
+                let l = (*cur).locked();
+                (l.next, l.bell)
+            };
+            match homes[..known].iter_mut().find(|h| ptr::eq(h.0, home)) {
+                Some(h) => h.1 += 1,
+                None if known < HOMES => {
+                    homes[known] = (home, 1);
+                    known += 1;
+                }
+                None => {}
+            }
+            cur = next;
+        }
+        for &(home, taken) in &homes[..known] {
+            // SAFETY: a home is the bell of a bucket of the domain, which outlives the wake
+            // (tables are never freed while their domain lives).
+            let bell: &'d Bell = unsafe { &*home };
+            if bell.worth_ringing(taken) {
+                worthy(bell);
+            }
+        }
     }
 }
 
@@ -1572,6 +1613,13 @@ mod tests {
         assert_eq!((rig.homed(0), rig.homed(1)), (0, 0));
     }
 
+    /// The home bells a wake of `list` may ring, in the order it would.
+    fn worthy<H>(list: &WakeList<H>) -> Vec<*const Bell> {
+        let mut bells = Vec::new();
+        list.worthy_homes(|b| bells.push(ptr::from_ref(b)));
+        bells
+    }
+
     #[test]
     fn wake_list_unparks_each_node_once_in_fifo_order() {
         let mut rig = Rig::new(4);
@@ -1583,7 +1631,7 @@ mod tests {
         let taken = rig.take(0, A, every, |node| unsafe { list.push(node) });
         assert_eq!(taken, [0, 1, 2, 3]);
         assert_eq!((list.len(), chain(&list)), (4, taken.clone()));
-        assert!(ptr::eq(list.home, &rig.homes[0].bell), "the first node's home is the list's");
+        assert_eq!(worthy(&list), [ptr::from_ref(&rig.homes[0].bell)], "four of the home's four taken: ring it");
         for i in 0..4 {
             assert_eq!(rig.state(i), NodeState::Woken);
             assert_eq!(rig.unparks(i), 0, "no unpark before unpark_all");
@@ -1595,6 +1643,58 @@ mod tests {
             rig.reclaim(i);
             rig.end_episode(i);
             assert_eq!(rig.unparks(i), 0, "a new episode starts at zero");
+        }
+    }
+
+    /// A wake that took nodes of two homes may ring each home's bell that is worth it: at least
+    /// two of its nodes taken, and no more of them left queued anywhere than were taken.
+    #[test]
+    fn a_wake_may_ring_each_worthy_home() {
+        let home = |rig: &Rig, q: usize| ptr::from_ref(&rig.homes[q].bell);
+        // Two homes, each emptied: both bells.
+        let mut rig = Rig::new(4);
+        rig.push(0, 0, A, 1);
+        rig.push(1, 1, B, 1);
+        rig.push(0, 2, A, 1);
+        rig.push(1, 3, B, 1);
+        let mut list = WakeList::new();
+        // SAFETY: each node was just taken from queue 0 or 1, whose lock `take` holds.
+        let taken = [
+            rig.take(1, B, every, |node| unsafe { list.push(node) }),
+            rig.take(0, A, every, |node| unsafe { list.push(node) }),
+        ];
+        assert_eq!(taken, [vec![1, 3], vec![0, 2]]);
+        assert_eq!(worthy(&list), [home(&rig, 1), home(&rig, 0)], "in queue order");
+        list.unpark_all();
+        for i in 0..4 {
+            assert_eq!(rig.unparks(i), 1, "node {i}");
+            rig.reclaim(i);
+            rig.end_episode(i);
+        }
+        // Queue 1's home keeps three queued for the two taken: only queue 0's bell; the three
+        // taken later ring it.
+        let mut rig = Rig::new(7);
+        for (q, i) in [(0, 0), (0, 1), (1, 2), (1, 3), (1, 4), (1, 5), (1, 6)] {
+            rig.push(q, i, if q == 0 { A } else { B }, 1);
+        }
+        let mut list = WakeList::new();
+        // SAFETY: as above.
+        let taken = [
+            rig.take(0, A, every, |node| unsafe { list.push(node) }),
+            rig.take(1, B, up_to(2), |node| unsafe { list.push(node) }),
+        ];
+        assert_eq!(taken, [vec![0, 1], vec![2, 3]]);
+        assert_eq!(worthy(&list), [home(&rig, 0)]);
+        let mut rest = WakeList::new();
+        // SAFETY: as above.
+        assert_eq!(rig.take(1, B, every, |node| unsafe { rest.push(node) }), [4, 5, 6]);
+        assert_eq!(worthy(&rest), [home(&rig, 1)]);
+        list.unpark_all();
+        rest.unpark_all();
+        for i in 0..7 {
+            assert_eq!(rig.unparks(i), 1, "node {i}");
+            rig.reclaim(i);
+            rig.end_episode(i);
         }
     }
 
@@ -1614,7 +1714,8 @@ mod tests {
         let second = rig.take(0, A, up_to(2), |node| unsafe { list.push(node) });
         assert_eq!((first, second), (vec![3], vec![0, 1]));
         assert_eq!(chain(&list), [3, 0, 1]);
-        assert!(ptr::eq(list.home, &rig.homes[1].bell), "the first node's home is the list's");
+        // Queue 1's home: one node taken, not worth a ring; queue 0's: two taken, one left.
+        assert_eq!(worthy(&list), [ptr::from_ref(&rig.homes[0].bell)]);
         list.unpark_all();
         assert_eq!(rig.unparks(0), 2, "nodes 0 and 3 share a parker: two unparks");
         assert_eq!(rig.unparks(1), 1);

@@ -326,27 +326,57 @@ impl UnparkHandle {
 }
 
 /// One waker's unparks, with the kernel wakes batched: one per ring word for the threads with
-/// a slot, one ring of `bell` when two or more of the others sleep on it (module docs).
+/// a slot, one ring of each bell the waker may ring ([`WakeBatch::may_ring`]) when two or more
+/// of the others sleep on it (module docs).
 pub(crate) struct WakeBatch<'b> {
-    bell: Option<&'b Bell>,
-    /// The first thread found asleep on the bell, woken alone if it stays the only one.
-    first: *const AtomicU32,
-    on_bell: usize,
+    /// The bells this waker may ring: the first `rung` are set (left unset past them, so that
+    /// a wake of one thread writes none of this).
+    bells: [std::mem::MaybeUninit<Rung<'b>>; BELLS],
+    rung: usize,
     /// Ring words to wake, each with the bits of the threads asleep there: `(word, bits)`.
     rings: [(u32, u32); 4],
     words: usize,
 }
 
+/// A bell the waker may ring, with the first thread found asleep on it (woken alone if it stays
+/// the only one) and how many were.
+#[derive(Clone, Copy)]
+struct Rung<'b> {
+    bell: &'b Bell,
+    first: *const AtomicU32,
+    asleep: u32,
+}
+
+/// The most bells one batch rings (as many as a wake looks at: `queue.rs`'s `HOMES`); a thread
+/// asleep on another bell gets a wake of its own.
+const BELLS: usize = 8;
+
 impl<'b> WakeBatch<'b> {
-    /// `bell`: the bell the waker may ring (no other node whose home it is stays queued), or
-    /// none.
-    pub(crate) fn new(bell: Option<&'b Bell>) -> WakeBatch<'b> {
-        WakeBatch { bell, first: std::ptr::null(), on_bell: 0, rings: [(0, 0); 4], words: 0 }
+    pub(crate) fn new() -> WakeBatch<'b> {
+        WakeBatch { bells: [const { std::mem::MaybeUninit::uninit() }; BELLS], rung: 0, rings: [(0, 0); 4], words: 0 }
     }
 
-    /// Unpark one thread. `on_bell`: its node's home bucket is the one of `bell`.
+    /// The bells set so far ([`Self::may_ring`]).
+    fn rung(&mut self) -> &mut [Rung<'b>] {
+        // SAFETY: the first `rung` entries were written by `may_ring` (and `rung` only grows
+        // there, after the write); `MaybeUninit<Rung>` has `Rung`'s layout.
+        unsafe { std::slice::from_raw_parts_mut(self.bells.as_mut_ptr().cast::<Rung<'b>>(), self.rung) }
+    }
+
+    /// This waker may ring `bell`: no more nodes whose home it is stay queued than it took
+    /// (`Bell::worth_ringing`). Each bell once; past [`BELLS`] of them, the others' threads get
+    /// their own wakes.
+    pub(crate) fn may_ring(&mut self, bell: &'b Bell) {
+        debug_assert!(!self.rung().iter().any(|r| std::ptr::eq(r.bell, bell)), "each bell once");
+        if self.rung < BELLS {
+            self.bells[self.rung].write(Rung { bell, first: std::ptr::null(), asleep: 0 });
+            self.rung += 1;
+        }
+    }
+
+    /// Unpark one thread. `home`: the bell of its node's home bucket (compared, never read).
     #[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
-    pub(crate) fn unpark(&mut self, handle: UnparkHandle, on_bell: bool) {
+    pub(crate) fn unpark(&mut self, handle: UnparkHandle, home: *const Bell) {
         let prev = handle.count();
         if prev & SLEEPING == 0 {
             return;
@@ -365,14 +395,17 @@ impl<'b> WakeBatch<'b> {
             self.words += 1;
             return;
         }
-        if on_bell && self.bell.is_some() && prev & BELLED != 0 {
-            if self.on_bell == 0 {
-                self.first = handle.word;
+        // Asleep on its home's bell (BELLED), which this waker may ring: counted for the ring.
+        if prev & BELLED != 0 {
+            if let Some(r) = self.rung().iter_mut().find(|r| std::ptr::eq(r.bell, home)) {
+                if r.asleep == 0 {
+                    r.first = handle.word;
+                }
+                r.asleep += 1;
+                return;
             }
-            self.on_bell += 1;
-        } else {
-            futex::wake_addr(handle.word, 1);
         }
+        futex::wake_addr(handle.word, 1);
     }
 
     /// Wake the gathered bits of each ring word: bump every word's sequence, then make the
@@ -398,21 +431,23 @@ impl<'b> WakeBatch<'b> {
         self.words = 0;
     }
 
-    /// Make the batched kernel wakes: one per ring word, and one `futex_wake` for the rest
-    /// either way.
+    /// Make the batched kernel wakes: one per ring word, and for each bell one `futex_wake`
+    /// either way (its one thread alone, or a ring).
     pub(crate) fn finish(mut self) {
         self.wake_rings();
-        match (self.on_bell, self.bell) {
-            (0, _) | (_, None) => {}
-            (1, _) => {
-                futex::wake_addr(self.first, 1);
-            }
-            (_, Some(bell)) => {
-                // Relaxed: every thread to wake already has its count (Release, above); a
-                // sleeper woken by the ring re-reads its own word. The bump makes a waiter
-                // that read the old sequence fail its compare instead of sleeping.
-                bell.seq.fetch_add(1, Ordering::Relaxed);
-                futex::wake(&bell.seq, i32::MAX);
+        for &mut Rung { bell, first, asleep } in self.rung() {
+            match asleep {
+                0 => {}
+                1 => {
+                    futex::wake_addr(first, 1);
+                }
+                _ => {
+                    // Relaxed: every thread to wake already has its count (Release, above); a
+                    // sleeper woken by the ring re-reads its own word. The bump makes a waiter
+                    // that read the old sequence fail its compare instead of sleeping.
+                    bell.seq.fetch_add(1, Ordering::Relaxed);
+                    futex::wake(&bell.seq, i32::MAX);
+                }
             }
         }
     }
@@ -481,14 +516,22 @@ mod loom_models {
         (p, h)
     }
 
-    /// One waker: unpark each `(parker, its node's home is the bell)` in one batch that may
-    /// ring `bell`.
-    fn wake(bell: Option<&Bell>, who: &[(&Arc<Parker>, bool)]) {
-        let mut batch = WakeBatch::new(bell);
-        for (p, on_bell) in who {
-            batch.unpark(p.handle(), *on_bell);
+    /// One waker: unpark each `(parker, its node's home bell)` in one batch that may ring
+    /// `bells`.
+    fn wake(bells: &[&Bell], who: &[(&Arc<Parker>, *const Bell)]) {
+        let mut batch = WakeBatch::new();
+        for &bell in bells {
+            batch.may_ring(bell);
+        }
+        for (p, home) in who {
+            batch.unpark(p.handle(), *home);
         }
         batch.finish();
+    }
+
+    /// The home bell of a node queued in `bell`'s bucket, as the waker names it.
+    fn home(bell: &Arc<Bell>) -> *const Bell {
+        &**bell
     }
 
     /// Every thread returned, having received exactly one unpark.
@@ -512,7 +555,7 @@ mod loom_models {
             let bell = Arc::new(Bell::new());
             let (p1, h1) = spawn_parker(&bell, true);
             let (p2, h2) = spawn_parker(&bell, true);
-            wake(Some(&bell), &[(&p1, true), (&p2, true)]);
+            wake(&[&bell], &[(&p1, home(&bell)), (&p2, home(&bell))]);
             each_woke_once(vec![h1, h2]);
         });
     }
@@ -527,7 +570,22 @@ mod loom_models {
             let (p1, h1) = spawn_parker(&b1, true);
             let (p2, h2) = spawn_parker(&b2, false);
             let (p3, h3) = spawn_parker(&b2, true);
-            wake(Some(&b2), &[(&p1, false), (&p2, true), (&p3, true)]);
+            wake(&[&b2], &[(&p1, home(&b1)), (&p2, home(&b2)), (&p3, home(&b2))]);
+            each_woke_once(vec![h1, h2, h3]);
+        });
+    }
+
+    /// One waker took threads of two homes (their table grew, or a requeue moved them): it may
+    /// ring both bells, and rings the one with two of its threads asleep on it, and wakes the
+    /// one thread asleep on the other alone.
+    #[test]
+    fn each_bell_the_waker_may_ring_reaches_its_own_sleepers() {
+        slotless_and_slotted(|| {
+            let (b1, b2) = (Arc::new(Bell::new()), Arc::new(Bell::new()));
+            let (p1, h1) = spawn_parker(&b1, true);
+            let (p2, h2) = spawn_parker(&b2, true);
+            let (p3, h3) = spawn_parker(&b1, true);
+            wake(&[&b1, &b2], &[(&p1, home(&b1)), (&p2, home(&b2)), (&p3, home(&b1))]);
             each_woke_once(vec![h1, h2, h3]);
         });
     }
@@ -545,11 +603,11 @@ mod loom_models {
         let bell = Arc::new(Bell::new());
         let (mut ps, mut hs): (Vec<_>, Vec<_>) = (0..3).map(|_| spawn_parker(&bell, true)).unzip();
         let c = 3 - a - b;
-        wake(Some(&bell), &[(&ps[a], true), (&ps[b], true)]);
+        wake(&[&bell], &[(&ps[a], home(&bell)), (&ps[b], home(&bell))]);
         let (hc, pc) = (hs.remove(c), ps.remove(c));
         each_woke_once(hs);
         assert_eq!(pc.word.load(Ordering::Acquire) & COUNT, 0);
-        wake(None, &[(&pc, true)]);
+        wake(&[], &[(&pc, home(&bell))]);
         each_woke_once(vec![hc]);
     }
 
@@ -561,7 +619,7 @@ mod loom_models {
             let bell = Arc::new(Bell::new());
             let (p1, h1) = spawn_timed_parker(&bell);
             let (p2, h2) = spawn_parker(&bell, true);
-            wake(Some(&bell), &[(&p1, true), (&p2, true)]);
+            wake(&[&bell], &[(&p1, home(&bell)), (&p2, home(&bell))]);
             each_woke_once(vec![h1, h2]);
         });
     }
@@ -586,7 +644,7 @@ mod loom_models {
             let bell = Arc::new(Bell::new());
             let (p1, h1) = spawn_timed_parker(&bell);
             let (p2, h2) = spawn_parker(&bell, true);
-            wake(Some(&bell), &[(&p1, true), (&p2, true)]);
+            wake(&[&bell], &[(&p1, home(&bell)), (&p2, home(&bell))]);
             each_woke_once(vec![h1, h2]);
             drop(held);
         });
@@ -630,8 +688,8 @@ mod loom_models {
             });
             let p3 = p.clone();
             let unparker = thread::spawn(move || {
-                let mut batch = WakeBatch::new(None);
-                batch.unpark(p3.handle(), false);
+                let mut batch = WakeBatch::new();
+                batch.unpark(p3.handle(), std::ptr::null());
                 batch.finish();
             });
             words[1].store(0, Ordering::SeqCst);
@@ -656,8 +714,8 @@ mod tests {
         assert!(!p.yield_worth_trying(), "a new thread sleeps at once");
         // A sleep that finds its unpark already there (no kernel wait needed) counts too: the
         // thread went the whole way.
-        let mut batch = WakeBatch::new(None);
-        batch.unpark(p.handle(), false);
+        let mut batch = WakeBatch::new();
+        batch.unpark(p.handle(), std::ptr::null());
         batch.finish();
         assert_eq!(p.sleep(1, None, None, &[]), Ok(()));
         p.reset();
@@ -665,12 +723,13 @@ mod tests {
     }
 
     /// Real threads in the kernel, some on ring words and some (their slots all taken) on their
-    /// own word and the bell, woken by one batch each way: every one wakes, once. (Which way a
-    /// thread sleeps also depends on the slots other tests hold meanwhile; both are correct.)
+    /// own word and one of two bells (two homes), woken by one batch each way, which may ring
+    /// both bells: every one wakes, once. (Which way a thread sleeps also depends on the slots
+    /// other tests hold meanwhile; both are correct.)
     #[test]
     fn sleepers_with_and_without_slots_all_wake() {
         use std::sync::Arc;
-        let bell = Arc::new(Bell::new());
+        let bells = Arc::new([Bell::new(), Bell::new()]);
         let asleep = |p: &Parker| p.word.load(Ordering::SeqCst) & SLEEPING != 0;
         for slotless in [false, true] {
             let held: Vec<rings::Slot> =
@@ -678,17 +737,20 @@ mod tests {
             let parkers: Vec<Arc<Parker>> = (0..6).map(|_| Arc::new(Parker::new())).collect();
             let threads: Vec<_> = parkers
                 .iter()
-                .map(|p| {
-                    let (p, bell) = (p.clone(), bell.clone());
-                    std::thread::spawn(move || p.sleep(1, None, Some(&bell), &[]))
+                .enumerate()
+                .map(|(i, p)| {
+                    let (p, bells) = (p.clone(), bells.clone());
+                    std::thread::spawn(move || p.sleep(1, None, Some(&bells[i % 2]), &[]))
                 })
                 .collect();
             while !parkers.iter().all(|p| asleep(p)) {
                 std::thread::yield_now();
             }
-            let mut batch = WakeBatch::new(Some(&bell));
-            for p in &parkers {
-                batch.unpark(p.handle(), true);
+            let mut batch = WakeBatch::new();
+            batch.may_ring(&bells[0]);
+            batch.may_ring(&bells[1]);
+            for (i, p) in parkers.iter().enumerate() {
+                batch.unpark(p.handle(), &bells[i % 2]);
             }
             batch.finish();
             for t in threads {

@@ -212,11 +212,13 @@ pub(crate) struct Direct<H>(std::marker::PhantomData<H>);
 
 #[cfg_attr(all(not(ufutex_loom), not(feature = "fallback-parker"), target_os = "linux"), allow(dead_code))]
 impl<H: Unpark> Direct<H> {
-    pub(crate) fn new(_bell: Option<&Bell>) -> Direct<H> {
+    pub(crate) fn new() -> Direct<H> {
         Direct(std::marker::PhantomData)
     }
 
-    pub(crate) fn unpark(&mut self, handle: H, _on_bell: bool) {
+    pub(crate) fn may_ring(&mut self, _bell: &Bell) {}
+
+    pub(crate) fn unpark(&mut self, handle: H, _home: *const Bell) {
         handle.unpark();
     }
 
