@@ -682,9 +682,9 @@ impl<H> WakeList<H> {
     /// ([`Self::worthy_homes`]): the ring wakes every thread asleep on that bell, and those we
     /// did not take sleep again (`parker::Bell`). Nodes of any other home get a wake of their
     /// own. (Until the eighty-ninth session only the first node's home could be rung: after an
-    /// automatic table grew as 128 threads arrived, their nodes had six homes, and the first
-    /// wake of them all made one ring and 124 kernel wakes of one thread each, against six
-    /// rings now; BENCHMARKS.md.)
+    /// automatic table grew as 128 threads arrived, their nodes had several homes, and the first
+    /// wake of them all made one ring and 118 kernel wakes of one thread each, against five
+    /// rings and three single wakes now; `tests/preload/wake_after_growth.c`, BENCHMARKS.md.)
     #[inline(never)] // only a wake that took nodes calls it (`wake_all`): kept out of the wakes' frames
     #[cfg_attr(target_os = "linux", link_section = ".text.ufutex_hot")] // hot_code.rs
     pub(crate) fn unpark_all(mut self) {
