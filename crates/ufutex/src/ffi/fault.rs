@@ -60,24 +60,38 @@ fn read_word_first(addr: usize, size: Size) -> Result<u64, Fault> {
     probe::read(addr, size)
 }
 
+/// The fast paths' dispatch on how reads go ([`fixup::mode`]): where reads are ready, return
+/// `Some($read)` from the enclosing function, with `$mode` bound to the mode — the native mode
+/// first, told with one compare of the mode's byte in memory and passed as the constant;
+/// where they are not (the process's first read, or every read through the probe syscall),
+/// fall through to the caller's slower answer. A macro, not a function taking a closure:
+/// shared through a closure, this dispatch brought back `ufutex_waitv`'s frame (three saved
+/// registers and a stack adjustment, sixtieth session).
+macro_rules! return_when_ready {
+    (|$mode:ident| $read:expr) => {
+        #[cfg(ufutex_fixup)]
+        {
+            let now = fixup::mode();
+            if now == fixup::DIRECT {
+                let $mode = fixup::DIRECT;
+                return Some($read);
+            }
+            std::hint::cold_path();
+            if now != fixup::NOT_READY {
+                let $mode = now;
+                return Some($read);
+            }
+        }
+    };
+}
+
 /// [`read_word`] for a fast path that has a slower way to fall back on: `None` if reads are not
 /// ready to be done without a call (the first read of the process, which installs the fault
 /// handler, or every read when they go through the probe syscall).
 #[inline(always)]
 pub(crate) fn read_word_at_once(addr: usize, size: Size) -> Option<Result<u64, Fault>> {
     debug_assert_eq!(addr % size.bytes(), 0);
-    #[cfg(ufutex_fixup)]
-    {
-        // The native mode first, with one compare of the mode's byte in memory.
-        let mode = fixup::mode();
-        if mode == fixup::DIRECT {
-            return Some(fixup::load_as(fixup::DIRECT, addr, size));
-        }
-        std::hint::cold_path();
-        if mode != fixup::NOT_READY {
-            return Some(fixup::load_as(mode, addr, size));
-        }
-    }
+    return_when_ready!(|mode| fixup::load_as(mode, addr, size));
     None
 }
 
@@ -98,17 +112,7 @@ pub(crate) enum Compared {
 #[inline(always)]
 pub(crate) fn compare_u32_at_once(addr: usize, val: u32) -> Option<Compared> {
     debug_assert_eq!(addr % 4, 0);
-    #[cfg(ufutex_fixup)]
-    {
-        let mode = fixup::mode();
-        if mode == fixup::DIRECT {
-            return Some(fixup::compare_u32_as(fixup::DIRECT, addr, val));
-        }
-        std::hint::cold_path();
-        if mode != fixup::NOT_READY {
-            return Some(fixup::compare_u32_as(mode, addr, val));
-        }
-    }
+    return_when_ready!(|mode| fixup::compare_u32_as(mode, addr, val));
     let _ = val;
     None
 }
@@ -134,26 +138,14 @@ pub(crate) fn read_u64s_at_once<const N: usize>(at: usize) -> Option<[u64; N]> {
     read_u64s_ready(at).flatten()
 }
 
-/// [`read_u64s`] if reads are ready (`Some`), else `None`. The mode's dispatch is written out
-/// as [`read_word_at_once`]'s is: shared between the two through a closure, it brought back
-/// `ufutex_waitv`'s frame (three saved registers and a stack adjustment, sixtieth session).
+/// [`read_u64s`] if reads are ready (`Some`), else `None`.
 #[inline(always)]
 fn read_u64s_ready<const N: usize>(at: usize) -> Option<Option<[u64; N]>> {
     const { assert!(N > 0) };
     if at.checked_add(N * 8 - 1).is_none() {
         return Some(None);
     }
-    #[cfg(ufutex_fixup)]
-    {
-        let mode = fixup::mode();
-        if mode == fixup::DIRECT {
-            return Some(fixup::load_u64s_as(fixup::DIRECT, at));
-        }
-        std::hint::cold_path();
-        if mode != fixup::NOT_READY {
-            return Some(fixup::load_u64s_as(mode, at));
-        }
-    }
+    return_when_ready!(|mode| fixup::load_u64s_as(mode, at));
     None
 }
 
